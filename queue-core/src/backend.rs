@@ -1,0 +1,176 @@
+//! The storage trait every backend implements, with its contract.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{
+    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseKey, LeaseTtl, Limits,
+    NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+};
+
+/// What a backend supports, as data. The conformance suite turns checks on
+/// from it and prints every check it skips and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Items survive a crash of the storage server (or of the process, for an
+    /// embedded store).
+    pub durable: bool,
+    /// Several processes can share one queue through this backend.
+    pub shared: bool,
+    /// Dedup keys are honoured.
+    pub dedup: bool,
+    /// Priorities are honoured.
+    pub priorities: bool,
+    /// Delays are honoured.
+    pub delays: bool,
+    /// [`Backend::test_hooks`] returns hooks.
+    pub test_hooks: bool,
+}
+
+impl Capabilities {
+    /// Every feature supported; `durable` and `shared` as given.
+    pub fn full(durable: bool, shared: bool) -> Self {
+        Capabilities {
+            durable,
+            shared,
+            dedup: true,
+            priorities: true,
+            delays: true,
+            test_hooks: true,
+        }
+    }
+}
+
+/// The storage contract. Every method is one atomic step per item: no
+/// transition is split across round trips, so concurrent callers (in this
+/// process or others) can never observe or produce a half-done transition.
+///
+/// The trait is object safe: `Arc<dyn Backend>` is the usual handle.
+///
+/// # Contract (all methods)
+/// - Bad input returns [`crate::Error::InvalidInput`] before anything is
+///   written. Use the checks in [`crate::limits`].
+/// - Server and connection failures return [`crate::Error::Backend`]; they
+///   never panic, and the next call reconnects.
+/// - Lease expiry is decided by the backend's own clock ([`Backend::now`]).
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// What this backend supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The limits this backend enforces.
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
+
+    /// The backend's clock, the one that decides lease expiry.
+    async fn now(&self) -> Result<Timestamp>;
+
+    /// Adds a batch of items to `queue`.
+    ///
+    /// # Contract
+    /// - The whole batch is checked first; a bad item rejects the batch and
+    ///   nothing is written.
+    /// - Items without delay are Ready, with a delay Scheduled.
+    /// - An item whose dedup key is held by an unacked item (any state) is
+    ///   not written; its entry in the result carries the holder's id and
+    ///   `deduplicated: true`. Concurrent enqueues with one key create one item
+    ///   (INV-9). Within one batch the first item with a key wins.
+    /// - Results are in the order of `items`.
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>>;
+
+    /// Leases up to `spec.max()` claimable items.
+    ///
+    /// # Contract
+    /// - Highest priority first, FIFO by enqueue order within a priority
+    ///   (INV-8). Due Scheduled items are claimable.
+    /// - Each claimed item gets a fresh unique token, `attempts + 1`, and
+    ///   expires at `now + ttl` on the backend's clock.
+    /// - MUST NOT return an item whose lease is live (INV-2).
+    /// - An index entry without its item, or with corrupt data, is removed,
+    ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
+    ///   the next entry (INV-6). It returns fewer than `max` only when fewer
+    ///   are claimable.
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed>;
+
+    /// Removes the item: the work is done.
+    ///
+    /// # Contract
+    /// Only if the item's current token is `lease.token` and the lease has
+    /// not been reaped; otherwise [`crate::Error::LeaseLost`] and nothing
+    /// changes (INV-3). After a successful ack no claim returns the item
+    /// again (INV-10). An ack of a lease that expired but was not yet
+    /// reaped or re-claimed succeeds.
+    async fn ack(&self, lease: &LeaseKey) -> Result<()>;
+
+    /// Heartbeat: the lease now expires at `now + ttl`; returns that time.
+    ///
+    /// # Contract
+    /// Fenced like [`Backend::ack`].
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp>;
+
+    /// Gives the item back without waiting for expiry (a retry): Ready, or
+    /// Scheduled after `delay`. When its attempts are exhausted it goes Dead
+    /// instead, with the reason "attempts exhausted".
+    ///
+    /// # Contract
+    /// Fenced like [`Backend::ack`]. `delay` is checked with
+    /// [`crate::limits::check_delay`].
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released>;
+
+    /// Sends the item to Dead with `reason` (cut to
+    /// [`crate::limits::MAX_REASON_LEN`] bytes).
+    ///
+    /// # Contract
+    /// Fenced like [`Backend::ack`].
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()>;
+
+    /// Garbage collection: every lease expired at the backend's now goes back
+    /// to Ready, or to Dead when its attempts are exhausted.
+    ///
+    /// # Contract
+    /// - Any number of reapers may run at once: each expired lease is
+    ///   recovered exactly once (INV-4).
+    /// - Cost grows with the number of expired leases, not with the number of
+    ///   leases (INV-7); work is done in bounded batches.
+    /// - Due Scheduled items may be promoted to Ready on the way.
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport>;
+
+    /// Items per state.
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats>;
+
+    /// Up to `limit` items in `state`, in the order that state's index keeps
+    /// (claim order for Ready, due time for Scheduled, expiry for Leased,
+    /// death order for Dead).
+    async fn peek(&self, queue: &QueueName, state: ItemState, limit: usize)
+        -> Result<Vec<ItemInfo>>;
+
+    /// One item, or [`crate::Error::NotFound`].
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo>;
+
+    /// Moves up to `limit` Dead items (oldest death first) back to Ready with
+    /// their attempts reset to 0; returns how many moved.
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
+
+    /// Deletes every item of the queue in every state, and its dedup keys;
+    /// returns how many items were deleted. Leases held on them are lost.
+    async fn purge(&self, queue: &QueueName) -> Result<u64>;
+
+    /// Waits until work may be available in `queue` or `timeout` passes,
+    /// whichever is first. A wake-up is a hint, not a promise: the caller
+    /// claims and may find nothing. The default sleeps for `timeout` (a
+    /// poll); backends override it with a real notification.
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        let _ = queue;
+        tokio::time::sleep(timeout).await;
+    }
+
+    /// Hooks that let the conformance suite plant stale or corrupt state.
+    /// `None` unless the backend opts in (see [`Capabilities::test_hooks`]).
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        None
+    }
+}

@@ -1,0 +1,95 @@
+//! Optional hooks a backend exposes so the conformance suite can force states
+//! that are otherwise hard to reach: stale leases and corrupt indexes.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::{ItemId, ItemState, QueueName, Result};
+
+/// The raw contents of a queue's state indexes, duplicates included, in index
+/// order. Used to check INV-1 (single home).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexSnapshot {
+    /// For each state, the ids its index holds.
+    pub indexes: BTreeMap<ItemState, Vec<ItemId>>,
+    /// Ids that have item data (payload record, row).
+    pub items: Vec<ItemId>,
+}
+
+impl IndexSnapshot {
+    /// Every violation of INV-1 in this snapshot, in words: an id held twice
+    /// by one index, an id in two indexes, an index entry with no item, an
+    /// item in no index.
+    pub fn violations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut home: BTreeMap<ItemId, ItemState> = BTreeMap::new();
+        for (state, ids) in &self.indexes {
+            let mut seen = std::collections::BTreeSet::new();
+            for id in ids {
+                if !seen.insert(*id) {
+                    out.push(format!("{state} index holds {id} more than once"));
+                }
+                if let Some(other) = home.insert(*id, *state) {
+                    if other != *state {
+                        out.push(format!("{id} is in both the {other} and {state} indexes"));
+                    }
+                }
+            }
+        }
+        let items: std::collections::BTreeSet<ItemId> = self.items.iter().copied().collect();
+        for (id, state) in &home {
+            if !items.contains(id) {
+                out.push(format!("{state} index entry {id} has no item"));
+            }
+        }
+        for id in &items {
+            if !home.contains_key(id) {
+                out.push(format!("item {id} is in no index"));
+            }
+        }
+        out
+    }
+}
+
+/// Test-only access to a backend's internals. Never used by the runtime.
+#[async_trait]
+pub trait TestHooks: Send + Sync {
+    /// Makes every live lease of the queue expired at the backend's now
+    /// (without reaping it); returns how many it touched.
+    async fn expire_leases(&self, queue: &QueueName) -> Result<u64>;
+
+    /// Makes every Scheduled item of the queue due now; returns how many.
+    async fn make_due(&self, queue: &QueueName) -> Result<u64>;
+
+    /// Puts an entry for `id`, which has no item, at the head of the Ready
+    /// index: the dangling id a broken reaper leaves behind.
+    async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()>;
+
+    /// The raw contents of the queue's indexes.
+    async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_names_every_kind_of_violation() {
+        let id = ItemId::new;
+        let mut s = IndexSnapshot::default();
+        s.indexes.insert(ItemState::Ready, vec![id(1), id(1), id(2)]);
+        s.indexes.insert(ItemState::Leased, vec![id(2), id(3)]);
+        s.items = vec![id(1), id(2), id(4)];
+        let v = s.violations();
+        assert!(v.iter().any(|m| m.contains("more than once")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("in both")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("3 has no item")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("item 4 is in no index")), "{v:?}");
+
+        let mut ok = IndexSnapshot::default();
+        ok.indexes.insert(ItemState::Ready, vec![id(1)]);
+        ok.items = vec![id(1)];
+        assert!(ok.violations().is_empty());
+    }
+}

@@ -1,0 +1,252 @@
+//! Items going in (`NewItem`), leases coming out (`Lease`), and what
+//! inspection shows (`ItemInfo`).
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::{ItemId, LeaseToken, QueueName, Timestamp};
+
+/// The state an item is in. Ack removes an item, so there is no "done" state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ItemState {
+    /// Claimable now.
+    Ready,
+    /// Claimable from its `available_at`.
+    Scheduled,
+    /// Held by one worker under a token until the lease expires.
+    Leased,
+    /// Given up on; kept for inspection and redrive.
+    Dead,
+}
+
+impl ItemState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ItemState; 4] = [
+        ItemState::Ready,
+        ItemState::Scheduled,
+        ItemState::Leased,
+        ItemState::Dead,
+    ];
+
+    /// The lowercase name, as used in storage and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Ready => "ready",
+            ItemState::Scheduled => "scheduled",
+            ItemState::Leased => "leased",
+            ItemState::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for ItemState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ItemState {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        ItemState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                crate::Error::invalid(format!(
+                    "unknown state {s:?}; expected ready, scheduled, leased or dead"
+                ))
+            })
+    }
+}
+
+/// An item to enqueue, built with chained setters.
+///
+/// ```
+/// use leaseq_core::NewItem;
+/// use std::time::Duration;
+/// let item = NewItem::new(b"send welcome mail".to_vec())
+///     .priority(5)
+///     .delay(Duration::from_secs(30))
+///     .max_attempts(3)
+///     .dedup_key("welcome:42");
+/// assert_eq!(item.get_priority(), 5);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    pub(crate) payload: Bytes,
+    pub(crate) priority: i32,
+    pub(crate) delay: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) dedup_key: Option<String>,
+}
+
+impl NewItem {
+    /// Attempts allowed when none are set.
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+
+    /// An item with this payload, priority 0, no delay, default attempts.
+    pub fn new(payload: impl Into<Bytes>) -> Self {
+        NewItem {
+            payload: payload.into(),
+            priority: 0,
+            delay: Duration::ZERO,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+            dedup_key: None,
+        }
+    }
+
+    /// Higher is claimed first; FIFO within one priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Not claimable until this long after enqueue (Scheduled meanwhile).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// How many claims the item gets before it goes Dead (at least 1).
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// While an unfinished item holds this key, enqueueing another item with
+    /// it returns the existing id and writes nothing.
+    pub fn dedup_key(mut self, key: impl Into<String>) -> Self {
+        self.dedup_key = Some(key.into());
+        self
+    }
+
+    /// The payload.
+    pub fn get_payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// The priority.
+    pub fn get_priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// The delay before the item becomes claimable.
+    pub fn get_delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The attempts allowed.
+    pub fn get_max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The dedup key, if any.
+    pub fn get_dedup_key(&self) -> Option<&str> {
+        self.dedup_key.as_deref()
+    }
+}
+
+/// What `enqueue` did with one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The item's id: new, or the existing holder of the dedup key.
+    pub id: ItemId,
+    /// True when an unfinished item already held the dedup key, so nothing
+    /// was written.
+    pub deduplicated: bool,
+}
+
+/// The fence of a lease: which item, in which queue, under which token.
+/// Every transition out of Leased takes one of these.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseKey {
+    /// The queue the item is in.
+    pub queue: QueueName,
+    /// The item.
+    pub id: ItemId,
+    /// The token the claim handed out.
+    pub token: LeaseToken,
+}
+
+/// One claimed item: the fence plus what a worker needs to run it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Queue, id and token.
+    pub key: LeaseKey,
+    /// The payload as enqueued.
+    pub payload: Bytes,
+    /// Claims so far, this one included (1 on the first delivery).
+    pub attempts: u32,
+    /// Claims allowed before the item goes Dead.
+    pub max_attempts: u32,
+    /// The item's priority.
+    pub priority: i32,
+    /// When the lease runs out, on the backend's clock.
+    pub expires_at: Timestamp,
+}
+
+impl Lease {
+    /// The item's id.
+    pub fn id(&self) -> ItemId {
+        self.key.id
+    }
+
+    /// The fencing token.
+    pub fn token(&self) -> LeaseToken {
+        self.key.token
+    }
+
+    /// True when this claim is the last one the item is allowed.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempts >= self.max_attempts
+    }
+}
+
+impl AsRef<LeaseKey> for Lease {
+    fn as_ref(&self) -> &LeaseKey {
+        &self.key
+    }
+}
+
+impl AsRef<LeaseKey> for LeaseKey {
+    fn as_ref(&self) -> &LeaseKey {
+        self
+    }
+}
+
+/// One item as inspection (`peek`, `item`) shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemInfo {
+    /// The item's id.
+    pub id: ItemId,
+    /// Its state.
+    pub state: ItemState,
+    /// Its payload.
+    pub payload: Bytes,
+    /// Its priority.
+    pub priority: i32,
+    /// Claims so far.
+    pub attempts: u32,
+    /// Claims allowed.
+    pub max_attempts: u32,
+    /// The dedup key, if any.
+    pub dedup_key: Option<String>,
+    /// For Scheduled: when it becomes claimable. For Leased: when the lease
+    /// expires. Otherwise `None`.
+    pub due_at: Option<Timestamp>,
+    /// The reason given by the last `fail` (or the reaper), if any.
+    pub last_error: Option<String>,
+}
+
+/// What `release` did with the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Back to Ready (no delay).
+    Ready,
+    /// Scheduled after the delay.
+    Scheduled,
+    /// Attempts were exhausted, so it went Dead instead.
+    Dead,
+}

@@ -1,0 +1,51 @@
+//! The leaseq contract: the [`Backend`] storage trait, the types that travel
+//! through it, typed errors, and the time seam.
+//!
+//! ```
+//! use leaseq_core::{ClaimSpec, Error, NewItem, QueueName};
+//! use std::time::Duration;
+//!
+//! // Names, items and claims are validated where they are made.
+//! let queue = QueueName::new("emails")?;
+//! let item = NewItem::new(b"hello".to_vec()).priority(10).max_attempts(3);
+//! let claim = ClaimSpec::new(32, Duration::from_secs(30))?;
+//! assert_eq!((queue.as_str(), item.get_priority(), claim.max()), ("emails", 10, 32));
+//!
+//! // Bad input is a typed error, never a panic.
+//! assert!(matches!(ClaimSpec::new(0, Duration::from_secs(1)), Err(Error::InvalidInput { .. })));
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! # The contract in short
+//! An item is in exactly one state: Ready, Scheduled, Leased or Dead; ack
+//! removes it. A claim hands out a [`Lease`] under a fresh [`LeaseToken`];
+//! only that token can ack, extend, release or fail the item, so a worker that
+//! outlived its lease gets [`Error::LeaseLost`] and changes nothing. Reaping
+//! expired leases is safe from any number of processes at once. Delivery is
+//! at-least-once: handlers should be idempotent.
+//!
+//! Backends live in their own crates (`leaseq-memory`, `leaseq-redis`,
+//! `leaseq-postgres`); `leaseq-conformance` proves each keeps the contract.
+
+mod backend;
+mod clock;
+mod error;
+mod ext;
+mod hooks;
+mod ids;
+mod item;
+pub mod limits;
+mod report;
+
+pub use backend::{Backend, Capabilities};
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use error::{BoxError, Error, Result};
+pub use ext::BackendExt;
+pub use hooks::{IndexSnapshot, TestHooks};
+pub use ids::{ItemId, LeaseToken, QueueName};
+pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseKey, NewItem, Released};
+pub use limits::{ClaimSpec, LeaseTtl, Limits};
+pub use report::{Claimed, QueueStats, ReapReport, Repair};
+
+pub use async_trait::async_trait;
+pub use bytes::Bytes;

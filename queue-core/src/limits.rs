@@ -1,0 +1,218 @@
+//! Input validation shared by every backend, so bad input is rejected the
+//! same way everywhere and before anything is written.
+
+use std::time::Duration;
+
+use crate::{Error, NewItem, Result};
+
+/// The most items one claim may ask for.
+pub const MAX_CLAIM: u32 = 1_000;
+/// The most items one enqueue call may carry.
+pub const MAX_ENQUEUE_BATCH: usize = 1_000;
+/// The longest lease one claim or extend may ask for.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest delay (enqueue or release) accepted.
+pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The longest dedup key, in bytes.
+pub const MAX_DEDUP_KEY_LEN: usize = 512;
+/// Failure reasons longer than this many bytes are cut to it (on a character
+/// boundary); a reason is for people, not for payloads.
+pub const MAX_REASON_LEN: usize = 4_096;
+
+/// Per-backend limits that a user may configure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest payload accepted, in bytes.
+    pub max_payload_bytes: usize,
+}
+
+impl Limits {
+    /// The default payload limit: 1 MiB.
+    pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: Self::DEFAULT_MAX_PAYLOAD,
+        }
+    }
+}
+
+/// A lease duration: at least 1 ms, at most [`MAX_LEASE_TTL`], whole
+/// milliseconds (finer parts are rounded up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseTtl(Duration);
+
+impl LeaseTtl {
+    /// Validates `ttl`.
+    pub fn new(ttl: Duration) -> Result<Self> {
+        if ttl.is_zero() {
+            return Err(Error::invalid("lease ttl is zero"));
+        }
+        if ttl > MAX_LEASE_TTL {
+            return Err(Error::invalid(format!(
+                "lease ttl {ttl:?} is over the limit of {MAX_LEASE_TTL:?}"
+            )));
+        }
+        let ms = ttl.as_millis().max(1);
+        let rounded = if Duration::from_millis(ms as u64) < ttl { ms + 1 } else { ms };
+        Ok(LeaseTtl(Duration::from_millis(rounded as u64)))
+    }
+
+    /// The duration.
+    pub fn get(self) -> Duration {
+        self.0
+    }
+
+    /// Whole milliseconds (never 0).
+    pub fn as_millis(self) -> u64 {
+        self.0.as_millis() as u64
+    }
+}
+
+impl TryFrom<Duration> for LeaseTtl {
+    type Error = Error;
+    fn try_from(d: Duration) -> Result<Self> {
+        LeaseTtl::new(d)
+    }
+}
+
+/// What one claim asks for: up to `max` items, each leased for `ttl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimSpec {
+    max: u32,
+    ttl: LeaseTtl,
+}
+
+impl ClaimSpec {
+    /// Validates the request: `max` in 1..=[`MAX_CLAIM`] and a valid ttl.
+    pub fn new(max: u32, ttl: Duration) -> Result<Self> {
+        if max == 0 {
+            return Err(Error::invalid("claim of 0 items"));
+        }
+        if max > MAX_CLAIM {
+            return Err(Error::invalid(format!(
+                "claim of {max} items is over the limit of {MAX_CLAIM}"
+            )));
+        }
+        Ok(ClaimSpec {
+            max,
+            ttl: LeaseTtl::new(ttl)?,
+        })
+    }
+
+    /// The most items to claim.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
+    /// The lease each claimed item gets.
+    pub fn ttl(&self) -> LeaseTtl {
+        self.ttl
+    }
+}
+
+/// Checks a batch for `enqueue` against the contract and `limits`.
+/// Backends call this first, so a bad batch writes nothing.
+pub fn check_batch(items: &[NewItem], limits: &Limits) -> Result<()> {
+    if items.len() > MAX_ENQUEUE_BATCH {
+        return Err(Error::invalid(format!(
+            "batch of {} items is over the limit of {MAX_ENQUEUE_BATCH}",
+            items.len()
+        )));
+    }
+    for (i, item) in items.iter().enumerate() {
+        if item.payload.len() > limits.max_payload_bytes {
+            return Err(Error::invalid(format!(
+                "item {i}: payload of {} bytes is over the limit of {}",
+                item.payload.len(),
+                limits.max_payload_bytes
+            )));
+        }
+        if item.max_attempts == 0 {
+            return Err(Error::invalid(format!("item {i}: max_attempts is 0")));
+        }
+        check_delay(item.delay).map_err(|e| Error::invalid(format!("item {i}: {e}")))?;
+        if let Some(key) = &item.dedup_key {
+            if key.is_empty() || key.len() > MAX_DEDUP_KEY_LEN {
+                return Err(Error::invalid(format!(
+                    "item {i}: dedup key must be 1 to {MAX_DEDUP_KEY_LEN} bytes"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a delay for enqueue or release.
+pub fn check_delay(delay: Duration) -> Result<()> {
+    if delay > MAX_DELAY {
+        return Err(Error::invalid(format!(
+            "delay {delay:?} is over the limit of {MAX_DELAY:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Cuts a failure reason to [`MAX_REASON_LEN`] bytes on a character boundary.
+pub fn clamp_reason(reason: &str) -> &str {
+    if reason.len() <= MAX_REASON_LEN {
+        return reason;
+    }
+    let mut end = MAX_REASON_LEN;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid<T: std::fmt::Debug>(r: Result<T>) -> bool {
+        matches!(r, Err(Error::InvalidInput { .. }))
+    }
+
+    #[test]
+    fn claim_spec_rejects_zero_too_many_and_bad_ttl() {
+        let s = Duration::from_secs(1);
+        assert!(invalid(ClaimSpec::new(0, s)));
+        assert!(invalid(ClaimSpec::new(MAX_CLAIM + 1, s)));
+        assert!(invalid(ClaimSpec::new(1_000_000, s)));
+        assert!(invalid(ClaimSpec::new(1, Duration::ZERO)));
+        assert!(invalid(ClaimSpec::new(1, Duration::from_secs(10 * 365 * 24 * 3600))));
+        assert_eq!(ClaimSpec::new(MAX_CLAIM, s).map(|c| c.max()).ok(), Some(MAX_CLAIM));
+    }
+
+    #[test]
+    fn ttl_rounds_up_to_whole_milliseconds() {
+        assert_eq!(LeaseTtl::new(Duration::from_micros(1)).map(|t| t.as_millis()).ok(), Some(1));
+        assert_eq!(LeaseTtl::new(Duration::from_micros(1500)).map(|t| t.as_millis()).ok(), Some(2));
+        assert_eq!(LeaseTtl::new(Duration::from_millis(30)).map(|t| t.as_millis()).ok(), Some(30));
+    }
+
+    #[test]
+    fn batch_checks_payload_attempts_delay_dedup_and_size() {
+        let limits = Limits { max_payload_bytes: 8 };
+        assert!(check_batch(&[NewItem::new(vec![0u8; 8])], &limits).is_ok());
+        assert!(invalid(check_batch(&[NewItem::new(vec![0u8; 9])], &limits)));
+        assert!(invalid(check_batch(&[NewItem::new("x").max_attempts(0)], &limits)));
+        assert!(invalid(check_batch(&[NewItem::new("x").delay(MAX_DELAY * 2)], &limits)));
+        assert!(invalid(check_batch(&[NewItem::new("x").dedup_key("")], &limits)));
+        let long_key = "k".repeat(MAX_DEDUP_KEY_LEN + 1);
+        assert!(invalid(check_batch(&[NewItem::new("x").dedup_key(long_key)], &limits)));
+        let many = vec![NewItem::new("x"); MAX_ENQUEUE_BATCH + 1];
+        assert!(invalid(check_batch(&many, &limits)));
+        assert!(check_batch(&[], &limits).is_ok());
+    }
+
+    #[test]
+    fn reasons_are_cut_on_a_char_boundary() {
+        let long = "é".repeat(MAX_REASON_LEN);
+        let cut = clamp_reason(&long);
+        assert!(cut.len() <= MAX_REASON_LEN && cut.len() >= MAX_REASON_LEN - 1);
+        assert_eq!(clamp_reason("short"), "short");
+    }
+}

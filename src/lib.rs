@@ -1,0 +1,2 @@
+//! leaseq facade (placeholder)
+pub use leaseq_core::*;
