@@ -1,1 +1,1 @@
-//! placeholder
+//! The leaseq conformance suite (work in progress).

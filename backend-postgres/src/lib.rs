@@ -1,0 +1,1 @@
+//! The postgres backend (work in progress).

@@ -1,0 +1,1 @@
+//! The redis backend (work in progress).
