@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseKey, LeaseTtl, Limits,
-    NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseKey, LeaseTtl, Limits, NewItem,
+    QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 /// What a backend supports, as data. The conformance suite turns checks on
@@ -145,8 +145,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Up to `limit` items in `state`, in the order that state's index keeps
     /// (claim order for Ready, due time for Scheduled, expiry for Leased,
     /// death order for Dead).
-    async fn peek(&self, queue: &QueueName, state: ItemState, limit: usize)
-        -> Result<Vec<ItemInfo>>;
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>>;
 
     /// One item, or [`crate::Error::NotFound`].
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo>;

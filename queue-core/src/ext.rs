@@ -14,13 +14,19 @@ pub trait BackendExt: Backend {
     /// Enqueues one item; returns its id (or the dedup key holder's id).
     async fn enqueue_one(&self, queue: &QueueName, item: NewItem) -> Result<ItemId> {
         let out = self.enqueue(queue, vec![item]).await?;
-        out.first().map(|e| e.id).ok_or_else(|| crate::Error::Corrupt {
-            what: "enqueue of one item returned no result".into(),
-        })
+        out.first()
+            .map(|e| e.id)
+            .ok_or_else(|| crate::Error::Corrupt {
+                what: "enqueue of one item returned no result".into(),
+            })
     }
 
     /// Enqueues one payload with default options.
-    async fn push(&self, queue: &QueueName, payload: impl Into<Bytes> + Send + 'async_trait) -> Result<ItemId> {
+    async fn push(
+        &self,
+        queue: &QueueName,
+        payload: impl Into<Bytes> + Send + 'async_trait,
+    ) -> Result<ItemId> {
         self.enqueue_one(queue, NewItem::new(payload)).await
     }
 

@@ -78,14 +78,18 @@ mod tests {
     fn snapshot_names_every_kind_of_violation() {
         let id = ItemId::new;
         let mut s = IndexSnapshot::default();
-        s.indexes.insert(ItemState::Ready, vec![id(1), id(1), id(2)]);
+        s.indexes
+            .insert(ItemState::Ready, vec![id(1), id(1), id(2)]);
         s.indexes.insert(ItemState::Leased, vec![id(2), id(3)]);
         s.items = vec![id(1), id(2), id(4)];
         let v = s.violations();
         assert!(v.iter().any(|m| m.contains("more than once")), "{v:?}");
         assert!(v.iter().any(|m| m.contains("in both")), "{v:?}");
         assert!(v.iter().any(|m| m.contains("3 has no item")), "{v:?}");
-        assert!(v.iter().any(|m| m.contains("item 4 is in no index")), "{v:?}");
+        assert!(
+            v.iter().any(|m| m.contains("item 4 is in no index")),
+            "{v:?}"
+        );
 
         let mut ok = IndexSnapshot::default();
         ok.indexes.insert(ItemState::Ready, vec![id(1)]);

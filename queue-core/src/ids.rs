@@ -174,14 +174,25 @@ mod tests {
 
     #[test]
     fn queue_name_rejects_empty_long_and_odd_characters() {
-        assert!(matches!(QueueName::new(""), Err(Error::InvalidInput { .. })));
+        assert!(matches!(
+            QueueName::new(""),
+            Err(Error::InvalidInput { .. })
+        ));
         assert!(QueueName::new("a".repeat(QueueName::MAX_LEN)).is_ok());
         let long = "a".repeat(QueueName::MAX_LEN + 1);
-        assert!(matches!(QueueName::new(long), Err(Error::InvalidInput { .. })));
+        assert!(matches!(
+            QueueName::new(long),
+            Err(Error::InvalidInput { .. })
+        ));
         for bad in ["a b", "a{b", "x}", "é", "a\0", "q'", "a/b", "\u{1F600}"] {
             assert!(QueueName::new(bad).is_err(), "{bad:?} accepted");
         }
-        assert_eq!(QueueName::new("jobs:high-1.x_y").map(|q| q.to_string()).ok(), Some("jobs:high-1.x_y".into()));
+        assert_eq!(
+            QueueName::new("jobs:high-1.x_y")
+                .map(|q| q.to_string())
+                .ok(),
+            Some("jobs:high-1.x_y".into())
+        );
     }
 
     #[test]
@@ -197,6 +208,9 @@ mod tests {
     #[test]
     fn item_id_parses_or_says_why_not() {
         assert_eq!("42".parse::<ItemId>().ok(), Some(ItemId::new(42)));
-        assert!(matches!("-1".parse::<ItemId>(), Err(Error::InvalidInput { .. })));
+        assert!(matches!(
+            "-1".parse::<ItemId>(),
+            Err(Error::InvalidInput { .. })
+        ));
     }
 }

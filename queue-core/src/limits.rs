@@ -56,7 +56,11 @@ impl LeaseTtl {
             )));
         }
         let ms = ttl.as_millis().max(1);
-        let rounded = if Duration::from_millis(ms as u64) < ttl { ms + 1 } else { ms };
+        let rounded = if Duration::from_millis(ms as u64) < ttl {
+            ms + 1
+        } else {
+            ms
+        };
         Ok(LeaseTtl(Duration::from_millis(rounded as u64)))
     }
 
@@ -182,27 +186,62 @@ mod tests {
         assert!(invalid(ClaimSpec::new(MAX_CLAIM + 1, s)));
         assert!(invalid(ClaimSpec::new(1_000_000, s)));
         assert!(invalid(ClaimSpec::new(1, Duration::ZERO)));
-        assert!(invalid(ClaimSpec::new(1, Duration::from_secs(10 * 365 * 24 * 3600))));
-        assert_eq!(ClaimSpec::new(MAX_CLAIM, s).map(|c| c.max()).ok(), Some(MAX_CLAIM));
+        assert!(invalid(ClaimSpec::new(
+            1,
+            Duration::from_secs(10 * 365 * 24 * 3600)
+        )));
+        assert_eq!(
+            ClaimSpec::new(MAX_CLAIM, s).map(|c| c.max()).ok(),
+            Some(MAX_CLAIM)
+        );
     }
 
     #[test]
     fn ttl_rounds_up_to_whole_milliseconds() {
-        assert_eq!(LeaseTtl::new(Duration::from_micros(1)).map(|t| t.as_millis()).ok(), Some(1));
-        assert_eq!(LeaseTtl::new(Duration::from_micros(1500)).map(|t| t.as_millis()).ok(), Some(2));
-        assert_eq!(LeaseTtl::new(Duration::from_millis(30)).map(|t| t.as_millis()).ok(), Some(30));
+        assert_eq!(
+            LeaseTtl::new(Duration::from_micros(1))
+                .map(|t| t.as_millis())
+                .ok(),
+            Some(1)
+        );
+        assert_eq!(
+            LeaseTtl::new(Duration::from_micros(1500))
+                .map(|t| t.as_millis())
+                .ok(),
+            Some(2)
+        );
+        assert_eq!(
+            LeaseTtl::new(Duration::from_millis(30))
+                .map(|t| t.as_millis())
+                .ok(),
+            Some(30)
+        );
     }
 
     #[test]
     fn batch_checks_payload_attempts_delay_dedup_and_size() {
-        let limits = Limits { max_payload_bytes: 8 };
+        let limits = Limits {
+            max_payload_bytes: 8,
+        };
         assert!(check_batch(&[NewItem::new(vec![0u8; 8])], &limits).is_ok());
         assert!(invalid(check_batch(&[NewItem::new(vec![0u8; 9])], &limits)));
-        assert!(invalid(check_batch(&[NewItem::new("x").max_attempts(0)], &limits)));
-        assert!(invalid(check_batch(&[NewItem::new("x").delay(MAX_DELAY * 2)], &limits)));
-        assert!(invalid(check_batch(&[NewItem::new("x").dedup_key("")], &limits)));
+        assert!(invalid(check_batch(
+            &[NewItem::new("x").max_attempts(0)],
+            &limits
+        )));
+        assert!(invalid(check_batch(
+            &[NewItem::new("x").delay(MAX_DELAY * 2)],
+            &limits
+        )));
+        assert!(invalid(check_batch(
+            &[NewItem::new("x").dedup_key("")],
+            &limits
+        )));
         let long_key = "k".repeat(MAX_DEDUP_KEY_LEN + 1);
-        assert!(invalid(check_batch(&[NewItem::new("x").dedup_key(long_key)], &limits)));
+        assert!(invalid(check_batch(
+            &[NewItem::new("x").dedup_key(long_key)],
+            &limits
+        )));
         let many = vec![NewItem::new("x"); MAX_ENQUEUE_BATCH + 1];
         assert!(invalid(check_batch(&many, &limits)));
         assert!(check_batch(&[], &limits).is_ok());

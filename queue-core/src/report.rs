@@ -19,7 +19,11 @@ pub struct Repair {
 
 impl fmt::Display for Repair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} index entry {}: {}", self.index, self.id, self.problem)
+        write!(
+            f,
+            "{} index entry {}: {}",
+            self.index, self.id, self.problem
+        )
     }
 }
 
