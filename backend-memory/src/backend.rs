@@ -1,0 +1,177 @@
+//! The backend handle: shared queues behind cheap clones, the clock, limits.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use leaseq_core::{Clock, Limits, QueueName, SystemClock};
+use tokio::sync::Notify;
+
+use crate::state::QueueState;
+
+/// The in-process backend: every queue lives in this process's memory.
+///
+/// Clones are cheap and share every queue. Each queue has its own lock, held
+/// only for the few index updates one operation makes and never across an
+/// `.await`, and its own wake-up signal for [`leaseq_core::Backend::wait_for_work`].
+///
+/// Not durable and not shared across processes: see
+/// [`leaseq_core::Capabilities`].
+#[derive(Clone)]
+pub struct MemoryBackend {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) limits: Limits,
+}
+
+/// What every clone of one backend shares.
+#[derive(Default)]
+pub(crate) struct Shared {
+    queues: RwLock<HashMap<QueueName, Arc<Queue>>>,
+}
+
+/// One queue: its state under a lock, and its wake-up signal.
+#[derive(Default)]
+pub(crate) struct Queue {
+    state: Mutex<QueueState>,
+    notify: Notify,
+    /// Tasks inside `wait_for_work`; wake-ups are skipped while there are none.
+    waiters: AtomicUsize,
+}
+
+impl Queue {
+    /// Locks the queue's state. A panic in another holder cannot leave the
+    /// indexes half-updated (no transition panics), so a poisoned lock is
+    /// taken over rather than passed on as a panic.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes every task waiting for work on this queue.
+    pub(crate) fn wake(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Registers a waiter until the guard drops.
+    pub(crate) fn waiter(&self) -> WaiterGuard<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        WaiterGuard(self)
+    }
+
+    /// The signal `wake` raises.
+    pub(crate) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+/// Counts one task in `wait_for_work`, also when its future is dropped.
+pub(crate) struct WaiterGuard<'a>(&'a Queue);
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl MemoryBackend {
+    /// A backend on the system clock with default limits.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// A backend on `clock`, e.g. a [`leaseq_core::ManualClock`] in tests.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryBackend {
+            shared: Arc::new(Shared::default()),
+            clock,
+            limits: Limits::default(),
+        }
+    }
+
+    /// This handle with `limits` (other clones keep their own limits but
+    /// share the queues).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The clock's now, in ms.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now().as_millis()
+    }
+
+    /// Runs `f` on the queue if it exists.
+    pub(crate) fn existing<R>(&self, name: &QueueName, f: impl FnOnce(&Queue) -> R) -> Option<R> {
+        let map = self
+            .shared
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(name).map(|q| f(q))
+    }
+
+    /// Runs `f` on the queue, creating it first if needed.
+    pub(crate) fn ensure<R>(&self, name: &QueueName, f: impl FnOnce(&Queue) -> R) -> R {
+        {
+            let map = self
+                .shared
+                .queues
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(q) = map.get(name) {
+                return f(q);
+            }
+        }
+        let mut map = self
+            .shared
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(map.entry(name.clone()).or_default())
+    }
+
+    /// A handle on the queue, creating it first if needed.
+    pub(crate) fn handle(&self, name: &QueueName) -> Arc<Queue> {
+        {
+            let map = self
+                .shared
+                .queues
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(q) = map.get(name) {
+                return Arc::clone(q);
+            }
+        }
+        let mut map = self
+            .shared
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.entry(name.clone()).or_default().clone()
+    }
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let queues = self
+            .shared
+            .queues
+            .read()
+            .map(|m| m.len())
+            .unwrap_or_else(|p| p.into_inner().len());
+        f.debug_struct("MemoryBackend")
+            .field("queues", &queues)
+            .field("clock", &self.clock)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}

@@ -1,0 +1,344 @@
+//! The [`Backend`] contract: validation first, then one critical section per
+//! call on the queue's state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::{
+    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
+    ItemState, Lease, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
+    ReapReport, Released, Result, TestHooks, Timestamp,
+};
+
+use crate::backend::MemoryBackend;
+use crate::state::{Fence, Fresh, QueueState};
+
+/// Expired leases recovered per lock hold; a reap of many expired leases
+/// lets other callers in between batches.
+const REAP_BATCH: usize = 1_024;
+
+/// `now + delay` in ms, rounding a part-millisecond delay up so a delay never
+/// makes an item due earlier than asked.
+pub(crate) fn due_after(now: u64, delay: Duration) -> u64 {
+    let mut ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    if delay.subsec_nanos() % 1_000_000 != 0 {
+        ms = ms.saturating_add(1);
+    }
+    now.saturating_add(ms)
+}
+
+fn lost(lease: &LeaseKey) -> Error {
+    Error::LeaseLost { id: lease.id }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::full(false, false)
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.clock.now())
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.limits)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now_ms();
+        let out = self.ensure(queue, |q| {
+            let mut st = q.lock();
+            let mut out = Vec::with_capacity(items.len());
+            let mut woke = false;
+            for item in &items {
+                let dedup_key = match item.get_dedup_key() {
+                    Some(key) => {
+                        if let Some(id) = st.dedup_holder(key) {
+                            out.push(Enqueued {
+                                id: ItemId::new(id),
+                                deduplicated: true,
+                            });
+                            continue;
+                        }
+                        Some(Arc::<str>::from(key))
+                    }
+                    None => None,
+                };
+                let delay = item.get_delay();
+                let due = (!delay.is_zero()).then(|| due_after(now, delay));
+                woke |= due.is_none();
+                let id = st.insert(
+                    Fresh {
+                        payload: item.get_payload().clone(),
+                        priority: item.get_priority(),
+                        max_attempts: item.get_max_attempts(),
+                        dedup_key,
+                        due,
+                    },
+                    now,
+                );
+                out.push(Enqueued {
+                    id: ItemId::new(id),
+                    deduplicated: false,
+                });
+            }
+            drop(st);
+            if woke {
+                q.wake();
+            }
+            out
+        });
+        Ok(out)
+    }
+
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let now = self.now_ms();
+        let expires = now.saturating_add(spec.ttl().as_millis());
+        let expires_at = Timestamp::from_millis(expires);
+        let max = spec.max() as usize;
+        let claimed = self.existing(queue, |q| {
+            let mut st = q.lock();
+            let mut repairs = Vec::new();
+            st.promote_due(now, &mut repairs);
+            let mut leases = Vec::with_capacity(max.min(st.ready.len()));
+            while leases.len() < max && !st.ready.is_empty() {
+                let token = LeaseToken::random();
+                let Some((id, item)) = st.lease_next(expires, token, &mut repairs) else {
+                    break;
+                };
+                leases.push(Lease {
+                    key: LeaseKey {
+                        queue: queue.clone(),
+                        id: ItemId::new(id),
+                        token,
+                    },
+                    payload: item.payload.clone(),
+                    attempts: item.attempts,
+                    max_attempts: item.max_attempts,
+                    priority: item.priority,
+                    expires_at,
+                });
+            }
+            Claimed { leases, repairs }
+        });
+        Ok(claimed.unwrap_or_default())
+    }
+
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        let id = lease.id.get();
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            match st.fence(id, lease.token) {
+                Fence::Held(_, expires) => {
+                    st.remove_leased(id, expires);
+                    Ok(())
+                }
+                Fence::Lost => Err(lost(lease)),
+            }
+        })
+        .unwrap_or_else(|| Err(lost(lease)))
+    }
+
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        let id = lease.id.get();
+        let new = self.now_ms().saturating_add(ttl.as_millis());
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            match st.fence(id, lease.token) {
+                Fence::Held(_, old) => {
+                    st.set_expiry(id, old, new);
+                    Ok(Timestamp::from_millis(new))
+                }
+                Fence::Lost => Err(lost(lease)),
+            }
+        })
+        .unwrap_or_else(|| Err(lost(lease)))
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        let id = lease.id.get();
+        let now = self.now_ms();
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            let (expires, exhausted) = match st.fence(id, lease.token) {
+                Fence::Held(item, expires) => (expires, item.attempts >= item.max_attempts),
+                Fence::Lost => return Err(lost(lease)),
+            };
+            if exhausted {
+                st.kill_leased(id, expires, "attempts exhausted");
+                return Ok(Released::Dead);
+            }
+            let due = if delay.is_zero() {
+                now
+            } else {
+                due_after(now, delay)
+            };
+            let state = st.requeue_leased(id, expires, due, now);
+            drop(st);
+            if state == ItemState::Ready {
+                q.wake();
+                Ok(Released::Ready)
+            } else {
+                Ok(Released::Scheduled)
+            }
+        })
+        .unwrap_or_else(|| Err(lost(lease)))
+    }
+
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        let reason = clamp_reason(reason);
+        let id = lease.id.get();
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            match st.fence(id, lease.token) {
+                Fence::Held(_, expires) => {
+                    st.kill_leased(id, expires, reason);
+                    Ok(())
+                }
+                Fence::Lost => Err(lost(lease)),
+            }
+        })
+        .unwrap_or_else(|| Err(lost(lease)))
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let now = self.now_ms();
+        let mut report = ReapReport::default();
+        loop {
+            let more = self.existing(queue, |q| {
+                let mut st = q.lock();
+                let promoted = st.promote_due(now, &mut report.repairs);
+                let (requeued, dead, more) = st.reap_expired(now, REAP_BATCH, &mut report.repairs);
+                drop(st);
+                report.requeued += requeued;
+                report.dead += dead;
+                if requeued + promoted > 0 {
+                    q.wake();
+                }
+                more
+            });
+            if more != Some(true) {
+                return Ok(report);
+            }
+        }
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let now = self.now_ms();
+        let stats = self.existing(queue, |q| {
+            let mut st = q.lock();
+            st.promote_due(now, &mut Vec::new());
+            QueueStats {
+                ready: st.ready.len() as u64,
+                scheduled: st.scheduled.len() as u64,
+                leased: st.leased.len() as u64,
+                dead: st.dead.len() as u64,
+            }
+        });
+        Ok(stats.unwrap_or_default())
+    }
+
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>> {
+        let now = self.now_ms();
+        let infos = self.existing(queue, |q| {
+            let mut st = q.lock();
+            st.promote_due(now, &mut Vec::new());
+            let st = &*st;
+            let ids: Box<dyn Iterator<Item = u64> + '_> = match state {
+                ItemState::Ready => Box::new(st.ready.iter().map(|e| e.2)),
+                ItemState::Scheduled => Box::new(st.scheduled.iter().map(|e| e.2)),
+                ItemState::Leased => Box::new(st.leased.iter().map(|e| e.1)),
+                ItemState::Dead => Box::new(st.dead.iter().map(|e| e.1)),
+            };
+            ids.filter_map(|id| info(st, id))
+                .take(limit)
+                .collect::<Vec<_>>()
+        });
+        Ok(infos.unwrap_or_default())
+    }
+
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        let now = self.now_ms();
+        self.existing(queue, |q| {
+            let mut st = q.lock();
+            st.promote_due(now, &mut Vec::new());
+            info(&st, id.get())
+        })
+        .flatten()
+        .ok_or(Error::NotFound { id })
+    }
+
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let moved = self.existing(queue, |q| {
+            let moved = q.lock().redrive(limit, &mut Vec::new());
+            if moved > 0 {
+                q.wake();
+            }
+            moved
+        });
+        Ok(moved.unwrap_or(0))
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        Ok(self.existing(queue, |q| q.lock().purge()).unwrap_or(0))
+    }
+
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        let q = self.handle(queue);
+        let _waiter = q.waiter();
+        let notified = q.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let wait = {
+            let now = self.now_ms();
+            let st = q.lock();
+            if !st.ready.is_empty() {
+                return;
+            }
+            match st.earliest_due() {
+                Some(due) if due <= now => return,
+                Some(due) => timeout.min(Duration::from_millis(due - now)),
+                None => timeout,
+            }
+        };
+        let _ = tokio::time::timeout(wait, notified).await;
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        Some(self)
+    }
+}
+
+/// What inspection shows of one item, if it exists.
+pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
+    use crate::state::Slot;
+    let item = st.items.get(&id)?;
+    let due_at = match item.slot {
+        Slot::Scheduled { due } => Some(Timestamp::from_millis(due)),
+        Slot::Leased { expires, .. } => Some(Timestamp::from_millis(expires)),
+        Slot::Ready | Slot::Dead { .. } => None,
+    };
+    Some(ItemInfo {
+        id: ItemId::new(id),
+        state: item.slot.state(),
+        payload: item.payload.clone(),
+        priority: item.priority,
+        attempts: item.attempts,
+        max_attempts: item.max_attempts,
+        dedup_key: item.dedup_key.as_deref().map(str::to_owned),
+        due_at,
+        last_error: item.last_error.as_deref().map(str::to_owned),
+    })
+}

@@ -1,0 +1,361 @@
+//! One queue's items and its ordered state indexes, and every transition
+//! between states. Everything here is synchronous and runs under the queue's
+//! lock, so each transition is one critical section.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use leaseq_core::{Bytes, ItemId, ItemState, LeaseToken, Repair};
+
+use crate::hash::IdMap;
+
+/// Ready index key: highest priority first, then enqueue order.
+pub(crate) type ReadyKey = (Reverse<i32>, u64, u64);
+
+/// Where an item is, with what that state needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// In `ready`.
+    Ready,
+    /// In `scheduled`, due at this ms.
+    Scheduled { due: u64 },
+    /// In `leased`, under `token` until `expires` (ms).
+    Leased { expires: u64, token: LeaseToken },
+    /// In `dead`, at this death sequence number.
+    Dead { death: u64 },
+}
+
+impl Slot {
+    pub(crate) fn state(self) -> ItemState {
+        match self {
+            Slot::Ready => ItemState::Ready,
+            Slot::Scheduled { .. } => ItemState::Scheduled,
+            Slot::Leased { .. } => ItemState::Leased,
+            Slot::Dead { .. } => ItemState::Dead,
+        }
+    }
+}
+
+/// One stored item.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub(crate) payload: Bytes,
+    pub(crate) priority: i32,
+    /// Enqueue sequence: FIFO order within a priority. Kept across retries.
+    pub(crate) seq: u64,
+    pub(crate) attempts: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) dedup_key: Option<Arc<str>>,
+    pub(crate) last_error: Option<Box<str>>,
+    pub(crate) slot: Slot,
+}
+
+impl Item {
+    pub(crate) fn ready_key(&self, id: u64) -> ReadyKey {
+        (Reverse(self.priority), self.seq, id)
+    }
+}
+
+/// A fresh item for [`QueueState::insert`].
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    pub(crate) payload: Bytes,
+    pub(crate) priority: i32,
+    pub(crate) max_attempts: u32,
+    pub(crate) dedup_key: Option<Arc<str>>,
+    /// Due time in ms, or `None` for Ready now.
+    pub(crate) due: Option<u64>,
+}
+
+/// The items of one queue and its indexes. Each live id is in exactly one
+/// index, the one its [`Slot`] names (INV-1).
+#[derive(Debug, Default)]
+pub(crate) struct QueueState {
+    pub(crate) items: IdMap<Item>,
+    pub(crate) ready: BTreeSet<ReadyKey>,
+    pub(crate) scheduled: BTreeSet<(u64, u64, u64)>,
+    pub(crate) leased: BTreeSet<(u64, u64)>,
+    pub(crate) dead: BTreeSet<(u64, u64)>,
+    pub(crate) dedup: HashMap<Arc<str>, u64>,
+    /// Next id and enqueue sequence (they are the same counter; 0 is never
+    /// handed out, so planted entries can sort before every real one).
+    next_seq: u64,
+    next_death: u64,
+}
+
+/// Whether a fenced operation found its lease current.
+pub(crate) enum Fence<'a> {
+    /// The item, whose current token is the lease's.
+    Held(&'a mut Item, u64),
+    /// Token stale, item gone, or not leased.
+    Lost,
+}
+
+impl QueueState {
+    /// Adds an item; returns its id.
+    pub(crate) fn insert(&mut self, fresh: Fresh, now: u64) -> u64 {
+        self.next_seq += 1;
+        let id = self.next_seq;
+        let slot = match fresh.due {
+            Some(due) if due > now => {
+                self.scheduled.insert((due, id, id));
+                Slot::Scheduled { due }
+            }
+            _ => {
+                self.ready.insert((Reverse(fresh.priority), id, id));
+                Slot::Ready
+            }
+        };
+        if let Some(key) = &fresh.dedup_key {
+            self.dedup.insert(key.clone(), id);
+        }
+        self.items.insert(
+            id,
+            Item {
+                payload: fresh.payload,
+                priority: fresh.priority,
+                seq: id,
+                attempts: 0,
+                max_attempts: fresh.max_attempts,
+                dedup_key: fresh.dedup_key,
+                last_error: None,
+                slot,
+            },
+        );
+        id
+    }
+
+    /// The id holding `key`, if any.
+    pub(crate) fn dedup_holder(&self, key: &str) -> Option<u64> {
+        self.dedup.get(key).copied()
+    }
+
+    /// Moves every Scheduled item due at `now` to Ready. Entries without a
+    /// matching item are removed and reported.
+    pub(crate) fn promote_due(&mut self, now: u64, repairs: &mut Vec<Repair>) -> u64 {
+        let mut moved = 0;
+        while let Some(&(due, seq, id)) = self.scheduled.first() {
+            if due > now {
+                break;
+            }
+            self.scheduled.pop_first();
+            match self.items.get_mut(&id) {
+                Some(item) if item.slot == (Slot::Scheduled { due }) && item.seq == seq => {
+                    item.slot = Slot::Ready;
+                    self.ready.insert(item.ready_key(id));
+                    moved += 1;
+                }
+                other => {
+                    let problem = mismatch(other.map(|i| i.slot));
+                    repairs.push(repair(ItemState::Scheduled, id, problem));
+                }
+            }
+        }
+        moved
+    }
+
+    /// Pops the next claimable item and leases it; `None` when Ready is
+    /// empty. Entries without a matching item are removed and reported, and
+    /// the search goes on.
+    pub(crate) fn lease_next(
+        &mut self,
+        expires: u64,
+        token: LeaseToken,
+        repairs: &mut Vec<Repair>,
+    ) -> Option<(u64, &Item)> {
+        loop {
+            let key = self.ready.pop_first()?;
+            let id = key.2;
+            let found = self.items.get(&id).map(|i| (i.slot, i.ready_key(id)));
+            if found != Some((Slot::Ready, key)) {
+                repairs.push(repair(ItemState::Ready, id, mismatch(found.map(|f| f.0))));
+                continue;
+            }
+            let item = self.items.get_mut(&id)?;
+            item.attempts = item.attempts.saturating_add(1);
+            item.slot = Slot::Leased { expires, token };
+            self.leased.insert((expires, id));
+            return Some((id, item));
+        }
+    }
+
+    /// Looks up a lease: the item if `token` is its current token.
+    pub(crate) fn fence(&mut self, id: u64, token: LeaseToken) -> Fence<'_> {
+        match self.items.get_mut(&id) {
+            Some(item) => match item.slot {
+                Slot::Leased { expires, token: t } if t == token => Fence::Held(item, expires),
+                _ => Fence::Lost,
+            },
+            None => Fence::Lost,
+        }
+    }
+
+    /// Removes a leased item (ack). The caller checked the fence.
+    pub(crate) fn remove_leased(&mut self, id: u64, expires: u64) {
+        self.leased.remove(&(expires, id));
+        if let Some(item) = self.items.remove(&id) {
+            self.drop_dedup(id, &item);
+        }
+    }
+
+    /// Moves a leased item's expiry. The caller checked the fence.
+    pub(crate) fn set_expiry(&mut self, id: u64, old: u64, new: u64) {
+        if let Some(item) = self.items.get_mut(&id) {
+            if let Slot::Leased { token, .. } = item.slot {
+                item.slot = Slot::Leased {
+                    expires: new,
+                    token,
+                };
+                self.leased.remove(&(old, id));
+                self.leased.insert((new, id));
+            }
+        }
+    }
+
+    /// Takes an item out of the leased index and puts it back to Ready, or
+    /// Scheduled when `due > now`. The caller checked the fence.
+    pub(crate) fn requeue_leased(
+        &mut self,
+        id: u64,
+        expires: u64,
+        due: u64,
+        now: u64,
+    ) -> ItemState {
+        self.leased.remove(&(expires, id));
+        let Some(item) = self.items.get_mut(&id) else {
+            return ItemState::Ready;
+        };
+        if due > now {
+            item.slot = Slot::Scheduled { due };
+            self.scheduled.insert((due, item.seq, id));
+            ItemState::Scheduled
+        } else {
+            item.slot = Slot::Ready;
+            self.ready.insert(item.ready_key(id));
+            ItemState::Ready
+        }
+    }
+
+    /// Takes an item out of the leased index and sends it Dead with `reason`.
+    /// The caller checked the fence.
+    pub(crate) fn kill_leased(&mut self, id: u64, expires: u64, reason: &str) {
+        self.leased.remove(&(expires, id));
+        self.next_death += 1;
+        let death = self.next_death;
+        if let Some(item) = self.items.get_mut(&id) {
+            item.slot = Slot::Dead { death };
+            item.last_error = Some(reason.into());
+            self.dead.insert((death, id));
+        }
+    }
+
+    /// Recovers up to `budget` leases expired at `now` (expiry <= now), in
+    /// expiry order. Returns (requeued, dead, whether more may remain).
+    pub(crate) fn reap_expired(
+        &mut self,
+        now: u64,
+        budget: usize,
+        repairs: &mut Vec<Repair>,
+    ) -> (u64, u64, bool) {
+        let (mut requeued, mut dead) = (0, 0);
+        for _ in 0..budget {
+            let Some(&(expires, id)) = self.leased.first() else {
+                return (requeued, dead, false);
+            };
+            if expires > now {
+                return (requeued, dead, false);
+            }
+            let exhausted = match self.items.get(&id) {
+                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) => {
+                    item.attempts >= item.max_attempts
+                }
+                other => {
+                    self.leased.pop_first();
+                    let problem = mismatch(other.map(|i| i.slot));
+                    repairs.push(repair(ItemState::Leased, id, problem));
+                    continue;
+                }
+            };
+            if exhausted {
+                self.kill_leased(id, expires, "lease expired on final attempt");
+                dead += 1;
+            } else {
+                self.requeue_leased(id, expires, 0, now);
+                requeued += 1;
+            }
+        }
+        (requeued, dead, true)
+    }
+
+    /// Moves up to `limit` Dead items, oldest death first, to Ready with
+    /// attempts reset to 0. Returns how many moved.
+    pub(crate) fn redrive(&mut self, limit: usize, repairs: &mut Vec<Repair>) -> u64 {
+        let mut moved = 0;
+        while moved < limit as u64 {
+            let Some((death, id)) = self.dead.pop_first() else {
+                break;
+            };
+            match self.items.get_mut(&id) {
+                Some(item) if item.slot == (Slot::Dead { death }) => {
+                    item.attempts = 0;
+                    item.slot = Slot::Ready;
+                    self.ready.insert(item.ready_key(id));
+                    moved += 1;
+                }
+                other => {
+                    let problem = mismatch(other.map(|i| i.slot));
+                    repairs.push(repair(ItemState::Dead, id, problem));
+                }
+            }
+        }
+        moved
+    }
+
+    /// Deletes every item and index entry; returns how many items there were.
+    pub(crate) fn purge(&mut self) -> u64 {
+        let n = self.items.len() as u64;
+        self.items = IdMap::default();
+        self.ready = BTreeSet::new();
+        self.scheduled = BTreeSet::new();
+        self.leased = BTreeSet::new();
+        self.dead = BTreeSet::new();
+        self.dedup = HashMap::new();
+        n
+    }
+
+    /// The earliest due time among Scheduled items.
+    pub(crate) fn earliest_due(&self) -> Option<u64> {
+        self.scheduled.first().map(|e| e.0)
+    }
+
+    fn drop_dedup(&mut self, id: u64, item: &Item) {
+        if let Some(key) = &item.dedup_key {
+            if self.dedup.get(key) == Some(&id) {
+                self.dedup.remove(key);
+            }
+        }
+    }
+}
+
+/// What was wrong with an index entry whose item is `found`.
+fn mismatch(found: Option<Slot>) -> &'static str {
+    match found.map(Slot::state) {
+        None => "no item",
+        Some(ItemState::Ready) => "item is ready under another entry",
+        Some(ItemState::Scheduled) => "item is scheduled under another entry",
+        Some(ItemState::Leased) => "item is leased under another entry",
+        Some(ItemState::Dead) => "item is dead under another entry",
+    }
+}
+
+/// Builds a repair record and logs it.
+fn repair(index: ItemState, id: u64, problem: &str) -> Repair {
+    let id = ItemId::new(id);
+    tracing::warn!(%index, %id, problem, "leaseq-memory: removed a corrupt index entry");
+    Repair {
+        index,
+        id,
+        problem: problem.to_owned(),
+    }
+}
