@@ -36,6 +36,8 @@ mod ids;
 mod item;
 pub mod limits;
 mod report;
+mod typed;
+mod worker;
 
 pub use backend::{Backend, Capabilities};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -46,6 +48,12 @@ pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseKey, NewItem, Released};
 pub use limits::{ClaimSpec, LeaseTtl, Limits};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
+pub use typed::{Codec, JsonCodec, TypedQueue};
+pub use worker::{
+    handler_fn, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome, MetricsSnapshot,
+    Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
+};
 
 pub use async_trait::async_trait;
 pub use bytes::Bytes;
+pub use tokio_util::sync::CancellationToken;

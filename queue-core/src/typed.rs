@@ -1,0 +1,156 @@
+//! Typed jobs: payloads encoded from and decoded into a Rust type by a
+//! replaceable [`Codec`] (JSON by default).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::worker::{Handler, Job, JobContext, Permanent};
+use crate::{Backend, BoxError, Enqueued, Error, ItemId, NewItem, QueueName, Result};
+
+/// Turns values into payloads and back.
+pub trait Codec<T>: Send + Sync + 'static {
+    /// Encodes `value`; a value that cannot be encoded is
+    /// [`Error::InvalidInput`].
+    fn encode(&self, value: &T) -> Result<Bytes>;
+
+    /// Decodes a payload.
+    fn decode(&self, payload: &[u8]) -> std::result::Result<T, BoxError>;
+}
+
+/// The default codec: JSON through `serde_json`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsonCodec;
+
+impl<T: Serialize + DeserializeOwned> Codec<T> for JsonCodec {
+    fn encode(&self, value: &T) -> Result<Bytes> {
+        serde_json::to_vec(value)
+            .map(Bytes::from)
+            .map_err(|e| Error::invalid(format!("value does not encode as JSON: {e}")))
+    }
+
+    fn decode(&self, payload: &[u8]) -> std::result::Result<T, BoxError> {
+        Ok(serde_json::from_slice(payload)?)
+    }
+}
+
+/// A queue of `T` values: enqueues encode with the codec.
+///
+/// ```
+/// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
+/// use leaseq_core::TypedQueue;
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Email { to: String }
+/// let emails = TypedQueue::<Email>::new(backend, "emails")?;
+/// emails.enqueue(&Email { to: "a@example.com".into() }).await?;
+/// # Ok(()) }
+/// ```
+pub struct TypedQueue<T, C = JsonCodec> {
+    backend: Arc<dyn Backend>,
+    queue: QueueName,
+    codec: C,
+    _t: PhantomData<fn(&T)>,
+}
+
+impl<T, C: fmt::Debug> fmt::Debug for TypedQueue<T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedQueue")
+            .field("queue", &self.queue)
+            .field("codec", &self.codec)
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> TypedQueue<T, JsonCodec> {
+    /// A JSON queue named `queue` on `backend`.
+    pub fn new(backend: Arc<dyn Backend>, queue: impl AsRef<str>) -> Result<Self> {
+        Self::with_codec(backend, queue, JsonCodec)
+    }
+}
+
+impl<T, C: Codec<T>> TypedQueue<T, C> {
+    /// A queue that encodes with `codec`.
+    pub fn with_codec(backend: Arc<dyn Backend>, queue: impl AsRef<str>, codec: C) -> Result<Self> {
+        Ok(TypedQueue {
+            backend,
+            queue: QueueName::new(queue)?,
+            codec,
+            _t: PhantomData,
+        })
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// Enqueues one value with default options; returns its id.
+    pub async fn enqueue(&self, value: &T) -> Result<ItemId> {
+        self.enqueue_with(value, |item| item).await
+    }
+
+    /// Enqueues one value, setting options on the item (priority, delay,
+    /// attempts, dedup key) with `options`.
+    pub async fn enqueue_with(
+        &self,
+        value: &T,
+        options: impl FnOnce(NewItem) -> NewItem,
+    ) -> Result<ItemId> {
+        let item = options(NewItem::new(self.codec.encode(value)?));
+        let out = self.backend.enqueue(&self.queue, vec![item]).await?;
+        out.first().map(|e| e.id).ok_or_else(|| Error::Corrupt {
+            what: "enqueue of one item returned no result".into(),
+        })
+    }
+
+    /// Enqueues a batch of values with default options.
+    pub async fn enqueue_batch(&self, values: &[T]) -> Result<Vec<Enqueued>> {
+        let items = values
+            .iter()
+            .map(|v| self.codec.encode(v).map(NewItem::new))
+            .collect::<Result<Vec<_>>>()?;
+        self.backend.enqueue(&self.queue, items).await
+    }
+}
+
+/// Decodes payloads for a typed handler; a payload that does not decode is a
+/// [`Permanent`] error, so the item goes Dead at once instead of looping.
+pub(crate) struct Decoding<T, C, H> {
+    codec: C,
+    inner: H,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T, C, H> Decoding<T, C, H> {
+    pub(crate) fn new(codec: C, inner: H) -> Self {
+        Decoding {
+            codec,
+            inner,
+            _t: PhantomData,
+        }
+    }
+}
+
+#[async_trait]
+impl<T, C, H> Handler<Bytes> for Decoding<T, C, H>
+where
+    T: Send + 'static,
+    C: Codec<T>,
+    H: Handler<T>,
+{
+    async fn handle(&self, job: Job<Bytes>, ctx: JobContext) -> std::result::Result<(), BoxError> {
+        let value = self.codec.decode(&job.payload).map_err(|e| {
+            Permanent::boxed(format!(
+                "payload does not decode as {}: {e}",
+                std::any::type_name::<T>()
+            ))
+        })?;
+        self.inner.handle(job.with_payload(value), ctx).await
+    }
+}

@@ -1,0 +1,213 @@
+//! Configuring a [`Worker`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::handler::Handler;
+use super::metrics::{EventSink, JobEvent, WorkerMetrics};
+use super::{RetryPolicy, Worker};
+use crate::limits::MAX_CLAIM;
+use crate::typed::{Codec, Decoding, JsonCodec};
+use crate::{Backend, Error, LeaseTtl, QueueName, Result};
+
+/// Everything a running worker shares between its tasks.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) queue: QueueName,
+    pub(crate) handler: Arc<dyn Handler<Bytes>>,
+    pub(crate) ttl: LeaseTtl,
+    pub(crate) heartbeat: Duration,
+    pub(crate) concurrency: usize,
+    pub(crate) prefetch: u32,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) shutdown_deadline: Duration,
+    pub(crate) reap_interval: Option<Duration>,
+    pub(crate) idle_wait: Duration,
+    pub(crate) metrics: WorkerMetrics,
+    pub(crate) events: EventSink,
+}
+
+impl std::fmt::Debug for dyn Handler<Bytes> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handler")
+    }
+}
+
+/// Builds a [`Worker`]; start with [`Worker::builder`].
+///
+/// Defaults: concurrency 8, lease ttl 30 s, heartbeat every third of the
+/// ttl, prefetch 4, [`RetryPolicy::default`], shutdown deadline 30 s, a
+/// reaper every 5 s, and at most 1 s of idle waiting between claims when the
+/// backend gives no wake-up.
+#[derive(Debug)]
+pub struct WorkerBuilder {
+    backend: Arc<dyn Backend>,
+    queue: String,
+    ttl: Duration,
+    heartbeat: Option<Duration>,
+    concurrency: usize,
+    prefetch: u32,
+    retry: RetryPolicy,
+    shutdown_deadline: Duration,
+    reap_interval: Option<Duration>,
+    idle_wait: Duration,
+    metrics: WorkerMetrics,
+    events: EventSink,
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(backend: Arc<dyn Backend>, queue: String) -> Self {
+        WorkerBuilder {
+            backend,
+            queue,
+            ttl: Duration::from_secs(30),
+            heartbeat: None,
+            concurrency: 8,
+            prefetch: 4,
+            retry: RetryPolicy::default(),
+            shutdown_deadline: Duration::from_secs(30),
+            reap_interval: Some(Duration::from_secs(5)),
+            idle_wait: Duration::from_secs(1),
+            metrics: WorkerMetrics::default(),
+            events: EventSink(None),
+        }
+    }
+
+    /// How many handlers may run at once (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// How long each claim leases an item for. Heartbeats keep a running
+    /// job's lease alive, so this bounds how long a crashed worker's items
+    /// wait before a reaper frees them.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often a running job's lease is extended (default: a third of the
+    /// lease ttl). Must be shorter than the ttl.
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.heartbeat = Some(every);
+        self
+    }
+
+    /// The most items one claim asks for (1 to 1,000); a claim never asks
+    /// for more than there are free handler slots.
+    pub fn prefetch(mut self, k: u32) -> Self {
+        self.prefetch = k;
+        self
+    }
+
+    /// How failed jobs are retried.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// How long shutdown lets running handlers finish before their leases
+    /// are released.
+    pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
+        self.shutdown_deadline = deadline;
+        self
+    }
+
+    /// How often this worker's background reaper runs; `None` runs none.
+    /// Any number of workers may reap one queue at once.
+    pub fn reap_interval(mut self, every: Option<Duration>) -> Self {
+        self.reap_interval = every;
+        self
+    }
+
+    /// The longest an idle worker waits for a wake-up before it claims
+    /// again (backends without notifications poll at this pace).
+    pub fn idle_wait(mut self, wait: Duration) -> Self {
+        self.idle_wait = wait;
+        self
+    }
+
+    /// Shares these counters instead of fresh ones (e.g. one set for many
+    /// workers).
+    pub fn metrics(mut self, metrics: WorkerMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Calls `f` once at the end of every job with its outcome.
+    pub fn on_event(mut self, f: impl Fn(&JobEvent) + Send + Sync + 'static) -> Self {
+        self.events = EventSink(Some(Arc::new(f)));
+        self
+    }
+
+    /// A worker that hands raw payloads to `handler`.
+    pub fn build(self, handler: impl Handler<Bytes>) -> Result<Worker> {
+        self.finish(Arc::new(handler))
+    }
+
+    /// A worker that decodes each payload as JSON into `T` first; a payload
+    /// that does not decode goes Dead with the decode error.
+    pub fn build_typed<T>(self, handler: impl Handler<T>) -> Result<Worker>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        self.build_with_codec(JsonCodec, handler)
+    }
+
+    /// A worker that decodes each payload with `codec` first.
+    pub fn build_with_codec<T, C>(self, codec: C, handler: impl Handler<T>) -> Result<Worker>
+    where
+        T: Send + 'static,
+        C: Codec<T>,
+    {
+        self.finish(Arc::new(Decoding::new(codec, handler)))
+    }
+
+    fn finish(self, handler: Arc<dyn Handler<Bytes>>) -> Result<Worker> {
+        let queue = QueueName::new(&self.queue)?;
+        let ttl = LeaseTtl::new(self.ttl)?;
+        if self.concurrency == 0 {
+            return Err(Error::invalid("worker concurrency is 0"));
+        }
+        if self.prefetch == 0 || self.prefetch > MAX_CLAIM {
+            return Err(Error::invalid(format!(
+                "prefetch {} is outside 1..={MAX_CLAIM}",
+                self.prefetch
+            )));
+        }
+        let heartbeat = self
+            .heartbeat
+            .unwrap_or(ttl.get() / 3)
+            .max(Duration::from_millis(1));
+        if heartbeat >= ttl.get() {
+            return Err(Error::invalid(format!(
+                "heartbeat interval {heartbeat:?} is not shorter than the lease ttl {:?}",
+                ttl.get()
+            )));
+        }
+        if matches!(self.reap_interval, Some(d) if d.is_zero()) {
+            return Err(Error::invalid("reap interval is zero"));
+        }
+        Ok(Worker {
+            shared: Arc::new(Shared {
+                backend: self.backend,
+                queue,
+                handler,
+                ttl,
+                heartbeat,
+                concurrency: self.concurrency,
+                prefetch: self.prefetch,
+                retry: self.retry,
+                shutdown_deadline: self.shutdown_deadline,
+                reap_interval: self.reap_interval,
+                idle_wait: self.idle_wait.max(Duration::from_millis(1)),
+                metrics: self.metrics,
+                events: self.events,
+            }),
+        })
+    }
+}

@@ -1,0 +1,227 @@
+//! What a user writes: a [`Handler`] that gets a [`Job`] and a
+//! [`JobContext`], or a closure wrapped with [`handler_fn`].
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::{BoxError, ItemId, Lease, LeaseKey, QueueName};
+
+/// One delivery of an item to a handler.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Job<T = Bytes> {
+    /// The item's id.
+    pub id: ItemId,
+    /// The queue it came from.
+    pub queue: QueueName,
+    /// The payload: raw bytes, or the decoded value for a typed worker.
+    pub payload: T,
+    /// Claims so far, this one included (1 on the first delivery).
+    pub attempts: u32,
+    /// Claims allowed before the item goes Dead.
+    pub max_attempts: u32,
+    /// The item's priority.
+    pub priority: i32,
+}
+
+impl Job<Bytes> {
+    /// The job a lease delivers.
+    pub fn from_lease(lease: &Lease) -> Self {
+        Job {
+            id: lease.id(),
+            queue: lease.key.queue.clone(),
+            payload: lease.payload.clone(),
+            attempts: lease.attempts,
+            max_attempts: lease.max_attempts,
+            priority: lease.priority,
+        }
+    }
+}
+
+impl<T> Job<T> {
+    /// True when this delivery is the last one the item is allowed.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempts >= self.max_attempts
+    }
+
+    /// The same job with its payload replaced.
+    pub fn with_payload<U>(self, payload: U) -> Job<U> {
+        Job {
+            id: self.id,
+            queue: self.queue,
+            payload,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            priority: self.priority,
+        }
+    }
+}
+
+/// What a running handler can ask the worker: which lease it runs under, and
+/// whether it should stop.
+///
+/// The cancellation token fires when the lease is lost (a heartbeat found
+/// that another worker or a reaper took the item: the result will not be
+/// acked, so the handler should stop) and when the worker's shutdown deadline
+/// passes (the handler is then aborted and its lease released).
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    lease: LeaseKey,
+    cancel: CancellationToken,
+    lost: Arc<AtomicBool>,
+}
+
+impl JobContext {
+    pub(crate) fn new(lease: LeaseKey) -> Self {
+        JobContext {
+            lease,
+            cancel: CancellationToken::new(),
+            lost: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The lease the job runs under (for logging; the worker acks for you).
+    pub fn lease(&self) -> &LeaseKey {
+        &self.lease
+    }
+
+    /// A token that is cancelled when the handler should stop.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// True once the handler should stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when the handler should stop.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// True when the lease was lost: the result of this run will not count.
+    pub fn lease_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Processes jobs. `Ok` acks the item; `Err` retries it with backoff until
+/// its attempts run out, then sends it Dead with the error's text. Wrap an
+/// error in [`Permanent`] to send it Dead at once. A panic counts as an
+/// error.
+///
+/// Delivery is at-least-once: a handler may see an item again after a crash
+/// or a lost lease, so it should be idempotent.
+#[async_trait]
+pub trait Handler<T: Send + 'static = Bytes>: Send + Sync + 'static {
+    /// Runs one job.
+    async fn handle(&self, job: Job<T>, ctx: JobContext) -> Result<(), BoxError>;
+}
+
+#[async_trait]
+impl<T: Send + 'static, H: Handler<T> + ?Sized> Handler<T> for Arc<H> {
+    async fn handle(&self, job: Job<T>, ctx: JobContext) -> Result<(), BoxError> {
+        (**self).handle(job, ctx).await
+    }
+}
+
+/// A [`Handler`] made from a closure; see [`handler_fn`].
+#[derive(Clone)]
+pub struct HandlerFn<F> {
+    f: F,
+}
+
+impl<F> fmt::Debug for HandlerFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HandlerFn")
+    }
+}
+
+/// Turns an async closure `|job, ctx| async move { … }` into a [`Handler`].
+/// The closure may return any error type that converts into [`BoxError`].
+///
+/// ```
+/// use leaseq_core::{handler_fn, Job, JobContext};
+/// let handler = handler_fn(|job: Job, _ctx: JobContext| async move {
+///     let text = std::str::from_utf8(&job.payload)?;
+///     println!("got {text}");
+///     Ok::<_, std::str::Utf8Error>(())
+/// });
+/// # let _ = handler;
+/// ```
+pub fn handler_fn<F>(f: F) -> HandlerFn<F> {
+    HandlerFn { f }
+}
+
+#[async_trait]
+impl<T, F, Fut, E> Handler<T> for HandlerFn<F>
+where
+    T: Send + 'static,
+    F: Fn(Job<T>, JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError> + 'static,
+{
+    async fn handle(&self, job: Job<T>, ctx: JobContext) -> Result<(), BoxError> {
+        (self.f)(job, ctx).await.map_err(Into::into)
+    }
+}
+
+/// An error that must not be retried: the item goes Dead at once with this
+/// error's text. Typed workers use it for payloads that do not decode.
+#[derive(Debug)]
+pub struct Permanent(BoxError);
+
+impl Permanent {
+    /// Marks `err` as permanent.
+    pub fn new(err: impl Into<BoxError>) -> Self {
+        Permanent(err.into())
+    }
+
+    /// Marks `err` as permanent, boxed, ready to return from a handler.
+    pub fn boxed(err: impl Into<BoxError>) -> BoxError {
+        Box::new(Permanent::new(err))
+    }
+}
+
+impl fmt::Display for Permanent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Permanent {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// The text recorded for a failed job: the error and its sources.
+pub(crate) fn error_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,232 @@
+//! One job's life inside a worker: run the handler, keep its lease alive,
+//! record the outcome under the lease's fence.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::{interval_at, Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::builder::Shared;
+use super::handler::{error_text, Job, JobContext, Permanent};
+use super::metrics::{Counter, JobOutcome};
+use crate::{BoxError, Error, Lease, Released};
+
+/// Aborts the handler's task when the job task goes away (a crash of the
+/// worker, or shutdown's deadline).
+struct AbortOnDrop(JoinHandle<Result<(), BoxError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How the handler's run ended.
+enum Ran {
+    Done(Result<Result<(), BoxError>, JoinError>),
+    Abandoned,
+}
+
+/// Runs one leased job to its end. Holds `permit` (a handler slot) until
+/// then.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    lease: Lease,
+    permit: OwnedSemaphorePermit,
+    abandon: CancellationToken,
+) {
+    let span = tracing::info_span!(
+        "job",
+        queue = %lease.key.queue,
+        id = %lease.key.id,
+        attempt = lease.attempts,
+    );
+    run_inner(&shared, lease, abandon).instrument(span).await;
+    drop(permit);
+}
+
+async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken) {
+    let ctx = JobContext::new(lease.key.clone());
+    let handler = shared.handler.clone();
+    let job = Job::from_lease(&lease);
+    let task_ctx = ctx.clone();
+    let mut handle = AbortOnDrop(tokio::spawn(
+        async move { handler.handle(job, task_ctx).await }.in_current_span(),
+    ));
+
+    let start = Instant::now() + shared.heartbeat;
+    let mut beat = interval_at(start, shared.heartbeat);
+    beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut lost = false;
+    let ran = loop {
+        tokio::select! {
+            res = &mut handle.0 => break Ran::Done(res),
+            _ = abandon.cancelled() => break Ran::Abandoned,
+            _ = beat.tick(), if !lost => {
+                match shared.backend.extend(&lease.key, shared.ttl).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_lease_lost() => {
+                        tracing::warn!("lease lost while the handler ran; its result will be discarded");
+                        shared.metrics.inc(Counter::LeaseLost);
+                        ctx.mark_lost();
+                        lost = true;
+                    }
+                    Err(e) => {
+                        shared.metrics.inc(Counter::BackendErrors);
+                        tracing::warn!(error = %e, "heartbeat failed; trying again at the next beat");
+                    }
+                }
+            }
+        }
+    };
+
+    match ran {
+        Ran::Abandoned => {
+            ctx.cancel();
+            drop(handle);
+            if !lost {
+                release_unfinished(shared, &lease).await;
+            }
+        }
+        Ran::Done(res) => {
+            if lost {
+                shared
+                    .events
+                    .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
+                return;
+            }
+            let outcome = match res {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e),
+                Err(join) => {
+                    shared.metrics.inc(Counter::Panicked);
+                    let msg = panic_text(join);
+                    tracing::error!(panic = %msg, "handler panicked");
+                    Err(format!("handler panicked: {msg}").into())
+                }
+            };
+            record(shared, &lease, outcome).await;
+        }
+    }
+}
+
+/// Acks, retries or kills the item according to the handler's result.
+async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>) {
+    let key = &lease.key;
+    let (id, attempts) = (lease.id(), lease.attempts);
+    match outcome {
+        Ok(()) => match with_retries(shared, || shared.backend.ack(key)).await {
+            Ok(()) => {
+                shared.metrics.inc(Counter::Acked);
+                tracing::debug!("acked");
+                shared.events.emit(id, attempts, JobOutcome::Acked);
+            }
+            Err(e) => unrecorded(shared, lease, e),
+        },
+        Err(err) => {
+            let text = error_text(&*err);
+            let permanent = err.downcast_ref::<Permanent>().is_some();
+            if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
+                let reason = text;
+                match with_retries(shared, || shared.backend.fail(key, &reason)).await {
+                    Ok(()) => {
+                        shared.metrics.inc(Counter::Dead);
+                        tracing::warn!(error = %reason, "job failed for good; item is Dead");
+                        shared
+                            .events
+                            .emit(id, attempts, JobOutcome::Dead { reason });
+                    }
+                    Err(e) => unrecorded(shared, lease, e),
+                }
+            } else {
+                let delay = shared.retry.delay_for(attempts);
+                match with_retries(shared, || shared.backend.release(key, delay)).await {
+                    Ok(Released::Dead) => {
+                        shared.metrics.inc(Counter::Dead);
+                        let reason = "attempts exhausted".to_string();
+                        shared
+                            .events
+                            .emit(id, attempts, JobOutcome::Dead { reason });
+                    }
+                    Ok(_) => {
+                        shared.metrics.inc(Counter::Retried);
+                        tracing::info!(error = %text, ?delay, "job failed; retrying");
+                        let outcome = JobOutcome::Retried { delay, error: text };
+                        shared.events.emit(id, attempts, outcome);
+                    }
+                    Err(e) => unrecorded(shared, lease, e),
+                }
+            }
+        }
+    }
+}
+
+/// Gives an unfinished job's lease back at shutdown.
+async fn release_unfinished(shared: &Shared, lease: &Lease) {
+    let key = &lease.key;
+    match with_retries(shared, || shared.backend.release(key, Duration::ZERO)).await {
+        Ok(_) => {
+            shared.metrics.inc(Counter::Released);
+            tracing::info!("shutdown deadline passed; lease released");
+            shared
+                .events
+                .emit(lease.id(), lease.attempts, JobOutcome::Released);
+        }
+        Err(e) => unrecorded(shared, lease, e),
+    }
+}
+
+fn unrecorded(shared: &Shared, lease: &Lease, e: Error) {
+    let outcome = if e.is_lease_lost() {
+        shared.metrics.inc(Counter::LeaseLost);
+        tracing::warn!("lease lost before the result was recorded; result discarded");
+        JobOutcome::LeaseLost
+    } else {
+        tracing::error!(error = %e, "could not record the job's result; a reaper will recover the item");
+        JobOutcome::Unrecorded {
+            error: e.to_string(),
+        }
+    };
+    shared.events.emit(lease.id(), lease.attempts, outcome);
+}
+
+/// Runs a fenced call, trying again a few times on a server or connection
+/// error (the fence makes a repeat harmless).
+async fn with_retries<T, F, Fut>(shared: &Shared, mut call: F) -> crate::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::Result<T>>,
+{
+    let mut wait = Duration::from_millis(50);
+    let mut tries = 0;
+    loop {
+        match call().await {
+            Err(e) if e.is_retryable() && tries < 3 => {
+                shared.metrics.inc(Counter::BackendErrors);
+                tracing::warn!(error = %e, "backend call failed; trying again");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn panic_text(join: JoinError) -> String {
+    if !join.is_panic() {
+        return "handler task was cancelled".into();
+    }
+    let payload = join.into_panic();
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-text panic payload".into()
+    }
+}

@@ -1,0 +1,182 @@
+//! Counters a user can export, and per-job events a user can observe.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ItemId;
+
+#[derive(Debug, Default)]
+struct Counters {
+    claimed: AtomicU64,
+    acked: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    lease_lost: AtomicU64,
+    repaired: AtomicU64,
+    reaped: AtomicU64,
+    panicked: AtomicU64,
+    released: AtomicU64,
+    backend_errors: AtomicU64,
+}
+
+/// A live handle on one worker's counters; clones share them. Read them with
+/// [`WorkerMetrics::snapshot`] and export them to any metrics system.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerMetrics(Arc<Counters>);
+
+/// The counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetricsSnapshot {
+    /// Items claimed.
+    pub claimed: u64,
+    /// Items acked after their handler succeeded.
+    pub acked: u64,
+    /// Failed jobs released for another attempt.
+    pub retried: u64,
+    /// Items this worker sent Dead: handler failures on the last attempt,
+    /// permanent errors, and expired leases its reaper found exhausted.
+    pub dead: u64,
+    /// Leases found lost (by a heartbeat or by the final ack/release/fail).
+    pub lease_lost: u64,
+    /// Corrupt index entries removed by claims and reaps (self-healing).
+    pub repaired: u64,
+    /// Expired leases this worker's reaper sent back to Ready.
+    pub reaped: u64,
+    /// Handlers that panicked (each also counts as a retry or a death).
+    pub panicked: u64,
+    /// Leases given back unfinished at shutdown.
+    pub released: u64,
+    /// Backend calls that failed with a server or connection error.
+    pub backend_errors: u64,
+}
+
+/// Which counter to bump.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Counter {
+    Claimed,
+    Acked,
+    Retried,
+    Dead,
+    LeaseLost,
+    Repaired,
+    Reaped,
+    Panicked,
+    Released,
+    BackendErrors,
+}
+
+impl WorkerMetrics {
+    /// The counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let c = &self.0;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            claimed: get(&c.claimed),
+            acked: get(&c.acked),
+            retried: get(&c.retried),
+            dead: get(&c.dead),
+            lease_lost: get(&c.lease_lost),
+            repaired: get(&c.repaired),
+            reaped: get(&c.reaped),
+            panicked: get(&c.panicked),
+            released: get(&c.released),
+            backend_errors: get(&c.backend_errors),
+        }
+    }
+
+    pub(crate) fn add(&self, counter: Counter, n: u64) {
+        let c = &self.0;
+        let a = match counter {
+            Counter::Claimed => &c.claimed,
+            Counter::Acked => &c.acked,
+            Counter::Retried => &c.retried,
+            Counter::Dead => &c.dead,
+            Counter::LeaseLost => &c.lease_lost,
+            Counter::Repaired => &c.repaired,
+            Counter::Reaped => &c.reaped,
+            Counter::Panicked => &c.panicked,
+            Counter::Released => &c.released,
+            Counter::BackendErrors => &c.backend_errors,
+        };
+        a.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn inc(&self, counter: Counter) {
+        self.add(counter, 1);
+    }
+}
+
+/// How one job ended, as far as this worker knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutcome {
+    /// The handler succeeded and the ack went through.
+    Acked,
+    /// The handler failed; the item was released for another attempt after
+    /// `delay`.
+    Retried {
+        /// The backoff delay given to the release.
+        delay: Duration,
+        /// The error's text.
+        error: String,
+    },
+    /// The item went Dead.
+    Dead {
+        /// The reason recorded with it.
+        reason: String,
+    },
+    /// The lease was lost before the result could be recorded; the result
+    /// was discarded.
+    LeaseLost,
+    /// Shutdown's deadline passed first; the lease was given back.
+    Released,
+    /// The result could not be recorded because the backend failed; the
+    /// lease will expire and a reaper will recover the item.
+    Unrecorded {
+        /// The backend error's text.
+        error: String,
+    },
+}
+
+/// One job's end, passed to the callback set with
+/// [`crate::WorkerBuilder::on_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEvent {
+    /// The item.
+    pub id: ItemId,
+    /// Its attempts, this one included.
+    pub attempts: u32,
+    /// How it ended.
+    pub outcome: JobOutcome,
+}
+
+/// The event callback.
+pub(crate) type EventFn = Arc<dyn Fn(&JobEvent) + Send + Sync>;
+
+/// Debug for the optional callback.
+pub(crate) struct EventSink(pub(crate) Option<EventFn>);
+
+impl EventSink {
+    pub(crate) fn emit(&self, id: ItemId, attempts: u32, outcome: JobOutcome) {
+        if let Some(f) = &self.0 {
+            f(&JobEvent {
+                id,
+                attempts,
+                outcome,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "EventSink(set)"
+        } else {
+            "EventSink(none)"
+        })
+    }
+}

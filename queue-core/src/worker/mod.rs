@@ -1,0 +1,83 @@
+//! The worker runtime: what a user runs to process a queue.
+//!
+//! A [`Worker`] claims items in batches while it has free handler slots,
+//! runs a [`Handler`] for each, extends each running job's lease at a third
+//! of its ttl (heartbeats), and records the outcome under the lease's fence:
+//! `Ok` acks; `Err` releases the item with backoff ([`RetryPolicy`]) until
+//! its attempts run out, then sends it Dead with the error's text; a panic
+//! counts as an error. When a heartbeat finds the lease lost, the handler's
+//! [`JobContext`] is cancelled and its result is discarded. A background
+//! reaper recovers expired leases. Shutdown stops claiming, lets running
+//! handlers finish until a deadline, then releases the rest at once.
+
+mod builder;
+mod handler;
+mod job;
+mod metrics;
+mod reaper;
+mod retry;
+mod run;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use builder::WorkerBuilder;
+pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent};
+pub use metrics::{JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
+pub use retry::RetryPolicy;
+
+use crate::{Backend, QueueName, Result};
+
+/// Processes one queue with a handler; see the [module docs](self).
+///
+/// ```no_run
+/// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
+/// use leaseq_core::{handler_fn, CancellationToken, Job, JobContext, RetryPolicy, Worker};
+/// use std::time::Duration;
+///
+/// let worker = Worker::builder(backend, "emails")
+///     .concurrency(4)
+///     .lease_ttl(Duration::from_secs(30))
+///     .retry(RetryPolicy::exponential(Duration::from_secs(1)))
+///     .build(handler_fn(|job: Job, _ctx: JobContext| async move {
+///         println!("sending {} bytes", job.payload.len());
+///         Ok::<_, std::io::Error>(())
+///     }))?;
+/// let shutdown = CancellationToken::new(); // cancel it on Ctrl-C
+/// worker.run(shutdown).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Worker {
+    shared: Arc<builder::Shared>,
+}
+
+impl Worker {
+    /// Starts configuring a worker for `queue` on `backend`. The queue name
+    /// and settings are checked by the build step.
+    pub fn builder(backend: Arc<dyn Backend>, queue: impl AsRef<str>) -> WorkerBuilder {
+        WorkerBuilder::new(backend, queue.as_ref().to_string())
+    }
+
+    /// The queue this worker processes.
+    pub fn queue(&self) -> &QueueName {
+        &self.shared.queue
+    }
+
+    /// A live handle on this worker's counters.
+    pub fn metrics(&self) -> WorkerMetrics {
+        self.shared.metrics.clone()
+    }
+
+    /// Processes the queue until `shutdown` is cancelled, then shuts down
+    /// gracefully (see the [module docs](self)). Server and connection
+    /// errors are logged and retried with backoff; only an error that
+    /// cannot go away by itself (such as invalid input) ends the run early.
+    ///
+    /// Dropping the returned future instead is a hard stop, like a crash:
+    /// running handlers are aborted and their leases are left to expire.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        run::run(self.shared, shutdown).await
+    }
+}

@@ -1,0 +1,40 @@
+//! The background reaper every worker runs: recovers expired leases of its
+//! queue. Reaps from many processes at once are safe (INV-4).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::builder::Shared;
+use super::metrics::Counter;
+
+/// Reaps every `every` until `stop` fires.
+pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match shared.backend.reap(&shared.queue).await {
+            Ok(report) => {
+                let m = &shared.metrics;
+                m.add(Counter::Reaped, report.requeued);
+                m.add(Counter::Dead, report.dead);
+                m.add(Counter::Repaired, report.repairs.len() as u64);
+                if report.recovered() > 0 {
+                    tracing::info!(
+                        queue = %shared.queue,
+                        requeued = report.requeued,
+                        dead = report.dead,
+                        "reaper recovered expired leases"
+                    );
+                }
+            }
+            Err(e) => {
+                shared.metrics.inc(Counter::BackendErrors);
+                tracing::warn!(queue = %shared.queue, error = %e, "reap failed; trying again later");
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The worker's main loop: claim while there are free handler slots, wait
+//! for work when there is none, and shut down gracefully.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::builder::Shared;
+use super::metrics::Counter;
+use super::{job, reaper};
+use crate::{ClaimSpec, Result};
+
+/// Runs until `shutdown` fires, then stops claiming, lets running handlers
+/// finish until the shutdown deadline, releases the leases of those still
+/// running, and returns.
+pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<()> {
+    let stop_reaper = CancellationToken::new();
+    // Aborted if this future is dropped (a hard stop).
+    let reaper = shared.reap_interval.map(|every| {
+        AbortOnDrop(tokio::spawn(reaper::run(
+            shared.clone(),
+            every,
+            stop_reaper.clone(),
+        )))
+    });
+    let abandon = CancellationToken::new();
+    let slots = Arc::new(Semaphore::new(shared.concurrency));
+    let mut jobs = JoinSet::new();
+
+    let result = claim_loop(&shared, &shutdown, &slots, &mut jobs, &abandon).await;
+
+    let drained = tokio::time::timeout(shared.shutdown_deadline, drain(&mut jobs)).await;
+    if drained.is_err() {
+        tracing::info!(
+            queue = %shared.queue,
+            running = jobs.len(),
+            "shutdown deadline passed; releasing unfinished leases"
+        );
+        abandon.cancel();
+        drain(&mut jobs).await;
+    }
+    stop_reaper.cancel();
+    if let Some(mut reaper) = reaper {
+        let _ = (&mut reaper.0).await;
+    }
+    result
+}
+
+async fn drain(jobs: &mut JoinSet<()>) {
+    while let Some(res) = jobs.join_next().await {
+        log_job_task_failure(res);
+    }
+}
+
+fn log_job_task_failure(res: std::result::Result<(), tokio::task::JoinError>) {
+    if let Err(e) = res {
+        tracing::error!(error = %e, "job task failed");
+    }
+}
+
+async fn claim_loop(
+    shared: &Arc<Shared>,
+    shutdown: &CancellationToken,
+    slots: &Arc<Semaphore>,
+    jobs: &mut JoinSet<()>,
+    abandon: &CancellationToken,
+) -> Result<()> {
+    let mut backoff = Backoff::default();
+    loop {
+        while let Some(res) = jobs.try_join_next() {
+            log_job_task_failure(res);
+        }
+        let first = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return Ok(()),
+            permit = slots.clone().acquire_owned() => permit,
+        };
+        let Ok(first) = first else { return Ok(()) };
+        let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
+        while permits.len() < shared.prefetch as usize {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let spec = ClaimSpec::new(permits.len() as u32, shared.ttl.get())?;
+        // A claim is never cut short: its leases would dangle until expiry.
+        let claimed = match shared.backend.claim(&shared.queue, spec).await {
+            Ok(c) => c,
+            Err(e) if e.is_retryable() => {
+                shared.metrics.inc(Counter::BackendErrors);
+                let wait = backoff.next();
+                tracing::warn!(queue = %shared.queue, error = %e, ?wait, "claim failed; trying again");
+                drop(permits);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(wait) => continue,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        backoff = Backoff::default();
+        shared
+            .metrics
+            .add(Counter::Repaired, claimed.repairs.len() as u64);
+        if claimed.leases.is_empty() {
+            drop(permits);
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = shared.backend.wait_for_work(&shared.queue, shared.idle_wait) => continue,
+            }
+        }
+        shared
+            .metrics
+            .add(Counter::Claimed, claimed.leases.len() as u64);
+        for (lease, permit) in claimed.leases.into_iter().zip(permits.drain(..)) {
+            jobs.spawn(job::run(shared.clone(), lease, permit, abandon.clone()));
+        }
+    }
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Growing waits between failed claims: 100 ms doubling to 5 s.
+#[derive(Debug)]
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(100))
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(5));
+        now
+    }
+}
