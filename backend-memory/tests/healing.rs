@@ -1,0 +1,187 @@
+//! Self-healing, test hooks, and bad input that writes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fixture, items, spec, TTL};
+use leaseq_core::{Backend, Error, ItemId, ItemState, Limits, NewItem, QueueName};
+
+#[tokio::test]
+async fn a_dangling_ready_entry_is_removed_reported_and_skipped() {
+    let f = fixture();
+    let ids = f.push(items(&["a", "b"])).await;
+    let hooks = f.backend.test_hooks().expect("hooks");
+    hooks
+        .plant_dangling_ready(&f.queue, ItemId::new(777))
+        .await
+        .expect("plant");
+    let snap = hooks.snapshot(&f.queue).await.expect("snapshot");
+    assert_eq!(
+        snap.indexes[&ItemState::Ready][0],
+        ItemId::new(777),
+        "planted at the head"
+    );
+    assert_eq!(snap.violations().len(), 1);
+
+    let claimed = f.backend.claim(&f.queue, spec(2)).await.expect("claim");
+    let got: Vec<_> = claimed.leases.iter().map(|l| l.id().get()).collect();
+    assert_eq!(got, ids, "the claim still returns every available item");
+    assert_eq!(claimed.repairs.len(), 1);
+    assert_eq!(
+        (claimed.repairs[0].index, claimed.repairs[0].id),
+        (ItemState::Ready, ItemId::new(777))
+    );
+    f.assert_consistent().await;
+}
+
+#[tokio::test]
+async fn a_duplicate_entry_for_a_live_item_is_removed_without_touching_the_item() {
+    let f = fixture();
+    let ids = f.push(items(&["a"])).await;
+    let hooks = f.backend.test_hooks().expect("hooks");
+    hooks
+        .plant_dangling_ready(&f.queue, ItemId::new(ids[0]))
+        .await
+        .expect("plant");
+    let claimed = f.backend.claim(&f.queue, spec(5)).await.expect("claim");
+    assert_eq!(claimed.leases.len(), 1);
+    assert_eq!(claimed.leases[0].attempts, 1);
+    assert_eq!(claimed.repairs.len(), 1);
+    f.assert_consistent().await;
+    assert!(f.claim(5).await.is_empty());
+}
+
+#[tokio::test]
+async fn only_dangling_entries_yield_an_empty_claim_and_a_clean_index() {
+    let f = fixture();
+    let hooks = f.backend.test_hooks().expect("hooks");
+    for id in 1..=3 {
+        hooks
+            .plant_dangling_ready(&f.queue, ItemId::new(1000 + id))
+            .await
+            .expect("plant");
+    }
+    let claimed = f.backend.claim(&f.queue, spec(1)).await.expect("claim");
+    assert!(claimed.leases.is_empty());
+    assert_eq!(claimed.repairs.len(), 3);
+    f.assert_consistent().await;
+}
+
+#[tokio::test]
+async fn expire_leases_and_make_due_keep_the_indexes_consistent() {
+    let f = fixture();
+    f.push(vec![
+        NewItem::new("a"),
+        NewItem::new("b"),
+        NewItem::new("s").delay(Duration::from_secs(60)),
+    ])
+    .await;
+    let ls = f.claim(2).await;
+    let hooks = f.backend.test_hooks().expect("hooks");
+    assert_eq!(hooks.expire_leases(&f.queue).await.expect("expire"), 2);
+    assert_eq!(hooks.expire_leases(&f.queue).await.expect("expire"), 0);
+    f.assert_consistent().await;
+    let now = f.backend.now().await.expect("now");
+    assert_eq!(
+        f.backend
+            .item(&f.queue, ls[0].id())
+            .await
+            .expect("item")
+            .due_at,
+        Some(now)
+    );
+    f.backend
+        .ack(&ls[0].key)
+        .await
+        .expect("expired but not reaped: still acks");
+    assert_eq!(f.backend.reap(&f.queue).await.expect("reap").requeued, 1);
+
+    assert_eq!(hooks.make_due(&f.queue).await.expect("due"), 1);
+    f.assert_consistent().await;
+    assert_eq!(f.backend.stats(&f.queue).await.expect("stats").ready, 2);
+    assert_eq!(f.claim(5).await.len(), 2);
+}
+
+#[tokio::test]
+async fn snapshot_lists_every_index_and_item() {
+    let f = fixture();
+    let ids = f
+        .push(vec![
+            NewItem::new("r"),
+            NewItem::new("s").delay(TTL),
+            NewItem::new("l").priority(1),
+        ])
+        .await;
+    f.claim(1).await;
+    let snap = f
+        .backend
+        .test_hooks()
+        .expect("hooks")
+        .snapshot(&f.queue)
+        .await
+        .expect("snap");
+    let id = ItemId::new;
+    assert_eq!(snap.indexes[&ItemState::Ready], [id(ids[0])]);
+    assert_eq!(snap.indexes[&ItemState::Scheduled], [id(ids[1])]);
+    assert_eq!(snap.indexes[&ItemState::Leased], [id(ids[2])]);
+    assert!(snap.indexes[&ItemState::Dead].is_empty());
+    assert_eq!(snap.items, ids.iter().copied().map(id).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_bad_batch_is_rejected_and_writes_nothing() {
+    let f = fixture();
+    let f = common::Fixture {
+        backend: f.backend.with_limits(Limits {
+            max_payload_bytes: 4,
+        }),
+        ..f
+    };
+    let bad_batches = vec![
+        vec![NewItem::new("ok").dedup_key("k"), NewItem::new("too long")],
+        vec![NewItem::new("ok"), NewItem::new("x").max_attempts(0)],
+        vec![NewItem::new("ok"), NewItem::new("x").dedup_key("")],
+        vec![
+            NewItem::new("ok"),
+            NewItem::new("x").delay(leaseq_core::limits::MAX_DELAY * 2),
+        ],
+        vec![NewItem::new("ok"); leaseq_core::limits::MAX_ENQUEUE_BATCH + 1],
+    ];
+    for batch in bad_batches {
+        let err = f
+            .backend
+            .enqueue(&f.queue, batch)
+            .await
+            .expect_err("rejected");
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
+    }
+    assert_eq!(f.backend.stats(&f.queue).await.expect("stats").total(), 0);
+    let after = f
+        .backend
+        .enqueue(&f.queue, vec![NewItem::new("ok").dedup_key("k")])
+        .await
+        .expect("ok");
+    assert!(
+        !after[0].deduplicated,
+        "the rejected batch took no dedup key"
+    );
+    assert!(f
+        .backend
+        .enqueue(&f.queue, Vec::new())
+        .await
+        .expect("empty")
+        .is_empty());
+    assert_eq!(f.backend.limits().max_payload_bytes, 4);
+}
+
+#[tokio::test]
+async fn capabilities_say_full_but_not_durable_or_shared() {
+    let f = fixture();
+    let caps = f.backend.capabilities();
+    assert!(!caps.durable && !caps.shared);
+    assert!(caps.dedup && caps.priorities && caps.delays && caps.test_hooks);
+    assert!(f.backend.test_hooks().is_some());
+    assert!(format!("{:?}", f.backend).contains("MemoryBackend"));
+    let _ = QueueName::new("x");
+}
