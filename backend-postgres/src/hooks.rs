@@ -1,0 +1,64 @@
+//! [`TestHooks`] on PostgreSQL.
+//!
+//! A SQL table has no separate index that could hold an id without its
+//! item. The faithful equivalent is a row that an index still serves as
+//! Ready but whose item data is gone: state `ready`, payload NULL. Claim
+//! meets it first, deletes it, reports the repair and claims on.
+
+use async_trait::async_trait;
+use leaseq_core::{Error, IndexSnapshot, ItemId, QueueName, Result, TestHooks};
+
+use crate::rows::{col, db, item_id, sql_id, state};
+use crate::PgBackend;
+
+#[async_trait]
+impl TestHooks for PgBackend {
+    async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
+        let done = sqlx::query(&self.inner.sql.expire_leases)
+            .bind(queue.as_str())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("expiring leases"))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn make_due(&self, queue: &QueueName) -> Result<u64> {
+        let done = sqlx::query(&self.inner.sql.make_due)
+            .bind(queue.as_str())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("making items due"))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
+        let planted = sqlx::query(&self.inner.sql.plant_ghost)
+            .bind(sql_id(id)?)
+            .bind(queue.as_str())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db("planting a dangling entry"))?;
+        match planted {
+            Some(_) => Ok(()),
+            None => Err(Error::invalid(format!("item {id} exists; cannot plant a dangling entry"))),
+        }
+    }
+
+    async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot> {
+        let rows = sqlx::query(&self.inner.sql.snapshot)
+            .bind(queue.as_str())
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("snapshot"))?;
+        let mut snap = IndexSnapshot::default();
+        for row in &rows {
+            let id = item_id(col(row, 0)?)?;
+            let st = state(&col::<String>(row, 1)?)?;
+            snap.indexes.entry(st).or_default().push(id);
+            if col::<bool>(row, 2)? {
+                snap.items.push(id);
+            }
+        }
+        Ok(snap)
+    }
+}

@@ -1,0 +1,149 @@
+//! Wake-ups: one `LISTEN` connection per backend (shared by all its clones
+//! and workers) fans notifications out to per-queue [`Notify`]s. A
+//! notification is a hint; the bounded poll in `wait` is the source of truth.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// Waiters per queue name. Entries are weak, so a queue nobody waits on
+/// costs nothing once its waiters are gone.
+#[derive(Debug, Default)]
+struct Registry {
+    queues: Mutex<HashMap<String, Weak<Notify>>>,
+}
+
+impl Registry {
+    fn get(&self, queue: &str) -> Arc<Notify> {
+        let mut map = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get(queue).and_then(Weak::upgrade) {
+            return n;
+        }
+        map.retain(|_, w| w.strong_count() > 0);
+        let n = Arc::new(Notify::new());
+        map.insert(queue.to_owned(), Arc::downgrade(&n));
+        n
+    }
+
+    fn wake(&self, queue: &str) {
+        let n = {
+            let map = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            map.get(queue).and_then(Weak::upgrade)
+        };
+        if let Some(n) = n {
+            n.notify_waiters();
+        }
+    }
+
+    fn wake_all(&self) {
+        let all: Vec<Arc<Notify>> = {
+            let map = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            map.values().filter_map(Weak::upgrade).collect()
+        };
+        for n in all {
+            n.notify_waiters();
+        }
+    }
+}
+
+/// The listener of one backend.
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    pool: PgPool,
+    channel: String,
+    poll: Duration,
+    registry: Arc<Registry>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Wakeups {
+    pub(crate) fn new(pool: PgPool, channel: String, poll: Duration) -> Self {
+        Wakeups {
+            pool,
+            channel,
+            poll,
+            registry: Arc::default(),
+            task: Mutex::new(None),
+        }
+    }
+
+    /// Waits for a notification on `queue`, at most `timeout` and at most
+    /// the poll interval.
+    pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
+        self.start();
+        let n = self.registry.get(queue);
+        let notified = n.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let _ = tokio::time::timeout(timeout.min(self.poll), notified).await;
+    }
+
+    /// Starts the listener task on first use, or again if it ended (e.g. its
+    /// runtime went away).
+    fn start(&self) {
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let pool = self.pool.clone();
+        let channel = self.channel.clone();
+        let registry = Arc::clone(&self.registry);
+        *task = Some(handle.spawn(listen(pool, channel, registry)));
+    }
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        let task = self.task.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// The listener loop: (re)connects with backoff; after every (re)connect
+/// and every lost connection it wakes everyone, since notifications sent
+/// meanwhile are gone.
+async fn listen(pool: PgPool, channel: String, registry: Arc<Registry>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "leaseq-postgres: listener cannot connect");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(&channel).await {
+            tracing::debug!(error = %e, "leaseq-postgres: LISTEN failed");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        registry.wake_all();
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) => registry.wake(n.payload()),
+                // The connection was lost; the next try_recv reconnects.
+                Ok(None) => registry.wake_all(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "leaseq-postgres: listener failed");
+                    registry.wake_all();
+                    tokio::time::sleep(backoff).await;
+                    break;
+                }
+            }
+        }
+    }
+}

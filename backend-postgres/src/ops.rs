@@ -1,0 +1,378 @@
+//! The [`Backend`] implementation: one statement per transition.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::{
+    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
+    ItemState, Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Repair, Result, TestHooks, Timestamp,
+};
+
+use crate::rows::{col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts};
+use crate::PgBackend;
+
+/// Rows one reap or promotion statement handles; the reaper loops while a
+/// batch comes back full.
+const REAP_BATCH: i64 = 500;
+/// Rounds of retry when a dedup key's holder vanished between the insert
+/// and the lookup (it was acked meanwhile).
+const DEDUP_ROUNDS: usize = 8;
+/// Rounds of claiming again after repairs left a claim short.
+const REPAIR_ROUNDS: usize = 16;
+
+impl PgBackend {
+    fn lost(key: &LeaseKey) -> Error {
+        Error::LeaseLost { id: key.id }
+    }
+
+    /// Inserts `items` (by their index in the caller's batch); returns the
+    /// result for each, or `None` where the key's holder is gone and the
+    /// item must be tried again.
+    async fn insert_round(
+        &self,
+        queue: &QueueName,
+        items: &[(usize, &NewItem)],
+    ) -> Result<Vec<Option<Enqueued>>> {
+        let s = &self.inner.sql;
+        let payloads: Vec<&[u8]> = items.iter().map(|(_, i)| i.get_payload().as_ref()).collect();
+        let priorities: Vec<i32> = items.iter().map(|(_, i)| i.get_priority()).collect();
+        let attempts: Vec<i32> = items
+            .iter()
+            .map(|(_, i)| i32::try_from(i.get_max_attempts()).unwrap_or(i32::MAX))
+            .collect();
+        let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
+        let delays: Vec<i64> = items.iter().map(|(_, i)| millis(i.get_delay())).collect();
+        let rows = sqlx::query(&s.enqueue)
+            .bind(queue.as_str())
+            .bind(&payloads)
+            .bind(&priorities)
+            .bind(&attempts)
+            .bind(&keys)
+            .bind(&delays)
+            .bind(&self.inner.channel)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("enqueue"))?;
+        if rows.len() != items.len() {
+            return Err(Error::Corrupt {
+                what: format!("enqueue of {} items returned {} rows", items.len(), rows.len()),
+            });
+        }
+        let mut out = Vec::with_capacity(items.len());
+        let mut wanted: Vec<&str> = Vec::new();
+        for (row, (_, item)) in rows.iter().zip(items) {
+            let inserted: bool = col(row, 1)?;
+            if inserted {
+                out.push(Some(Enqueued { id: item_id(col(row, 0)?)?, deduplicated: false }));
+            } else {
+                wanted.extend(item.get_dedup_key());
+                out.push(None);
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let holders: HashMap<String, i64> = sqlx::query(&s.dedup_holders)
+            .bind(queue.as_str())
+            .bind(&wanted)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("enqueue: looking up dedup holders"))?
+            .iter()
+            .map(|r| Ok((col::<String>(r, 0)?, col::<i64>(r, 1)?)))
+            .collect::<Result<_>>()?;
+        for (slot, (_, item)) in out.iter_mut().zip(items) {
+            if slot.is_none() {
+                if let Some(id) = item.get_dedup_key().and_then(|k| holders.get(k)) {
+                    *slot = Some(Enqueued { id: item_id(*id)?, deduplicated: true });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One claim statement: leases plus the missing-item rows it deleted.
+    async fn claim_round(&self, queue: &QueueName, max: u32, ttl: LeaseTtl) -> Result<Claimed> {
+        let rows = sqlx::query(&self.inner.sql.claim)
+            .bind(queue.as_str())
+            .bind(i64::from(max))
+            .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("claim"))?;
+        let mut out = Claimed::default();
+        for row in &rows {
+            let id = item_id(col(row, 0)?)?;
+            if let Some(ghost) = col::<Option<String>>(row, 7)? {
+                let repair = Repair {
+                    index: state(&ghost)?,
+                    id,
+                    problem: "entry without an item (no payload); deleted".into(),
+                };
+                tracing::warn!(queue = %queue, %repair, "leaseq-postgres: removed a corrupt entry");
+                out.repairs.push(repair);
+                continue;
+            }
+            let tok: uuid::Uuid = col(row, 1)?;
+            let payload: Vec<u8> = col(row, 2)?;
+            out.leases.push(Lease {
+                key: LeaseKey { queue: queue.clone(), id, token: token(tok) },
+                payload: Bytes::from(payload),
+                attempts: count(col(row, 3)?, "attempts")?,
+                max_attempts: count(col(row, 4)?, "max_attempts")?,
+                priority: col(row, 5)?,
+                expires_at: ts(col(row, 6)?),
+            });
+        }
+        out.leases.sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
+        Ok(out)
+    }
+
+    async fn batch_count(&self, sql: &str, queue: &QueueName, n: i64, what: &'static str) -> Result<i64> {
+        let row = sqlx::query(sql)
+            .bind(queue.as_str())
+            .bind(n)
+            .bind(&self.inner.channel)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db(what))?;
+        col(&row, 0)
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::full(true, true)
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.options.limits
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        let row = sqlx::query("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint")
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db("reading the clock"))?;
+        Ok(ts(col(&row, 0)?))
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.limits())?;
+        let mut results: Vec<Option<Enqueued>> = vec![None; items.len()];
+        let mut pending: Vec<(usize, &NewItem)> = items.iter().enumerate().collect();
+        for _ in 0..DEDUP_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            let round = self.insert_round(queue, &pending).await?;
+            let mut next = Vec::new();
+            for ((idx, item), got) in pending.into_iter().zip(round) {
+                match got {
+                    Some(e) => results[idx] = Some(e),
+                    None => next.push((idx, item)),
+                }
+            }
+            pending = next;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.ok_or_else(|| Error::backend(
+                    "postgres: enqueue",
+                    "a dedup key's holder kept vanishing; try again",
+                ))
+            })
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let max = spec.max() as usize;
+        let mut out = self.claim_round(queue, spec.max(), spec.ttl()).await?;
+        let mut last_repairs = out.repairs.len();
+        // Entries without items took places in the last round: claim the
+        // shortfall, so a repair never makes a claim come back short.
+        for _ in 0..REPAIR_ROUNDS {
+            if last_repairs == 0 || out.leases.len() >= max {
+                break;
+            }
+            let want = u32::try_from(max - out.leases.len()).unwrap_or(1);
+            let more = self.claim_round(queue, want, spec.ttl()).await?;
+            last_repairs = more.repairs.len();
+            out.leases.extend(more.leases);
+            out.repairs.extend(more.repairs);
+        }
+        Ok(out)
+    }
+
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        let done = sqlx::query(&self.inner.sql.ack)
+            .bind(sql_id(lease.id)?)
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("ack"))?;
+        if done.rows_affected() == 0 {
+            return Err(Self::lost(lease));
+        }
+        Ok(())
+    }
+
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        let row = sqlx::query(&self.inner.sql.extend)
+            .bind(sql_id(lease.id)?)
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db("extend"))?;
+        match row {
+            Some(row) => Ok(ts(col(&row, 0)?)),
+            None => Err(Self::lost(lease)),
+        }
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        let row = sqlx::query(&self.inner.sql.release)
+            .bind(sql_id(lease.id)?)
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(millis(delay))
+            .bind(&self.inner.channel)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db("release"))?;
+        let Some(row) = row else {
+            return Err(Self::lost(lease));
+        };
+        match state(&col::<String>(&row, 0)?)? {
+            ItemState::Ready => Ok(Released::Ready),
+            ItemState::Scheduled => Ok(Released::Scheduled),
+            ItemState::Dead => Ok(Released::Dead),
+            ItemState::Leased => Err(Error::Corrupt { what: "release left the item leased".into() }),
+        }
+    }
+
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        let done = sqlx::query(&self.inner.sql.fail)
+            .bind(sql_id(lease.id)?)
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(clamp_reason(reason))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("fail"))?;
+        if done.rows_affected() == 0 {
+            return Err(Self::lost(lease));
+        }
+        Ok(())
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let mut report = ReapReport::default();
+        loop {
+            let row = sqlx::query(&self.inner.sql.reap)
+                .bind(queue.as_str())
+                .bind(REAP_BATCH)
+                .bind(&self.inner.channel)
+                .fetch_one(&self.inner.pool)
+                .await
+                .map_err(db("reap"))?;
+            let requeued: i64 = col(&row, 0)?;
+            let dead: i64 = col(&row, 1)?;
+            report.requeued += u64::try_from(requeued).unwrap_or(0);
+            report.dead += u64::try_from(dead).unwrap_or(0);
+            if requeued + dead < REAP_BATCH {
+                break;
+            }
+        }
+        while self.batch_count(&self.inner.sql.promote, queue, REAP_BATCH, "promoting due items").await?
+            >= REAP_BATCH
+        {}
+        Ok(report)
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let row = sqlx::query(&self.inner.sql.stats)
+            .bind(queue.as_str())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db("stats"))?;
+        let n = |i: usize| -> Result<u64> { Ok(u64::try_from(col::<i64>(&row, i)?).unwrap_or(0)) };
+        Ok(QueueStats { ready: n(0)?, scheduled: n(1)?, leased: n(2)?, dead: n(3)? })
+    }
+
+    async fn peek(&self, queue: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
+        let sql = &self.inner.sql.peek[match st {
+            ItemState::Ready => 0,
+            ItemState::Scheduled => 1,
+            ItemState::Leased => 2,
+            ItemState::Dead => 3,
+        }];
+        sqlx::query(sql)
+            .bind(queue.as_str())
+            .bind(limit(n))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("peek"))?
+            .iter()
+            .map(info)
+            .collect()
+    }
+
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let row = sqlx::query(&self.inner.sql.item)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db("item"))?;
+        match row {
+            Some(row) => info(&row),
+            None => Err(Error::NotFound { id }),
+        }
+    }
+
+    async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
+        let mut moved = 0u64;
+        let mut left = limit(n);
+        while left > 0 {
+            let batch = left.min(REAP_BATCH);
+            let done = self.batch_count(&self.inner.sql.redrive, queue, batch, "redrive").await?;
+            moved += u64::try_from(done).unwrap_or(0);
+            left -= done;
+            if done < batch {
+                break;
+            }
+        }
+        Ok(moved)
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let done = sqlx::query(&self.inner.sql.purge)
+            .bind(queue.as_str())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("purge"))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        Some(self)
+    }
+}
+

@@ -1,0 +1,148 @@
+//! What a [`crate::PgBackend`] is configured with, besides its pool.
+
+use std::time::Duration;
+
+use leaseq_core::{Error, Limits, Result};
+
+/// Options for [`crate::PgBackend`], built with chained setters.
+///
+/// ```
+/// use leaseq_postgres::PgOptions;
+/// use std::time::Duration;
+/// let options = PgOptions::new()
+///     .schema("billing_jobs")
+///     .max_connections(16)
+///     .poll_interval(Duration::from_millis(500))
+///     .migrate_on_connect(false);
+/// assert_eq!(options.get_schema(), "billing_jobs");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    pub(crate) schema: String,
+    pub(crate) max_connections: u32,
+    pub(crate) application_name: Option<String>,
+    pub(crate) migrate_on_connect: bool,
+    pub(crate) poll_interval: Duration,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) limits: Limits,
+}
+
+impl PgOptions {
+    /// The schema used when none is set.
+    pub const DEFAULT_SCHEMA: &'static str = "leaseq";
+    /// The longest schema name accepted, in bytes (it also names the
+    /// `LISTEN` channel, which PostgreSQL caps at 63 bytes).
+    pub const MAX_SCHEMA_LEN: usize = 48;
+
+    /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
+    /// fallback, a 30 s pool acquire timeout and the default limits.
+    pub fn new() -> Self {
+        PgOptions {
+            schema: Self::DEFAULT_SCHEMA.to_owned(),
+            max_connections: 10,
+            application_name: None,
+            migrate_on_connect: true,
+            poll_interval: Duration::from_secs(1),
+            acquire_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The schema that holds the queue's table and its migration history.
+    /// Two applications sharing a database use two schemas. Lowercase ASCII
+    /// letters, digits and `_`, starting with a letter or `_`, at most
+    /// [`PgOptions::MAX_SCHEMA_LEN`] bytes; checked on connect.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Pool size when the backend builds its own pool (at least 1). The
+    /// wake-up listener takes one more connection.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// `application_name` of the pool's connections, as `pg_stat_activity`
+    /// shows it (only when the backend builds its own pool).
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = Some(name.into());
+        self
+    }
+
+    /// Whether connecting runs the migrations (default true). Turn it off to
+    /// run [`crate::PgBackend::migrate`] yourself, e.g. at deploy time.
+    pub fn migrate_on_connect(mut self, yes: bool) -> Self {
+        self.migrate_on_connect = yes;
+        self
+    }
+
+    /// The longest an idle worker waits between claims when no
+    /// notification arrives: the poll that backs up `LISTEN/NOTIFY`.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long an operation waits for a free pool connection before it
+    /// fails with a backend error (only when the backend builds its pool).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// The largest payload accepted, in bytes.
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_payload_bytes = bytes;
+        self
+    }
+
+    /// The schema name as set.
+    pub fn get_schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Checks the schema name.
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_schema(&self.schema)
+    }
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn check_schema(s: &str) -> Result<()> {
+    let mut chars = s.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !first_ok || !rest_ok || s.len() > PgOptions::MAX_SCHEMA_LEN || s.starts_with("pg_") {
+        return Err(Error::invalid(format!(
+            "schema {s:?} must be 1 to {} bytes of lowercase ASCII letters, digits and '_', \
+             start with a letter or '_', and not start with 'pg_'",
+            PgOptions::MAX_SCHEMA_LEN
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_checked() {
+        for good in ["leaseq", "_x", "app_2", &"a".repeat(PgOptions::MAX_SCHEMA_LEN)] {
+            assert!(check_schema(good).is_ok(), "{good:?} rejected");
+        }
+        let long = "a".repeat(PgOptions::MAX_SCHEMA_LEN + 1);
+        for bad in ["", "1abc", "Abc", "a-b", "a b", "a\"b", "pg_temp", &long] {
+            assert!(check_schema(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

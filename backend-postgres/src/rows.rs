@@ -1,0 +1,82 @@
+//! Decoding rows into the core's types, and errors into the core's error.
+
+use leaseq_core::{Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, Result, Timestamp};
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+
+/// Wraps a client or server error with what was being done.
+pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::backend(format!("postgres: {what}"), e)
+}
+
+/// Reads column `idx` of `row`, as a backend error when it fails.
+pub(crate) fn col<'r, T>(row: &'r PgRow, idx: usize) -> Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    row.try_get(idx).map_err(db("decoding a row"))
+}
+
+/// A stored id as an [`ItemId`]; ids are never negative.
+pub(crate) fn item_id(raw: i64) -> Result<ItemId> {
+    u64::try_from(raw)
+        .map(ItemId::new)
+        .map_err(|_| Error::Corrupt { what: format!("negative item id {raw}") })
+}
+
+/// An id as the database stores it.
+pub(crate) fn sql_id(id: ItemId) -> Result<i64> {
+    i64::try_from(id.get()).map_err(|_| Error::invalid(format!("item id {id} is out of range")))
+}
+
+/// A stored counter (attempts) as `u32`.
+pub(crate) fn count(raw: i32, what: &str) -> Result<u32> {
+    u32::try_from(raw).map_err(|_| Error::Corrupt { what: format!("negative {what}: {raw}") })
+}
+
+/// Epoch milliseconds as a [`Timestamp`] (clamped at the epoch).
+pub(crate) fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A stored token.
+pub(crate) fn token(raw: uuid::Uuid) -> LeaseToken {
+    LeaseToken::from_u128(raw.as_u128())
+}
+
+/// A token as the database stores it.
+pub(crate) fn sql_token(t: LeaseToken) -> uuid::Uuid {
+    uuid::Uuid::from_u128(t.as_u128())
+}
+
+/// A stored state name.
+pub(crate) fn state(raw: &str) -> Result<ItemState> {
+    raw.parse().map_err(|_| Error::Corrupt { what: format!("unknown state {raw:?}") })
+}
+
+/// A duration or count in milliseconds as a bind parameter.
+pub(crate) fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A count limit as a bind parameter.
+pub(crate) fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A row of the inspection columns (see `sql::info_columns`).
+pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
+    let payload: Option<Vec<u8>> = col(row, 2)?;
+    let due: Option<i64> = col(row, 7)?;
+    Ok(ItemInfo {
+        id: item_id(col(row, 0)?)?,
+        state: state(&col::<String>(row, 1)?)?,
+        payload: Bytes::from(payload.unwrap_or_default()),
+        priority: col(row, 3)?,
+        attempts: count(col(row, 4)?, "attempts")?,
+        max_attempts: count(col(row, 5)?, "max_attempts")?,
+        dedup_key: col(row, 6)?,
+        due_at: due.map(ts),
+        last_error: col(row, 8)?,
+    })
+}

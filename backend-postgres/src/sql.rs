@@ -1,0 +1,259 @@
+//! The SQL of every operation, rendered once per backend with its schema.
+//!
+//! Each transition is one statement. Time is always the server's `now()`.
+//! `$n * interval '1 millisecond'` turns a millisecond count into an interval.
+
+/// Epoch milliseconds of a timestamptz expression.
+fn ms(expr: &str) -> String {
+    format!("(floor(extract(epoch FROM {expr}) * 1000))::bigint")
+}
+
+/// Every statement the backend runs, with the table and sequence names of
+/// one schema filled in.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) enqueue: String,
+    pub(crate) dedup_holders: String,
+    pub(crate) claim: String,
+    pub(crate) ack: String,
+    pub(crate) extend: String,
+    pub(crate) release: String,
+    pub(crate) fail: String,
+    pub(crate) reap: String,
+    pub(crate) promote: String,
+    pub(crate) stats: String,
+    pub(crate) peek: [String; 4],
+    pub(crate) item: String,
+    pub(crate) redrive: String,
+    pub(crate) purge: String,
+    pub(crate) expire_leases: String,
+    pub(crate) make_due: String,
+    pub(crate) plant_ghost: String,
+    pub(crate) snapshot: String,
+}
+
+/// The columns and effective state inspection returns.
+fn info_columns() -> String {
+    format!(
+        "id, CASE WHEN state = 'scheduled' AND available_at <= now() THEN 'ready' ELSE state END \
+         AS state, payload, priority, attempts, max_attempts, dedup_key, \
+         CASE WHEN state = 'scheduled' AND available_at > now() THEN {avail} \
+              WHEN state = 'leased' THEN {lease} END AS due_ms, last_error",
+        avail = ms("available_at"),
+        lease = ms("lease_expires_at"),
+    )
+}
+
+impl Sql {
+    /// Renders every statement for `schema` (already validated).
+    pub(crate) fn new(schema: &str) -> Self {
+        let t = format!("\"{schema}\".leaseq_items");
+        let seq = format!("'\"{schema}\".leaseq_item_id'");
+        let fence = "id = $1 AND queue = $2 AND token = $3 AND state = 'leased'";
+        let info = info_columns();
+        let peek_ready = format!(
+            "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
+             AND (state = 'ready' OR (state = 'scheduled' AND available_at <= now())) \
+             ORDER BY priority DESC, id LIMIT $2"
+        );
+        let peek_scheduled = format!(
+            "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
+             AND state = 'scheduled' AND available_at > now() ORDER BY available_at, id LIMIT $2"
+        );
+        let peek_leased = format!(
+            "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
+             AND state = 'leased' ORDER BY lease_expires_at, id LIMIT $2"
+        );
+        let peek_dead = format!(
+            "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
+             AND state = 'dead' ORDER BY dead_at, id LIMIT $2"
+        );
+        Sql {
+            // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
+            // $5 dedup keys, $6 delays (ms), $7 notify channel.
+            // Ids are drawn in batch order, so FIFO holds within a batch,
+            // and the first item with a key wins a conflict inside the batch.
+            enqueue: format!(
+                "WITH input AS MATERIALIZED ( \
+                   SELECT nextval({seq}) AS id, t.* \
+                   FROM unnest($2::bytea[], $3::int4[], $4::int4[], $5::text[], $6::int8[]) \
+                        WITH ORDINALITY AS t(payload, priority, max_attempts, dedup_key, delay_ms, ord) \
+                 ), ins AS ( \
+                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, dedup_key, available_at) \
+                   SELECT id, $1, CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
+                          priority, payload, max_attempts, dedup_key, \
+                          now() + delay_ms * interval '1 millisecond' \
+                   FROM input ORDER BY ord \
+                   ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING \
+                   RETURNING id, state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($7, $1)) AS n \
+                   FROM (SELECT 1 FROM ins WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT input.id, ins.id IS NOT NULL AS inserted \
+                 FROM input LEFT JOIN ins ON ins.id = input.id CROSS JOIN hint \
+                 ORDER BY input.ord"
+            ),
+            dedup_holders: format!(
+                "SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
+            ),
+            // $1 queue, $2 max, $3 ttl (ms). The Ready head and the due
+            // Scheduled head are each locked through their own index, merged
+            // in one claim order, and the first $2 leased. A row without a
+            // payload (an entry whose item is missing) is deleted instead.
+            claim: format!(
+                "WITH ready AS MATERIALIZED ( \
+                   SELECT id, priority FROM {t} \
+                   WHERE queue = $1 AND state = 'ready' \
+                   ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), due AS MATERIALIZED ( \
+                   SELECT id, priority FROM {t} \
+                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
+                   ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), pick AS MATERIALIZED ( \
+                   SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) c \
+                   ORDER BY priority DESC, id LIMIT $2 \
+                 ), ghosts AS ( \
+                   DELETE FROM {t} g USING pick \
+                   WHERE g.id = pick.id AND g.payload IS NULL \
+                   RETURNING g.id, g.state \
+                 ), leased AS ( \
+                   UPDATE {t} i SET state = 'leased', token = gen_random_uuid(), \
+                          attempts = i.attempts + 1, \
+                          lease_expires_at = now() + $3 * interval '1 millisecond' \
+                   FROM pick \
+                   WHERE i.id = pick.id AND i.payload IS NOT NULL \
+                     AND i.state IN ('ready', 'scheduled') \
+                   RETURNING i.id, i.token, i.payload, i.attempts, i.max_attempts, i.priority, \
+                             {exp} AS expires_ms \
+                 ) \
+                 SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
+                        NULL::text AS ghost_state FROM leased \
+                 UNION ALL \
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state FROM ghosts",
+                exp = ms("i.lease_expires_at"),
+            ),
+            // $1 id, $2 queue, $3 token.
+            ack: format!("DELETE FROM {t} WHERE {fence}"),
+            // ... $4 ttl (ms).
+            extend: format!(
+                "UPDATE {t} SET lease_expires_at = now() + $4 * interval '1 millisecond' \
+                 WHERE {fence} RETURNING {exp}",
+                exp = ms("lease_expires_at"),
+            ),
+            // ... $4 delay (ms), $5 notify channel.
+            release: format!(
+                "WITH r AS ( \
+                   UPDATE {t} SET \
+                     state = CASE WHEN attempts >= max_attempts THEN 'dead' \
+                                  WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
+                     available_at = now() + $4 * interval '1 millisecond', \
+                     dead_at = CASE WHEN attempts >= max_attempts THEN now() END, \
+                     last_error = CASE WHEN attempts >= max_attempts THEN 'attempts exhausted' \
+                                       ELSE last_error END, \
+                     token = NULL, lease_expires_at = NULL \
+                   WHERE {fence} RETURNING state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($5, $2)) AS n \
+                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT r.state FROM r CROSS JOIN hint"
+            ),
+            // ... $4 reason.
+            fail: format!(
+                "UPDATE {t} SET state = 'dead', dead_at = now(), last_error = $4, \
+                   token = NULL, lease_expires_at = NULL \
+                 WHERE {fence}"
+            ),
+            // $1 queue, $2 batch, $3 notify channel. The UPDATE re-checks the
+            // state and the expiry of every row it touches.
+            reap: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id FROM {t} \
+                   WHERE queue = $1 AND state = 'leased' AND lease_expires_at <= now() \
+                   ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), r AS ( \
+                   UPDATE {t} i SET \
+                     state = CASE WHEN i.attempts >= i.max_attempts THEN 'dead' ELSE 'ready' END, \
+                     dead_at = CASE WHEN i.attempts >= i.max_attempts THEN now() END, \
+                     last_error = CASE WHEN i.attempts >= i.max_attempts \
+                                       THEN 'lease expired on final attempt' ELSE i.last_error END, \
+                     available_at = now(), token = NULL, lease_expires_at = NULL \
+                   FROM c \
+                   WHERE i.id = c.id AND i.state = 'leased' AND i.lease_expires_at <= now() \
+                   RETURNING i.state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($3, $1)) AS n \
+                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT count(*) FILTER (WHERE r.state = 'ready') AS requeued, \
+                        count(*) FILTER (WHERE r.state = 'dead') AS dead \
+                 FROM r CROSS JOIN hint"
+            ),
+            // $1 queue, $2 batch, $3 notify channel.
+            promote: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id FROM {t} \
+                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
+                   ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), r AS ( \
+                   UPDATE {t} i SET state = 'ready' FROM c \
+                   WHERE i.id = c.id AND i.state = 'scheduled' AND i.available_at <= now() \
+                   RETURNING i.id \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+                 ) \
+                 SELECT count(*) FROM r CROSS JOIN hint"
+            ),
+            stats: format!(
+                "SELECT \
+                   count(*) FILTER (WHERE state = 'ready' \
+                                    OR (state = 'scheduled' AND available_at <= now())), \
+                   count(*) FILTER (WHERE state = 'scheduled' AND available_at > now()), \
+                   count(*) FILTER (WHERE state = 'leased'), \
+                   count(*) FILTER (WHERE state = 'dead') \
+                 FROM {t} WHERE queue = $1 AND payload IS NOT NULL"
+            ),
+            peek: [peek_ready, peek_scheduled, peek_leased, peek_dead],
+            item: format!(
+                "SELECT {info} FROM {t} WHERE queue = $1 AND id = $2 AND payload IS NOT NULL"
+            ),
+            // $1 queue, $2 limit, $3 notify channel.
+            redrive: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id FROM {t} WHERE queue = $1 AND state = 'dead' \
+                   ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), r AS ( \
+                   UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
+                          available_at = now() \
+                   FROM c WHERE i.id = c.id AND i.state = 'dead' RETURNING i.id \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+                 ) \
+                 SELECT count(*) FROM r CROSS JOIN hint"
+            ),
+            purge: format!("DELETE FROM {t} WHERE queue = $1"),
+            expire_leases: format!(
+                "UPDATE {t} SET lease_expires_at = now() - interval '1 millisecond' \
+                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
+                   - interval '1 millisecond'"
+            ),
+            make_due: format!(
+                "UPDATE {t} SET available_at = now() - interval '1 millisecond' \
+                 WHERE queue = $1 AND state = 'scheduled'"
+            ),
+            // $1 id, $2 queue. At the head of the Ready index: top priority,
+            // and the sequence is moved past the id so no item reuses it.
+            plant_ghost: format!(
+                "WITH s AS (SELECT setval({seq}, greatest($1, (SELECT last_value FROM \"{schema}\".leaseq_item_id))) AS v) \
+                 INSERT INTO {t} (id, queue, state, priority, payload, max_attempts) \
+                 SELECT $1, $2, 'ready', 2147483647, NULL, 1 FROM s \
+                 ON CONFLICT (id) DO NOTHING RETURNING id"
+            ),
+            snapshot: format!(
+                "SELECT id, state, payload IS NOT NULL FROM {t} WHERE queue = $1 \
+                 ORDER BY state, priority DESC, id"
+            ),
+        }
+    }
+}
