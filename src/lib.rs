@@ -1,2 +1,52 @@
-//! leaseq facade (placeholder)
+//! leaseq: a job and message queue with fenced leases and pluggable storage
+//! backends.
+//!
+//! ```
+//! use std::time::Duration;
+//! use leaseq::{Backend, BackendExt, MemoryBackend, QueueName};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leaseq::Result<()> {
+//! let backend = MemoryBackend::new();
+//! let queue = QueueName::new("emails")?;
+//!
+//! backend.push(&queue, "welcome mail for #42").await?;
+//! let lease = backend.claim_one(&queue, Duration::from_secs(30)).await?.expect("an item");
+//! assert_eq!(lease.payload, "welcome mail for #42");
+//! backend.ack(&lease.key).await?; // only this lease's token can ack
+//! assert_eq!(backend.stats(&queue).await?.total(), 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Most programs run a [`Worker`] instead of claiming by hand: it claims in
+//! batches, keeps leases alive with heartbeats, retries failures with
+//! backoff, reaps expired leases, and shuts down gracefully. Typed jobs go
+//! through [`TypedQueue`] and [`WorkerBuilder::build_typed`].
+//!
+//! # The contract in short
+//! An item is Ready, Scheduled, Leased or Dead; ack removes it. A claim
+//! hands out a lease under a fresh token, and only that token can ack,
+//! extend, release or fail the item: a worker that outlived its lease gets
+//! [`Error::LeaseLost`] and changes nothing. Expired leases are recovered by
+//! reapers, any number at once, each lease exactly once. Delivery is
+//! at-least-once, so handlers should be idempotent.
+//!
+//! # Backends and features
+//! | feature | backend | URL |
+//! |---|---|---|
+//! | `memory` (default) | [`memory::MemoryBackend`], in-process | `memory://` |
+//!
+//! [`connect`] turns a backend URL into an `Arc<dyn Backend>`, so one
+//! program runs on any backend compiled in.
+
 pub use leaseq_core::*;
+
+#[cfg(feature = "memory")]
+pub use leaseq_memory as memory;
+#[cfg(feature = "memory")]
+pub use leaseq_memory::MemoryBackend;
+
+mod connect;
+
+pub use connect::{connect, BackendUrl, ConnectError};

@@ -1,0 +1,155 @@
+//! One place that turns a backend URL into an `Arc<dyn Backend>`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use leaseq_core::Backend;
+
+/// A backend URL, parsed by scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendUrl {
+    /// `memory://`: the in-process backend.
+    Memory,
+    /// `redis://…` or `rediss://…`.
+    Redis(String),
+    /// `postgres://…` or `postgresql://…`.
+    Postgres(String),
+}
+
+impl BackendUrl {
+    /// Parses `url` by its scheme.
+    pub fn parse(url: &str) -> Result<Self, ConnectError> {
+        let url = url.trim();
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(ConnectError::BadUrl {
+                url: url.to_string(),
+                why: "expected SCHEME://…, e.g. memory://, redis://127.0.0.1:6379 or postgres://user@host/db".into(),
+            });
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "memory" if rest.is_empty() || rest == "/" => Ok(BackendUrl::Memory),
+            "memory" => Err(ConnectError::BadUrl {
+                url: url.to_string(),
+                why: "the memory backend takes no address: use memory://".into(),
+            }),
+            "redis" | "rediss" => Ok(BackendUrl::Redis(url.to_string())),
+            "postgres" | "postgresql" => Ok(BackendUrl::Postgres(url.to_string())),
+            other => Err(ConnectError::BadUrl {
+                url: url.to_string(),
+                why: format!("unknown scheme {other:?}; supported are memory, redis, rediss, postgres, postgresql"),
+            }),
+        }
+    }
+
+    /// The backend's short name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendUrl::Memory => "memory",
+            BackendUrl::Redis(_) => "redis",
+            BackendUrl::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// Why [`connect`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The URL is malformed or names an unknown scheme.
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The URL names a backend this build leaves out.
+    NotCompiled {
+        /// The backend's name.
+        backend: &'static str,
+        /// The cargo feature that brings it in.
+        feature: &'static str,
+    },
+    /// The backend could not be reached or set up.
+    Unreachable {
+        /// The backend's name.
+        backend: &'static str,
+        /// The error.
+        source: leaseq_core::Error,
+    },
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::BadUrl { url, why } => write!(f, "bad backend URL {url:?}: {why}"),
+            ConnectError::NotCompiled { backend, feature } => write!(
+                f,
+                "this build has no {backend} backend; rebuild with `--features {feature}`"
+            ),
+            ConnectError::Unreachable { backend, source } => {
+                write!(f, "cannot reach the {backend} backend: {source}")?;
+                let mut cause = std::error::Error::source(source);
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Unreachable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Connects to the backend `url` names and checks that it answers.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), leaseq::ConnectError> {
+/// let backend = leaseq::connect("memory://").await?;
+/// assert!(!backend.capabilities().durable);
+/// assert!(leaseq::connect("nosuch://x").await.is_err());
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    let parsed = BackendUrl::parse(url)?;
+    let kind = parsed.kind();
+    let backend = open(parsed).await?;
+    backend
+        .now()
+        .await
+        .map_err(|source| ConnectError::Unreachable {
+            backend: kind,
+            source,
+        })?;
+    Ok(backend)
+}
+
+async fn open(url: BackendUrl) -> Result<Arc<dyn Backend>, ConnectError> {
+    match url {
+        #[cfg(feature = "memory")]
+        BackendUrl::Memory => Ok(Arc::new(leaseq_memory::MemoryBackend::new())),
+        #[cfg(not(feature = "memory"))]
+        BackendUrl::Memory => Err(ConnectError::NotCompiled {
+            backend: "memory",
+            feature: "memory",
+        }),
+        BackendUrl::Redis(_) => Err(ConnectError::NotCompiled {
+            backend: "redis",
+            feature: "redis",
+        }),
+        BackendUrl::Postgres(_) => Err(ConnectError::NotCompiled {
+            backend: "postgres",
+            feature: "postgres",
+        }),
+    }
+}
