@@ -58,5 +58,6 @@ mod hash;
 mod hooks;
 mod ops;
 mod state;
+mod token;
 
 pub use backend::MemoryBackend;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
-    ItemState, Lease, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
-    ReapReport, Released, Result, TestHooks, Timestamp,
+    ItemState, Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Result, TestHooks, Timestamp,
 };
 
 use crate::backend::MemoryBackend;
@@ -108,7 +108,7 @@ impl Backend for MemoryBackend {
             st.promote_due(now, &mut repairs);
             let mut leases = Vec::with_capacity(max.min(st.ready.len()));
             while leases.len() < max && !st.ready.is_empty() {
-                let token = LeaseToken::random();
+                let token = crate::token::fresh();
                 let Some((id, item)) = st.lease_next(expires, token, &mut repairs) else {
                     break;
                 };
