@@ -26,12 +26,33 @@ pub struct TestBackend {
 }
 
 impl TestBackend {
+    /// A backend whose clock the suite advances.
+    pub fn manual(backend: Arc<dyn Backend>, clock: ManualClock) -> Self {
+        TestBackend {
+            backend,
+            time: TimeControl::Manual(clock),
+        }
+    }
+
+    /// A backend on a real clock (a server's).
+    pub fn real(backend: Arc<dyn Backend>) -> Self {
+        TestBackend {
+            backend,
+            time: TimeControl::Real,
+        }
+    }
+
     /// Lets `d` pass on the backend's clock.
     pub async fn pass_time(&self, d: Duration) {
         match &self.time {
             TimeControl::Manual(clock) => clock.advance(d),
             TimeControl::Real => tokio::time::sleep(d).await,
         }
+    }
+
+    /// True when the suite controls the backend's clock.
+    pub fn is_manual(&self) -> bool {
+        matches!(self.time, TimeControl::Manual(_))
     }
 }
 
@@ -50,4 +71,15 @@ pub trait BackendFactory: Send + Sync + 'static {
     /// A backend for one check, or why none can be had. The runner turns
     /// `Unavailable` into a loud skip, or a failure when `CI=true`.
     async fn backend(&self) -> Result<TestBackend, Unavailable>;
+}
+
+/// The repetition factor for race checks: `LEASEQ_CONFORMANCE_SCALE`
+/// (a whole number, default 1, at most 1,000). Race checks multiply their
+/// rounds and storm sizes by it.
+pub fn scale() -> u32 {
+    std::env::var("LEASEQ_CONFORMANCE_SCALE")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map(|n| n.clamp(1, 1_000))
+        .unwrap_or(1)
 }

@@ -1,3 +1,174 @@
-//! The leaseq conformance suite (work in progress).
+//! The leaseq conformance suite: the checks that prove a backend keeps the
+//! contract (`leaseq_core::Backend`, invariants INV-1 … INV-10), for the
+//! project's own backends and for anyone writing a new one.
+//!
+//! A backend's whole test file is a factory and one macro call:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use leaseq_conformance::{BackendFactory, TestBackend, Unavailable};
+//! use leaseq_core::ManualClock;
+//! use leaseq_memory::MemoryBackend;
+//!
+//! /// A fresh memory backend per check, on a clock the suite advances.
+//! struct MemoryFactory;
+//!
+//! #[async_trait::async_trait]
+//! impl BackendFactory for MemoryFactory {
+//!     fn name(&self) -> &str {
+//!         "memory"
+//!     }
+//!     async fn backend(&self) -> Result<TestBackend, Unavailable> {
+//!         let clock = ManualClock::new();
+//!         let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+//!         Ok(TestBackend::manual(Arc::new(backend), clock))
+//!     }
+//! }
+//!
+//! // One #[test] per check, each on its own multi-thread runtime.
+//! leaseq_conformance::suite!(MemoryFactory);
+//!
+//! // Checks are plain functions too: run one and look at the verdict.
+//! # fn main() {
+//! let verdict = leaseq_conformance::runner::block_on(
+//!     leaseq_conformance::checks::fencing::stale_token_after_reclaim(&MemoryFactory),
+//! );
+//! assert_eq!(verdict, Ok(leaseq_conformance::Outcome::Passed));
+//! # }
+//! ```
+//!
+//! # Running it
+//! Put the file above in your backend's `tests/` (say `tests/conformance.rs`)
+//! with `leaseq-conformance`, `leaseq-core` and `async-trait` as
+//! dev-dependencies, then `cargo test --test conformance`. Each check is a
+//! test named after it, so `cargo test --test conformance storm` runs one.
+//!
+//! - **Isolation.** Each check asks the factory for a backend and uses its
+//!   own queue, `conf-<check>-<random>`, which it purges when done (also
+//!   after a violation), so checks run in parallel against one server.
+//! - **Time.** A backend on a [`ManualClock`](leaseq_core::ManualClock)
+//!   ([`TimeControl::Manual`]) has its clock advanced; a server backend
+//!   ([`TimeControl::Real`]) gets short leases (250 ms) and the suite waits
+//!   until the backend's own clock has passed the point it needs (never a
+//!   guessed sleep). With test hooks, `expire_leases` and `make_due` are
+//!   used where they save waiting.
+//! - **Skips are loud.** A check that needs a capability or test hooks the
+//!   backend lacks prints `SKIPPED <check> on <backend>: <reason>` to
+//!   stderr (run with `--nocapture` to see them). A factory that returns
+//!   [`Unavailable`] prints `SKIPPED: <backend> unavailable: <reason>`; when
+//!   the environment variable `CI` is `true` that is a failure instead.
+//! - **Repetitions.** Race checks repeat; `LEASEQ_CONFORMANCE_SCALE=N`
+//!   multiplies their rounds and the storm's size by N (default 1).
+//!
+//! # What it checks
+//! Every check returns a [`CheckResult`]: [`Outcome::Passed`],
+//! [`Outcome::Skipped`] with the reason, or a [`Violation`] naming the
+//! [`Rule`] broken and the evidence. The themes, one module each under
+//! [`checks`]: basics and lifecycle (round trip, inspection, stats, peek,
+//! extend, release, fail, redrive, purge, delays, reap), fencing (INV-3,
+//! incl. a reaper racing acks), recovery (INV-2, INV-4, INV-7, INV-10),
+//! storm (INV-5, history-checked), healing (INV-6, INV-1), ordering (INV-8),
+//! dedup (INV-9) and input (bad input writes nothing).
+
+mod cx;
 mod harness;
-pub use harness::{BackendFactory, TestBackend, TimeControl, Unavailable};
+mod history;
+mod outcome;
+
+pub mod checks;
+pub mod runner;
+
+pub use harness::{scale, BackendFactory, TestBackend, TimeControl, Unavailable};
+pub use outcome::{CheckResult, Outcome, Rule, Violation};
+
+/// Every check as `module::name`, fed to the macro `$cb`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_checks {
+    ($cb:ident ! ($($args:tt)*)) => {
+        $crate::$cb! { ($($args)*)
+            basics::round_trip
+            basics::item_and_not_found
+            basics::stats_and_peek
+            basics::extend_moves_expiry
+            basics::batch_results_in_order
+            lifecycle::release_to_ready
+            lifecycle::release_with_delay
+            lifecycle::release_exhausted_goes_dead
+            lifecycle::fail_goes_dead_with_reason
+            lifecycle::redrive_dead_items
+            lifecycle::purge_removes_everything
+            lifecycle::delayed_item_waits
+            lifecycle::reap_requeues_expired
+            lifecycle::reap_final_attempt_goes_dead
+            lifecycle::expired_unreaped_lease_still_works
+            fencing::stale_token_after_reap
+            fencing::stale_token_after_reclaim
+            fencing::forged_token_is_rejected
+            fencing::spent_token_is_rejected
+            fencing::ack_races_reap
+            recovery::two_reapers_one_lease
+            recovery::many_reapers_many_leases
+            recovery::reaper_inside_claim
+            recovery::claim_skips_live_lease
+            recovery::concurrent_claims_each_once
+            recovery::reap_touches_only_expired
+            recovery::no_redelivery_after_ack
+            storm::storm_no_loss
+            healing::claim_heals_dangling_id
+            healing::acked_ghost_is_removed
+            healing::dangling_ids_never_stall_a_claim
+            healing::indexes_stay_consistent
+            ordering::fifo_within_priority
+            ordering::priority_then_fifo
+            dedup::dedup_returns_holder
+            dedup::dedup_within_batch
+            dedup::concurrent_dedup_creates_one
+            dedup::purge_frees_dedup_keys
+            input::bad_enqueue_writes_nothing
+            input::bad_release_keeps_lease
+            input::edge_payloads_round_trip
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __suite_tests {
+    (($factory:expr) $($module:ident :: $check:ident)*) => {
+        $(
+            #[test]
+            fn $check() {
+                let factory = $factory;
+                let result = $crate::runner::block_on($crate::checks::$module::$check(&factory));
+                $crate::runner::conclude(
+                    stringify!($check),
+                    $crate::BackendFactory::name(&factory),
+                    result,
+                );
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check_names {
+    (() $($module:ident :: $check:ident)*) => {
+        &[$(concat!(stringify!($module), "::", stringify!($check))),*]
+    };
+}
+
+/// Every check in the suite, as `"module::name"`.
+pub const CHECKS: &[&str] = __with_checks!(__check_names!());
+
+/// Expands to one `#[test]` per check against the factory built by the
+/// expression (evaluated once per check). Each test runs its check on a
+/// four-thread runtime, prints skips, and panics with the violation on a
+/// failure. See the crate docs for a complete test file.
+#[macro_export]
+macro_rules! suite {
+    ($factory:expr) => {
+        $crate::__with_checks!(__suite_tests!($factory));
+    };
+}

@@ -1,0 +1,158 @@
+//! INV-6 self-healing (a dangling index entry is removed on contact and
+//! never fails or stalls a claim) and INV-1 single home, via test hooks.
+
+use std::time::Duration;
+
+use leaseq_core::{ItemId, ItemState, NewItem, TestHooks};
+
+use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
+use crate::outcome::{ensure, OrFail};
+use crate::{BackendFactory, CheckResult, Rule, Violation};
+
+/// An id no backend in a test has handed out (ids are small counters).
+fn ghost_id(rng: &mut Rng) -> ItemId {
+    ItemId::new((1 << 40) + rng.below(1 << 20))
+}
+
+fn hooks(cx: &Cx) -> Result<&dyn TestHooks, Violation> {
+    cx.hooks().ok_or_else(|| cx.fail("test hooks vanished"))
+}
+
+/// A claim that meets a dangling id at the head of Ready removes it,
+/// reports the repair, and still returns every real item asked for (INV-6).
+pub async fn claim_heals_dangling_id<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "claim_heals_dangling_id", Rule::Inv6, Needs::HOOKS, |cx| async move {
+        let mut rng = Rng::seeded();
+        let real = cx.push_n(2).await?;
+        let ghost = ghost_id(&mut rng);
+        hooks(&cx)?.plant_dangling_ready(&cx.q, ghost).await.or_fail(cx.rule, "plant_dangling_ready hook")?;
+        let spec = leaseq_core::ClaimSpec::new(2, LONG).or_fail(cx.rule, "spec")?;
+        let claimed = cx.b.claim(&cx.q, spec).await.or_fail(cx.rule, "a claim meeting a dangling id")?;
+        let got: Vec<ItemId> = claimed.leases.iter().map(|l| l.id()).collect();
+        ensure!(
+            got == real,
+            cx.rule,
+            "a claim of 2 meeting dangling id {ghost} returned {got:?}, expected the real items {real:?}"
+        );
+        ensure!(
+            claimed.repairs.iter().any(|r| r.id == ghost),
+            cx.rule,
+            "the claim removed dangling id {ghost} without reporting it (repairs: {:?})",
+            claimed.repairs
+        );
+        cx.check_indexes("after the claim healed a dangling id").await?;
+        ensure!(cx.claim(5, LONG).await?.is_empty(), cx.rule, "a claim after healing found an item");
+        Ok(())
+    })
+    .await
+}
+
+/// The ghost loop: a leftover id whose item was acked is skipped and
+/// removed by the claim; reaps never bring it back and the queue drains to
+/// empty (INV-6).
+pub async fn acked_ghost_is_removed<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "acked_ghost_is_removed", Rule::Inv6, Needs::HOOKS, |cx| async move {
+        let a = cx.push_n(1).await?[0];
+        let lease = cx.claim_one(SHORT).await?;
+        cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
+        hooks(&cx)?.plant_dangling_ready(&cx.q, a).await.or_fail(cx.rule, "plant_dangling_ready hook")?;
+        let b = cx.push_n(1).await?[0];
+        let got = cx.claim(1, SHORT).await?;
+        let got: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
+        ensure!(got == vec![b], cx.rule, "a claim of 1 behind the acked ghost {a} returned {got:?}, expected [{b}]");
+        for round in 0..3 {
+            cx.wait_past(cx.now().await?.saturating_add(SHORT)).await?;
+            let r = cx.reap_all().await?;
+            ensure!(round > 0 || r.requeued == 1, cx.rule, "reap {round} reported {r:?}");
+            let again = cx.claim(10, SHORT).await?;
+            ensure!(
+                again.iter().all(|l| l.id() != a),
+                cx.rule,
+                "the acked ghost {a} was claimed after reap {round}"
+            );
+            for l in again {
+                cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+            }
+        }
+        cx.expect_stats([0, 0, 0, 0], "after draining past the ghost").await?;
+        cx.check_indexes("after draining past the ghost").await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Several dangling ids ahead of one real item never stall a claim of one:
+/// it skips them all and returns the real item (INV-6).
+pub async fn dangling_ids_never_stall_a_claim<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "dangling_ids_never_stall_a_claim", Rule::Inv6, Needs::HOOKS, |cx| async move {
+        let mut rng = Rng::seeded();
+        let only = cx.claim(5, LONG).await?;
+        ensure!(only.is_empty(), cx.rule, "a fresh queue had items");
+        let ghost = ghost_id(&mut rng);
+        hooks(&cx)?.plant_dangling_ready(&cx.q, ghost).await.or_fail(cx.rule, "plant")?;
+        let spec = leaseq_core::ClaimSpec::new(5, LONG).or_fail(cx.rule, "spec")?;
+        let c = cx.b.claim(&cx.q, spec).await.or_fail(cx.rule, "a claim meeting only a dangling id")?;
+        ensure!(c.leases.is_empty(), cx.rule, "a claim over only a dangling id returned {:?}", c.leases);
+        cx.expect_stats([0, 0, 0, 0], "after healing the lone dangling id").await?;
+        let real = cx.push_n(1).await?[0];
+        for _ in 0..3 {
+            let g = ghost_id(&mut rng);
+            hooks(&cx)?.plant_dangling_ready(&cx.q, g).await.or_fail(cx.rule, "plant")?;
+        }
+        let got: Vec<ItemId> = cx.claim(1, LONG).await?.iter().map(|l| l.id()).collect();
+        ensure!(got == vec![real], cx.rule, "a claim of 1 behind three dangling ids returned {got:?}, expected [{real}]");
+        cx.check_indexes("after skipping three dangling ids").await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Through enqueue, delay, claim, release, fail, reap and redrive, every
+/// item sits in exactly the index of its state, once (INV-1).
+pub async fn indexes_stay_consistent<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "indexes_stay_consistent", Rule::Inv1, Needs::HOOKS, |cx| async move {
+        let mut ids = cx.push_n(6).await?;
+        if cx.b.capabilities().delays {
+            ids.extend(cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?);
+        }
+        agree(&cx, &ids, "after enqueue").await?;
+        let l = cx.claim(4, SHORT).await?;
+        ensure!(l.len() == 4, cx.rule, "claim of 4 returned {}", l.len());
+        agree(&cx, &ids, "after claim").await?;
+        cx.b.release(&l[0].key, Duration::ZERO).await.or_fail(cx.rule, "release")?;
+        cx.b.fail(&l[1].key, "x").await.or_fail(cx.rule, "fail")?;
+        cx.b.ack(&l[2].key).await.or_fail(cx.rule, "ack")?;
+        ids.retain(|id| *id != l[2].id());
+        agree(&cx, &ids, "after release, fail and ack").await?;
+        cx.wait_past(l[3].expires_at).await?;
+        cx.reap_all().await?;
+        agree(&cx, &ids, "after reap").await?;
+        cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
+        agree(&cx, &ids, "after redrive").await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Fails unless the snapshot is consistent and each item is in the index
+/// of the state `item()` reports.
+async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
+    cx.check_indexes(when).await?;
+    let snap = hooks(cx)?.snapshot(&cx.q).await.or_fail(cx.rule, "snapshot")?;
+    for id in ids {
+        let info = cx.must_item(*id).await?;
+        let homes: Vec<ItemState> = snap
+            .indexes
+            .iter()
+            .filter(|(_, v)| v.contains(id))
+            .map(|(s, _)| *s)
+            .collect();
+        ensure!(
+            homes == vec![info.state],
+            cx.rule,
+            "{when}: item {id} is {} but sits in the indexes {homes:?}",
+            info.state
+        );
+    }
+    Ok(())
+}

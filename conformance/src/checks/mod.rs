@@ -1,0 +1,12 @@
+//! The checks, by theme. Each is a public async function generic over a
+//! [`crate::BackendFactory`], opening with the rule it proves.
+
+pub mod basics;
+pub mod dedup;
+pub mod fencing;
+pub mod healing;
+pub mod input;
+pub mod lifecycle;
+pub mod ordering;
+pub mod recovery;
+pub mod storm;

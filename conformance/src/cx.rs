@@ -1,0 +1,361 @@
+//! The context every check runs in: a backend, a fresh queue of its own, the
+//! rule it proves, and helpers that turn surprises into violations.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_core::{
+    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName,
+    QueueStats, ReapReport, TestHooks, Timestamp,
+};
+use tokio::task::JoinHandle;
+
+use crate::outcome::{ensure, OrFail};
+use crate::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, TimeControl, Violation};
+
+/// A lease that must stay live for the whole check.
+pub(crate) const LONG: Duration = Duration::from_secs(600);
+/// A lease the check lets run out (waited on, never guessed).
+pub(crate) const SHORT: Duration = Duration::from_millis(250);
+/// The longest a check waits for a backend clock to pass a point.
+const CLOCK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a check needs beyond the core operations.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Needs {
+    pub(crate) hooks: bool,
+    pub(crate) dedup: bool,
+    pub(crate) priorities: bool,
+    pub(crate) delays: bool,
+}
+
+impl Needs {
+    pub(crate) const NONE: Needs = Needs {
+        hooks: false,
+        dedup: false,
+        priorities: false,
+        delays: false,
+    };
+    pub(crate) const HOOKS: Needs = Needs { hooks: true, ..Needs::NONE };
+    pub(crate) const DEDUP: Needs = Needs { dedup: true, ..Needs::NONE };
+    pub(crate) const PRIORITIES: Needs = Needs { priorities: true, ..Needs::NONE };
+    pub(crate) const DELAYS: Needs = Needs { delays: true, ..Needs::NONE };
+
+    fn missing(self, b: &dyn Backend) -> Option<String> {
+        let caps = b.capabilities();
+        if self.hooks && b.test_hooks().is_none() {
+            return Some("the backend offers no test hooks (Backend::test_hooks is None)".into());
+        }
+        if self.dedup && !caps.dedup {
+            return Some("the backend does not support dedup keys".into());
+        }
+        if self.priorities && !caps.priorities {
+            return Some("the backend does not support priorities".into());
+        }
+        if self.delays && !caps.delays {
+            return Some("the backend does not support delays".into());
+        }
+        None
+    }
+}
+
+/// One check's world.
+#[derive(Debug, Clone)]
+pub(crate) struct Cx {
+    pub(crate) tb: TestBackend,
+    pub(crate) b: Arc<dyn Backend>,
+    pub(crate) q: QueueName,
+    pub(crate) rule: Rule,
+}
+
+/// Runs `body` on a fresh backend and queue, then purges the queue (also
+/// when the body found a violation).
+pub(crate) async fn run<F, Fut>(
+    factory: &F,
+    check: &str,
+    rule: Rule,
+    needs: Needs,
+    body: impl FnOnce(Cx) -> Fut,
+) -> CheckResult
+where
+    F: BackendFactory,
+    Fut: Future<Output = Result<(), Violation>>,
+{
+    let tb = match factory.backend().await {
+        Ok(tb) => tb,
+        Err(u) => return Ok(Outcome::Unavailable(u.0)),
+    };
+    let caps = tb.backend.capabilities();
+    ensure!(
+        caps.test_hooks == tb.backend.test_hooks().is_some(),
+        Rule::Contract("capabilities"),
+        "Capabilities::test_hooks is {} but test_hooks() returns {}",
+        caps.test_hooks,
+        if tb.backend.test_hooks().is_some() { "hooks" } else { "None" }
+    );
+    if let Some(reason) = needs.missing(tb.backend.as_ref()) {
+        return Ok(Outcome::Skipped(reason));
+    }
+    let name = format!("conf-{}-{:016x}", check, Rng::seeded().next());
+    let q = QueueName::new(&name).or_fail(Rule::Contract("QueueName"), "naming the queue")?;
+    let cx = Cx {
+        b: tb.backend.clone(),
+        tb,
+        q,
+        rule,
+    };
+    let result = body(cx.clone()).await;
+    let purged = cx.b.purge(&cx.q).await;
+    result?;
+    purged.or_fail(Rule::Contract("purge"), "purging the check's queue")?;
+    Ok(Outcome::Passed)
+}
+
+impl Cx {
+    /// The backend's test hooks, if any.
+    pub(crate) fn hooks(&self) -> Option<&dyn TestHooks> {
+        self.b.test_hooks()
+    }
+
+    /// The same context proving another rule.
+    pub(crate) fn with_rule(&self, rule: Rule) -> Cx {
+        Cx { rule, ..self.clone() }
+    }
+
+    /// A violation of this check's rule.
+    pub(crate) fn fail(&self, message: impl Into<String>) -> Violation {
+        Violation::new(self.rule, message)
+    }
+
+    /// Enqueues `items`, returning their ids.
+    pub(crate) async fn enqueue(&self, items: Vec<NewItem>) -> Result<Vec<ItemId>, Violation> {
+        let n = items.len();
+        let out = self.b.enqueue(&self.q, items).await.or_fail(self.rule, "enqueue")?;
+        ensure!(out.len() == n, self.rule, "enqueue of {n} items returned {} results", out.len());
+        Ok(out.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Enqueues `n` default items with payloads `item-0`, `item-1`, … in
+    /// batches; returns their ids in enqueue order.
+    pub(crate) async fn push_n(&self, n: usize) -> Result<Vec<ItemId>, Violation> {
+        let mut ids = Vec::with_capacity(n);
+        let mut i = 0;
+        while i < n {
+            let end = (i + 500).min(n);
+            let batch = (i..end).map(|k| NewItem::new(format!("item-{k}"))).collect();
+            ids.extend(self.enqueue(batch).await?);
+            i = end;
+        }
+        Ok(ids)
+    }
+
+    /// Claims up to `max` items leased for `ttl`.
+    pub(crate) async fn claim(&self, max: u32, ttl: Duration) -> Result<Vec<Lease>, Violation> {
+        let spec = ClaimSpec::new(max, ttl).or_fail(self.rule, "building a claim")?;
+        let claimed = self.b.claim(&self.q, spec).await.or_fail(self.rule, "claim")?;
+        ensure!(
+            claimed.leases.len() <= max as usize,
+            self.rule,
+            "a claim of at most {max} returned {} leases",
+            claimed.leases.len()
+        );
+        Ok(claimed.leases)
+    }
+
+    /// Claims exactly one item, failing when there is none.
+    pub(crate) async fn claim_one(&self, ttl: Duration) -> Result<Lease, Violation> {
+        self.claim(1, ttl)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.fail("a claim returned nothing while an item was claimable"))
+    }
+
+    /// Claims in batches until a claim returns nothing, at most `bound`
+    /// leases in all.
+    pub(crate) async fn drain(&self, ttl: Duration, bound: usize) -> Result<Vec<Lease>, Violation> {
+        let mut out = Vec::new();
+        loop {
+            let got = self.claim(1_000, ttl).await?;
+            if got.is_empty() {
+                return Ok(out);
+            }
+            out.extend(got);
+            ensure!(
+                out.len() <= bound,
+                self.rule,
+                "claims handed out {} leases but at most {bound} items were claimable",
+                out.len()
+            );
+        }
+    }
+
+    /// The backend's now.
+    pub(crate) async fn now(&self) -> Result<Timestamp, Violation> {
+        self.b.now().await.or_fail(self.rule, "now")
+    }
+
+    /// Waits (or advances the manual clock) until the backend's now is past
+    /// `t`.
+    pub(crate) async fn wait_past(&self, t: Timestamp) -> Result<(), Violation> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let now = self.now().await?;
+            if now > t {
+                return Ok(());
+            }
+            let gap = t.saturating_since(now) + Duration::from_millis(1);
+            match &self.tb.time {
+                TimeControl::Manual(clock) => clock.advance(gap),
+                TimeControl::Real => tokio::time::sleep(gap.min(Duration::from_millis(50))).await,
+            }
+            ensure!(
+                started.elapsed() < CLOCK_DEADLINE,
+                self.rule,
+                "the backend's clock did not pass {t} within {CLOCK_DEADLINE:?} (now {now})"
+            );
+        }
+    }
+
+    /// Makes every lease of the queue expired (not reaped): by the clock,
+    /// or by the `expire_leases` hook on a real clock when it exists.
+    pub(crate) async fn expire(&self, leases: &[Lease]) -> Result<(), Violation> {
+        let latest = leases.iter().map(|l| l.expires_at).max();
+        match (&self.tb.time, self.hooks(), latest) {
+            (_, _, None) => Ok(()),
+            (TimeControl::Real, Some(hooks), Some(_)) => {
+                hooks.expire_leases(&self.q).await.or_fail(self.rule, "expire_leases hook")?;
+                Ok(())
+            }
+            (_, _, Some(t)) => self.wait_past(t).await,
+        }
+    }
+
+    /// Counts per state.
+    pub(crate) async fn stats(&self) -> Result<QueueStats, Violation> {
+        self.b.stats(&self.q).await.or_fail(self.rule, "stats")
+    }
+
+    /// Fails unless the counts are `[ready, scheduled, leased, dead]`.
+    pub(crate) async fn expect_stats(&self, want: [u64; 4], when: &str) -> Result<(), Violation> {
+        let s = self.stats().await?;
+        let got = [s.ready, s.scheduled, s.leased, s.dead];
+        ensure!(
+            got == want,
+            self.rule,
+            "{when}: stats [ready, scheduled, leased, dead] are {got:?}, expected {want:?}"
+        );
+        Ok(())
+    }
+
+    /// The item, or `None` when the backend says `NotFound`.
+    pub(crate) async fn item(&self, id: ItemId) -> Result<Option<ItemInfo>, Violation> {
+        match self.b.item(&self.q, id).await {
+            Ok(info) => Ok(Some(info)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.fail(format!("item({id}) failed unexpectedly: {e}"))),
+        }
+    }
+
+    /// The item, failing when it is gone.
+    pub(crate) async fn must_item(&self, id: ItemId) -> Result<ItemInfo, Violation> {
+        self.item(id)
+            .await?
+            .ok_or_else(|| self.fail(format!("item {id} is gone (NotFound) but should exist")))
+    }
+
+    /// One reap.
+    pub(crate) async fn reap(&self) -> Result<ReapReport, Violation> {
+        self.b.reap(&self.q).await.or_fail(self.rule, "reap")
+    }
+
+    /// Reaps until a reap recovers nothing; the reports summed.
+    pub(crate) async fn reap_all(&self) -> Result<ReapReport, Violation> {
+        let mut total = ReapReport::default();
+        for _ in 0..10_000 {
+            let r = self.reap().await?;
+            if r.recovered() == 0 && r.repairs.is_empty() {
+                return Ok(total);
+            }
+            total.requeued += r.requeued;
+            total.dead += r.dead;
+            total.repairs.extend(r.repairs);
+        }
+        Err(self.fail("reap kept recovering leases after 10,000 calls"))
+    }
+
+    /// With hooks: fails (as INV-1) unless the indexes are consistent.
+    /// Returns whether a snapshot was taken.
+    pub(crate) async fn check_indexes(&self, when: &str) -> Result<bool, Violation> {
+        let Some(hooks) = self.hooks() else {
+            return Ok(false);
+        };
+        let snap = hooks.snapshot(&self.q).await.or_fail(Rule::Inv1, "snapshot hook")?;
+        let v = snap.violations();
+        ensure!(v.is_empty(), Rule::Inv1, "{when}: the indexes are inconsistent: {}", v.join("; "));
+        Ok(true)
+    }
+
+    /// Spawns a task on the runtime.
+    pub(crate) fn spawn<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> JoinHandle<T> {
+        tokio::spawn(fut)
+    }
+
+    /// Awaits every task; a panicked task is a violation.
+    pub(crate) async fn join<T>(&self, tasks: Vec<JoinHandle<T>>) -> Result<Vec<T>, Violation> {
+        let mut out = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            out.push(t.await.map_err(|e| self.fail(format!("a task of the check died: {e}")))?);
+        }
+        Ok(out)
+    }
+}
+
+/// Fails unless `res` is `LeaseLost` (as INV-3).
+pub(crate) fn expect_lost<T: std::fmt::Debug>(
+    res: Result<T, Error>,
+    what: &str,
+) -> Result<(), Violation> {
+    match res {
+        Err(Error::LeaseLost { .. }) => Ok(()),
+        Ok(v) => Err(Violation::new(
+            Rule::Inv3,
+            format!("{what} succeeded ({v:?}) with a stale token; expected LeaseLost"),
+        )),
+        Err(e) => Err(Violation::new(
+            Rule::Inv3,
+            format!("{what} returned `{e}`; expected LeaseLost"),
+        )),
+    }
+}
+
+/// A small, fast pseudo-random source (xorshift), seeded at random.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    /// Seeded from a fresh random token.
+    pub(crate) fn seeded() -> Self {
+        let raw = LeaseToken::random().as_u128();
+        Rng((raw as u64) ^ ((raw >> 64) as u64) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
