@@ -145,7 +145,9 @@ fn check_item(id: ItemId, claims: &[&Claim], is_dead: bool) -> Result<(), Violat
     sorted.sort_by_key(|c| (c.granted, c.got));
     for pair in sorted.windows(2) {
         let (a, b) = (pair[0], pair[1]);
-        let settled_before = matches!(a.end, Some((e, _, after)) if e != End::Lost && e != End::Crashed && after < b.asked);
+        // Only a release or fail that surely took effect after b's claim
+        // returned proves an overlap; one that may have come first does not.
+        let settled_before = matches!(a.end, Some((e, started, _)) if e != End::Lost && e != End::Crashed && started < b.got);
         if b.granted < a.expires_at && !settled_before {
             return Err(Violation::new(
                 Rule::Inv2,
