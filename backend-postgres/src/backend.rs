@@ -137,7 +137,7 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str) -> Result<()> {
         .await
         .map_err(db("setting the search path"))?;
     MIGRATOR
-        .run(&mut *conn)
+        .run_direct(&mut *conn)
         .await
         .map_err(|e| Error::backend("postgres: running migrations", e))?;
     Ok(())
