@@ -1,1 +1,110 @@
-//! The redis backend (work in progress).
+//! The Redis backend of leaseq: every state transition is one Lua script,
+//! so no transition is split across round trips, and the server's `TIME`
+//! decides every lease.
+//!
+//! ```
+//! # #[cfg(feature = "redis-rs")]
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leaseq_core::Result<()> {
+//! use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+//! use leaseq_redis::{RedisConfig, RedisRsBackend};
+//! use std::time::Duration;
+//!
+//! let url = std::env::var("LEASEQ_REDIS_URL").unwrap_or("redis://127.0.0.1:6379".into());
+//! let config = RedisConfig::new(&url).prefix(format!("doc-{}", std::process::id()));
+//! let backend = match RedisRsBackend::connect(config).await {
+//!     Ok(b) => b,
+//!     Err(e) => return Ok(println!("skipped: no Redis at {url}: {e}")),
+//! };
+//! let queue = QueueName::new("emails")?;
+//! backend.enqueue(&queue, vec![NewItem::new("hello").priority(5)]).await?;
+//! let lease = backend.claim_one(&queue, Duration::from_secs(30)).await?.expect("an item");
+//! assert_eq!(&lease.payload[..], b"hello");
+//! backend.ack(&lease.key).await?;
+//! assert_eq!(backend.purge(&queue).await?, 0);
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "redis-rs"))]
+//! # fn main() {}
+//! ```
+//!
+//! # Clients
+//! Two client crates, one set of scripts and one key layout:
+//! - feature `redis-rs` (default): [`RedisRsBackend`], on the `redis`
+//!   crate's connection manager (multiplexed, reconnects by itself);
+//! - feature `fred`: [`FredBackend`], on a `fred` client.
+//!
+//! Each is a thin [`ScriptClient`] adapter: run a script by `EVALSHA`,
+//! loading it on `NOSCRIPT`, and a blocking pop on a connection of its own.
+//! Neither client replays a script cut off by a dropped connection: the call
+//! fails with [`leaseq_core::Error::Backend`] and the next call reconnects.
+//!
+//! # Layout
+//! Every key of a queue carries the hash tag `{prefix:queue}`, so each script
+//! touches one slot and the layout is valid on Redis Cluster; see
+//! [`KeyLayout`] for the table. Indexes are sorted sets, so none can hold an
+//! id twice: Ready (score `-priority`, ties broken by the zero-padded id, so
+//! highest priority first and FIFO within one), Scheduled (due time), Leased
+//! (lease expiry), Dead (death order). Each item is one hash with its
+//! payload, attempts, token, state and dedup key. Ids come from `INCR` and
+//! are exact up to 2^53 (Lua numbers are doubles); priorities are any `i32`.
+//!
+//! # Transitions
+//! - claim: promotes due Scheduled items (one bounded batch), then takes
+//!   Ready entries in order; each gets a client-generated 128-bit token,
+//!   `attempts + 1` and `expiry = TIME + ttl`, all in one script. Batch
+//!   enqueue and `claim(max)` are one round trip each.
+//! - ack / extend / release / fail check the item's current token and its
+//!   state in the same script, so a stale lease gets `LeaseLost` and changes
+//!   nothing.
+//! - reap reads only expired entries (`ZRANGEBYSCORE leased -inf now LIMIT`)
+//!   in bounded batches: its cost grows with expired leases, not live ones.
+//!   Any number of reapers may run: each script sees the others' effects.
+//!
+//! No script unpacks or walks an unbounded set: every batch is bounded.
+//!
+//! # Self-healing
+//! A claim or reap that meets an index entry whose item hash is missing, a
+//! key of the wrong type where the hash should be (the `WRONGTYPE` case), or
+//! an id also held by the index its item says it is in, removes the bad
+//! entry, logs a `tracing` warning, reports a [`leaseq_core::Repair`] and
+//! goes on to the next entry in the same call. A structural key of the wrong
+//! type (an index that is not a sorted set) cannot be repaired without losing
+//! items: scripts refuse to run and return [`leaseq_core::Error::Corrupt`]
+//! before writing anything.
+//!
+//! # Waiting for work
+//! Enqueue, release, reap and redrive push a marker onto the queue's notify
+//! list (at most 32 kept); idle workers `BLPOP` it on a dedicated
+//! connection. A lost marker delays work by at most the caller's poll
+//! interval (the wait's timeout).
+//!
+//! # Durability
+//! Items survive a server crash when the server runs with `appendonly yes`
+//! and `appendfsync always`; declare that with [`RedisConfig::durable`].
+
+mod backend;
+mod client;
+#[cfg(feature = "fred")]
+mod client_fred;
+#[cfg(feature = "redis-rs")]
+mod client_redis_rs;
+mod config;
+mod decode;
+mod hooks;
+mod keys;
+mod ops;
+mod reply;
+mod scripts;
+
+pub use backend::RedisBackend;
+pub use client::{ClientError, ScriptClient};
+#[cfg(feature = "fred")]
+pub use client_fred::{FredBackend, FredClient};
+#[cfg(feature = "redis-rs")]
+pub use client_redis_rs::{RedisRsBackend, RedisRsClient};
+pub use config::RedisConfig;
+pub use keys::KeyLayout;
+pub use ops::MAX_PEEK;
+pub use reply::Reply;
+pub use scripts::Script;

@@ -1,0 +1,132 @@
+//! The backend: a client adapter plus the shared scripts and key layout.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use leaseq_core::{Error, QueueName, Result};
+
+use crate::scripts::Scripts;
+use crate::{ClientError, KeyLayout, RedisConfig, Reply, Script, ScriptClient};
+
+/// The Redis backend over any [`ScriptClient`]; see the crate docs for the
+/// layout and the scripts. Cloning is cheap and clones share the client.
+pub struct RedisBackend<C: ScriptClient> {
+    pub(crate) client: Arc<C>,
+    pub(crate) config: Arc<RedisConfig>,
+    pub(crate) scripts: Arc<Scripts>,
+}
+
+impl<C: ScriptClient> Clone for RedisBackend<C> {
+    fn clone(&self) -> Self {
+        RedisBackend {
+            client: Arc::clone(&self.client),
+            config: Arc::clone(&self.config),
+            scripts: Arc::clone(&self.scripts),
+        }
+    }
+}
+
+impl<C: ScriptClient> fmt::Debug for RedisBackend<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("client", &self.client)
+            .field("prefix", &self.config.prefix)
+            .finish()
+    }
+}
+
+impl<C: ScriptClient> RedisBackend<C> {
+    /// A backend over an already connected client adapter.
+    pub fn with_client(client: C, config: RedisConfig) -> Result<Self> {
+        config.check()?;
+        Ok(RedisBackend {
+            client: Arc::new(client),
+            config: Arc::new(config),
+            scripts: Arc::new(Scripts::new()),
+        })
+    }
+
+    /// The client adapter.
+    pub fn client(&self) -> &C {
+        &self.client
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// The keys of `queue` under this backend's prefix.
+    pub fn keys(&self, queue: &QueueName) -> Result<KeyLayout> {
+        KeyLayout::new(&self.config.prefix, queue)
+    }
+
+    /// Runs `script` on `queue`'s keys with `args` after the item prefix.
+    pub(crate) async fn run(
+        &self,
+        script: &Script,
+        queue: &QueueName,
+        args: Vec<Bytes>,
+    ) -> Result<Reply> {
+        let keys = self.keys(queue)?;
+        let mut full = Vec::with_capacity(args.len() + 1);
+        full.push(Bytes::from(keys.item_prefix()));
+        full.extend(args);
+        self.client
+            .eval(script, &keys.script_keys(), &full)
+            .await
+            .map_err(|e| map_client_error(script.name(), queue, e))
+    }
+}
+
+/// Server replies that name corrupt data become [`Error::Corrupt`]; every
+/// other failure is [`Error::Backend`] with the client's error kept.
+pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> Error {
+    if let Some(msg) = &e.server_message {
+        if let Some(what) = msg.strip_prefix("LEASEQ_CORRUPT ") {
+            return Error::Corrupt {
+                what: format!("queue {queue}: {what}"),
+            };
+        }
+        if msg.contains("WRONGTYPE") {
+            return Error::Corrupt {
+                what: format!("queue {queue}: {op}: {msg}"),
+            };
+        }
+    }
+    Error::backend(format!("redis {op} on queue {queue}"), e)
+}
+
+/// Numbers and strings as script arguments.
+pub(crate) fn arg(v: impl ToString) -> Bytes {
+    Bytes::from(v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_map_to_semantic_variants() {
+        let q = QueueName::new("q").expect("valid");
+        let io = ClientError::transport(std::io::Error::other("reset"));
+        assert!(matches!(
+            map_client_error("claim", &q, io),
+            Error::Backend { .. }
+        ));
+        let corrupt = ClientError::server("LEASEQ_CORRUPT key x holds a list", "x");
+        assert!(matches!(
+            map_client_error("claim", &q, corrupt),
+            Error::Corrupt { .. }
+        ));
+        let wrong = ClientError::server("WRONGTYPE Operation against a key", "x");
+        assert!(matches!(
+            map_client_error("ack", &q, wrong),
+            Error::Corrupt { .. }
+        ));
+        let other = ClientError::server("ERR unknown", "x");
+        let e = map_client_error("ack", &q, other);
+        assert!(e.is_retryable());
+    }
+}

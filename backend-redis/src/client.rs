@@ -1,0 +1,110 @@
+//! The thin seam between the backend and a Redis client crate.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use leaseq_core::BoxError;
+
+use crate::{Reply, Script};
+
+/// What a client adapter reports when a call fails.
+#[derive(Debug)]
+pub struct ClientError {
+    /// The server's error line (`"WRONGTYPE ..."`, `"LEASEQ_CORRUPT ..."`)
+    /// when the server answered with an error; `None` for connection,
+    /// timeout and protocol failures.
+    pub server_message: Option<String>,
+    /// The client's error.
+    pub source: BoxError,
+}
+
+impl ClientError {
+    /// A failure that is not a server error reply.
+    pub fn transport(source: impl Into<BoxError>) -> Self {
+        ClientError {
+            server_message: None,
+            source: source.into(),
+        }
+    }
+
+    /// An error reply from the server.
+    pub fn server(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        ClientError {
+            server_message: Some(message.into()),
+            source: source.into(),
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.server_message {
+            Some(m) => write!(f, "server error: {m}"),
+            None => write!(f, "{}", self.source),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// What a Redis client must offer the backend: running a script, and a
+/// blocking wait for wake-up markers. Both clients implement it;
+/// everything else (scripts, keys, decoding) is shared.
+#[async_trait]
+pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
+    /// Runs `script` by `EVALSHA`; on `NOSCRIPT` loads it and runs it again.
+    async fn eval(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+    ) -> Result<Reply, ClientError>;
+
+    /// Pops a marker from the list `key`, waiting up to `timeout` on a
+    /// connection of its own (so waiting never delays other calls).
+    /// `Ok(true)` when a marker was popped, `Ok(false)` on timeout.
+    async fn wait_marker(&self, key: &str, timeout: Duration) -> Result<bool, ClientError>;
+}
+
+/// Seconds for a blocking pop: at least 1 ms, whole ms.
+pub(crate) fn block_secs(timeout: Duration) -> f64 {
+    (timeout.as_millis().max(1) as f64) / 1000.0
+}
+
+/// A pool of idle dedicated connections for blocking pops.
+#[derive(Debug)]
+pub(crate) struct IdlePool<T> {
+    idle: std::sync::Mutex<Vec<T>>,
+    cap: usize,
+}
+
+impl<T> IdlePool<T> {
+    pub(crate) fn new(cap: usize) -> Self {
+        IdlePool {
+            idle: std::sync::Mutex::new(Vec::new()),
+            cap,
+        }
+    }
+
+    pub(crate) fn take(&self) -> Option<T> {
+        self.idle.lock().ok().and_then(|mut v| v.pop())
+    }
+
+    /// Keeps `conn` for the next waiter, or hands it back when the pool is
+    /// full.
+    pub(crate) fn give_back(&self, conn: T) -> Option<T> {
+        match self.idle.lock() {
+            Ok(mut v) if v.len() < self.cap => {
+                v.push(conn);
+                None
+            }
+            _ => Some(conn),
+        }
+    }
+}

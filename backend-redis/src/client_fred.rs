@@ -1,0 +1,219 @@
+//! The adapter for the `fred` crate: one client (one multiplexed connection
+//! that reconnects by itself) for scripts, and dedicated clients for the
+//! blocking wake-up pop.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use fred::prelude::{
+    Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
+    ReconnectPolicy, Value,
+};
+use leaseq_core::{Error, Result};
+
+use crate::client::{block_secs, IdlePool};
+use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
+
+/// A [`RedisBackend`] on the `fred` crate.
+pub type FredBackend = RedisBackend<FredClient>;
+
+impl RedisBackend<FredClient> {
+    /// Connects to the server in `config` (the first connection is made now,
+    /// so an unreachable server is an error here).
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        config.check()?;
+        let client = FredClient::connect(&config).await?;
+        RedisBackend::with_client(client, config)
+    }
+}
+
+/// [`ScriptClient`] on the `fred` crate.
+pub struct FredClient {
+    main: fred::clients::Client,
+    base: Config,
+    connect_timeout: Duration,
+    idle: IdlePool<fred::clients::Client>,
+}
+
+impl fmt::Debug for FredClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FredClient")
+            .field("server", &self.base.server)
+            .finish()
+    }
+}
+
+impl Drop for FredClient {
+    fn drop(&mut self) {
+        // Stop the clients' reconnect tasks; nothing waits for the answer.
+        let mut clients = vec![self.main.clone()];
+        while let Some(c) = self.idle.take() {
+            clients.push(c);
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for c in clients {
+                    let _ = c.quit().await;
+                }
+            });
+        }
+    }
+}
+
+/// A client for `base`. Commands are sent once: a script cut off by a dropped
+/// connection is reported, never replayed (a replayed enqueue would write
+/// its items twice).
+fn build(
+    base: &Config,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<fred::clients::Client> {
+    Builder::from_config(base.clone())
+        .with_connection_config(|c| {
+            c.connection_timeout = connect_timeout;
+            c.internal_command_timeout = connect_timeout;
+            c.max_command_attempts = 1;
+        })
+        .with_performance_config(|p| {
+            p.default_command_timeout = command_timeout;
+        })
+        .set_policy(ReconnectPolicy::new_exponential(0, 100, 1_000, 2))
+        .build()
+        .map_err(|e| Error::invalid(format!("redis client settings: {e}")))
+}
+
+async fn start(
+    client: &fred::clients::Client,
+    timeout: Duration,
+) -> std::result::Result<(), FredError> {
+    match tokio::time::timeout(timeout, client.init()).await {
+        Ok(r) => r.map(|_| ()),
+        Err(_) => {
+            let _ = client.quit().await;
+            Err(FredError::new(ErrorKind::Timeout, "no connection in time"))
+        }
+    }
+}
+
+impl FredClient {
+    /// Connects a client to `config`'s server.
+    pub async fn connect(config: &RedisConfig) -> Result<Self> {
+        let mut base = Config::from_url(&config.url)
+            .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?;
+        base.fail_fast = true;
+        let main = build(&base, config.response_timeout, config.connect_timeout)?;
+        start(&main, config.connect_timeout)
+            .await
+            .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
+        Ok(FredClient {
+            main,
+            base,
+            connect_timeout: config.connect_timeout,
+            idle: IdlePool::new(config.idle_wait_connections),
+        })
+    }
+}
+
+fn client_error(e: FredError) -> ClientError {
+    match e.kind() {
+        ErrorKind::IO
+        | ErrorKind::Timeout
+        | ErrorKind::Canceled
+        | ErrorKind::Routing
+        | ErrorKind::Protocol
+        | ErrorKind::Backpressure
+        | ErrorKind::Config
+        | ErrorKind::Url
+        | ErrorKind::Parse => ClientError::transport(e),
+        _ => ClientError::server(e.details().to_owned(), e),
+    }
+}
+
+fn convert(v: Value) -> std::result::Result<Reply, ClientError> {
+    Ok(match v {
+        Value::Null => Reply::Nil,
+        Value::Integer(n) => Reply::Int(n),
+        Value::Boolean(b) => Reply::Int(i64::from(b)),
+        Value::String(s) => Reply::Data(s.into_inner()),
+        Value::Bytes(b) => Reply::Data(b),
+        Value::Array(a) => Reply::Array(
+            a.into_iter()
+                .map(convert)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        other => {
+            return Err(ClientError::transport(format!(
+                "unexpected reply type from a script: {other:?}"
+            )))
+        }
+    })
+}
+
+#[async_trait]
+impl ScriptClient for FredClient {
+    async fn eval(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+    ) -> std::result::Result<Reply, ClientError> {
+        let keys: Vec<String> = keys.to_vec();
+        let vals: Vec<Value> = args.iter().cloned().map(Value::Bytes).collect();
+        let first = self
+            .main
+            .evalsha::<Value, _, _, _>(script.sha(), keys.clone(), vals.clone())
+            .await;
+        let reply = match first {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                self.main
+                    .script_load::<String, _>(script.source())
+                    .await
+                    .map_err(client_error)?;
+                self.main
+                    .evalsha::<Value, _, _, _>(script.sha(), keys, vals)
+                    .await
+            }
+            other => other,
+        };
+        convert(reply.map_err(client_error)?)
+    }
+
+    async fn wait_marker(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> std::result::Result<bool, ClientError> {
+        let client = match self.idle.take() {
+            Some(c) => c,
+            None => {
+                // No command timeout: the server ends the pop; the guard
+                // below covers a server that stopped answering.
+                let c = build(&self.base, Duration::ZERO, self.connect_timeout)
+                    .map_err(ClientError::transport)?;
+                start(&c, self.connect_timeout)
+                    .await
+                    .map_err(client_error)?;
+                c
+            }
+        };
+        let pop = client.blpop::<Value, _>(key, block_secs(timeout));
+        match tokio::time::timeout(timeout + Duration::from_secs(1), pop).await {
+            Ok(Ok(v)) => {
+                if let Some(extra) = self.idle.give_back(client) {
+                    let _ = extra.quit().await;
+                }
+                Ok(!matches!(v, Value::Null))
+            }
+            Ok(Err(e)) => {
+                let _ = client.quit().await;
+                Err(client_error(e))
+            }
+            Err(_) => {
+                let _ = client.quit().await;
+                Err(ClientError::transport("blocking pop got no answer in time"))
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! [`TestHooks`] for the conformance suite, each one script.
+
+use async_trait::async_trait;
+use leaseq_core::{IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks};
+
+use crate::backend::arg;
+use crate::{RedisBackend, ScriptClient};
+
+#[async_trait]
+impl<C: ScriptClient> TestHooks for RedisBackend<C> {
+    async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
+        self.run(&self.scripts.hook_expire, queue, Vec::new())
+            .await?
+            .uint()
+    }
+
+    async fn make_due(&self, queue: &QueueName) -> Result<u64> {
+        self.run(&self.scripts.hook_due, queue, Vec::new())
+            .await?
+            .uint()
+    }
+
+    async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
+        self.run(&self.scripts.hook_dangle, queue, vec![arg(id.get())])
+            .await?;
+        Ok(())
+    }
+
+    async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot> {
+        let r = self
+            .run(&self.scripts.hook_snapshot, queue, Vec::new())
+            .await?;
+        let f = r.tuple(5)?;
+        let ids = |r: &crate::Reply| -> Result<Vec<ItemId>> {
+            r.array()?
+                .iter()
+                .map(|x| x.uint().map(ItemId::new))
+                .collect()
+        };
+        let mut snap = IndexSnapshot::default();
+        for (state, part) in ItemState::ALL.into_iter().zip(f) {
+            snap.indexes.insert(state, ids(part)?);
+        }
+        snap.items = ids(&f[4])?;
+        Ok(snap)
+    }
+}

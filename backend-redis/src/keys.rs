@@ -1,0 +1,167 @@
+//! The key layout: every key of one queue shares the hash tag `{prefix:queue}`,
+//! so every script touches one slot (valid on Redis Cluster).
+
+use leaseq_core::{Error, ItemId, QueueName, Result};
+
+/// The keys of one queue.
+///
+/// | key | type | holds |
+/// |-----|------|-------|
+/// | `{p:q}:ready` | sorted set | Ready ids; score `-priority`, ties by id (FIFO) |
+/// | `{p:q}:scheduled` | sorted set | Scheduled ids; score = due time (ms) |
+/// | `{p:q}:leased` | sorted set | Leased ids; score = lease expiry (ms) |
+/// | `{p:q}:dead` | sorted set | Dead ids; score = death order |
+/// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` |
+/// | `{p:q}:seq` | string | the id counter (`INCR`) |
+/// | `{p:q}:dseq` | string | the death-order counter |
+/// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
+/// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
+///
+/// Index members are ids written as 20 zero-padded decimal digits
+/// ([`KeyLayout::member`]), so members with equal scores sort by id.
+///
+/// ```
+/// use leaseq_core::{ItemId, QueueName};
+/// use leaseq_redis::KeyLayout;
+/// let keys = KeyLayout::new("leaseq", &QueueName::new("mail")?)?;
+/// assert_eq!(keys.ready(), "{leaseq:mail}:ready");
+/// assert_eq!(keys.item(ItemId::new(7)), "{leaseq:mail}:item:7");
+/// assert_eq!(KeyLayout::member(ItemId::new(7)), "00000000000000000007");
+/// # Ok::<(), leaseq_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLayout {
+    tag: String,
+}
+
+impl KeyLayout {
+    /// The layout for `queue` under `prefix` (checked like a queue name).
+    pub fn new(prefix: &str, queue: &QueueName) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(KeyLayout {
+            tag: format!("{{{prefix}:{}}}", queue.as_str()),
+        })
+    }
+
+    /// The hash tag, `{prefix:queue}`; every key of the queue starts with it.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The Ready index.
+    pub fn ready(&self) -> String {
+        self.key("ready")
+    }
+
+    /// The Scheduled index.
+    pub fn scheduled(&self) -> String {
+        self.key("scheduled")
+    }
+
+    /// The Leased index.
+    pub fn leased(&self) -> String {
+        self.key("leased")
+    }
+
+    /// The Dead index.
+    pub fn dead(&self) -> String {
+        self.key("dead")
+    }
+
+    /// The id counter.
+    pub fn seq(&self) -> String {
+        self.key("seq")
+    }
+
+    /// The death-order counter.
+    pub fn dead_seq(&self) -> String {
+        self.key("dseq")
+    }
+
+    /// The dedup hash.
+    pub fn dedup(&self) -> String {
+        self.key("dedup")
+    }
+
+    /// The wake-up list.
+    pub fn notify(&self) -> String {
+        self.key("notify")
+    }
+
+    /// The prefix of item hash keys.
+    pub fn item_prefix(&self) -> String {
+        self.key("item:")
+    }
+
+    /// One item's hash.
+    pub fn item(&self, id: ItemId) -> String {
+        format!("{}:item:{}", self.tag, id.get())
+    }
+
+    /// How an id is written as an index member.
+    pub fn member(id: ItemId) -> String {
+        format!("{:020}", id.get())
+    }
+
+    /// The keys every script takes, in the order the scripts expect.
+    pub(crate) fn script_keys(&self) -> Vec<String> {
+        vec![
+            self.ready(),
+            self.scheduled(),
+            self.leased(),
+            self.dead(),
+            self.seq(),
+            self.dead_seq(),
+            self.dedup(),
+            self.notify(),
+        ]
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.tag)
+    }
+}
+
+/// A key prefix is 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.`, `:`
+/// (no braces, so the hash tag stays intact, and no glob characters).
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    if prefix.is_empty() || prefix.len() > 64 || !prefix.chars().all(ok_char) {
+        return Err(Error::invalid(format!(
+            "key prefix {prefix:?} must be 1 to 64 ASCII letters, digits, '-', '_', '.', ':'"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_carries_the_hash_tag() {
+        let q = QueueName::new("q1").expect("valid");
+        let k = KeyLayout::new("p", &q).expect("valid");
+        for key in k.script_keys() {
+            assert!(key.starts_with("{p:q1}:"), "{key}");
+        }
+        assert!(k.item(ItemId::new(3)).starts_with(k.tag()));
+    }
+
+    #[test]
+    fn members_sort_like_ids() {
+        let a = KeyLayout::member(ItemId::new(9));
+        let b = KeyLayout::member(ItemId::new(10));
+        let c = KeyLayout::member(ItemId::new(u64::MAX));
+        assert!(a < b && b < c);
+        assert_eq!(c.len(), 20);
+    }
+
+    #[test]
+    fn prefixes_with_braces_or_globs_are_rejected() {
+        let q = QueueName::new("q").expect("valid");
+        for bad in ["", "a{b", "x}", "a*", "a?", "a[b]", "a b"] {
+            assert!(KeyLayout::new(bad, &q).is_err(), "{bad:?}");
+        }
+    }
+}

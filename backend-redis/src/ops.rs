@@ -1,0 +1,251 @@
+//! `Backend` for [`RedisBackend`]: each method validates, runs one script
+//! (or bounded batches of one script), and decodes the reply.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::{
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
+    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
+    Result, TestHooks, Timestamp,
+};
+
+use crate::backend::arg;
+use crate::{decode, RedisBackend, ScriptClient};
+
+/// The most items one `peek` returns.
+pub const MAX_PEEK: usize = 10_000;
+const REDRIVE_BATCH: usize = 500;
+const PURGE_BATCH: usize = 500;
+
+fn ms_ceil(d: Duration) -> u64 {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if Duration::from_millis(ms) < d {
+        ms.saturating_add(1)
+    } else {
+        ms
+    }
+}
+
+fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
+    vec![arg(lease.id.get()), arg(lease.token)]
+}
+
+#[async_trait]
+impl<C: ScriptClient> Backend for RedisBackend<C> {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::full(self.config.durable, true)
+    }
+
+    fn limits(&self) -> Limits {
+        self.config.limits
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        // The clock needs a queue's keys only to satisfy the script shape.
+        let q = QueueName::new("_")?;
+        let r = self.run(&self.scripts.time, &q, Vec::new()).await?;
+        Ok(Timestamp::from_millis(r.uint()?))
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.config.limits)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = Vec::with_capacity(1 + items.len() * 5);
+        args.push(arg(items.len()));
+        for item in &items {
+            args.push(item.get_payload().clone());
+            args.push(arg(item.get_priority()));
+            args.push(arg(ms_ceil(item.get_delay())));
+            args.push(arg(item.get_max_attempts()));
+            args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
+        }
+        let r = self.run(&self.scripts.enqueue, queue, args).await?;
+        let rows = r.array()?;
+        if rows.len() != items.len() {
+            return Err(Error::Corrupt {
+                what: format!("enqueue of {} items answered {}", items.len(), rows.len()),
+            });
+        }
+        rows.iter()
+            .map(|row| {
+                let f = row.tuple(2)?;
+                Ok(Enqueued {
+                    id: ItemId::new(f[0].uint()?),
+                    deduplicated: f[1].int()? == 1,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let mut out = Claimed::default();
+        let max = spec.max() as usize;
+        loop {
+            let want = max - out.leases.len();
+            let mut args = Vec::with_capacity(2 + want);
+            args.push(arg(spec.ttl().as_millis()));
+            args.push(arg(want));
+            args.extend((0..want).map(|_| arg(LeaseToken::random())));
+            let r = self.run(&self.scripts.claim, queue, args).await?;
+            let f = r.tuple(3)?;
+            for l in f[0].array()? {
+                out.leases.push(decode::lease(queue, l)?);
+            }
+            out.repairs.extend(decode::repairs(queue, &f[1])?);
+            // `more`: the script stopped at its repair budget; go on.
+            if f[2].int()? != 1 || out.leases.len() >= max {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        let r = self
+            .run(&self.scripts.ack, &lease.queue, lease_args(lease))
+            .await?;
+        match r.int()? {
+            1 => Ok(()),
+            _ => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        let mut args = lease_args(lease);
+        args.push(arg(ttl.as_millis()));
+        let r = self.run(&self.scripts.extend, &lease.queue, args).await?;
+        match r.uint()? {
+            0 => Err(Error::LeaseLost { id: lease.id }),
+            exp => Ok(Timestamp::from_millis(exp)),
+        }
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        let mut args = lease_args(lease);
+        args.push(arg(ms_ceil(delay)));
+        let r = self.run(&self.scripts.release, &lease.queue, args).await?;
+        match r.int()? {
+            1 => Ok(Released::Ready),
+            2 => Ok(Released::Scheduled),
+            3 => Ok(Released::Dead),
+            _ => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        let mut args = lease_args(lease);
+        args.push(Bytes::from(clamp_reason(reason).to_owned()));
+        let r = self.run(&self.scripts.fail, &lease.queue, args).await?;
+        match r.int()? {
+            1 => Ok(()),
+            _ => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let mut report = ReapReport::default();
+        loop {
+            let args = vec![arg(self.config.reap_batch)];
+            let r = self.run(&self.scripts.reap, queue, args).await?;
+            let f = r.tuple(4)?;
+            report.requeued += f[0].uint()?;
+            report.dead += f[1].uint()?;
+            report.repairs.extend(decode::repairs(queue, &f[2])?);
+            if f[3].int()? != 1 {
+                return Ok(report);
+            }
+        }
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let r = self.run(&self.scripts.stats, queue, Vec::new()).await?;
+        let f = r.tuple(4)?;
+        Ok(QueueStats {
+            ready: f[0].uint()?,
+            scheduled: f[1].uint()?,
+            leased: f[2].uint()?,
+            dead: f[3].uint()?,
+        })
+    }
+
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>> {
+        let limit = limit.min(MAX_PEEK);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let args = vec![arg(state.as_str()), arg(limit)];
+        let r = self.run(&self.scripts.peek, queue, args).await?;
+        r.array()?.iter().map(decode::item).collect()
+    }
+
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        let r = self
+            .run(&self.scripts.item, queue, vec![arg(id.get())])
+            .await?;
+        match r {
+            crate::Reply::Int(0) => Err(Error::NotFound { id }),
+            other => decode::item(&other),
+        }
+    }
+
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let mut moved = 0u64;
+        let mut left = limit;
+        while left > 0 {
+            let batch = left.min(REDRIVE_BATCH);
+            let r = self
+                .run(&self.scripts.redrive, queue, vec![arg(batch)])
+                .await?;
+            let f = r.tuple(3)?;
+            let n = f[0].uint()?;
+            moved += n;
+            decode::repairs(queue, &f[1])?;
+            left = left.saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
+            if f[2].int()? != 1 {
+                break;
+            }
+        }
+        Ok(moved)
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let mut deleted = 0u64;
+        loop {
+            let r = self
+                .run(&self.scripts.purge, queue, vec![arg(PURGE_BATCH)])
+                .await?;
+            let f = r.tuple(2)?;
+            deleted += f[0].uint()?;
+            if f[1].int()? != 1 {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        let start = tokio::time::Instant::now();
+        let key = match self.keys(queue) {
+            Ok(k) => k.notify(),
+            Err(_) => return tokio::time::sleep(timeout).await,
+        };
+        if let Err(e) = self.client.wait_marker(&key, timeout).await {
+            // No notification channel: fall back to a plain poll.
+            tracing::debug!(queue = %queue, error = %e, "leaseq-redis: wake-up wait failed");
+            tokio::time::sleep(timeout.saturating_sub(start.elapsed())).await;
+        }
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        Some(self)
+    }
+}

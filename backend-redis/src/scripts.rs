@@ -1,0 +1,128 @@
+//! The Lua scripts, one per state transition, each prefixed with the shared
+//! prelude (`scripts/common.lua`) at build time.
+
+use std::fmt;
+
+macro_rules! script {
+    ($name:literal) => {
+        Script::new(
+            $name,
+            concat!(
+                include_str!("scripts/common.lua"),
+                "\n",
+                include_str!(concat!("scripts/", $name, ".lua"))
+            ),
+        )
+    };
+}
+
+/// One Lua script with its SHA1, run by `EVALSHA` and loaded on `NOSCRIPT`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Script {
+    name: &'static str,
+    source: &'static str,
+    sha: String,
+}
+
+impl Script {
+    fn new(name: &'static str, source: &'static str) -> Self {
+        Script {
+            name,
+            source,
+            sha: sha1_smol::Sha1::from(source).digest().to_string(),
+        }
+    }
+
+    /// A short name for errors and logs, e.g. `"claim"`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The full Lua source (prelude included).
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The lowercase hex SHA1 of the source, as `EVALSHA` takes it.
+    pub fn sha(&self) -> &str {
+        &self.sha
+    }
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Script")
+            .field("name", &self.name)
+            .field("sha", &self.sha)
+            .finish()
+    }
+}
+
+/// Every script the backend runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Scripts {
+    pub(crate) enqueue: Script,
+    pub(crate) claim: Script,
+    pub(crate) ack: Script,
+    pub(crate) extend: Script,
+    pub(crate) release: Script,
+    pub(crate) fail: Script,
+    pub(crate) reap: Script,
+    pub(crate) stats: Script,
+    pub(crate) peek: Script,
+    pub(crate) item: Script,
+    pub(crate) redrive: Script,
+    pub(crate) purge: Script,
+    pub(crate) hook_expire: Script,
+    pub(crate) hook_due: Script,
+    pub(crate) hook_dangle: Script,
+    pub(crate) hook_snapshot: Script,
+    pub(crate) time: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Scripts {
+            enqueue: script!("enqueue"),
+            claim: script!("claim"),
+            ack: script!("ack"),
+            extend: script!("extend"),
+            release: script!("release"),
+            fail: script!("fail"),
+            reap: script!("reap"),
+            stats: script!("stats"),
+            peek: script!("peek"),
+            item: script!("item"),
+            redrive: script!("redrive"),
+            purge: script!("purge"),
+            hook_expire: script!("hook_expire"),
+            hook_due: script!("hook_due"),
+            hook_dangle: script!("hook_dangle"),
+            hook_snapshot: script!("hook_snapshot"),
+            time: script!("time"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_carry_the_prelude_and_a_sha1() {
+        let s = Scripts::new();
+        assert!(s.claim.source().contains("local function check_entry"));
+        assert!(s.claim.source().contains("ZRANGE"));
+        assert_eq!(s.claim.sha().len(), 40);
+        assert_ne!(s.claim.sha(), s.ack.sha());
+    }
+
+    #[test]
+    fn no_script_unpacks_a_read_result() {
+        // `unpack` over a reply of unbounded size fails past ~8000 values.
+        let s = Scripts::new();
+        for script in [&s.enqueue, &s.claim, &s.reap, &s.redrive, &s.purge, &s.peek] {
+            assert!(!script.source().contains("unpack("), "{}", script.name());
+        }
+    }
+}

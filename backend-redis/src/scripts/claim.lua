@@ -1,0 +1,35 @@
+-- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot.
+-- Returns { leases, repairs, more } where a lease is
+-- { id, token, payload, attempts, max attempts, priority, expires at } and
+-- more = 1 when the call stopped at its repair budget with slots still open.
+local bad = guard()
+if bad then return bad end
+local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local exp = now + ttl
+local repairs = {}
+promote_due(now, repairs)
+local leases = {}
+local examined, budget, more = 0, max + 1000, 0
+while #leases < max do
+  local ms = redis.call('ZRANGE', K_READY, 0, max - #leases - 1)
+  if #ms == 0 then break end
+  for _, m in ipairs(ms) do
+    examined = examined + 1
+    local id, k = check_entry('ready', m, repairs)
+    if id then
+      local token = ARGV[4 + #leases]
+      redis.call('HINCRBY', k, 'att', 1)
+      redis.call('HSET', k, 'tok', token, 'due', exp)
+      set_home(m, k, 'leased', exp)
+      local f = redis.call('HMGET', k, 'p', 'att', 'max', 'pri')
+      leases[#leases + 1] = { id, token, f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0,
+                              tonumber(f[4]) or 0, exp }
+    end
+  end
+  if examined >= budget and #leases < max then
+    more = 1
+    break
+  end
+end
+return { leases, repairs, more }

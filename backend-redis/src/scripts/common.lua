@@ -1,0 +1,156 @@
+-- leaseq: shared prelude of every script (prepended at build time).
+-- KEYS: 1 ready, 2 scheduled, 3 leased, 4 dead (sorted sets), 5 id counter,
+-- 6 death counter, 7 dedup (hash key -> id), 8 notify (list).
+-- ARGV[1]: the prefix of item hash keys; script arguments start at ARGV[2].
+local K_READY, K_SCHED, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_SEQ, K_DSEQ, K_DEDUP, K_NOTIFY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local ITEM_PREFIX = ARGV[1]
+local INDEX = { ready = K_READY, scheduled = K_SCHED, leased = K_LEASED, dead = K_DEAD }
+local NOTIFY_CAP = 32
+local PROMOTE_BATCH = 500
+
+-- The server's clock in ms: the only clock that decides leases.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function fmt_int(n) return string.format('%d', n) end
+-- Index members are zero-padded ids, so equal scores sort by id (FIFO).
+local function member(id) return string.format('%020d', id) end
+local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end
+local function key_type(k) return redis.call('TYPE', k)['ok'] end
+
+-- Refuses to run (before any write) when a structural key has the wrong type.
+local function guard()
+  local want = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
+                 [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash' }
+  for k, t in pairs(want) do
+    local got = key_type(k)
+    if got ~= 'none' and got ~= t then
+      return redis.error_reply('LEASEQ_CORRUPT key ' .. k .. ' holds a ' .. got .. ', expected a ' .. t)
+    end
+  end
+  return nil
+end
+
+-- A coalesced wake-up hint for idle workers; never fails the script.
+local function notify(n)
+  if n <= 0 then return end
+  local t = key_type(K_NOTIFY)
+  if t ~= 'none' and t ~= 'list' then redis.call('DEL', K_NOTIFY) end
+  if n > NOTIFY_CAP then n = NOTIFY_CAP end
+  for _ = 1, n do redis.call('LPUSH', K_NOTIFY, '1') end
+  redis.call('LTRIM', K_NOTIFY, 0, NOTIFY_CAP - 1)
+end
+
+local function add_repair(repairs, index, id, problem)
+  repairs[#repairs + 1] = { index, id, problem }
+end
+
+-- Gives the item one home: removes it from every other index, adds it to `state`'s.
+local function set_home(m, k, state, score)
+  for st, key in pairs(INDEX) do
+    if st ~= state then redis.call('ZREM', key, m) end
+  end
+  redis.call('ZADD', INDEX[state], score, m)
+  redis.call('HSET', k, 'st', state)
+end
+
+local function to_ready(m, k)
+  local pri = tonumber(redis.call('HGET', k, 'pri')) or 0
+  redis.call('HDEL', k, 'tok', 'due')
+  set_home(m, k, 'ready', -pri)
+end
+
+local function to_scheduled(m, k, due)
+  redis.call('HDEL', k, 'tok')
+  redis.call('HSET', k, 'due', due)
+  set_home(m, k, 'scheduled', due)
+end
+
+local function to_dead(m, k, reason)
+  redis.call('HDEL', k, 'tok', 'due')
+  redis.call('HSET', k, 'err', reason)
+  set_home(m, k, 'dead', redis.call('INCR', K_DSEQ))
+end
+
+-- Deletes the item and every trace of it, releasing its dedup key.
+local function remove_item(id, m, k)
+  local dk = redis.call('HGET', k, 'dk')
+  if dk and redis.call('HGET', K_DEDUP, dk) == fmt_int(id) then
+    redis.call('HDEL', K_DEDUP, dk)
+  end
+  redis.call('DEL', k)
+  for _, key in pairs(INDEX) do redis.call('ZREM', key, m) end
+end
+
+-- Checks the item an index entry names. Returns (id, item key) when the entry
+-- is sound; otherwise repairs it, records the repair, and returns nil.
+local function check_entry(index, m, repairs)
+  local key = INDEX[index]
+  local id = tonumber(m)
+  if id == nil or id < 1 or id ~= math.floor(id) or member(id) ~= m then
+    redis.call('ZREM', key, m)
+    add_repair(repairs, index, 0, 'malformed index entry ' .. string.sub(m, 1, 64))
+    return nil
+  end
+  local k = item_key(id)
+  local t = key_type(k)
+  if t == 'none' then
+    redis.call('ZREM', key, m)
+    add_repair(repairs, index, id, 'item is missing')
+    return nil
+  end
+  if t ~= 'hash' then
+    redis.call('DEL', k)
+    for _, ik in pairs(INDEX) do redis.call('ZREM', ik, m) end
+    add_repair(repairs, index, id, 'item key held a ' .. t .. ' instead of a hash (WRONGTYPE); removed')
+    return nil
+  end
+  local st = redis.call('HGET', k, 'st')
+  if st == index then return id, k end
+  if st and INDEX[st] and redis.call('ZSCORE', INDEX[st], m) then
+    redis.call('ZREM', key, m)
+    add_repair(repairs, index, id, 'duplicate entry: the item is ' .. st)
+    return nil
+  end
+  -- This entry is the item's only home: the item follows the index.
+  redis.call('HSET', k, 'st', index)
+  add_repair(repairs, index, id, 'item state said ' .. tostring(st) .. '; adopted by this index')
+  return id, k
+end
+
+-- Moves due Scheduled items to Ready, at most one bounded batch per call.
+local function promote_due(now, repairs)
+  local ms = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
+  local moved = 0
+  for _, m in ipairs(ms) do
+    local id, k = check_entry('scheduled', m, repairs)
+    if id then
+      to_ready(m, k)
+      moved = moved + 1
+    end
+  end
+  notify(moved)
+  return moved
+end
+
+-- The item behind a lease, if `token` is its current token; else nil.
+local function fenced(id, token)
+  local k = item_key(id)
+  if key_type(k) ~= 'hash' then return nil end
+  local f = redis.call('HMGET', k, 'st', 'tok')
+  if f[1] ~= 'leased' or f[2] ~= token then return nil end
+  return k
+end
+
+-- One item as inspection shows it.
+local function item_record(id, k, now)
+  local f = redis.call('HMGET', k, 'st', 'p', 'pri', 'att', 'max', 'dk', 'due', 'err')
+  local st, due = f[1] or 'ready', tonumber(f[7])
+  if st == 'scheduled' and due and due <= now then st = 'ready'; due = false end
+  if st ~= 'scheduled' and st ~= 'leased' then due = false end
+  return { id, st, f[2] or '', tonumber(f[3]) or 0, tonumber(f[4]) or 0, tonumber(f[5]) or 0,
+           f[6] or false, due or false, f[8] or false }
+end

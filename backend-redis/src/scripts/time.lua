@@ -1,0 +1,2 @@
+-- time: the server's clock in ms.
+return now_ms()

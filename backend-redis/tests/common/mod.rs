@@ -1,0 +1,168 @@
+//! Shared test support: the server URL, skip-or-fail when it is missing,
+//! backends of either client on a private key prefix, and cleanup.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod server;
+
+use std::sync::Arc;
+
+use leaseq_core::{Backend, LeaseToken};
+use leaseq_redis::RedisConfig;
+
+/// The server under test.
+pub fn url() -> String {
+    std::env::var("LEASEQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// Outside CI: prints the skip line and returns `None`. In CI: panics.
+pub fn unavailable(url: &str, err: impl std::fmt::Display) -> Option<std::convert::Infallible> {
+    let msg = format!("skipped: no Redis at {url}: {err}");
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{msg} (CI=true: a missing server is a failure)");
+    }
+    println!("{msg}");
+    None
+}
+
+/// A fresh key prefix for one test.
+pub fn fresh_prefix(tag: &str) -> String {
+    let t = LeaseToken::random().to_string();
+    format!("t-{tag}-{}", &t[..12])
+}
+
+/// Deletes every key under `prefix` (keys look like `{prefix:queue}:...`).
+pub fn delete_prefix(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_connection() else {
+        return;
+    };
+    let pattern = format!("{{{prefix}:*");
+    let keys: Vec<String> = match redis::cmd("KEYS").arg(&pattern).query(&mut conn) {
+        Ok(k) => k,
+        Err(_) => return,
+    };
+    for chunk in keys.chunks(500) {
+        let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(chunk).query(&mut conn);
+    }
+}
+
+/// Deletes the keys of a prefix when dropped.
+#[derive(Debug)]
+pub struct Cleanup {
+    pub url: String,
+    pub prefix: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        delete_prefix(&self.url, &self.prefix);
+    }
+}
+
+/// Which client a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    RedisRs,
+    Fred,
+}
+
+impl Which {
+    pub fn name(self) -> &'static str {
+        match self {
+            Which::RedisRs => "redis-rs",
+            Which::Fred => "fred",
+        }
+    }
+}
+
+/// A backend of `which` for `config`.
+pub async fn connect(which: Which, config: RedisConfig) -> leaseq_core::Result<Arc<dyn Backend>> {
+    match which {
+        #[cfg(feature = "redis-rs")]
+        Which::RedisRs => Ok(Arc::new(
+            leaseq_redis::RedisRsBackend::connect(config).await?,
+        )),
+        #[cfg(feature = "fred")]
+        Which::Fred => Ok(Arc::new(leaseq_redis::FredBackend::connect(config).await?)),
+        #[allow(unreachable_patterns)]
+        _ => Err(leaseq_core::Error::invalid(format!(
+            "client {} not built",
+            which.name()
+        ))),
+    }
+}
+
+/// A backend on the shared server under a fresh prefix, with its cleanup;
+/// `None` (after the skip line) when the server is unreachable.
+pub async fn backend(which: Which, tag: &str) -> Option<(Arc<dyn Backend>, Cleanup)> {
+    let url = url();
+    let prefix = fresh_prefix(tag);
+    let config = RedisConfig::new(&url).prefix(&prefix);
+    match connect(which, config).await {
+        Ok(b) => Some((b, Cleanup { url, prefix })),
+        Err(e) => {
+            unavailable(&url, e);
+            None
+        }
+    }
+}
+
+/// A raw connection for planting corruption.
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+/// A conformance factory: backends of one client on the shared server, one
+/// per check, under a prefix of the factory's own that it deletes when
+/// dropped.
+#[derive(Debug)]
+pub struct Factory {
+    which: Which,
+    cleanup: Cleanup,
+    backend: tokio::sync::OnceCell<Result<Arc<dyn Backend>, String>>,
+}
+
+impl Factory {
+    pub fn new(which: Which) -> Self {
+        Factory {
+            which,
+            cleanup: Cleanup {
+                url: url(),
+                prefix: fresh_prefix(which.name()),
+            },
+            backend: tokio::sync::OnceCell::new(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl leaseq_conformance::BackendFactory for Factory {
+    fn name(&self) -> &str {
+        self.which.name()
+    }
+
+    async fn backend(
+        &self,
+    ) -> Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable> {
+        let made = self
+            .backend
+            .get_or_init(|| async {
+                let config = RedisConfig::new(&self.cleanup.url).prefix(&self.cleanup.prefix);
+                connect(self.which, config).await.map_err(|e| e.to_string())
+            })
+            .await;
+        match made {
+            Ok(b) => Ok(leaseq_conformance::TestBackend::real(Arc::clone(b))),
+            Err(e) => Err(leaseq_conformance::Unavailable(format!(
+                "no Redis at {}: {e}",
+                self.cleanup.url
+            ))),
+        }
+    }
+}
