@@ -33,6 +33,9 @@ pub(crate) struct Claim {
     pub(crate) attempts: u32,
     pub(crate) granted: Timestamp,
     pub(crate) expires_at: Timestamp,
+    /// The backend's now, read just after the claim returned: the lease was
+    /// surely granted no later than this.
+    pub(crate) seen: Timestamp,
     /// Sequence number taken before the claim call started.
     pub(crate) asked: u64,
     /// Sequence number taken after the claim call returned.
@@ -142,18 +145,20 @@ fn check_item(id: ItemId, claims: &[&Claim], is_dead: bool) -> Result<(), Violat
         }
     }
     let mut sorted: Vec<&&Claim> = claims.iter().collect();
-    sorted.sort_by_key(|c| (c.granted, c.got));
+    sorted.sort_by_key(|c| (c.expires_at, c.got));
     for pair in sorted.windows(2) {
         let (a, b) = (pair[0], pair[1]);
         // Only a release or fail that surely took effect after b's claim
         // returned proves an overlap; one that may have come first does not.
         let settled_before = matches!(a.end, Some((e, started, _)) if e != End::Lost && e != End::Crashed && started < b.got);
-        if b.granted < a.expires_at && !settled_before {
+        // b was handed out while the backend's clock had not yet reached a's
+        // expiry (read after b's claim returned), and a was not settled.
+        if b.seen < a.expires_at && !settled_before {
             return Err(Violation::new(
                 Rule::Inv2,
                 format!(
-                    "item {id} was leased to two workers at once: attempt {} granted at {} while attempt {} held it until {}: {}",
-                    b.attempts, b.granted, a.attempts, a.expires_at, story()
+                    "item {id} was leased to two workers at once: attempt {} was handed out by {} while attempt {} held it until {}: {}",
+                    b.attempts, b.seen, a.attempts, a.expires_at, story()
                 ),
             ));
         }

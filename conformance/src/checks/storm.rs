@@ -80,6 +80,15 @@ pub async fn storm_no_loss<F: BackendFactory>(factory: &F) -> CheckResult {
             .map(|i| i.id)
             .collect();
         storm.history.verify(&enqueued, &dead)?;
+        let claims = storm.history.claims();
+        let crashed = claims.iter().filter(|c| matches!(c.end, Some((End::Crashed, ..)))).count();
+        let retried = claims.iter().filter(|c| c.attempts > 1).count();
+        ensure!(
+            crashed > 0 && retried > 0,
+            cx.rule,
+            "the storm proved nothing: {crashed} crashes and {retried} redeliveries in {} claims",
+            claims.len()
+        );
         ensure!(
             finished,
             cx.rule,
@@ -125,6 +134,7 @@ async fn consume(s: Arc<Storm>) -> Result<(), Violation> {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
         }
+        let seen = s.cx.now().await?;
         let ttl_ms = u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX);
         let mut held = Vec::new();
         for l in leases {
@@ -135,6 +145,7 @@ async fn consume(s: Arc<Storm>) -> Result<(), Violation> {
                 attempts: l.attempts,
                 granted,
                 expires_at: l.expires_at,
+                seen,
                 asked,
                 got,
                 end: None,
