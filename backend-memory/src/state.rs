@@ -359,3 +359,49 @@ fn repair(index: ItemState, id: u64, problem: &str) -> Repair {
         problem: problem.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh(priority: i32) -> Fresh {
+        Fresh {
+            payload: Bytes::from_static(b"x"),
+            priority,
+            max_attempts: 3,
+            dedup_key: None,
+            due: None,
+        }
+    }
+
+    #[test]
+    fn reap_stops_at_the_first_live_lease() {
+        let mut st = QueueState::default();
+        for _ in 0..10_000 {
+            st.insert(fresh(0), 0);
+        }
+        let mut repairs = Vec::new();
+        for i in 0..10_000u64 {
+            let expires = if i < 3 { 5 } else { 1_000 + i };
+            st.lease_next(expires, LeaseToken::from_u128(u128::from(i)), &mut repairs);
+        }
+        // A budget of 4 is enough for 3 expired leases among 10,000: the
+        // walk ends at the first live one instead of visiting them all.
+        assert_eq!(st.reap_expired(10, 4, &mut repairs), (3, 0, false));
+        assert_eq!((st.leased.len(), st.ready.len()), (9_997, 3));
+        assert!(repairs.is_empty());
+    }
+
+    #[test]
+    fn a_retry_keeps_its_place_in_enqueue_order() {
+        let mut st = QueueState::default();
+        let a = st.insert(fresh(0), 0);
+        let b = st.insert(fresh(0), 0);
+        let token = LeaseToken::from_u128(1);
+        let (id, _) = st.lease_next(10, token, &mut Vec::new()).expect("a");
+        assert_eq!(id, a);
+        st.requeue_leased(a, 10, 0, 0);
+        let order: Vec<u64> = st.ready.iter().map(|e| e.2).collect();
+        assert_eq!(order, [a, b]);
+    }
+}
