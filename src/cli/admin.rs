@@ -1,0 +1,226 @@
+//! Admin commands against any backend URL.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use leaseq::{Backend, ItemInfo, ItemState, NewItem, QueueName};
+
+use super::{CliError, QueueArgs};
+
+#[derive(Debug, Args)]
+pub(crate) struct EnqueueArgs {
+    /// The queue's name.
+    queue: String,
+    /// One item per payload (text).
+    #[arg(required = true)]
+    payloads: Vec<String>,
+    /// Higher is claimed first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
+    /// Not claimable until this many milliseconds from now.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+    /// Claims allowed before an item goes Dead.
+    #[arg(long, default_value_t = NewItem::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+    /// A dedup key (only with a single payload).
+    #[arg(long)]
+    dedup_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PeekArgs {
+    #[command(flatten)]
+    queue: QueueArgs,
+    /// The state to show: ready, scheduled, leased or dead.
+    #[arg(long, default_value = "ready")]
+    state: String,
+    /// The most items to show.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    queue: QueueArgs,
+    /// The most items to list or move.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PurgeArgs {
+    /// The queue's name.
+    queue: String,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    yes: bool,
+}
+
+async fn open(url: &str, queue: &str) -> Result<(Arc<dyn Backend>, QueueName), CliError> {
+    let queue = QueueName::new(queue)?;
+    let backend = leaseq::connect(url).await?;
+    Ok((backend, queue))
+}
+
+/// Opens the queue and checks that it holds something (unless allowed not to).
+async fn open_known(
+    url: &str,
+    q: &QueueArgs,
+) -> Result<(Arc<dyn Backend>, QueueName, leaseq::QueueStats), CliError> {
+    let (backend, queue) = open(url, &q.queue).await?;
+    let stats = backend.stats(&queue).await?;
+    if stats.total() == 0 && !q.allow_empty {
+        return Err(CliError::UnknownQueue(queue.to_string()));
+    }
+    Ok((backend, queue, stats))
+}
+
+pub(crate) async fn stats(url: &str, q: QueueArgs) -> Result<(), CliError> {
+    let (_, queue, stats) = open_known(url, &q).await?;
+    println!("queue {queue}");
+    println!("{:<10} {:>12}", "state", "items");
+    for state in ItemState::ALL {
+        println!("{:<10} {:>12}", state.as_str(), stats.get(state));
+    }
+    println!("{:<10} {:>12}", "total", stats.total());
+    Ok(())
+}
+
+pub(crate) async fn enqueue(url: &str, args: EnqueueArgs) -> Result<(), CliError> {
+    if args.dedup_key.is_some() && args.payloads.len() > 1 {
+        return Err(CliError::Usage("--dedup-key takes a single payload".into()));
+    }
+    let (backend, queue) = open(url, &args.queue).await?;
+    let items = args
+        .payloads
+        .iter()
+        .map(|p| {
+            let item = NewItem::new(p.clone().into_bytes())
+                .priority(args.priority)
+                .delay(Duration::from_millis(args.delay_ms))
+                .max_attempts(args.max_attempts);
+            match &args.dedup_key {
+                Some(k) => item.dedup_key(k.clone()),
+                None => item,
+            }
+        })
+        .collect();
+    for e in backend.enqueue(&queue, items).await? {
+        if e.deduplicated {
+            println!("{} (deduplicated: an unfinished item holds the key)", e.id);
+        } else {
+            println!("{}", e.id);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn peek(url: &str, args: PeekArgs) -> Result<(), CliError> {
+    let state: ItemState = args.state.parse()?;
+    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let items = backend.peek(&queue, state, args.limit).await?;
+    print_items(&items);
+    Ok(())
+}
+
+pub(crate) async fn dead_list(url: &str, args: ListArgs) -> Result<(), CliError> {
+    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let items = backend.peek(&queue, ItemState::Dead, args.limit).await?;
+    print_items(&items);
+    Ok(())
+}
+
+pub(crate) async fn dead_redrive(url: &str, args: ListArgs) -> Result<(), CliError> {
+    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let moved = backend.redrive(&queue, args.limit).await?;
+    println!("redrove {moved} dead items of {queue} back to ready");
+    Ok(())
+}
+
+pub(crate) async fn reap(url: &str, q: QueueArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &q.queue).await?;
+    let report = backend.reap(&queue).await?;
+    println!(
+        "requeued {}, dead {}, repaired {}",
+        report.requeued,
+        report.dead,
+        report.repairs.len()
+    );
+    for repair in &report.repairs {
+        println!("  repaired: {repair}");
+    }
+    Ok(())
+}
+
+pub(crate) async fn purge(url: &str, args: PurgeArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &args.queue).await?;
+    if !args.yes {
+        let stats = backend.stats(&queue).await?;
+        if !confirm(&format!(
+            "purge all {} items of queue {queue}? [y/N] ",
+            stats.total()
+        ))? {
+            println!("nothing purged");
+            return Ok(());
+        }
+    }
+    let n = backend.purge(&queue).await?;
+    println!("purged {n} items from {queue}");
+    Ok(())
+}
+
+fn confirm(prompt: &str) -> Result<bool, CliError> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::Usage(
+            "refusing to purge without --yes: there is no terminal to confirm on".into(),
+        ));
+    }
+    let mut out = std::io::stdout();
+    let _ = write!(out, "{prompt}");
+    let _ = out.flush();
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError::Usage(format!("cannot read the confirmation: {e}")))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES"))
+}
+
+fn print_items(items: &[ItemInfo]) {
+    if items.is_empty() {
+        println!("(no items)");
+        return;
+    }
+    println!(
+        "{:>10} {:<9} {:>8} {:>8}  {:<40} last error",
+        "id", "state", "attempts", "priority", "payload"
+    );
+    for it in items {
+        println!(
+            "{:>10} {:<9} {:>8} {:>8}  {:<40} {}",
+            it.id,
+            it.state.as_str(),
+            format!("{}/{}", it.attempts, it.max_attempts),
+            it.priority,
+            shorten(&String::from_utf8_lossy(&it.payload), 40),
+            it.last_error.as_deref().unwrap_or("")
+        );
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}

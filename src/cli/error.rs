@@ -1,0 +1,71 @@
+//! What can end a command, and the exit code each maps to.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use leaseq::ConnectError;
+
+/// A command's failure.
+#[derive(Debug)]
+pub(crate) enum CliError {
+    /// Bad input on the command line (a bad URL, queue name or value): 2.
+    Usage(String),
+    /// The queue holds no items in any state: 3.
+    UnknownQueue(String),
+    /// The backend failed or could not be reached: 1.
+    Backend(String),
+    /// The demo's verdict failed: 1.
+    Verdict(String),
+}
+
+impl CliError {
+    pub(crate) fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Usage(_) => ExitCode::from(2),
+            CliError::UnknownQueue(_) => ExitCode::from(3),
+            CliError::Backend(_) | CliError::Verdict(_) => ExitCode::FAILURE,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Backend(m) | CliError::Verdict(m) => f.write_str(m),
+            CliError::UnknownQueue(q) => write!(
+                f,
+                "queue {q:?} not found: it holds no items in any state \
+                 (pass --allow-empty to accept an empty queue)"
+            ),
+        }
+    }
+}
+
+impl From<ConnectError> for CliError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::BadUrl { .. } | ConnectError::NotCompiled { .. } => {
+                CliError::Usage(e.to_string())
+            }
+            _ => CliError::Backend(e.to_string()),
+        }
+    }
+}
+
+impl From<leaseq::Error> for CliError {
+    fn from(e: leaseq::Error) -> Self {
+        match e {
+            leaseq::Error::InvalidInput { what } => CliError::Usage(what),
+            other => {
+                let mut text = other.to_string();
+                let mut cause = std::error::Error::source(&other);
+                while let Some(c) = cause {
+                    text.push_str(": ");
+                    text.push_str(&c.to_string());
+                    cause = c.source();
+                }
+                CliError::Backend(text)
+            }
+        }
+    }
+}
