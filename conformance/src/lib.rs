@@ -107,6 +107,7 @@ macro_rules! __with_checks {
             fencing::forged_token_is_rejected
             fencing::spent_token_is_rejected
             fencing::ack_races_reap
+            fencing::ack_races_reclaim
             recovery::two_reapers_one_lease
             recovery::many_reapers_many_leases
             recovery::reaper_inside_claim

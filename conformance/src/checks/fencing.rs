@@ -228,3 +228,72 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the race")).await?;
     Ok(())
 }
+
+/// Workers acking just as their expired leases are reaped and re-claimed by
+/// another worker: no item both acked by its old holder and handed to the
+/// new one, and every new holder can ack (INV-3).
+pub async fn ack_races_reclaim<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "ack_races_reclaim", Rule::Inv3, Needs::NONE, |cx| async move {
+        for round in 0..5 * scale() {
+            reclaim_race_round(&cx, round).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn reclaim_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
+    const N: usize = 50;
+    cx.push_n(N).await?;
+    let old = cx.claim(N as u32, SHORT).await?;
+    ensure!(old.len() == N, cx.rule, "round {round}: claim of {N} returned {}", old.len());
+    cx.expire(&old).await?;
+    let gate = Arc::new(Barrier::new(N + 1));
+    let mut acks = Vec::new();
+    for l in old.iter().cloned() {
+        let (cx, gate) = (cx.clone(), gate.clone());
+        acks.push(cx.clone().spawn(async move {
+            gate.wait().await;
+            tokio::task::yield_now().await;
+            (l.id(), cx.b.ack(&l.key).await)
+        }));
+    }
+    let thief = {
+        let (cx, gate) = (cx.clone(), gate.clone());
+        cx.clone().spawn(async move {
+            gate.wait().await;
+            let mut got = Vec::new();
+            for _ in 0..4 {
+                cx.reap_all().await?;
+                got.extend(cx.claim(N as u32, LONG).await?);
+                tokio::task::yield_now().await;
+            }
+            Ok::<_, Violation>(got)
+        })
+    };
+    let acked = cx.join(acks).await?;
+    let new = cx.join(vec![thief]).await?.pop().unwrap_or_else(|| Ok(Vec::new()))?;
+    let mut ok = BTreeSet::new();
+    for (id, res) in acked {
+        match res {
+            Ok(()) => {
+                ok.insert(id);
+            }
+            Err(Error::LeaseLost { .. }) => {}
+            Err(e) => return Err(cx.fail(format!("round {round}: ack of {id} racing a re-claim returned `{e}`"))),
+        }
+    }
+    for l in &new {
+        ensure!(
+            !ok.contains(&l.id()),
+            cx.rule,
+            "round {round}: item {} was re-claimed by a new worker and also acked by its old, stale holder",
+            l.id()
+        );
+    }
+    for l in &new {
+        cx.b.ack(&l.key).await.or_fail(cx.rule, "ack by the new holder")?;
+    }
+    cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge between rounds")?;
+    Ok(())
+}
