@@ -1,4 +1,115 @@
-//! A PostgreSQL backend for leaseq (placeholder docs, written below).
+//! A PostgreSQL backend for leaseq, on `sqlx` and tokio.
+//!
+//! ```
+//! use std::time::Duration;
+//! use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+//! use leaseq_postgres::{PgBackend, PgOptions};
+//!
+//! # async fn example() -> leaseq_core::Result<()> {
+//! let url = std::env::var("LEASEQ_DATABASE_URL")
+//!     .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+//! // Creates schema `doc_example` and its table on first use.
+//! let options = PgOptions::new().schema("doc_example");
+//! # let backend = match PgBackend::connect(&url, options.clone()).await {
+//! #     Ok(b) => b,
+//! #     Err(e) => { eprintln!("skipped: no PostgreSQL at {url}: {e}"); return Ok(()); }
+//! # };
+//! # /*
+//! let backend = PgBackend::connect(&url, options).await?;
+//! # */
+//! let queue = QueueName::new("emails")?;
+//!
+//! backend.enqueue(&queue, vec![NewItem::new(b"welcome #42".to_vec()).priority(5)]).await?;
+//! if let Some(lease) = backend.claim_one(&queue, Duration::from_secs(30)).await? {
+//!     // ... send the mail, then:
+//!     backend.ack(&lease.key).await?;
+//!     // The token is spent: a late second ack changes nothing.
+//!     assert!(backend.ack(&lease.key).await.is_err_and(|e| e.is_lease_lost()));
+//! }
+//! # backend.purge(&queue).await?;
+//! # sqlx::query("DROP SCHEMA doc_example CASCADE").execute(backend.pool()).await.ok();
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+//! #     .block_on(example()).unwrap();
+//! ```
+//!
+//! # Schema
+//! Everything lives in one schema ([`PgOptions::schema`], default `leaseq`),
+//! so applications sharing a database use one schema each. The embedded
+//! migrations (applied by [`PgBackend::migrate`], and on connect unless
+//! turned off) create it, keep their history in `<schema>._sqlx_migrations`,
+//! and take an advisory lock per schema, so concurrent migrations from many
+//! processes are safe and a second run is a no-op.
+//!
+//! One table, `leaseq_items`, one row per unfinished item: `id` (from the
+//! sequence `leaseq_item_id`; it is also the enqueue order), `queue`, `state`
+//! (`ready`, `scheduled`, `leased`, `dead`), `priority`, `payload`,
+//! `attempts`, `max_attempts`, `dedup_key`, `token` (uuid), `available_at`,
+//! `lease_expires_at`, `dead_at`, `last_error`. Acked items are deleted.
+//! Partial indexes serve each access path, so none reads finished or
+//! unrelated rows:
+//!
+//! | index | columns | where | serves |
+//! |---|---|---|---|
+//! | `leaseq_items_ready` | queue, priority desc, id | `state = 'ready'` | claim |
+//! | `leaseq_items_scheduled` | queue, available_at, id | `state = 'scheduled'` | claim of due items, promotion |
+//! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
+//! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
+//! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
+//!
+//! # How each operation keeps the contract
+//! - **Claim** is one statement: the head of the Ready index and the head
+//!   of the due Scheduled items are each locked `FOR UPDATE SKIP LOCKED`
+//!   through their own index, merged in claim order (priority, then id) and
+//!   the first `max` updated to Leased with a fresh `gen_random_uuid()`
+//!   token, `attempts + 1` and `lease_expires_at = now() + ttl`. Concurrent
+//!   claimers skip each other's rows instead of waiting.
+//! - **Ack, extend, release, fail** are one statement each, fenced by
+//!   `id AND queue AND token AND state = 'leased'`; zero rows means
+//!   [`leaseq_core::Error::LeaseLost`]. Release and reap clear the token, so
+//!   a stale holder can never match again.
+//! - **Reap** locks up to 500 leases expired at `now()` through the leased
+//!   index (`SKIP LOCKED`) and updates them in the same statement,
+//!   re-checking `state = 'leased' AND lease_expires_at <= now()` on every
+//!   row it touches (a row acked or extended in between is left alone); it
+//!   loops while batches come back full. Its cost grows with expired leases
+//!   only, and concurrent reapers recover each lease once. It also promotes
+//!   due Scheduled items to Ready in bounded batches.
+//! - **Enqueue** inserts a batch with `unnest`; the unique dedup index with
+//!   `ON CONFLICT DO NOTHING` makes concurrent enqueues of one key create
+//!   one row, whose id the others get back.
+//! - **Time** is always the server's: `now()` in every statement,
+//!   `clock_timestamp()` for [`leaseq_core::Backend::now`].
+//! - **Repairs.** A table has no separate index that could hold an id
+//!   without its item; the equivalent is a row still served as Ready whose
+//!   payload is gone (NULL), which is what the test hook
+//!   `plant_dangling_ready` writes. Claim deletes such rows, logs them with
+//!   `tracing::warn!`, reports them in `Claimed::repairs` and claims on.
+//!
+//! # Wake-ups
+//! Enqueue, release, reap and redrive send `pg_notify('leaseq_<schema>',
+//! queue)` inside their own statement, once per statement, only when
+//! something became claimable. Each backend (all its clones) keeps one
+//! `LISTEN` connection, started on the first
+//! [`leaseq_core::Backend::wait_for_work`], which wakes the waiters of that
+//! queue. A notification is a hint: waiters also wake after
+//! [`PgOptions::poll_interval`], and after the listener reconnects.
+//!
+//! # Operating a busy queue
+//! Every item is inserted, updated a few times and deleted within seconds,
+//! so the table and its indexes collect dead tuples fast; the claim's index
+//! scan must step over them until vacuum removes them. The migration sets
+//! per-table autovacuum settings for that (`autovacuum_vacuum_scale_factor =
+//! 0`, `autovacuum_vacuum_threshold = 5000`, the same for inserts,
+//! `autovacuum_vacuum_cost_delay = 0`, `fillfactor = 70` for HOT updates).
+//! Keep long-running transactions away from the database: an open
+//! transaction anywhere holds back vacuum for every table. `NOTIFY`
+//! serializes committing transactions that notify; enqueue in batches
+//! to keep that cheap.
+//!
+//! Delivery is at-least-once: a worker that outlives its lease may run an
+//! item another worker also runs, so handlers should be idempotent.
 
 mod backend;
 mod hooks;

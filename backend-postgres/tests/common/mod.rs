@@ -2,6 +2,8 @@
 //! and its removal, and the loud skip when no server is reachable.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod schema_guard;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
