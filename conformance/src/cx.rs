@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{
-    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName,
-    QueueStats, ReapReport, TestHooks, Timestamp,
+    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName, QueueStats,
+    ReapReport, TestHooks, Timestamp,
 };
 use tokio::task::JoinHandle;
 
@@ -37,10 +37,22 @@ impl Needs {
         priorities: false,
         delays: false,
     };
-    pub(crate) const HOOKS: Needs = Needs { hooks: true, ..Needs::NONE };
-    pub(crate) const DEDUP: Needs = Needs { dedup: true, ..Needs::NONE };
-    pub(crate) const PRIORITIES: Needs = Needs { priorities: true, ..Needs::NONE };
-    pub(crate) const DELAYS: Needs = Needs { delays: true, ..Needs::NONE };
+    pub(crate) const HOOKS: Needs = Needs {
+        hooks: true,
+        ..Needs::NONE
+    };
+    pub(crate) const DEDUP: Needs = Needs {
+        dedup: true,
+        ..Needs::NONE
+    };
+    pub(crate) const PRIORITIES: Needs = Needs {
+        priorities: true,
+        ..Needs::NONE
+    };
+    pub(crate) const DELAYS: Needs = Needs {
+        delays: true,
+        ..Needs::NONE
+    };
 
     fn missing(self, b: &dyn Backend) -> Option<String> {
         let caps = b.capabilities();
@@ -92,7 +104,11 @@ where
         Rule::Contract("capabilities"),
         "Capabilities::test_hooks is {} but test_hooks() returns {}",
         caps.test_hooks,
-        if tb.backend.test_hooks().is_some() { "hooks" } else { "None" }
+        if tb.backend.test_hooks().is_some() {
+            "hooks"
+        } else {
+            "None"
+        }
     );
     if let Some(reason) = needs.missing(tb.backend.as_ref()) {
         return Ok(Outcome::Skipped(reason));
@@ -120,7 +136,10 @@ impl Cx {
 
     /// The same context proving another rule.
     pub(crate) fn with_rule(&self, rule: Rule) -> Cx {
-        Cx { rule, ..self.clone() }
+        Cx {
+            rule,
+            ..self.clone()
+        }
     }
 
     /// A violation of this check's rule.
@@ -131,8 +150,17 @@ impl Cx {
     /// Enqueues `items`, returning their ids.
     pub(crate) async fn enqueue(&self, items: Vec<NewItem>) -> Result<Vec<ItemId>, Violation> {
         let n = items.len();
-        let out = self.b.enqueue(&self.q, items).await.or_fail(self.rule, "enqueue")?;
-        ensure!(out.len() == n, self.rule, "enqueue of {n} items returned {} results", out.len());
+        let out = self
+            .b
+            .enqueue(&self.q, items)
+            .await
+            .or_fail(self.rule, "enqueue")?;
+        ensure!(
+            out.len() == n,
+            self.rule,
+            "enqueue of {n} items returned {} results",
+            out.len()
+        );
         Ok(out.into_iter().map(|e| e.id).collect())
     }
 
@@ -143,7 +171,9 @@ impl Cx {
         let mut i = 0;
         while i < n {
             let end = (i + 500).min(n);
-            let batch = (i..end).map(|k| NewItem::new(format!("item-{k}"))).collect();
+            let batch = (i..end)
+                .map(|k| NewItem::new(format!("item-{k}")))
+                .collect();
             ids.extend(self.enqueue(batch).await?);
             i = end;
         }
@@ -153,7 +183,11 @@ impl Cx {
     /// Claims up to `max` items leased for `ttl`.
     pub(crate) async fn claim(&self, max: u32, ttl: Duration) -> Result<Vec<Lease>, Violation> {
         let spec = ClaimSpec::new(max, ttl).or_fail(self.rule, "building a claim")?;
-        let claimed = self.b.claim(&self.q, spec).await.or_fail(self.rule, "claim")?;
+        let claimed = self
+            .b
+            .claim(&self.q, spec)
+            .await
+            .or_fail(self.rule, "claim")?;
         ensure!(
             claimed.leases.len() <= max as usize,
             self.rule,
@@ -225,7 +259,10 @@ impl Cx {
         match (&self.tb.time, self.hooks(), latest) {
             (_, _, None) => Ok(()),
             (TimeControl::Real, Some(hooks), Some(_)) => {
-                hooks.expire_leases(&self.q).await.or_fail(self.rule, "expire_leases hook")?;
+                hooks
+                    .expire_leases(&self.q)
+                    .await
+                    .or_fail(self.rule, "expire_leases hook")?;
                 Ok(())
             }
             (_, _, Some(t)) => self.wait_past(t).await,
@@ -291,9 +328,17 @@ impl Cx {
         let Some(hooks) = self.hooks() else {
             return Ok(false);
         };
-        let snap = hooks.snapshot(&self.q).await.or_fail(Rule::Inv1, "snapshot hook")?;
+        let snap = hooks
+            .snapshot(&self.q)
+            .await
+            .or_fail(Rule::Inv1, "snapshot hook")?;
         let v = snap.violations();
-        ensure!(v.is_empty(), Rule::Inv1, "{when}: the indexes are inconsistent: {}", v.join("; "));
+        ensure!(
+            v.is_empty(),
+            Rule::Inv1,
+            "{when}: the indexes are inconsistent: {}",
+            v.join("; ")
+        );
         Ok(true)
     }
 
@@ -309,7 +354,10 @@ impl Cx {
     pub(crate) async fn join<T>(&self, tasks: Vec<JoinHandle<T>>) -> Result<Vec<T>, Violation> {
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            out.push(t.await.map_err(|e| self.fail(format!("a task of the check died: {e}")))?);
+            out.push(
+                t.await
+                    .map_err(|e| self.fail(format!("a task of the check died: {e}")))?,
+            );
         }
         Ok(out)
     }

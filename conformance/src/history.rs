@@ -80,17 +80,27 @@ impl History {
 
     /// Every claim recorded so far.
     pub(crate) fn claims(&self) -> Vec<Claim> {
-        self.claims.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.claims
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Checks the log against the items enqueued and the ids found Dead at
     /// the end. Returns the first violation with its evidence.
-    pub(crate) fn verify(&self, enqueued: &BTreeSet<ItemId>, dead: &[ItemId]) -> Result<(), Violation> {
+    pub(crate) fn verify(
+        &self,
+        enqueued: &BTreeSet<ItemId>,
+        dead: &[ItemId],
+    ) -> Result<(), Violation> {
         let claims = self.claims();
         let mut by_id: BTreeMap<ItemId, Vec<&Claim>> = BTreeMap::new();
         for c in &claims {
             if !enqueued.contains(&c.id) {
-                return Err(Violation::new(Rule::Inv5, format!("claim returned id {} that was never enqueued", c.id)));
+                return Err(Violation::new(
+                    Rule::Inv5,
+                    format!("claim returned id {} that was never enqueued", c.id),
+                ));
             }
             by_id.entry(c.id).or_default().push(c);
         }
@@ -99,7 +109,10 @@ impl History {
             *dead_count.entry(*id).or_default() += 1;
         }
         if let Some((id, n)) = dead_count.iter().find(|(_, n)| **n > 1) {
-            return Err(Violation::new(Rule::Inv1, format!("item {id} is listed Dead {n} times")));
+            return Err(Violation::new(
+                Rule::Inv1,
+                format!("item {id} is listed Dead {n} times"),
+            ));
         }
         let mut tokens = BTreeSet::new();
         for c in &claims {
@@ -121,17 +134,29 @@ impl History {
 /// The per-item verdict: acked exactly once or Dead, never both; no
 /// overlapping live leases; no stale success; nothing after the ack.
 fn check_item(id: ItemId, claims: &[&Claim], is_dead: bool) -> Result<(), Violation> {
-    let acks: Vec<&&Claim> = claims.iter().filter(|c| matches!(c.end, Some((End::Acked, ..)))).collect();
+    let acks: Vec<&&Claim> = claims
+        .iter()
+        .filter(|c| matches!(c.end, Some((End::Acked, ..))))
+        .collect();
     let story = || describe(claims);
     if acks.len() > 1 {
-        return Err(Violation::new(Rule::Inv5, format!("item {id} was acked {} times: {}", acks.len(), story())));
+        return Err(Violation::new(
+            Rule::Inv5,
+            format!("item {id} was acked {} times: {}", acks.len(), story()),
+        ));
     }
     match (acks.len(), is_dead) {
         (1, true) => {
-            return Err(Violation::new(Rule::Inv5, format!("item {id} was acked and is also Dead: {}", story())))
+            return Err(Violation::new(
+                Rule::Inv5,
+                format!("item {id} was acked and is also Dead: {}", story()),
+            ))
         }
         (0, false) => {
-            return Err(Violation::new(Rule::Inv5, format!("item {id} was lost: neither acked nor Dead: {}", story())))
+            return Err(Violation::new(
+                Rule::Inv5,
+                format!("item {id} was lost: neither acked nor Dead: {}", story()),
+            ))
         }
         _ => {}
     }
@@ -140,7 +165,11 @@ fn check_item(id: ItemId, claims: &[&Claim], is_dead: bool) -> Result<(), Violat
         if let Some(late) = claims.iter().find(|c| c.asked > done) {
             return Err(Violation::new(
                 Rule::Inv10,
-                format!("item {id} was claimed again (attempt {}) after its ack succeeded: {}", late.attempts, story()),
+                format!(
+                    "item {id} was claimed again (attempt {}) after its ack succeeded: {}",
+                    late.attempts,
+                    story()
+                ),
             ));
         }
     }
@@ -184,7 +213,10 @@ fn describe(claims: &[&Claim]) -> String {
                 Some((e, _, _)) => format!("{e:?}"),
                 None => "unsettled".into(),
             };
-            format!("[attempt {} granted {} expires {} -> {end}]", c.attempts, c.granted, c.expires_at)
+            format!(
+                "[attempt {} granted {} expires {} -> {end}]",
+                c.attempts, c.granted, c.expires_at
+            )
         })
         .collect();
     parts.join(" ")

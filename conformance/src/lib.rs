@@ -13,7 +13,7 @@
 //! /// A fresh memory backend per check, on a clock the suite advances.
 //! struct MemoryFactory;
 //!
-//! #[async_trait::async_trait]
+//! #[leaseq_core::async_trait]
 //! impl BackendFactory for MemoryFactory {
 //!     fn name(&self) -> &str {
 //!         "memory"
@@ -39,8 +39,9 @@
 //!
 //! # Running it
 //! Put the file above in your backend's `tests/` (say `tests/conformance.rs`)
-//! with `leaseq-conformance`, `leaseq-core` and `async-trait` as
-//! dev-dependencies, then `cargo test --test conformance`. Each check is a
+//! with `leaseq-conformance` and `leaseq-core` as dev-dependencies (no
+//! `tokio` needed: each test builds its own four-thread runtime), then
+//! `cargo test --test conformance`. Each check is a
 //! test named after it, so `cargo test --test conformance storm` runs one.
 //!
 //! - **Isolation.** Each check asks the factory for a backend and uses its

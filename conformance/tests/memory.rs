@@ -9,7 +9,7 @@ use leaseq_memory::MemoryBackend;
 /// A fresh memory backend per check, on a clock the suite advances.
 struct MemoryFactory;
 
-#[async_trait::async_trait]
+#[leaseq_core::async_trait]
 impl BackendFactory for MemoryFactory {
     fn name(&self) -> &str {
         "memory"

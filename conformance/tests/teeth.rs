@@ -22,7 +22,7 @@ const RUNS: usize = 5;
 
 struct TwoListFactory;
 
-#[async_trait::async_trait]
+#[leaseq_core::async_trait]
 impl BackendFactory for TwoListFactory {
     fn name(&self) -> &str {
         "two-list"
@@ -36,7 +36,7 @@ impl BackendFactory for TwoListFactory {
 
 struct FaultyFactory(Fault);
 
-#[async_trait::async_trait]
+#[leaseq_core::async_trait]
 impl BackendFactory for FaultyFactory {
     fn name(&self) -> &str {
         "faulty-memory"
@@ -70,70 +70,106 @@ fn passes(what: &str, result: CheckResult) {
 
 #[test]
 fn two_list_duplicate_requeue_is_caught_by_two_reapers() {
-    caught("two-list R1 with two reapers", &[Rule::Inv4, Rule::Inv1], || {
-        recovery::two_reapers_one_lease(&TwoListFactory)
-    });
+    caught(
+        "two-list R1 with two reapers",
+        &[Rule::Inv4, Rule::Inv1],
+        || recovery::two_reapers_one_lease(&TwoListFactory),
+    );
 }
 
 #[test]
 fn two_list_duplicate_requeue_is_caught_by_many_reapers() {
-    caught("two-list R1 with eight reapers", &[Rule::Inv4, Rule::Inv1], || {
-        recovery::many_reapers_many_leases(&TwoListFactory)
-    });
+    caught(
+        "two-list R1 with eight reapers",
+        &[Rule::Inv4, Rule::Inv1],
+        || recovery::many_reapers_many_leases(&TwoListFactory),
+    );
 }
 
 #[test]
 fn two_list_dangling_id_is_caught() {
-    caught("two-list R4 dangling id", &[Rule::Inv6], || healing::claim_heals_dangling_id(&TwoListFactory));
-    caught("two-list R4 acked ghost", &[Rule::Inv6], || healing::acked_ghost_is_removed(&TwoListFactory));
+    caught("two-list R4 dangling id", &[Rule::Inv6], || {
+        healing::claim_heals_dangling_id(&TwoListFactory)
+    });
+    caught("two-list R4 acked ghost", &[Rule::Inv6], || {
+        healing::acked_ghost_is_removed(&TwoListFactory)
+    });
 }
 
 #[test]
 fn two_list_claim_gap_is_caught() {
-    caught("two-list R2 claim-to-lease gap", &[Rule::Inv2, Rule::Inv1], || {
-        recovery::reaper_inside_claim(&TwoListFactory)
-    });
+    caught(
+        "two-list R2 claim-to-lease gap",
+        &[Rule::Inv2, Rule::Inv1],
+        || recovery::reaper_inside_claim(&TwoListFactory),
+    );
 }
 
 #[test]
 fn two_list_unfenced_finish_is_caught() {
-    caught("two-list R3 unfenced ack", &[Rule::Inv3], || fencing::stale_token_after_reclaim(&TwoListFactory));
+    caught("two-list R3 unfenced ack", &[Rule::Inv3], || {
+        fencing::stale_token_after_reclaim(&TwoListFactory)
+    });
 }
 
 #[test]
 fn two_list_fails_the_storm() {
-    caught("two-list under a storm", &[Rule::Inv1, Rule::Inv2, Rule::Inv3, Rule::Inv5, Rule::Inv10], || {
-        storm::storm_no_loss(&TwoListFactory)
-    });
+    caught(
+        "two-list under a storm",
+        &[Rule::Inv1, Rule::Inv2, Rule::Inv3, Rule::Inv5, Rule::Inv10],
+        || storm::storm_no_loss(&TwoListFactory),
+    );
 }
 
 #[test]
 fn unfenced_ack_is_caught() {
     let f = FaultyFactory(Fault::UnfencedAck);
-    caught("ack that ignores the token", &[Rule::Inv3], || fencing::stale_token_after_reclaim(&f));
-    caught("ack that ignores the token, racing a reap", &[Rule::Inv3, Rule::Inv4, Rule::Inv10], || {
-        fencing::ack_races_reclaim(&f)
+    caught("ack that ignores the token", &[Rule::Inv3], || {
+        fencing::stale_token_after_reclaim(&f)
     });
+    caught(
+        "ack that ignores the token, racing a reap",
+        &[Rule::Inv3, Rule::Inv4, Rule::Inv10],
+        || fencing::ack_races_reclaim(&f),
+    );
 }
 
 #[test]
 fn double_claim_is_caught() {
     let f = FaultyFactory(Fault::DoubleClaim);
-    caught("claim of a live-leased item", &[Rule::Inv2], || recovery::claim_skips_live_lease(&f));
-    caught("claim of a live-leased item, concurrently", &[Rule::Inv2], || {
-        recovery::concurrent_claims_each_once(&f)
+    caught("claim of a live-leased item", &[Rule::Inv2], || {
+        recovery::claim_skips_live_lease(&f)
     });
-    caught("claim of a live-leased item, in a storm", &[Rule::Inv2, Rule::Inv5, Rule::Inv3], || {
-        storm::storm_no_loss(&f)
-    });
+    caught(
+        "claim of a live-leased item, concurrently",
+        &[Rule::Inv2],
+        || recovery::concurrent_claims_each_once(&f),
+    );
+    caught(
+        "claim of a live-leased item, in a storm",
+        &[Rule::Inv2, Rule::Inv5, Rule::Inv3],
+        || storm::storm_no_loss(&f),
+    );
 }
 
 #[test]
 fn the_wrapper_without_a_fault_passes_the_same_checks() {
     let f = FaultyFactory(Fault::None);
-    passes("stale_token_after_reclaim", block_on(fencing::stale_token_after_reclaim(&f)));
-    passes("ack_races_reclaim", block_on(fencing::ack_races_reclaim(&f)));
-    passes("claim_skips_live_lease", block_on(recovery::claim_skips_live_lease(&f)));
-    passes("concurrent_claims_each_once", block_on(recovery::concurrent_claims_each_once(&f)));
+    passes(
+        "stale_token_after_reclaim",
+        block_on(fencing::stale_token_after_reclaim(&f)),
+    );
+    passes(
+        "ack_races_reclaim",
+        block_on(fencing::ack_races_reclaim(&f)),
+    );
+    passes(
+        "claim_skips_live_lease",
+        block_on(recovery::claim_skips_live_lease(&f)),
+    );
+    passes(
+        "concurrent_claims_each_once",
+        block_on(recovery::concurrent_claims_each_once(&f)),
+    );
     passes("storm_no_loss", block_on(storm::storm_no_loss(&f)));
 }

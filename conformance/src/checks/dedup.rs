@@ -15,60 +15,117 @@ use crate::{scale, BackendFactory, CheckResult, Rule};
 /// `deduplicated: true` and writes nothing, in every state the holder is in
 /// (Ready, Leased, Dead); after the ack the key is free again (INV-9).
 pub async fn dedup_returns_holder<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "dedup_returns_holder", Rule::Inv9, Needs::DEDUP, |cx| async move {
-        let enq = |payload: &'static str| {
-            let cx = cx.clone();
-            async move {
-                let out = cx.b.enqueue(&cx.q, vec![NewItem::new(payload).dedup_key("k1")]).await.or_fail(cx.rule, "enqueue")?;
-                out.first().copied().ok_or_else(|| cx.fail("enqueue returned no result"))
-            }
-        };
-        let first = enq("a").await?;
-        ensure!(!first.deduplicated, cx.rule, "the first item with a key was deduplicated");
-        let e = enq("b").await?;
-        ensure!(e.deduplicated && e.id == first.id, cx.rule, "while the holder is Ready: {e:?}");
-        let lease = cx.claim_one(LONG).await?;
-        let e = enq("c").await?;
-        ensure!(e.deduplicated && e.id == first.id, cx.rule, "while the holder is Leased: {e:?}");
-        cx.b.release(&lease.key, Duration::ZERO).await.or_fail(cx.rule, "release")?;
-        let lease = cx.claim_one(LONG).await?;
-        cx.b.fail(&lease.key, "x").await.or_fail(cx.rule, "fail")?;
-        let e = enq("d").await?;
-        ensure!(e.deduplicated && e.id == first.id, cx.rule, "while the holder is Dead: {e:?}");
-        cx.expect_stats([0, 0, 0, 1], "after duplicates of a Dead holder").await?;
-        let info = cx.must_item(first.id).await?;
-        ensure!(info.payload.as_ref() == b"a", cx.rule, "a duplicate overwrote the payload: {info:?}");
-        cx.b.redrive(&cx.q, 1).await.or_fail(cx.rule, "redrive")?;
-        let lease = cx.claim_one(LONG).await?;
-        cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
-        let e = enq("e").await?;
-        ensure!(!e.deduplicated && e.id != first.id, cx.rule, "after the holder's ack the key is still held: {e:?}");
-        Ok(())
-    })
+    run(
+        factory,
+        "dedup_returns_holder",
+        Rule::Inv9,
+        Needs::DEDUP,
+        |cx| async move {
+            let enq = |payload: &'static str| {
+                let cx = cx.clone();
+                async move {
+                    let out =
+                        cx.b.enqueue(&cx.q, vec![NewItem::new(payload).dedup_key("k1")])
+                            .await
+                            .or_fail(cx.rule, "enqueue")?;
+                    out.first()
+                        .copied()
+                        .ok_or_else(|| cx.fail("enqueue returned no result"))
+                }
+            };
+            let first = enq("a").await?;
+            ensure!(
+                !first.deduplicated,
+                cx.rule,
+                "the first item with a key was deduplicated"
+            );
+            let e = enq("b").await?;
+            ensure!(
+                e.deduplicated && e.id == first.id,
+                cx.rule,
+                "while the holder is Ready: {e:?}"
+            );
+            let lease = cx.claim_one(LONG).await?;
+            let e = enq("c").await?;
+            ensure!(
+                e.deduplicated && e.id == first.id,
+                cx.rule,
+                "while the holder is Leased: {e:?}"
+            );
+            cx.b.release(&lease.key, Duration::ZERO)
+                .await
+                .or_fail(cx.rule, "release")?;
+            let lease = cx.claim_one(LONG).await?;
+            cx.b.fail(&lease.key, "x").await.or_fail(cx.rule, "fail")?;
+            let e = enq("d").await?;
+            ensure!(
+                e.deduplicated && e.id == first.id,
+                cx.rule,
+                "while the holder is Dead: {e:?}"
+            );
+            cx.expect_stats([0, 0, 0, 1], "after duplicates of a Dead holder")
+                .await?;
+            let info = cx.must_item(first.id).await?;
+            ensure!(
+                info.payload.as_ref() == b"a",
+                cx.rule,
+                "a duplicate overwrote the payload: {info:?}"
+            );
+            cx.b.redrive(&cx.q, 1).await.or_fail(cx.rule, "redrive")?;
+            let lease = cx.claim_one(LONG).await?;
+            cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
+            let e = enq("e").await?;
+            ensure!(
+                !e.deduplicated && e.id != first.id,
+                cx.rule,
+                "after the holder's ack the key is still held: {e:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Within one batch the first item with a key wins; the others carry its id
 /// (INV-9).
 pub async fn dedup_within_batch<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "dedup_within_batch", Rule::Inv9, Needs::DEDUP, |cx| async move {
-        let items = vec![
-            NewItem::new("a").dedup_key("k"),
-            NewItem::new("plain"),
-            NewItem::new("b").dedup_key("k"),
-            NewItem::new("c").dedup_key("other"),
-        ];
-        let out = cx.b.enqueue(&cx.q, items).await.or_fail(cx.rule, "enqueue")?;
-        ensure!(out.len() == 4, cx.rule, "4 items gave {} results", out.len());
-        ensure!(
-            !out[0].deduplicated && !out[1].deduplicated && !out[3].deduplicated,
-            cx.rule,
-            "distinct items were deduplicated: {out:?}"
-        );
-        ensure!(out[2].deduplicated && out[2].id == out[0].id, cx.rule, "the batch's second key holder: {out:?}");
-        cx.expect_stats([3, 0, 0, 0], "after a batch with one duplicate").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "dedup_within_batch",
+        Rule::Inv9,
+        Needs::DEDUP,
+        |cx| async move {
+            let items = vec![
+                NewItem::new("a").dedup_key("k"),
+                NewItem::new("plain"),
+                NewItem::new("b").dedup_key("k"),
+                NewItem::new("c").dedup_key("other"),
+            ];
+            let out =
+                cx.b.enqueue(&cx.q, items)
+                    .await
+                    .or_fail(cx.rule, "enqueue")?;
+            ensure!(
+                out.len() == 4,
+                cx.rule,
+                "4 items gave {} results",
+                out.len()
+            );
+            ensure!(
+                !out[0].deduplicated && !out[1].deduplicated && !out[3].deduplicated,
+                cx.rule,
+                "distinct items were deduplicated: {out:?}"
+            );
+            ensure!(
+                out[2].deduplicated && out[2].id == out[0].id,
+                cx.rule,
+                "the batch's second key holder: {out:?}"
+            );
+            cx.expect_stats([3, 0, 0, 0], "after a batch with one duplicate")
+                .await?;
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -114,17 +171,30 @@ pub async fn concurrent_dedup_creates_one<F: BackendFactory>(factory: &F) -> Che
 
 /// `purge` frees the dedup keys of the items it deletes (INV-9).
 pub async fn purge_frees_dedup_keys<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "purge_frees_dedup_keys", Rule::Inv9, Needs::DEDUP, |cx| async move {
-        let a = cx.b.enqueue(&cx.q, vec![NewItem::new("a").dedup_key("k")]).await.or_fail(cx.rule, "enqueue")?;
-        cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
-        let b = cx.b.enqueue(&cx.q, vec![NewItem::new("b").dedup_key("k")]).await.or_fail(cx.rule, "enqueue")?;
-        ensure!(
-            b.len() == 1 && !b[0].deduplicated,
-            cx.rule,
-            "after purge the key still pointed at the purged item: before {a:?}, after {b:?}"
-        );
-        cx.expect_stats([1, 0, 0, 0], "after purge and a new item with the key").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "purge_frees_dedup_keys",
+        Rule::Inv9,
+        Needs::DEDUP,
+        |cx| async move {
+            let a =
+                cx.b.enqueue(&cx.q, vec![NewItem::new("a").dedup_key("k")])
+                    .await
+                    .or_fail(cx.rule, "enqueue")?;
+            cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
+            let b =
+                cx.b.enqueue(&cx.q, vec![NewItem::new("b").dedup_key("k")])
+                    .await
+                    .or_fail(cx.rule, "enqueue")?;
+            ensure!(
+                b.len() == 1 && !b[0].deduplicated,
+                cx.rule,
+                "after purge the key still pointed at the purged item: before {a:?}, after {b:?}"
+            );
+            cx.expect_stats([1, 0, 0, 0], "after purge and a new item with the key")
+                .await?;
+            Ok(())
+        },
+    )
     .await
 }

@@ -15,11 +15,19 @@ use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
 /// Tries ack, extend, release and fail with `keys[0..4]` (one op each) and
 /// expects `LeaseLost` from all of them.
 async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Violation> {
-    ensure!(keys.len() >= 4, cx.rule, "{when}: need 4 leases, have {}", keys.len());
+    ensure!(
+        keys.len() >= 4,
+        cx.rule,
+        "{when}: need 4 leases, have {}",
+        keys.len()
+    );
     let ttl = LeaseTtl::new(LONG).or_fail(cx.rule, "ttl")?;
     expect_lost(cx.b.ack(&keys[0]).await, &format!("ack {when}"))?;
     expect_lost(cx.b.extend(&keys[1], ttl).await, &format!("extend {when}"))?;
-    expect_lost(cx.b.release(&keys[2], Duration::ZERO).await, &format!("release {when}"))?;
+    expect_lost(
+        cx.b.release(&keys[2], Duration::ZERO).await,
+        &format!("release {when}"),
+    )?;
     expect_lost(cx.b.fail(&keys[3], "stale").await, &format!("fail {when}"))?;
     Ok(())
 }
@@ -27,28 +35,46 @@ async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Viol
 /// Ack, extend, release and fail with a token whose lease was reaped get
 /// `LeaseLost`; the items stay Ready with attempts and reason untouched.
 pub async fn stale_token_after_reap<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "stale_token_after_reap", Rule::Inv3, Needs::NONE, |cx| async move {
-        cx.push_n(4).await?;
-        let old = cx.claim(4, SHORT).await?;
-        cx.expire(&old).await?;
-        let r = cx.reap_all().await?;
-        ensure!(r.requeued == 4, cx.rule, "reap of 4 expired leases reported {r:?}");
-        let keys: Vec<LeaseKey> = old.iter().map(|l| l.key.clone()).collect();
-        all_ops_lost(&cx, &keys, "after the lease was reaped").await?;
-        for l in &old {
-            let info = cx.must_item(l.id()).await?;
+    run(
+        factory,
+        "stale_token_after_reap",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(4).await?;
+            let old = cx.claim(4, SHORT).await?;
+            cx.expire(&old).await?;
+            let r = cx.reap_all().await?;
             ensure!(
-                info.state == ItemState::Ready && info.attempts == 1 && info.last_error.is_none(),
+                r.requeued == 4,
                 cx.rule,
-                "a stale call changed item {}: {info:?}",
-                l.id()
+                "reap of 4 expired leases reported {r:?}"
             );
-        }
-        cx.expect_stats([4, 0, 0, 0], "after the stale calls").await?;
-        let again = cx.drain(LONG, 4).await?;
-        ensure!(again.len() == 4, cx.rule, "after stale calls only {} of 4 items were claimable", again.len());
-        Ok(())
-    })
+            let keys: Vec<LeaseKey> = old.iter().map(|l| l.key.clone()).collect();
+            all_ops_lost(&cx, &keys, "after the lease was reaped").await?;
+            for l in &old {
+                let info = cx.must_item(l.id()).await?;
+                ensure!(
+                    info.state == ItemState::Ready
+                        && info.attempts == 1
+                        && info.last_error.is_none(),
+                    cx.rule,
+                    "a stale call changed item {}: {info:?}",
+                    l.id()
+                );
+            }
+            cx.expect_stats([4, 0, 0, 0], "after the stale calls")
+                .await?;
+            let again = cx.drain(LONG, 4).await?;
+            ensure!(
+                again.len() == 4,
+                cx.rule,
+                "after stale calls only {} of 4 items were claimable",
+                again.len()
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -56,95 +82,155 @@ pub async fn stale_token_after_reap<F: BackendFactory>(factory: &F) -> CheckResu
 /// worker has since re-claimed get `LeaseLost`; the new holder is untouched
 /// and can ack.
 pub async fn stale_token_after_reclaim<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "stale_token_after_reclaim", Rule::Inv3, Needs::NONE, |cx| async move {
-        cx.push_n(4).await?;
-        let old = cx.claim(4, SHORT).await?;
-        cx.expire(&old).await?;
-        cx.reap_all().await?;
-        let new = cx.claim(4, LONG).await?;
-        ensure!(new.len() == 4, cx.rule, "re-claim of 4 reaped items returned {}", new.len());
-        let keys: Vec<LeaseKey> = old.iter().map(|l| l.key.clone()).collect();
-        all_ops_lost(&cx, &keys, "after another worker re-claimed the item").await?;
-        for l in &new {
-            let info = cx.must_item(l.id()).await?;
+    run(
+        factory,
+        "stale_token_after_reclaim",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(4).await?;
+            let old = cx.claim(4, SHORT).await?;
+            cx.expire(&old).await?;
+            cx.reap_all().await?;
+            let new = cx.claim(4, LONG).await?;
             ensure!(
-                info.state == ItemState::Leased && info.due_at == Some(l.expires_at) && info.attempts == 2,
+                new.len() == 4,
                 cx.rule,
-                "a stale call changed the new holder's item {}: {info:?}",
-                l.id()
+                "re-claim of 4 reaped items returned {}",
+                new.len()
             );
-        }
-        for l in &new {
-            cx.b.ack(&l.key).await.or_fail(cx.rule, "ack by the current holder")?;
-        }
-        cx.expect_stats([0, 0, 0, 0], "after the holders acked").await?;
-        Ok(())
-    })
+            let keys: Vec<LeaseKey> = old.iter().map(|l| l.key.clone()).collect();
+            all_ops_lost(&cx, &keys, "after another worker re-claimed the item").await?;
+            for l in &new {
+                let info = cx.must_item(l.id()).await?;
+                ensure!(
+                    info.state == ItemState::Leased
+                        && info.due_at == Some(l.expires_at)
+                        && info.attempts == 2,
+                    cx.rule,
+                    "a stale call changed the new holder's item {}: {info:?}",
+                    l.id()
+                );
+            }
+            for l in &new {
+                cx.b.ack(&l.key)
+                    .await
+                    .or_fail(cx.rule, "ack by the current holder")?;
+            }
+            cx.expect_stats([0, 0, 0, 0], "after the holders acked")
+                .await?;
+            Ok(())
+        },
+    )
     .await
 }
 
 /// A forged token, or another item's token, gets `LeaseLost` and changes
 /// nothing; the real holders can still ack.
 pub async fn forged_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "forged_token_is_rejected", Rule::Inv3, Needs::NONE, |cx| async move {
-        cx.push_n(4).await?;
-        let live = cx.claim(4, LONG).await?;
-        ensure!(live.len() == 4, cx.rule, "claim of 4 returned {}", live.len());
-        let forged: Vec<LeaseKey> =
-            live.iter().map(|l| LeaseKey { token: LeaseToken::random(), ..l.key.clone() }).collect();
-        all_ops_lost(&cx, &forged, "with a forged token").await?;
-        let swapped: Vec<LeaseKey> = (0..4)
-            .map(|i| LeaseKey { token: live[(i + 1) % 4].token(), ..live[i].key.clone() })
-            .collect();
-        all_ops_lost(&cx, &swapped, "with another item's token").await?;
-        let other = QueueName::new(format!("{}-other", cx.q)).or_fail(cx.rule, "queue name")?;
-        let res = cx.b.ack(&LeaseKey { queue: other, ..live[0].key.clone() }).await;
-        ensure!(
-            matches!(res, Err(Error::LeaseLost { .. } | Error::NotFound { .. })),
-            cx.rule,
-            "ack naming another queue returned {res:?}"
-        );
-        for l in &live {
-            let info = cx.must_item(l.id()).await?;
+    run(
+        factory,
+        "forged_token_is_rejected",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(4).await?;
+            let live = cx.claim(4, LONG).await?;
             ensure!(
-                info.state == ItemState::Leased && info.due_at == Some(l.expires_at),
+                live.len() == 4,
                 cx.rule,
-                "a forged call changed item {}: {info:?}",
-                l.id()
+                "claim of 4 returned {}",
+                live.len()
             );
-            cx.b.ack(&l.key).await.or_fail(cx.rule, "ack by the real holder")?;
-        }
-        Ok(())
-    })
+            let forged: Vec<LeaseKey> = live
+                .iter()
+                .map(|l| LeaseKey {
+                    token: LeaseToken::random(),
+                    ..l.key.clone()
+                })
+                .collect();
+            all_ops_lost(&cx, &forged, "with a forged token").await?;
+            let swapped: Vec<LeaseKey> = (0..4)
+                .map(|i| LeaseKey {
+                    token: live[(i + 1) % 4].token(),
+                    ..live[i].key.clone()
+                })
+                .collect();
+            all_ops_lost(&cx, &swapped, "with another item's token").await?;
+            let other = QueueName::new(format!("{}-other", cx.q)).or_fail(cx.rule, "queue name")?;
+            let res =
+                cx.b.ack(&LeaseKey {
+                    queue: other,
+                    ..live[0].key.clone()
+                })
+                .await;
+            ensure!(
+                matches!(res, Err(Error::LeaseLost { .. } | Error::NotFound { .. })),
+                cx.rule,
+                "ack naming another queue returned {res:?}"
+            );
+            for l in &live {
+                let info = cx.must_item(l.id()).await?;
+                ensure!(
+                    info.state == ItemState::Leased && info.due_at == Some(l.expires_at),
+                    cx.rule,
+                    "a forged call changed item {}: {info:?}",
+                    l.id()
+                );
+                cx.b.ack(&l.key)
+                    .await
+                    .or_fail(cx.rule, "ack by the real holder")?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Once a lease was acked, released or failed, its token is spent: every
 /// further call with it gets `LeaseLost` and changes nothing.
 pub async fn spent_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "spent_token_is_rejected", Rule::Inv3, Needs::NONE, |cx| async move {
-        cx.push_n(3).await?;
-        let l = cx.claim(3, LONG).await?;
-        ensure!(l.len() == 3, cx.rule, "claim of 3 returned {}", l.len());
-        cx.b.ack(&l[0].key).await.or_fail(cx.rule, "ack")?;
-        cx.b.release(&l[1].key, Duration::ZERO).await.or_fail(cx.rule, "release")?;
-        cx.b.fail(&l[2].key, "first").await.or_fail(cx.rule, "fail")?;
-        for (lease, what) in [(&l[0], "acked"), (&l[1], "released"), (&l[2], "failed")] {
-            let k = lease.key.clone();
-            let keys = [k.clone(), k.clone(), k.clone(), k];
-            all_ops_lost(&cx, &keys, &format!("after the lease was {what}")).await?;
-        }
-        ensure!(cx.item(l[0].id()).await?.is_none(), cx.rule, "the acked item came back");
-        let released = cx.must_item(l[1].id()).await?;
-        ensure!(released.state == ItemState::Ready && released.attempts == 1, cx.rule, "released item changed: {released:?}");
-        let failed = cx.must_item(l[2].id()).await?;
-        ensure!(
-            failed.state == ItemState::Dead && failed.last_error.as_deref() == Some("first"),
-            cx.rule,
-            "failed item changed: {failed:?}"
-        );
-        Ok(())
-    })
+    run(
+        factory,
+        "spent_token_is_rejected",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(3).await?;
+            let l = cx.claim(3, LONG).await?;
+            ensure!(l.len() == 3, cx.rule, "claim of 3 returned {}", l.len());
+            cx.b.ack(&l[0].key).await.or_fail(cx.rule, "ack")?;
+            cx.b.release(&l[1].key, Duration::ZERO)
+                .await
+                .or_fail(cx.rule, "release")?;
+            cx.b.fail(&l[2].key, "first")
+                .await
+                .or_fail(cx.rule, "fail")?;
+            for (lease, what) in [(&l[0], "acked"), (&l[1], "released"), (&l[2], "failed")] {
+                let k = lease.key.clone();
+                let keys = [k.clone(), k.clone(), k.clone(), k];
+                all_ops_lost(&cx, &keys, &format!("after the lease was {what}")).await?;
+            }
+            ensure!(
+                cx.item(l[0].id()).await?.is_none(),
+                cx.rule,
+                "the acked item came back"
+            );
+            let released = cx.must_item(l[1].id()).await?;
+            ensure!(
+                released.state == ItemState::Ready && released.attempts == 1,
+                cx.rule,
+                "released item changed: {released:?}"
+            );
+            let failed = cx.must_item(l[2].id()).await?;
+            ensure!(
+                failed.state == ItemState::Dead && failed.last_error.as_deref() == Some("first"),
+                cx.rule,
+                "failed item changed: {failed:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -152,13 +238,19 @@ pub async fn spent_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckRes
 /// ends either acked (and never seen again) or recovered by exactly one
 /// reaper (and its ack got `LeaseLost`), never both.
 pub async fn ack_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "ack_races_reap", Rule::Inv3, Needs::NONE, |cx| async move {
-        let rounds = 5 * scale();
-        for round in 0..rounds {
-            ack_race_round(&cx, round).await?;
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "ack_races_reap",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            let rounds = 5 * scale();
+            for round in 0..rounds {
+                ack_race_round(&cx, round).await?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -167,7 +259,12 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     const REAPERS: usize = 2;
     cx.push_n(N).await?;
     let leases = cx.claim(N as u32, SHORT).await?;
-    ensure!(leases.len() == N, cx.rule, "round {round}: claim of {N} returned {}", leases.len());
+    ensure!(
+        leases.len() == N,
+        cx.rule,
+        "round {round}: claim of {N} returned {}",
+        leases.len()
+    );
     cx.expire(&leases).await?;
     let gate = Arc::new(Barrier::new(N + REAPERS));
     let mut acks = Vec::new();
@@ -198,7 +295,11 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
                 ok.insert(id);
             }
             Err(Error::LeaseLost { .. }) => {}
-            Err(e) => return Err(cx.fail(format!("round {round}: ack of {id} racing a reap returned `{e}`"))),
+            Err(e) => {
+                return Err(cx.fail(format!(
+                    "round {round}: ack of {id} racing a reap returned `{e}`"
+                )))
+            }
         }
     }
     ensure!(
@@ -225,7 +326,8 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     for l in &rest {
         cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
     }
-    cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the race")).await?;
+    cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the race"))
+        .await?;
     Ok(())
 }
 
@@ -233,12 +335,18 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
 /// another worker: no item both acked by its old holder and handed to the
 /// new one, and every new holder can ack (INV-3).
 pub async fn ack_races_reclaim<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "ack_races_reclaim", Rule::Inv3, Needs::NONE, |cx| async move {
-        for round in 0..5 * scale() {
-            reclaim_race_round(&cx, round).await?;
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "ack_races_reclaim",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            for round in 0..5 * scale() {
+                reclaim_race_round(&cx, round).await?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -246,7 +354,12 @@ async fn reclaim_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     const N: usize = 50;
     cx.push_n(N).await?;
     let old = cx.claim(N as u32, SHORT).await?;
-    ensure!(old.len() == N, cx.rule, "round {round}: claim of {N} returned {}", old.len());
+    ensure!(
+        old.len() == N,
+        cx.rule,
+        "round {round}: claim of {N} returned {}",
+        old.len()
+    );
     cx.expire(&old).await?;
     let gate = Arc::new(Barrier::new(N + 1));
     let mut acks = Vec::new();
@@ -272,7 +385,11 @@ async fn reclaim_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
         })
     };
     let acked = cx.join(acks).await?;
-    let new = cx.join(vec![thief]).await?.pop().unwrap_or_else(|| Ok(Vec::new()))?;
+    let new = cx
+        .join(vec![thief])
+        .await?
+        .pop()
+        .unwrap_or_else(|| Ok(Vec::new()))?;
     let mut ok = BTreeSet::new();
     for (id, res) in acked {
         match res {
@@ -280,7 +397,11 @@ async fn reclaim_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
                 ok.insert(id);
             }
             Err(Error::LeaseLost { .. }) => {}
-            Err(e) => return Err(cx.fail(format!("round {round}: ack of {id} racing a re-claim returned `{e}`"))),
+            Err(e) => {
+                return Err(cx.fail(format!(
+                    "round {round}: ack of {id} racing a re-claim returned `{e}`"
+                )))
+            }
         }
     }
     for l in &new {
@@ -292,8 +413,12 @@ async fn reclaim_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
         );
     }
     for l in &new {
-        cx.b.ack(&l.key).await.or_fail(cx.rule, "ack by the new holder")?;
+        cx.b.ack(&l.key)
+            .await
+            .or_fail(cx.rule, "ack by the new holder")?;
     }
-    cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge between rounds")?;
+    cx.b.purge(&cx.q)
+        .await
+        .or_fail(cx.rule, "purge between rounds")?;
     Ok(())
 }

@@ -51,86 +51,138 @@ pub async fn claim_heals_dangling_id<F: BackendFactory>(factory: &F) -> CheckRes
 /// removed by the claim; reaps never bring it back and the queue drains to
 /// empty (INV-6).
 pub async fn acked_ghost_is_removed<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "acked_ghost_is_removed", Rule::Inv6, Needs::HOOKS, |cx| async move {
-        let a = cx.push_n(1).await?[0];
-        let lease = cx.claim_one(SHORT).await?;
-        cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
-        hooks(&cx)?.plant_dangling_ready(&cx.q, a).await.or_fail(cx.rule, "plant_dangling_ready hook")?;
-        let b = cx.push_n(1).await?[0];
-        let got = cx.claim(1, SHORT).await?;
-        let got: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
-        ensure!(got == vec![b], cx.rule, "a claim of 1 behind the acked ghost {a} returned {got:?}, expected [{b}]");
-        for round in 0..3 {
-            cx.wait_past(cx.now().await?.saturating_add(SHORT)).await?;
-            let r = cx.reap_all().await?;
-            ensure!(round > 0 || r.requeued == 1, cx.rule, "reap {round} reported {r:?}");
-            let again = cx.claim(10, SHORT).await?;
+    run(
+        factory,
+        "acked_ghost_is_removed",
+        Rule::Inv6,
+        Needs::HOOKS,
+        |cx| async move {
+            let a = cx.push_n(1).await?[0];
+            let lease = cx.claim_one(SHORT).await?;
+            cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
+            hooks(&cx)?
+                .plant_dangling_ready(&cx.q, a)
+                .await
+                .or_fail(cx.rule, "plant_dangling_ready hook")?;
+            let b = cx.push_n(1).await?[0];
+            let got = cx.claim(1, SHORT).await?;
+            let got: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
             ensure!(
-                again.iter().all(|l| l.id() != a),
+                got == vec![b],
                 cx.rule,
-                "the acked ghost {a} was claimed after reap {round}"
+                "a claim of 1 behind the acked ghost {a} returned {got:?}, expected [{b}]"
             );
-            for l in again {
-                cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+            for round in 0..3 {
+                cx.wait_past(cx.now().await?.saturating_add(SHORT)).await?;
+                let r = cx.reap_all().await?;
+                ensure!(
+                    round > 0 || r.requeued == 1,
+                    cx.rule,
+                    "reap {round} reported {r:?}"
+                );
+                let again = cx.claim(10, SHORT).await?;
+                ensure!(
+                    again.iter().all(|l| l.id() != a),
+                    cx.rule,
+                    "the acked ghost {a} was claimed after reap {round}"
+                );
+                for l in again {
+                    cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+                }
             }
-        }
-        cx.expect_stats([0, 0, 0, 0], "after draining past the ghost").await?;
-        cx.check_indexes("after draining past the ghost").await?;
-        Ok(())
-    })
+            cx.expect_stats([0, 0, 0, 0], "after draining past the ghost")
+                .await?;
+            cx.check_indexes("after draining past the ghost").await?;
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Several dangling ids ahead of one real item never stall a claim of one:
 /// it skips them all and returns the real item (INV-6).
 pub async fn dangling_ids_never_stall_a_claim<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "dangling_ids_never_stall_a_claim", Rule::Inv6, Needs::HOOKS, |cx| async move {
-        let mut rng = Rng::seeded();
-        let only = cx.claim(5, LONG).await?;
-        ensure!(only.is_empty(), cx.rule, "a fresh queue had items");
-        let ghost = ghost_id(&mut rng);
-        hooks(&cx)?.plant_dangling_ready(&cx.q, ghost).await.or_fail(cx.rule, "plant")?;
-        let spec = leaseq_core::ClaimSpec::new(5, LONG).or_fail(cx.rule, "spec")?;
-        let c = cx.b.claim(&cx.q, spec).await.or_fail(cx.rule, "a claim meeting only a dangling id")?;
-        ensure!(c.leases.is_empty(), cx.rule, "a claim over only a dangling id returned {:?}", c.leases);
-        cx.expect_stats([0, 0, 0, 0], "after healing the lone dangling id").await?;
-        let real = cx.push_n(1).await?[0];
-        for _ in 0..3 {
-            let g = ghost_id(&mut rng);
-            hooks(&cx)?.plant_dangling_ready(&cx.q, g).await.or_fail(cx.rule, "plant")?;
-        }
-        let got: Vec<ItemId> = cx.claim(1, LONG).await?.iter().map(|l| l.id()).collect();
-        ensure!(got == vec![real], cx.rule, "a claim of 1 behind three dangling ids returned {got:?}, expected [{real}]");
-        cx.check_indexes("after skipping three dangling ids").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "dangling_ids_never_stall_a_claim",
+        Rule::Inv6,
+        Needs::HOOKS,
+        |cx| async move {
+            let mut rng = Rng::seeded();
+            let only = cx.claim(5, LONG).await?;
+            ensure!(only.is_empty(), cx.rule, "a fresh queue had items");
+            let ghost = ghost_id(&mut rng);
+            hooks(&cx)?
+                .plant_dangling_ready(&cx.q, ghost)
+                .await
+                .or_fail(cx.rule, "plant")?;
+            let spec = leaseq_core::ClaimSpec::new(5, LONG).or_fail(cx.rule, "spec")?;
+            let c =
+                cx.b.claim(&cx.q, spec)
+                    .await
+                    .or_fail(cx.rule, "a claim meeting only a dangling id")?;
+            ensure!(
+                c.leases.is_empty(),
+                cx.rule,
+                "a claim over only a dangling id returned {:?}",
+                c.leases
+            );
+            cx.expect_stats([0, 0, 0, 0], "after healing the lone dangling id")
+                .await?;
+            let real = cx.push_n(1).await?[0];
+            for _ in 0..3 {
+                let g = ghost_id(&mut rng);
+                hooks(&cx)?
+                    .plant_dangling_ready(&cx.q, g)
+                    .await
+                    .or_fail(cx.rule, "plant")?;
+            }
+            let got: Vec<ItemId> = cx.claim(1, LONG).await?.iter().map(|l| l.id()).collect();
+            ensure!(
+                got == vec![real],
+                cx.rule,
+                "a claim of 1 behind three dangling ids returned {got:?}, expected [{real}]"
+            );
+            cx.check_indexes("after skipping three dangling ids")
+                .await?;
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Through enqueue, delay, claim, release, fail, reap and redrive, every
 /// item sits in exactly the index of its state, once (INV-1).
 pub async fn indexes_stay_consistent<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "indexes_stay_consistent", Rule::Inv1, Needs::HOOKS, |cx| async move {
-        let mut ids = cx.push_n(6).await?;
-        if cx.b.capabilities().delays {
-            ids.extend(cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?);
-        }
-        agree(&cx, &ids, "after enqueue").await?;
-        let l = cx.claim(4, SHORT).await?;
-        ensure!(l.len() == 4, cx.rule, "claim of 4 returned {}", l.len());
-        agree(&cx, &ids, "after claim").await?;
-        cx.b.release(&l[0].key, Duration::ZERO).await.or_fail(cx.rule, "release")?;
-        cx.b.fail(&l[1].key, "x").await.or_fail(cx.rule, "fail")?;
-        cx.b.ack(&l[2].key).await.or_fail(cx.rule, "ack")?;
-        ids.retain(|id| *id != l[2].id());
-        agree(&cx, &ids, "after release, fail and ack").await?;
-        cx.wait_past(l[3].expires_at).await?;
-        cx.reap_all().await?;
-        agree(&cx, &ids, "after reap").await?;
-        cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
-        agree(&cx, &ids, "after redrive").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "indexes_stay_consistent",
+        Rule::Inv1,
+        Needs::HOOKS,
+        |cx| async move {
+            let mut ids = cx.push_n(6).await?;
+            if cx.b.capabilities().delays {
+                ids.extend(cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?);
+            }
+            agree(&cx, &ids, "after enqueue").await?;
+            let l = cx.claim(4, SHORT).await?;
+            ensure!(l.len() == 4, cx.rule, "claim of 4 returned {}", l.len());
+            agree(&cx, &ids, "after claim").await?;
+            cx.b.release(&l[0].key, Duration::ZERO)
+                .await
+                .or_fail(cx.rule, "release")?;
+            cx.b.fail(&l[1].key, "x").await.or_fail(cx.rule, "fail")?;
+            cx.b.ack(&l[2].key).await.or_fail(cx.rule, "ack")?;
+            ids.retain(|id| *id != l[2].id());
+            agree(&cx, &ids, "after release, fail and ack").await?;
+            cx.wait_past(l[3].expires_at).await?;
+            cx.reap_all().await?;
+            agree(&cx, &ids, "after reap").await?;
+            cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
+            agree(&cx, &ids, "after redrive").await?;
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -138,7 +190,10 @@ pub async fn indexes_stay_consistent<F: BackendFactory>(factory: &F) -> CheckRes
 /// of the state `item()` reports.
 async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
     cx.check_indexes(when).await?;
-    let snap = hooks(cx)?.snapshot(&cx.q).await.or_fail(cx.rule, "snapshot")?;
+    let snap = hooks(cx)?
+        .snapshot(&cx.q)
+        .await
+        .or_fail(cx.rule, "snapshot")?;
     for id in ids {
         let info = cx.must_item(*id).await?;
         let homes: Vec<ItemState> = snap

@@ -24,91 +24,147 @@ async fn state(cx: &Cx) -> Result<(QueueStats, Option<IndexSnapshot>), Violation
 /// limit, empty or long dedup key, too many items) is rejected with
 /// `InvalidInput` and writes nothing, not even its good items.
 pub async fn bad_enqueue_writes_nothing<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "bad_enqueue_writes_nothing", RULE, Needs::NONE, |cx| async move {
-        cx.push_n(1).await?;
-        let before = state(&cx).await?;
-        let limit = cx.b.limits().max_payload_bytes;
-        let good = || NewItem::new("good").dedup_key("held-by-nothing");
-        let mut cases: Vec<(&str, Vec<NewItem>)> = vec![
-            ("max_attempts 0", vec![good(), NewItem::new("x").max_attempts(0)]),
-            ("delay over the limit", vec![good(), NewItem::new("x").delay(MAX_DELAY + Duration::from_secs(1))]),
-            ("empty dedup key", vec![good(), NewItem::new("x").dedup_key("")]),
-            ("long dedup key", vec![good(), NewItem::new("x").dedup_key("k".repeat(MAX_DEDUP_KEY_LEN + 1))]),
-            ("too many items", vec![NewItem::new("x"); MAX_ENQUEUE_BATCH + 1]),
-        ];
-        if limit < 64 << 20 {
-            cases.push(("payload over the limit", vec![good(), NewItem::new(vec![7u8; limit + 1])]));
-        }
-        for (what, batch) in cases {
-            let res = cx.b.enqueue(&cx.q, batch).await;
-            ensure!(
-                matches!(res, Err(Error::InvalidInput { .. })),
-                RULE,
-                "enqueue with {what} returned {:?}, expected InvalidInput",
-                res.map(|v| v.len())
-            );
-            let after = state(&cx).await?;
-            ensure!(after == before, RULE, "a rejected enqueue ({what}) wrote: before {before:?}, after {after:?}");
-        }
-        if cx.b.capabilities().dedup {
-            let e = cx.b.enqueue(&cx.q, vec![good()]).await.or_fail(RULE, "enqueue")?;
-            ensure!(
-                e.len() == 1 && !e[0].deduplicated,
-                RULE,
-                "a rejected batch left its dedup key held: {e:?}"
-            );
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "bad_enqueue_writes_nothing",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(1).await?;
+            let before = state(&cx).await?;
+            let limit = cx.b.limits().max_payload_bytes;
+            let good = || NewItem::new("good").dedup_key("held-by-nothing");
+            let mut cases: Vec<(&str, Vec<NewItem>)> = vec![
+                (
+                    "max_attempts 0",
+                    vec![good(), NewItem::new("x").max_attempts(0)],
+                ),
+                (
+                    "delay over the limit",
+                    vec![
+                        good(),
+                        NewItem::new("x").delay(MAX_DELAY + Duration::from_secs(1)),
+                    ],
+                ),
+                (
+                    "empty dedup key",
+                    vec![good(), NewItem::new("x").dedup_key("")],
+                ),
+                (
+                    "long dedup key",
+                    vec![
+                        good(),
+                        NewItem::new("x").dedup_key("k".repeat(MAX_DEDUP_KEY_LEN + 1)),
+                    ],
+                ),
+                (
+                    "too many items",
+                    vec![NewItem::new("x"); MAX_ENQUEUE_BATCH + 1],
+                ),
+            ];
+            if limit < 64 << 20 {
+                cases.push((
+                    "payload over the limit",
+                    vec![good(), NewItem::new(vec![7u8; limit + 1])],
+                ));
+            }
+            for (what, batch) in cases {
+                let res = cx.b.enqueue(&cx.q, batch).await;
+                ensure!(
+                    matches!(res, Err(Error::InvalidInput { .. })),
+                    RULE,
+                    "enqueue with {what} returned {:?}, expected InvalidInput",
+                    res.map(|v| v.len())
+                );
+                let after = state(&cx).await?;
+                ensure!(
+                    after == before,
+                    RULE,
+                    "a rejected enqueue ({what}) wrote: before {before:?}, after {after:?}"
+                );
+            }
+            if cx.b.capabilities().dedup {
+                let e =
+                    cx.b.enqueue(&cx.q, vec![good()])
+                        .await
+                        .or_fail(RULE, "enqueue")?;
+                ensure!(
+                    e.len() == 1 && !e[0].deduplicated,
+                    RULE,
+                    "a rejected batch left its dedup key held: {e:?}"
+                );
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
 /// `release` with a delay over the limit is `InvalidInput` and leaves the
 /// lease as it was; the holder can still ack.
 pub async fn bad_release_keeps_lease<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "bad_release_keeps_lease", RULE, Needs::NONE, |cx| async move {
-        cx.push_n(1).await?;
-        let lease = cx.claim_one(LONG).await?;
-        let res = cx.b.release(&lease.key, MAX_DELAY + Duration::from_secs(1)).await;
-        ensure!(
-            matches!(res, Err(Error::InvalidInput { .. })),
-            RULE,
-            "release with a delay over the limit returned {res:?}"
-        );
-        let info = cx.must_item(lease.id()).await?;
-        ensure!(
-            info.state == ItemState::Leased && info.due_at == Some(lease.expires_at) && info.attempts == 1,
-            RULE,
-            "a rejected release changed the item: {info:?}"
-        );
-        cx.b.ack(&lease.key).await.or_fail(RULE, "ack after a rejected release")?;
-        Ok(())
-    })
+    run(
+        factory,
+        "bad_release_keeps_lease",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(1).await?;
+            let lease = cx.claim_one(LONG).await?;
+            let res =
+                cx.b.release(&lease.key, MAX_DELAY + Duration::from_secs(1))
+                    .await;
+            ensure!(
+                matches!(res, Err(Error::InvalidInput { .. })),
+                RULE,
+                "release with a delay over the limit returned {res:?}"
+            );
+            let info = cx.must_item(lease.id()).await?;
+            ensure!(
+                info.state == ItemState::Leased
+                    && info.due_at == Some(lease.expires_at)
+                    && info.attempts == 1,
+                RULE,
+                "a rejected release changed the item: {info:?}"
+            );
+            cx.b.ack(&lease.key)
+                .await
+                .or_fail(RULE, "ack after a rejected release")?;
+            Ok(())
+        },
+    )
     .await
 }
 
 /// An empty payload, every byte value, and a payload exactly at the limit
 /// round-trip unchanged.
 pub async fn edge_payloads_round_trip<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "edge_payloads_round_trip", RULE, Needs::NONE, |cx| async move {
-        let limit = cx.b.limits().max_payload_bytes;
-        let mut payloads: Vec<Vec<u8>> = vec![Vec::new(), (0..=255u8).collect(), b"\0\r\n\"'{}".to_vec()];
-        if limit <= 4 << 20 {
-            payloads.push((0..limit).map(|i| (i % 251) as u8).collect());
-        }
-        for p in payloads {
-            let len = p.len();
-            let id = cx.enqueue(vec![NewItem::new(p.clone())]).await?[0];
-            let lease = cx.claim_one(LONG).await?;
-            ensure!(
-                lease.id() == id && lease.payload.as_ref() == p.as_slice(),
-                RULE,
-                "a payload of {len} bytes did not round-trip (got {} bytes)",
-                lease.payload.len()
-            );
-            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "edge_payloads_round_trip",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            let limit = cx.b.limits().max_payload_bytes;
+            let mut payloads: Vec<Vec<u8>> =
+                vec![Vec::new(), (0..=255u8).collect(), b"\0\r\n\"'{}".to_vec()];
+            if limit <= 4 << 20 {
+                payloads.push((0..limit).map(|i| (i % 251) as u8).collect());
+            }
+            for p in payloads {
+                let len = p.len();
+                let id = cx.enqueue(vec![NewItem::new(p.clone())]).await?[0];
+                let lease = cx.claim_one(LONG).await?;
+                ensure!(
+                    lease.id() == id && lease.payload.as_ref() == p.as_slice(),
+                    RULE,
+                    "a payload of {len} bytes did not round-trip (got {} bytes)",
+                    lease.payload.len()
+                );
+                cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            }
+            Ok(())
+        },
+    )
     .await
 }

@@ -13,45 +13,89 @@ use crate::{BackendFactory, CheckResult, Rule};
 /// it with attempt 2 and a fresh token.
 pub async fn release_to_ready<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("release");
-    run(factory, "release_to_ready", rule, Needs::NONE, |cx| async move {
-        let id = cx.push_n(1).await?[0];
-        let first = cx.claim_one(LONG).await?;
-        let r = cx.b.release(&first.key, Duration::ZERO).await.or_fail(rule, "release")?;
-        ensure!(r == Released::Ready, rule, "release without delay returned {r:?}");
-        let info = cx.must_item(id).await?;
-        ensure!(info.state == ItemState::Ready && info.attempts == 1, rule, "after release: {info:?}");
-        let second = cx.claim_one(LONG).await?;
-        ensure!(
-            second.id() == id && second.attempts == 2 && second.token() != first.token(),
-            rule,
-            "re-claim after release: id {} attempts {} (same token: {})",
-            second.id(),
-            second.attempts,
-            second.token() == first.token()
-        );
-        cx.b.ack(&second.key).await.or_fail(rule, "ack")?;
-        Ok(())
-    })
+    run(
+        factory,
+        "release_to_ready",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let id = cx.push_n(1).await?[0];
+            let first = cx.claim_one(LONG).await?;
+            let r =
+                cx.b.release(&first.key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release")?;
+            ensure!(
+                r == Released::Ready,
+                rule,
+                "release without delay returned {r:?}"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Ready && info.attempts == 1,
+                rule,
+                "after release: {info:?}"
+            );
+            let second = cx.claim_one(LONG).await?;
+            ensure!(
+                second.id() == id && second.attempts == 2 && second.token() != first.token(),
+                rule,
+                "re-claim after release: id {} attempts {} (same token: {})",
+                second.id(),
+                second.attempts,
+                second.token() == first.token()
+            );
+            cx.b.ack(&second.key).await.or_fail(rule, "ack")?;
+            Ok(())
+        },
+    )
     .await
 }
 
 /// `release` with a delay schedules the item; it is claimable once due.
 pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("release");
-    run(factory, "release_with_delay", rule, Needs::DELAYS, |cx| async move {
-        let id = cx.push_n(1).await?[0];
-        let lease = cx.claim_one(LONG).await?;
-        let r = cx.b.release(&lease.key, SHORT).await.or_fail(rule, "release with delay")?;
-        ensure!(r == Released::Scheduled, rule, "release with a delay returned {r:?}");
-        let info = cx.must_item(id).await?;
-        ensure!(info.state == ItemState::Scheduled, rule, "after a delayed release: {info:?}");
-        let due = info.due_at.ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
-        ensure!(cx.claim(1, LONG).await?.is_empty(), rule, "claimed an item before its delay ran out");
-        cx.wait_past(due).await?;
-        let again = cx.claim_one(LONG).await?;
-        ensure!(again.id() == id && again.attempts == 2, rule, "after the delay: {again:?}");
-        Ok(())
-    })
+    run(
+        factory,
+        "release_with_delay",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            let id = cx.push_n(1).await?[0];
+            let lease = cx.claim_one(LONG).await?;
+            let r =
+                cx.b.release(&lease.key, SHORT)
+                    .await
+                    .or_fail(rule, "release with delay")?;
+            ensure!(
+                r == Released::Scheduled,
+                rule,
+                "release with a delay returned {r:?}"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Scheduled,
+                rule,
+                "after a delayed release: {info:?}"
+            );
+            let due = info
+                .due_at
+                .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+            ensure!(
+                cx.claim(1, LONG).await?.is_empty(),
+                rule,
+                "claimed an item before its delay ran out"
+            );
+            cx.wait_past(due).await?;
+            let again = cx.claim_one(LONG).await?;
+            ensure!(
+                again.id() == id && again.attempts == 2,
+                rule,
+                "after the delay: {again:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -59,56 +103,102 @@ pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
 /// "attempts exhausted".
 pub async fn release_exhausted_goes_dead<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("release");
-    run(factory, "release_exhausted_goes_dead", rule, Needs::NONE, |cx| async move {
-        let id = cx.enqueue(vec![NewItem::new("x").max_attempts(2)]).await?[0];
-        let first = cx.claim_one(LONG).await?;
-        let r = cx.b.release(&first.key, Duration::ZERO).await.or_fail(rule, "release")?;
-        ensure!(r == Released::Ready, rule, "release on attempt 1 of 2 returned {r:?}");
-        let second = cx.claim_one(LONG).await?;
-        ensure!(second.is_last_attempt(), rule, "attempt 2 of 2 is not the last: {second:?}");
-        let r = cx.b.release(&second.key, Duration::ZERO).await.or_fail(rule, "release")?;
-        ensure!(r == Released::Dead, rule, "release on the last attempt returned {r:?}, expected Dead");
-        let info = cx.must_item(id).await?;
-        ensure!(
-            info.state == ItemState::Dead
-                && info.last_error.as_deref().is_some_and(|e| e.contains("attempts exhausted")),
-            rule,
-            "after exhausting attempts: {info:?}"
-        );
-        ensure!(cx.claim(1, LONG).await?.is_empty(), rule, "a Dead item was claimed");
-        Ok(())
-    })
+    run(
+        factory,
+        "release_exhausted_goes_dead",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let id = cx.enqueue(vec![NewItem::new("x").max_attempts(2)]).await?[0];
+            let first = cx.claim_one(LONG).await?;
+            let r =
+                cx.b.release(&first.key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release")?;
+            ensure!(
+                r == Released::Ready,
+                rule,
+                "release on attempt 1 of 2 returned {r:?}"
+            );
+            let second = cx.claim_one(LONG).await?;
+            ensure!(
+                second.is_last_attempt(),
+                rule,
+                "attempt 2 of 2 is not the last: {second:?}"
+            );
+            let r =
+                cx.b.release(&second.key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release")?;
+            ensure!(
+                r == Released::Dead,
+                rule,
+                "release on the last attempt returned {r:?}, expected Dead"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Dead
+                    && info
+                        .last_error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("attempts exhausted")),
+                rule,
+                "after exhausting attempts: {info:?}"
+            );
+            ensure!(
+                cx.claim(1, LONG).await?.is_empty(),
+                rule,
+                "a Dead item was claimed"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 /// `fail` sends the item Dead with the reason, cut to the reason limit.
 pub async fn fail_goes_dead_with_reason<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("fail");
-    run(factory, "fail_goes_dead_with_reason", rule, Needs::NONE, |cx| async move {
-        let ids = cx.push_n(2).await?;
-        let leases = cx.claim(2, LONG).await?;
-        ensure!(leases.len() == 2, rule, "claim of 2 returned {}", leases.len());
-        cx.b.fail(&leases[0].key, "boom: disk full").await.or_fail(rule, "fail")?;
-        let long = "é".repeat(leaseq_core::limits::MAX_REASON_LEN);
-        cx.b.fail(&leases[1].key, &long).await.or_fail(rule, "fail with a long reason")?;
-        let a = cx.must_item(leases[0].id()).await?;
-        ensure!(
-            a.state == ItemState::Dead && a.last_error.as_deref() == Some("boom: disk full"),
-            rule,
-            "after fail: {a:?}"
-        );
-        let b = cx.must_item(leases[1].id()).await?;
-        let len = b.last_error.as_ref().map_or(0, String::len);
-        ensure!(
-            b.state == ItemState::Dead && len > 0 && len <= leaseq_core::limits::MAX_REASON_LEN,
-            rule,
-            "a long reason should be kept but cut to {} bytes; got {len} bytes",
-            leaseq_core::limits::MAX_REASON_LEN
-        );
-        cx.expect_stats([0, 0, 0, 2], "after two fails").await?;
-        ensure!(ids.len() == 2, rule, "pushed {} items", ids.len());
-        Ok(())
-    })
+    run(
+        factory,
+        "fail_goes_dead_with_reason",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let ids = cx.push_n(2).await?;
+            let leases = cx.claim(2, LONG).await?;
+            ensure!(
+                leases.len() == 2,
+                rule,
+                "claim of 2 returned {}",
+                leases.len()
+            );
+            cx.b.fail(&leases[0].key, "boom: disk full")
+                .await
+                .or_fail(rule, "fail")?;
+            let long = "é".repeat(leaseq_core::limits::MAX_REASON_LEN);
+            cx.b.fail(&leases[1].key, &long)
+                .await
+                .or_fail(rule, "fail with a long reason")?;
+            let a = cx.must_item(leases[0].id()).await?;
+            ensure!(
+                a.state == ItemState::Dead && a.last_error.as_deref() == Some("boom: disk full"),
+                rule,
+                "after fail: {a:?}"
+            );
+            let b = cx.must_item(leases[1].id()).await?;
+            let len = b.last_error.as_ref().map_or(0, String::len);
+            ensure!(
+                b.state == ItemState::Dead && len > 0 && len <= leaseq_core::limits::MAX_REASON_LEN,
+                rule,
+                "a long reason should be kept but cut to {} bytes; got {len} bytes",
+                leaseq_core::limits::MAX_REASON_LEN
+            );
+            cx.expect_stats([0, 0, 0, 2], "after two fails").await?;
+            ensure!(ids.len() == 2, rule, "pushed {} items", ids.len());
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -149,28 +239,51 @@ pub async fn redrive_dead_items<F: BackendFactory>(factory: &F) -> CheckResult {
 /// on purged items are lost.
 pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("purge");
-    run(factory, "purge_removes_everything", rule, Needs::NONE, |cx| async move {
-        let delays = cx.b.capabilities().delays;
-        let ids = cx.push_n(4).await?;
-        if delays {
-            cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?;
-        }
-        let leases = cx.claim(2, LONG).await?;
-        ensure!(leases.len() == 2, rule, "claim of 2 returned {}", leases.len());
-        cx.b.fail(&leases[1].key, "x").await.or_fail(rule, "fail")?;
-        let want = 4 + u64::from(delays);
-        let n = cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
-        ensure!(n == want, rule, "purge of {want} items returned {n}");
-        cx.expect_stats([0, 0, 0, 0], "after purge").await?;
-        for id in &ids {
-            ensure!(cx.item(*id).await?.is_none(), rule, "item {id} survived purge");
-        }
-        expect_lost(cx.b.ack(&leases[0].key).await, "ack of a purged item")?;
-        ensure!(cx.claim(10, LONG).await?.is_empty(), rule, "claimed after purge");
-        ensure!(cx.b.purge(&cx.q).await.or_fail(rule, "purge")? == 0, rule, "second purge deleted items");
-        cx.check_indexes("after purge").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "purge_removes_everything",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let delays = cx.b.capabilities().delays;
+            let ids = cx.push_n(4).await?;
+            if delays {
+                cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?;
+            }
+            let leases = cx.claim(2, LONG).await?;
+            ensure!(
+                leases.len() == 2,
+                rule,
+                "claim of 2 returned {}",
+                leases.len()
+            );
+            cx.b.fail(&leases[1].key, "x").await.or_fail(rule, "fail")?;
+            let want = 4 + u64::from(delays);
+            let n = cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            ensure!(n == want, rule, "purge of {want} items returned {n}");
+            cx.expect_stats([0, 0, 0, 0], "after purge").await?;
+            for id in &ids {
+                ensure!(
+                    cx.item(*id).await?.is_none(),
+                    rule,
+                    "item {id} survived purge"
+                );
+            }
+            expect_lost(cx.b.ack(&leases[0].key).await, "ack of a purged item")?;
+            ensure!(
+                cx.claim(10, LONG).await?.is_empty(),
+                rule,
+                "claimed after purge"
+            );
+            ensure!(
+                cx.b.purge(&cx.q).await.or_fail(rule, "purge")? == 0,
+                rule,
+                "second purge deleted items"
+            );
+            cx.check_indexes("after purge").await?;
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -178,32 +291,56 @@ pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckRe
 /// then it is (and counts as ready).
 pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("enqueue with delay");
-    run(factory, "delayed_item_waits", rule, Needs::DELAYS, |cx| async move {
-        let before = cx.now().await?;
-        let id = cx.enqueue(vec![NewItem::new("later").delay(SHORT)]).await?[0];
-        let info = cx.must_item(id).await?;
-        let due = info.due_at.ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
-        ensure!(
-            info.state == ItemState::Scheduled && due >= before.saturating_add(SHORT),
-            rule,
-            "a delayed item should be Scheduled until now + delay (>= {}): {info:?}",
-            before.saturating_add(SHORT)
-        );
-        cx.expect_stats([0, 1, 0, 0], "before it is due").await?;
-        ensure!(cx.claim(1, LONG).await?.is_empty(), rule, "claimed a Scheduled item before it was due");
-        cx.wait_past(due).await?;
-        cx.expect_stats([1, 0, 0, 0], "once due (a due item counts as ready)").await?;
-        let lease = cx.claim_one(LONG).await?;
-        ensure!(lease.id() == id && lease.attempts == 1, rule, "once due: {lease:?}");
-        if let Some(hooks) = cx.hooks() {
-            let later = cx.enqueue(vec![NewItem::new("much later").delay(LONG)]).await?[0];
-            let n = hooks.make_due(&cx.q).await.or_fail(rule, "make_due hook")?;
-            ensure!(n == 1, rule, "make_due touched {n} items, expected 1");
-            let l = cx.claim_one(LONG).await?;
-            ensure!(l.id() == later, rule, "after make_due claimed {} not {later}", l.id());
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "delayed_item_waits",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            let before = cx.now().await?;
+            let id = cx.enqueue(vec![NewItem::new("later").delay(SHORT)]).await?[0];
+            let info = cx.must_item(id).await?;
+            let due = info
+                .due_at
+                .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+            ensure!(
+                info.state == ItemState::Scheduled && due >= before.saturating_add(SHORT),
+                rule,
+                "a delayed item should be Scheduled until now + delay (>= {}): {info:?}",
+                before.saturating_add(SHORT)
+            );
+            cx.expect_stats([0, 1, 0, 0], "before it is due").await?;
+            ensure!(
+                cx.claim(1, LONG).await?.is_empty(),
+                rule,
+                "claimed a Scheduled item before it was due"
+            );
+            cx.wait_past(due).await?;
+            cx.expect_stats([1, 0, 0, 0], "once due (a due item counts as ready)")
+                .await?;
+            let lease = cx.claim_one(LONG).await?;
+            ensure!(
+                lease.id() == id && lease.attempts == 1,
+                rule,
+                "once due: {lease:?}"
+            );
+            if let Some(hooks) = cx.hooks() {
+                let later = cx
+                    .enqueue(vec![NewItem::new("much later").delay(LONG)])
+                    .await?[0];
+                let n = hooks.make_due(&cx.q).await.or_fail(rule, "make_due hook")?;
+                ensure!(n == 1, rule, "make_due touched {n} items, expected 1");
+                let l = cx.claim_one(LONG).await?;
+                ensure!(
+                    l.id() == later,
+                    rule,
+                    "after make_due claimed {} not {later}",
+                    l.id()
+                );
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -211,23 +348,41 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
 /// claim gets it with a fresh token.
 pub async fn reap_requeues_expired<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("reap");
-    run(factory, "reap_requeues_expired", rule, Needs::NONE, |cx| async move {
-        let id = cx.push_n(1).await?[0];
-        ensure!(cx.reap().await?.recovered() == 0, rule, "reap of a queue with no leases recovered something");
-        let first = cx.claim_one(SHORT).await?;
-        cx.expire(std::slice::from_ref(&first)).await?;
-        let r = cx.reap_all().await?;
-        ensure!(r.requeued == 1 && r.dead == 0, rule, "reap of one expired lease reported {r:?}");
-        let info = cx.must_item(id).await?;
-        ensure!(info.state == ItemState::Ready && info.attempts == 1, rule, "after reap: {info:?}");
-        let second = cx.claim_one(LONG).await?;
-        ensure!(
-            second.id() == id && second.attempts == 2 && second.token() != first.token(),
-            rule,
-            "re-claim after reap: {second:?}"
-        );
-        Ok(())
-    })
+    run(
+        factory,
+        "reap_requeues_expired",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let id = cx.push_n(1).await?[0];
+            ensure!(
+                cx.reap().await?.recovered() == 0,
+                rule,
+                "reap of a queue with no leases recovered something"
+            );
+            let first = cx.claim_one(SHORT).await?;
+            cx.expire(std::slice::from_ref(&first)).await?;
+            let r = cx.reap_all().await?;
+            ensure!(
+                r.requeued == 1 && r.dead == 0,
+                rule,
+                "reap of one expired lease reported {r:?}"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Ready && info.attempts == 1,
+                rule,
+                "after reap: {info:?}"
+            );
+            let second = cx.claim_one(LONG).await?;
+            ensure!(
+                second.id() == id && second.attempts == 2 && second.token() != first.token(),
+                rule,
+                "re-claim after reap: {second:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -235,22 +390,39 @@ pub async fn reap_requeues_expired<F: BackendFactory>(factory: &F) -> CheckResul
 /// a reason.
 pub async fn reap_final_attempt_goes_dead<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("reap");
-    run(factory, "reap_final_attempt_goes_dead", rule, Needs::NONE, |cx| async move {
-        let id = cx.enqueue(vec![NewItem::new("once").max_attempts(1)]).await?[0];
-        let lease = cx.claim_one(SHORT).await?;
-        cx.expire(std::slice::from_ref(&lease)).await?;
-        let r = cx.reap_all().await?;
-        ensure!(r.dead == 1 && r.requeued == 0, rule, "reap of an exhausted lease reported {r:?}");
-        let info = cx.must_item(id).await?;
-        ensure!(
-            info.state == ItemState::Dead && info.last_error.is_some(),
-            rule,
-            "an exhausted lease should go Dead with a reason: {info:?}"
-        );
-        cx.expect_stats([0, 0, 0, 1], "after reaping the final attempt").await?;
-        ensure!(cx.claim(1, LONG).await?.is_empty(), rule, "a Dead item was claimed");
-        Ok(())
-    })
+    run(
+        factory,
+        "reap_final_attempt_goes_dead",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let id = cx
+                .enqueue(vec![NewItem::new("once").max_attempts(1)])
+                .await?[0];
+            let lease = cx.claim_one(SHORT).await?;
+            cx.expire(std::slice::from_ref(&lease)).await?;
+            let r = cx.reap_all().await?;
+            ensure!(
+                r.dead == 1 && r.requeued == 0,
+                rule,
+                "reap of an exhausted lease reported {r:?}"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Dead && info.last_error.is_some(),
+                rule,
+                "an exhausted lease should go Dead with a reason: {info:?}"
+            );
+            cx.expect_stats([0, 0, 0, 1], "after reaping the final attempt")
+                .await?;
+            ensure!(
+                cx.claim(1, LONG).await?.is_empty(),
+                rule,
+                "a Dead item was claimed"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -258,20 +430,39 @@ pub async fn reap_final_attempt_goes_dead<F: BackendFactory>(factory: &F) -> Che
 /// extend, release and fail succeed.
 pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("ack/extend/release/fail after expiry, before reap");
-    run(factory, "expired_unreaped_lease_still_works", rule, Needs::NONE, |cx| async move {
-        cx.push_n(4).await?;
-        let l = cx.claim(4, SHORT).await?;
-        ensure!(l.len() == 4, rule, "claim of 4 returned {}", l.len());
-        cx.expire(&l).await?;
-        cx.b.ack(&l[0].key).await.or_fail(rule, "ack of an expired, unreaped lease")?;
-        let ttl = LeaseTtl::new(LONG).or_fail(rule, "ttl")?;
-        cx.b.extend(&l[1].key, ttl).await.or_fail(rule, "extend of an expired, unreaped lease")?;
-        cx.b.release(&l[2].key, Duration::ZERO).await.or_fail(rule, "release of an expired, unreaped lease")?;
-        cx.b.fail(&l[3].key, "x").await.or_fail(rule, "fail of an expired, unreaped lease")?;
-        let r = cx.reap_all().await?;
-        ensure!(r.recovered() == 0, rule, "reap recovered {r:?} though every lease was settled or extended");
-        cx.expect_stats([1, 0, 1, 1], "after ack, extend, release and fail").await?;
-        Ok(())
-    })
+    run(
+        factory,
+        "expired_unreaped_lease_still_works",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(4).await?;
+            let l = cx.claim(4, SHORT).await?;
+            ensure!(l.len() == 4, rule, "claim of 4 returned {}", l.len());
+            cx.expire(&l).await?;
+            cx.b.ack(&l[0].key)
+                .await
+                .or_fail(rule, "ack of an expired, unreaped lease")?;
+            let ttl = LeaseTtl::new(LONG).or_fail(rule, "ttl")?;
+            cx.b.extend(&l[1].key, ttl)
+                .await
+                .or_fail(rule, "extend of an expired, unreaped lease")?;
+            cx.b.release(&l[2].key, Duration::ZERO)
+                .await
+                .or_fail(rule, "release of an expired, unreaped lease")?;
+            cx.b.fail(&l[3].key, "x")
+                .await
+                .or_fail(rule, "fail of an expired, unreaped lease")?;
+            let r = cx.reap_all().await?;
+            ensure!(
+                r.recovered() == 0,
+                rule,
+                "reap recovered {r:?} though every lease was settled or extended"
+            );
+            cx.expect_stats([1, 0, 1, 1], "after ack, extend, release and fail")
+                .await?;
+            Ok(())
+        },
+    )
     .await
 }

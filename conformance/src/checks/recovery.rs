@@ -14,12 +14,21 @@ use crate::outcome::{ensure, OrFail};
 use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
 
 /// Claims until `n` leases are held (a claim may return fewer than asked).
-async fn claim_exactly(cx: &Cx, n: usize, ttl: std::time::Duration) -> Result<Vec<Lease>, Violation> {
+async fn claim_exactly(
+    cx: &Cx,
+    n: usize,
+    ttl: std::time::Duration,
+) -> Result<Vec<Lease>, Violation> {
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         let want = (n - out.len()).min(1_000) as u32;
         let got = cx.claim(want, ttl).await?;
-        ensure!(!got.is_empty(), cx.rule, "only {} of {n} items were claimable", out.len());
+        ensure!(
+            !got.is_empty(),
+            cx.rule,
+            "only {} of {n} items were claimable",
+            out.len()
+        );
         out.extend(got);
     }
     Ok(out)
@@ -60,25 +69,37 @@ async fn reapers(cx: &Cx, k: usize) -> Result<Vec<u64>, Violation> {
 /// Two reapers on one expired lease: it is requeued exactly once, and the
 /// Ready index holds it once (INV-4, INV-1).
 pub async fn two_reapers_one_lease<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "two_reapers_one_lease", Rule::Inv4, Needs::NONE, |cx| async move {
-        for round in 0..20 * scale() {
-            let id = cx.push_n(1).await?[0];
-            let lease = cx.claim_one(SHORT).await?;
-            cx.expire(std::slice::from_ref(&lease)).await?;
-            let got = reapers(&cx, 2).await?;
-            ensure!(
+    run(
+        factory,
+        "two_reapers_one_lease",
+        Rule::Inv4,
+        Needs::NONE,
+        |cx| async move {
+            for round in 0..20 * scale() {
+                let id = cx.push_n(1).await?[0];
+                let lease = cx.claim_one(SHORT).await?;
+                cx.expire(std::slice::from_ref(&lease)).await?;
+                let got = reapers(&cx, 2).await?;
+                ensure!(
                 got.iter().sum::<u64>() == 1,
                 Rule::Inv4,
                 "round {round}: two reapers recovered {got:?} from one expired lease (item {id})"
             );
-            cx.check_indexes(&format!("round {round}: after two reapers")).await?;
-            let again = cx.with_rule(Rule::Inv1).drain(LONG, 1).await?;
-            ensure!(again.len() == 1, Rule::Inv4, "round {round}: the recovered item was not claimable");
-            cx.b.ack(&again[0].key).await.or_fail(cx.rule, "ack")?;
-            cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the ack")).await?;
-        }
-        Ok(())
-    })
+                cx.check_indexes(&format!("round {round}: after two reapers"))
+                    .await?;
+                let again = cx.with_rule(Rule::Inv1).drain(LONG, 1).await?;
+                ensure!(
+                    again.len() == 1,
+                    Rule::Inv4,
+                    "round {round}: the recovered item was not claimable"
+                );
+                cx.b.ack(&again[0].key).await.or_fail(cx.rule, "ack")?;
+                cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the ack"))
+                    .await?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -175,80 +196,118 @@ pub async fn reaper_inside_claim<F: BackendFactory>(factory: &F) -> CheckResult 
 /// claim, not after a reap, not to eight claimers racing for one item
 /// (INV-2).
 pub async fn claim_skips_live_lease<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "claim_skips_live_lease", Rule::Inv2, Needs::NONE, |cx| async move {
-        cx.push_n(1).await?;
-        let held = cx.claim_one(LONG).await?;
-        let again = cx.claim(10, LONG).await?;
-        ensure!(again.is_empty(), cx.rule, "a second claim returned {:?} while {} was leased", ids(&again), held.id());
-        let r = cx.reap().await?;
-        ensure!(r.recovered() == 0, cx.rule, "reap recovered a live lease: {r:?}");
-        let again = cx.claim(10, LONG).await?;
-        ensure!(again.is_empty(), cx.rule, "a claim after a reap returned live-leased {:?}", ids(&again));
-        cx.b.ack(&held.key).await.or_fail(cx.rule, "ack")?;
-        for round in 0..10 * scale() {
-            let id = cx.push_n(1).await?[0];
-            let gate = Arc::new(Barrier::new(8));
-            let tasks = (0..8)
-                .map(|_| {
-                    let (cx, gate) = (cx.clone(), gate.clone());
-                    tokio::spawn(async move {
-                        gate.wait().await;
-                        cx.claim(1, LONG).await
-                    })
-                })
-                .collect();
-            let mut won = Vec::new();
-            for r in cx.join(tasks).await? {
-                won.extend(r?);
-            }
+    run(
+        factory,
+        "claim_skips_live_lease",
+        Rule::Inv2,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(1).await?;
+            let held = cx.claim_one(LONG).await?;
+            let again = cx.claim(10, LONG).await?;
             ensure!(
-                won.len() == 1,
+                again.is_empty(),
                 cx.rule,
-                "round {round}: 8 racing claims of one item {id} got {} leases",
-                won.len()
+                "a second claim returned {:?} while {} was leased",
+                ids(&again),
+                held.id()
             );
-            cx.b.ack(&won[0].key).await.or_fail(cx.rule, "ack")?;
-        }
-        Ok(())
-    })
+            let r = cx.reap().await?;
+            ensure!(
+                r.recovered() == 0,
+                cx.rule,
+                "reap recovered a live lease: {r:?}"
+            );
+            let again = cx.claim(10, LONG).await?;
+            ensure!(
+                again.is_empty(),
+                cx.rule,
+                "a claim after a reap returned live-leased {:?}",
+                ids(&again)
+            );
+            cx.b.ack(&held.key).await.or_fail(cx.rule, "ack")?;
+            for round in 0..10 * scale() {
+                let id = cx.push_n(1).await?[0];
+                let gate = Arc::new(Barrier::new(8));
+                let tasks = (0..8)
+                    .map(|_| {
+                        let (cx, gate) = (cx.clone(), gate.clone());
+                        tokio::spawn(async move {
+                            gate.wait().await;
+                            cx.claim(1, LONG).await
+                        })
+                    })
+                    .collect();
+                let mut won = Vec::new();
+                for r in cx.join(tasks).await? {
+                    won.extend(r?);
+                }
+                ensure!(
+                    won.len() == 1,
+                    cx.rule,
+                    "round {round}: 8 racing claims of one item {id} got {} leases",
+                    won.len()
+                );
+                cx.b.ack(&won[0].key).await.or_fail(cx.rule, "ack")?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Six claimers draining 300 items concurrently get each item exactly once
 /// (INV-2).
 pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "concurrent_claims_each_once", Rule::Inv2, Needs::NONE, |cx| async move {
-        const N: usize = 300;
-        for round in 0..2 * scale() {
-            let ids: BTreeSet<ItemId> = cx.push_n(N).await?.into_iter().collect();
-            let tasks = (0..6)
-                .map(|_| {
-                    let cx = cx.clone();
-                    tokio::spawn(async move {
-                        let mut rng = Rng::seeded();
-                        let mut mine = Vec::new();
-                        // Bounded: a correct backend runs dry after N items.
-                        while mine.len() <= 2 * N {
-                            let got = cx.claim(1 + rng.below(7) as u32, LONG).await?;
-                            if got.is_empty() {
-                                break;
+    run(
+        factory,
+        "concurrent_claims_each_once",
+        Rule::Inv2,
+        Needs::NONE,
+        |cx| async move {
+            const N: usize = 300;
+            for round in 0..2 * scale() {
+                let ids: BTreeSet<ItemId> = cx.push_n(N).await?.into_iter().collect();
+                let tasks = (0..6)
+                    .map(|_| {
+                        let cx = cx.clone();
+                        tokio::spawn(async move {
+                            let mut rng = Rng::seeded();
+                            let mut mine = Vec::new();
+                            // Bounded: a correct backend runs dry after N items.
+                            while mine.len() <= 2 * N {
+                                let got = cx.claim(1 + rng.below(7) as u32, LONG).await?;
+                                if got.is_empty() {
+                                    break;
+                                }
+                                mine.extend(got);
                             }
-                            mine.extend(got);
-                        }
-                        Ok::<Vec<Lease>, Violation>(mine)
+                            Ok::<Vec<Lease>, Violation>(mine)
+                        })
                     })
-                })
-                .collect();
-            let mut all = Vec::new();
-            for r in cx.join(tasks).await? {
-                all.extend(r?);
+                    .collect();
+                let mut all = Vec::new();
+                for r in cx.join(tasks).await? {
+                    all.extend(r?);
+                }
+                let seen = distinct_ids(
+                    &cx,
+                    &all,
+                    &format!("round {round}: six concurrent claimers"),
+                )?;
+                ensure!(
+                    seen == ids,
+                    cx.rule,
+                    "round {round}: claimers got {} of {N} items",
+                    seen.len()
+                );
+                cx.b.purge(&cx.q)
+                    .await
+                    .or_fail(cx.rule, "purge between rounds")?;
             }
-            let seen = distinct_ids(&cx, &all, &format!("round {round}: six concurrent claimers"))?;
-            ensure!(seen == ids, cx.rule, "round {round}: claimers got {} of {N} items", seen.len());
-            cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge between rounds")?;
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -256,73 +315,122 @@ pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> Chec
 /// and leaves every live lease untouched; with none expired it recovers
 /// nothing (INV-7, by behaviour; timing belongs to benchmarks).
 pub async fn reap_touches_only_expired<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "reap_touches_only_expired", Rule::Inv7, Needs::NONE, |cx| async move {
-        const LIVE: usize = 10_000;
-        const EXPIRED: usize = 10;
-        cx.push_n(LIVE + EXPIRED).await?;
-        let short = claim_exactly(&cx, EXPIRED, SHORT).await?;
-        let live = claim_exactly(&cx, LIVE, LONG).await?;
-        if cx.tb.is_manual() {
-            let r = cx.reap().await?;
-            ensure!(r.recovered() == 0, cx.rule, "reap before any expiry recovered {r:?}");
-        }
-        let latest = short.iter().map(|l| l.expires_at).max().unwrap_or_default();
-        cx.wait_past(latest).await?;
-        let r = cx.reap_all().await?;
-        let short_ids: BTreeSet<ItemId> = short.iter().map(|l| l.id()).collect();
-        ensure!(
-            r.requeued == EXPIRED as u64 && r.dead == 0,
-            cx.rule,
-            "reap with {LIVE} live and {EXPIRED} expired leases reported {r:?}"
-        );
-        cx.expect_stats([EXPIRED as u64, 0, LIVE as u64, 0], "after the reap").await?;
-        let ready = cx.b.peek(&cx.q, ItemState::Ready, 100).await.or_fail(cx.rule, "peek")?;
-        let ready: BTreeSet<ItemId> = ready.into_iter().map(|i| i.id).collect();
-        ensure!(ready == short_ids, cx.rule, "reap requeued {ready:?}, expected the expired {short_ids:?}");
-        for l in live.iter().step_by(997) {
-            let info = cx.must_item(l.id()).await?;
+    run(
+        factory,
+        "reap_touches_only_expired",
+        Rule::Inv7,
+        Needs::NONE,
+        |cx| async move {
+            const LIVE: usize = 10_000;
+            const EXPIRED: usize = 10;
+            cx.push_n(LIVE + EXPIRED).await?;
+            let short = claim_exactly(&cx, EXPIRED, SHORT).await?;
+            let live = claim_exactly(&cx, LIVE, LONG).await?;
+            if cx.tb.is_manual() {
+                let r = cx.reap().await?;
+                ensure!(
+                    r.recovered() == 0,
+                    cx.rule,
+                    "reap before any expiry recovered {r:?}"
+                );
+            }
+            let latest = short.iter().map(|l| l.expires_at).max().unwrap_or_default();
+            cx.wait_past(latest).await?;
+            let r = cx.reap_all().await?;
+            let short_ids: BTreeSet<ItemId> = short.iter().map(|l| l.id()).collect();
             ensure!(
-                info.state == ItemState::Leased && info.due_at == Some(l.expires_at),
+                r.requeued == EXPIRED as u64 && r.dead == 0,
                 cx.rule,
-                "reap touched live lease {}: {info:?}",
-                l.id()
+                "reap with {LIVE} live and {EXPIRED} expired leases reported {r:?}"
             );
-            cx.b.ack(&l.key).await.or_fail(cx.rule, "ack of a live lease after the reap")?;
-        }
-        let r = cx.reap().await?;
-        ensure!(r.recovered() == 0, cx.rule, "a second reap with only live leases recovered {r:?}");
-        Ok(())
-    })
+            cx.expect_stats([EXPIRED as u64, 0, LIVE as u64, 0], "after the reap")
+                .await?;
+            let ready =
+                cx.b.peek(&cx.q, ItemState::Ready, 100)
+                    .await
+                    .or_fail(cx.rule, "peek")?;
+            let ready: BTreeSet<ItemId> = ready.into_iter().map(|i| i.id).collect();
+            ensure!(
+                ready == short_ids,
+                cx.rule,
+                "reap requeued {ready:?}, expected the expired {short_ids:?}"
+            );
+            for l in live.iter().step_by(997) {
+                let info = cx.must_item(l.id()).await?;
+                ensure!(
+                    info.state == ItemState::Leased && info.due_at == Some(l.expires_at),
+                    cx.rule,
+                    "reap touched live lease {}: {info:?}",
+                    l.id()
+                );
+                cx.b.ack(&l.key)
+                    .await
+                    .or_fail(cx.rule, "ack of a live lease after the reap")?;
+            }
+            let r = cx.reap().await?;
+            ensure!(
+                r.recovered() == 0,
+                cx.rule,
+                "a second reap with only live leases recovered {r:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 /// Once an ack succeeded, no claim returns that item again, even after
 /// leases expire and reapers run (INV-10).
 pub async fn no_redelivery_after_ack<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "no_redelivery_after_ack", Rule::Inv10, Needs::NONE, |cx| async move {
-        cx.push_n(20).await?;
-        let leases = claim_exactly(&cx, 20, SHORT).await?;
-        let mut acked = BTreeSet::new();
-        for l in leases.iter().step_by(2) {
-            cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
-            acked.insert(l.id());
-        }
-        cx.expire(&leases).await?;
-        let r = cx.reap_all().await?;
-        ensure!(r.requeued == 10, Rule::Inv4, "reap of 10 unacked expired leases reported {r:?}");
-        let again = cx.drain(SHORT, 20).await?;
-        for l in &again {
-            ensure!(!acked.contains(&l.id()), cx.rule, "acked item {} was claimed again", l.id());
-        }
-        ensure!(again.len() == 10, cx.rule, "{} of the 10 unacked items came back", again.len());
-        cx.expire(&again).await?;
-        cx.reap_all().await?;
-        let third = cx.drain(LONG, 20).await?;
-        for l in &third {
-            ensure!(!acked.contains(&l.id()), cx.rule, "acked item {} was claimed again", l.id());
-        }
-        Ok(())
-    })
+    run(
+        factory,
+        "no_redelivery_after_ack",
+        Rule::Inv10,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(20).await?;
+            let leases = claim_exactly(&cx, 20, SHORT).await?;
+            let mut acked = BTreeSet::new();
+            for l in leases.iter().step_by(2) {
+                cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+                acked.insert(l.id());
+            }
+            cx.expire(&leases).await?;
+            let r = cx.reap_all().await?;
+            ensure!(
+                r.requeued == 10,
+                Rule::Inv4,
+                "reap of 10 unacked expired leases reported {r:?}"
+            );
+            let again = cx.drain(SHORT, 20).await?;
+            for l in &again {
+                ensure!(
+                    !acked.contains(&l.id()),
+                    cx.rule,
+                    "acked item {} was claimed again",
+                    l.id()
+                );
+            }
+            ensure!(
+                again.len() == 10,
+                cx.rule,
+                "{} of the 10 unacked items came back",
+                again.len()
+            );
+            cx.expire(&again).await?;
+            cx.reap_all().await?;
+            let third = cx.drain(LONG, 20).await?;
+            for l in &third {
+                ensure!(
+                    !acked.contains(&l.id()),
+                    cx.rule,
+                    "acked item {} was claimed again",
+                    l.id()
+                );
+            }
+            Ok(())
+        },
+    )
     .await
 }
 

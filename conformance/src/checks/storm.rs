@@ -35,77 +35,114 @@ struct Storm {
 /// left in any index, and the history shows no overlapping leases, no stale
 /// success and no redelivery after ack (INV-5).
 pub async fn storm_no_loss<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "storm_no_loss", Rule::Inv5, Needs::NONE, |cx| async move {
-        let manual = cx.tb.is_manual();
-        let per = PER_PRODUCER * scale() as usize;
-        let storm = Arc::new(Storm {
-            history: History::default(),
-            resolved: AtomicU64::new(0),
-            total: (per * PRODUCERS) as u64,
-            stop: AtomicBool::new(false),
-            ttl: if manual { Duration::from_secs(1) } else { Duration::from_millis(300) },
-            cx,
-        });
-        let cx = storm.cx.clone();
-        let producers: Vec<_> = (0..PRODUCERS).map(|p| tokio::spawn(produce(storm.clone(), p, per))).collect();
-        let consumers: Vec<_> = (0..CONSUMERS).map(|_| tokio::spawn(consume(storm.clone()))).collect();
-        let reapers: Vec<_> = (0..REAPERS).map(|_| tokio::spawn(reap(storm.clone()))).collect();
-        let driver = tokio::spawn(drive_time(storm.clone()));
+    run(
+        factory,
+        "storm_no_loss",
+        Rule::Inv5,
+        Needs::NONE,
+        |cx| async move {
+            let manual = cx.tb.is_manual();
+            let per = PER_PRODUCER * scale() as usize;
+            let storm = Arc::new(Storm {
+                history: History::default(),
+                resolved: AtomicU64::new(0),
+                total: (per * PRODUCERS) as u64,
+                stop: AtomicBool::new(false),
+                ttl: if manual {
+                    Duration::from_secs(1)
+                } else {
+                    Duration::from_millis(300)
+                },
+                cx,
+            });
+            let cx = storm.cx.clone();
+            let producers: Vec<_> = (0..PRODUCERS)
+                .map(|p| tokio::spawn(produce(storm.clone(), p, per)))
+                .collect();
+            let consumers: Vec<_> = (0..CONSUMERS)
+                .map(|_| tokio::spawn(consume(storm.clone())))
+                .collect();
+            let reapers: Vec<_> = (0..REAPERS)
+                .map(|_| tokio::spawn(reap(storm.clone())))
+                .collect();
+            let driver = tokio::spawn(drive_time(storm.clone()));
 
-        let mut enqueued = BTreeSet::new();
-        for ids in cx.join(producers).await? {
-            enqueued.extend(ids?);
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(if manual { 60 } else { 180 });
-        while storm.resolved.load(Ordering::SeqCst) < storm.total && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let finished = storm.resolved.load(Ordering::SeqCst) >= storm.total;
-        storm.stop.store(true, Ordering::SeqCst);
-        for r in cx.join(consumers).await? {
-            r?;
-        }
-        for r in cx.join(reapers).await? {
-            r?;
-        }
-        cx.join(vec![driver]).await?;
+            let mut enqueued = BTreeSet::new();
+            for ids in cx.join(producers).await? {
+                enqueued.extend(ids?);
+            }
+            let deadline =
+                tokio::time::Instant::now() + Duration::from_secs(if manual { 60 } else { 180 });
+            while storm.resolved.load(Ordering::SeqCst) < storm.total
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let finished = storm.resolved.load(Ordering::SeqCst) >= storm.total;
+            storm.stop.store(true, Ordering::SeqCst);
+            for r in cx.join(consumers).await? {
+                r?;
+            }
+            for r in cx.join(reapers).await? {
+                r?;
+            }
+            cx.join(vec![driver]).await?;
 
-        ensure!(enqueued.len() as u64 == storm.total, cx.rule, "producers got {} distinct ids for {} items", enqueued.len(), storm.total);
-        let dead: Vec<ItemId> = cx
-            .b
-            .peek(&cx.q, ItemState::Dead, enqueued.len() + 100)
-            .await
-            .or_fail(cx.rule, "peek(Dead)")?
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
-        storm.history.verify(&enqueued, &dead)?;
-        let claims = storm.history.claims();
-        let crashed = claims.iter().filter(|c| matches!(c.end, Some((End::Crashed, ..)))).count();
-        let retried = claims.iter().filter(|c| c.attempts > 1).count();
-        ensure!(
+            ensure!(
+                enqueued.len() as u64 == storm.total,
+                cx.rule,
+                "producers got {} distinct ids for {} items",
+                enqueued.len(),
+                storm.total
+            );
+            let dead: Vec<ItemId> =
+                cx.b.peek(&cx.q, ItemState::Dead, enqueued.len() + 100)
+                    .await
+                    .or_fail(cx.rule, "peek(Dead)")?
+                    .into_iter()
+                    .map(|i| i.id)
+                    .collect();
+            storm.history.verify(&enqueued, &dead)?;
+            let claims = storm.history.claims();
+            let crashed = claims
+                .iter()
+                .filter(|c| matches!(c.end, Some((End::Crashed, ..))))
+                .count();
+            let retried = claims.iter().filter(|c| c.attempts > 1).count();
+            ensure!(
             crashed > 0 && retried > 0,
             cx.rule,
             "the storm proved nothing: {crashed} crashes and {retried} redeliveries in {} claims",
             claims.len()
         );
-        ensure!(
-            finished,
-            cx.rule,
-            "the storm did not settle: {} of {} items resolved before the deadline",
-            storm.resolved.load(Ordering::SeqCst),
-            storm.total
-        );
-        cx.expect_stats([0, 0, 0, dead.len() as u64], "after the storm").await?;
-        if cx.check_indexes("after the storm").await? {
-            let snap = cx.hooks().ok_or_else(|| cx.fail("hooks vanished"))?.snapshot(&cx.q).await.or_fail(cx.rule, "snapshot")?;
-            for state in [ItemState::Ready, ItemState::Scheduled, ItemState::Leased] {
-                let left = snap.indexes.get(&state).map_or(0, Vec::len);
-                ensure!(left == 0, Rule::Inv1, "the {state} index still holds {left} entries after the storm");
+            ensure!(
+                finished,
+                cx.rule,
+                "the storm did not settle: {} of {} items resolved before the deadline",
+                storm.resolved.load(Ordering::SeqCst),
+                storm.total
+            );
+            cx.expect_stats([0, 0, 0, dead.len() as u64], "after the storm")
+                .await?;
+            if cx.check_indexes("after the storm").await? {
+                let snap = cx
+                    .hooks()
+                    .ok_or_else(|| cx.fail("hooks vanished"))?
+                    .snapshot(&cx.q)
+                    .await
+                    .or_fail(cx.rule, "snapshot")?;
+                for state in [ItemState::Ready, ItemState::Scheduled, ItemState::Leased] {
+                    let left = snap.indexes.get(&state).map_or(0, Vec::len);
+                    ensure!(
+                        left == 0,
+                        Rule::Inv1,
+                        "the {state} index still holds {left} entries after the storm"
+                    );
+                }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -159,10 +196,22 @@ async fn consume(s: Arc<Storm>) -> Result<(), Violation> {
             let (end, resolved) = if roll < 10 {
                 (End::Crashed, false)
             } else if roll < 12 {
-                settle(s.cx.b.fail(&l.key, "storm failure").await.map(|()| (End::Failed, true)))?
+                settle(
+                    s.cx.b
+                        .fail(&l.key, "storm failure")
+                        .await
+                        .map(|()| (End::Failed, true)),
+                )?
             } else if roll < 17 {
                 let r = s.cx.b.release(&l.key, Duration::ZERO).await;
-                settle(r.map(|r| (End::Released { dead: r == Released::Dead }, r == Released::Dead)))?
+                settle(r.map(|r| {
+                    (
+                        End::Released {
+                            dead: r == Released::Dead,
+                        },
+                        r == Released::Dead,
+                    )
+                }))?
             } else {
                 settle(s.cx.b.ack(&l.key).await.map(|()| (End::Acked, true)))?
             };
@@ -179,7 +228,10 @@ fn settle(r: Result<(End, bool), Error>) -> Result<(End, bool), Violation> {
     match r {
         Ok(v) => Ok(v),
         Err(Error::LeaseLost { .. }) => Ok((End::Lost, false)),
-        Err(e) => Err(Violation::new(Rule::Inv5, format!("a worker's call failed unexpectedly: {e}"))),
+        Err(e) => Err(Violation::new(
+            Rule::Inv5,
+            format!("a worker's call failed unexpectedly: {e}"),
+        )),
     }
 }
 
@@ -188,7 +240,12 @@ async fn reap(s: Arc<Storm>) -> Result<(), Violation> {
         let r = s.cx.reap().await?;
         s.history.reaped_dead(r.dead);
         s.resolved.fetch_add(r.dead, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(if s.cx.tb.is_manual() { 1 } else { 20 })).await;
+        tokio::time::sleep(Duration::from_millis(if s.cx.tb.is_manual() {
+            1
+        } else {
+            20
+        }))
+        .await;
     }
     Ok(())
 }

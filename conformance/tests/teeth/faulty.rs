@@ -39,7 +39,12 @@ pub(crate) struct Faulty {
 
 impl Faulty {
     pub(crate) fn new(inner: Arc<dyn Backend>, fault: Fault) -> Self {
-        Faulty { inner, fault, current: Mutex::new(HashMap::new()), handed: Mutex::new(Vec::new()) }
+        Faulty {
+            inner,
+            fault,
+            current: Mutex::new(HashMap::new()),
+            handed: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -89,9 +94,20 @@ impl Backend for Faulty {
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         if self.fault == Fault::UnfencedAck {
-            let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).get(&(lease.queue.clone(), lease.id)).copied();
+            let current = self
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(lease.queue.clone(), lease.id))
+                .copied();
             if let Some(token) = current {
-                return self.inner.ack(&LeaseKey { token, ..lease.clone() }).await;
+                return self
+                    .inner
+                    .ack(&LeaseKey {
+                        token,
+                        ..lease.clone()
+                    })
+                    .await;
             }
         }
         self.inner.ack(lease).await
@@ -117,7 +133,12 @@ impl Backend for Faulty {
         self.inner.stats(queue).await
     }
 
-    async fn peek(&self, queue: &QueueName, state: ItemState, limit: usize) -> Result<Vec<ItemInfo>> {
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>> {
         self.inner.peek(queue, state, limit).await
     }
 

@@ -55,7 +55,10 @@ pub(crate) struct TwoList {
 
 impl TwoList {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
-        TwoList { clock, queues: Mutex::new(HashMap::new()) }
+        TwoList {
+            clock,
+            queues: Mutex::new(HashMap::new()),
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -89,7 +92,10 @@ impl TwoList {
         let (state, due_at) = if k.dead.contains(&id) {
             (ItemState::Dead, None)
         } else if k.claimed.contains(&id) && k.leases.contains_key(&id) {
-            (ItemState::Leased, k.leases.get(&id).map(|(e, _)| Timestamp::from_millis(*e)))
+            (
+                ItemState::Leased,
+                k.leases.get(&id).map(|(e, _)| Timestamp::from_millis(*e)),
+            )
         } else {
             (ItemState::Ready, None)
         };
@@ -156,7 +162,10 @@ impl Backend for TwoList {
                 k.items.insert(id, record);
                 k.avail.push_front(id);
             });
-            out.push(Enqueued { id: ItemId::new(id), deduplicated: false });
+            out.push(Enqueued {
+                id: ItemId::new(id),
+                deduplicated: false,
+            });
         }
         Ok(out)
     }
@@ -189,7 +198,11 @@ impl Backend for TwoList {
                 (expires, r.unwrap_or(record.attempts + 1))
             });
             leases.push(Lease {
-                key: LeaseKey { queue: queue.clone(), id: ItemId::new(id), token },
+                key: LeaseKey {
+                    queue: queue.clone(),
+                    id: ItemId::new(id),
+                    token,
+                },
                 payload: record.payload,
                 attempts,
                 max_attempts: record.max_attempts,
@@ -197,7 +210,10 @@ impl Backend for TwoList {
                 expires_at: Timestamp::from_millis(expires),
             });
         }
-        Ok(Claimed { leases, repairs: Vec::new() })
+        Ok(Claimed {
+            leases,
+            repairs: Vec::new(),
+        })
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
@@ -226,7 +242,10 @@ impl Backend for TwoList {
         let id = lease.id.get();
         Ok(self.cmd(&lease.queue, |k, _| {
             Self::finish(k, id);
-            let exhausted = k.items.get(&id).is_some_and(|r| r.attempts >= r.max_attempts);
+            let exhausted = k
+                .items
+                .get(&id)
+                .is_some_and(|r| r.attempts >= r.max_attempts);
             if exhausted {
                 if let Some(r) = k.items.get_mut(&id) {
                     r.last_error = Some("attempts exhausted".into());
@@ -266,7 +285,10 @@ impl Backend for TwoList {
             let dead = self.cmd(queue, |k, _| {
                 k.claimed.retain(|c| *c != id);
                 k.leases.remove(&id);
-                let exhausted = k.items.get(&id).is_some_and(|r| r.attempts >= r.max_attempts);
+                let exhausted = k
+                    .items
+                    .get(&id)
+                    .is_some_and(|r| r.attempts >= r.max_attempts);
                 if exhausted {
                     if let Some(r) = k.items.get_mut(&id) {
                         r.last_error = Some("lease expired on final attempt".into());
@@ -289,16 +311,26 @@ impl Backend for TwoList {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         Ok(self.cmd(queue, |k, now| {
             let _ = now;
-            let leased = k.claimed.iter().filter(|id| k.leases.contains_key(id)).count();
-            let mut s = QueueStats::default();
-            s.ready = (k.avail.len() + k.claimed.len() - leased) as u64;
-            s.leased = leased as u64;
-            s.dead = k.dead.len() as u64;
-            s
+            let leased = k
+                .claimed
+                .iter()
+                .filter(|id| k.leases.contains_key(id))
+                .count();
+            QueueStats {
+                ready: (k.avail.len() + k.claimed.len() - leased) as u64,
+                scheduled: 0,
+                leased: leased as u64,
+                dead: k.dead.len() as u64,
+            }
         }))
     }
 
-    async fn peek(&self, queue: &QueueName, state: ItemState, limit: usize) -> Result<Vec<ItemInfo>> {
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>> {
         Ok(self.cmd(queue, |k, now| {
             let ids: Vec<u64> = match state {
                 ItemState::Ready => k.avail.iter().rev().copied().collect(),
@@ -306,12 +338,16 @@ impl Backend for TwoList {
                 ItemState::Dead => k.dead.clone(),
                 ItemState::Scheduled => Vec::new(),
             };
-            ids.into_iter().filter_map(|id| Self::info(k, id, now)).take(limit).collect()
+            ids.into_iter()
+                .filter_map(|id| Self::info(k, id, now))
+                .take(limit)
+                .collect()
         }))
     }
 
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        self.cmd(queue, |k, now| Self::info(k, id.get(), now)).ok_or(Error::NotFound { id })
+        self.cmd(queue, |k, now| Self::info(k, id.get(), now))
+            .ok_or(Error::NotFound { id })
     }
 
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
@@ -331,7 +367,10 @@ impl Backend for TwoList {
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Ok(self.cmd(queue, |k, _| {
             let n = k.items.len() as u64;
-            *k = Keys { next_id: k.next_id, ..Keys::default() };
+            *k = Keys {
+                next_id: k.next_id,
+                ..Keys::default()
+            };
             n
         }))
     }
@@ -365,9 +404,18 @@ impl TestHooks for TwoList {
     async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot> {
         Ok(self.cmd(queue, |k, _| {
             let mut s = IndexSnapshot::default();
-            s.indexes.insert(ItemState::Ready, k.avail.iter().rev().map(|i| ItemId::new(*i)).collect());
-            s.indexes.insert(ItemState::Leased, k.claimed.iter().rev().map(|i| ItemId::new(*i)).collect());
-            s.indexes.insert(ItemState::Dead, k.dead.iter().map(|i| ItemId::new(*i)).collect());
+            s.indexes.insert(
+                ItemState::Ready,
+                k.avail.iter().rev().map(|i| ItemId::new(*i)).collect(),
+            );
+            s.indexes.insert(
+                ItemState::Leased,
+                k.claimed.iter().rev().map(|i| ItemId::new(*i)).collect(),
+            );
+            s.indexes.insert(
+                ItemState::Dead,
+                k.dead.iter().map(|i| ItemId::new(*i)).collect(),
+            );
             s.items = k.items.keys().map(|i| ItemId::new(*i)).collect();
             s
         }))
