@@ -1,6 +1,8 @@
 //! A correct backend with one seeded fault, as a wrapper: the fault is the
 //! only difference, so a violation the suite reports is the fault's.
 
+#![allow(dead_code)] // Each test crate that includes this file uses some of the faults.
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,6 +19,9 @@ use leaseq_core::{
 pub(crate) enum Fault {
     /// None: the wrapper only passes calls through.
     None,
+    /// No fault, but no test hooks either: checks that need them skip, the
+    /// rest let time pass instead of expiring leases by hook.
+    HideHooks,
     /// Ack ignores the token: it acks by id, with whatever token the item
     /// holds now (as a queue that completes "by job id" does).
     UnfencedAck,
@@ -51,7 +56,11 @@ impl Faulty {
 #[async_trait]
 impl Backend for Faulty {
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        let mut caps = self.inner.capabilities();
+        if self.fault == Fault::HideHooks {
+            caps.test_hooks = false;
+        }
+        caps
     }
 
     fn limits(&self) -> Limits {
@@ -155,6 +164,9 @@ impl Backend for Faulty {
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner.test_hooks()
+        match self.fault {
+            Fault::HideHooks => None,
+            _ => self.inner.test_hooks(),
+        }
     }
 }
