@@ -1,0 +1,210 @@
+//! Load generator: P producers and C consumers against one backend for a
+//! fixed time; prints jobs/s, enqueue-to-ack latency and peak memory.
+//!
+//! `cargo run --release -p leaseq-benches --bin leaseq-load -- --url redis://127.0.0.1:6379 -p 2 -c 8 -d 10`
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use leaseq_benches::load::{self, LoadConfig, LoadReport};
+use leaseq_conformance::BackendFactory;
+use leaseq_core::{Backend, QueueName};
+
+/// Which Redis client crate to drive a `redis://` URL with.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RedisClient {
+    /// The `redis` crate.
+    RedisRs,
+    /// The `fred` crate.
+    Fred,
+}
+
+/// Producers and consumers against one leaseq backend for a fixed time.
+#[derive(Debug, Parser)]
+#[command(name = "leaseq-load", version)]
+struct Args {
+    /// Backend URL: memory://, redis://host:port, postgres://user@host/db.
+    #[arg(long, default_value = "memory://")]
+    url: String,
+    /// Client crate for redis:// URLs.
+    #[arg(long, value_enum, default_value = "redis-rs")]
+    client: RedisClient,
+    /// Producer tasks.
+    #[arg(short, long, default_value_t = 2)]
+    producers: usize,
+    /// Consumer tasks.
+    #[arg(short, long, default_value_t = 4)]
+    consumers: usize,
+    /// Seconds to run.
+    #[arg(short, long, default_value_t = 10.0)]
+    duration: f64,
+    /// Items per enqueue call.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Items per claim.
+    #[arg(long, default_value_t = 100)]
+    prefetch: u32,
+    /// Producers pause while this many items are enqueued but not acked.
+    #[arg(long, default_value_t = 20_000)]
+    max_backlog: u64,
+    /// Payload size in bytes (at least 8).
+    #[arg(long, default_value_t = 16)]
+    payload_bytes: usize,
+    /// Lease length in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    lease_ms: u64,
+    /// Queue name (purged before and after the run).
+    #[arg(long, default_value = "leaseq-load")]
+    queue: String,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = match rt.enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leaseq-load: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(&args)) {
+        Ok(report) => {
+            print(&report, args.json);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("leaseq-load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &Args) -> Result<LoadReport, String> {
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err("--duration must be a positive number of seconds".into());
+    }
+    let (name, backend) = connect(&args.url, args.client).await?;
+    let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
+    let config = LoadConfig {
+        producers: args.producers,
+        consumers: args.consumers,
+        duration: Duration::from_secs_f64(args.duration),
+        batch: args.batch,
+        prefetch: args.prefetch,
+        max_backlog: args.max_backlog,
+        payload_bytes: args.payload_bytes,
+        lease: Duration::from_millis(args.lease_ms),
+    };
+    load::run(name, backend, &queue, &config)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn connect(
+    url: &str,
+    client: RedisClient,
+) -> Result<(&'static str, Arc<dyn Backend>), String> {
+    let scheme = url
+        .split("://")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let got = match scheme.as_str() {
+        "memory" => Ok((
+            "memory",
+            leaseq_benches::targets::MemoryFactory::system_clock()
+                .backend()
+                .await,
+        )),
+        "redis" | "rediss" => redis(url, client).await,
+        "postgres" | "postgresql" => postgres(url).await,
+        other => Err(format!(
+            "unknown scheme {other:?}: use memory://, redis:// or postgres://"
+        )),
+    }?;
+    match got {
+        (name, Ok(tb)) => Ok((name, tb.backend)),
+        (name, Err(why)) => Err(format!("{name}: {}", why.0)),
+    }
+}
+
+type Got = (
+    &'static str,
+    Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable>,
+);
+
+async fn redis(url: &str, client: RedisClient) -> Result<Got, String> {
+    let url = url.to_owned();
+    match client {
+        #[cfg(feature = "redis-rs")]
+        RedisClient::RedisRs => Ok((
+            "redis-rs",
+            leaseq_benches::targets::RedisRsFactory { url }
+                .backend()
+                .await,
+        )),
+        #[cfg(feature = "fred")]
+        RedisClient::Fred => Ok((
+            "fred",
+            leaseq_benches::targets::FredFactory { url }.backend().await,
+        )),
+        #[allow(unreachable_patterns)]
+        other => Err(format!("built without the {other:?} client feature")),
+    }
+}
+
+async fn postgres(url: &str) -> Result<Got, String> {
+    #[cfg(feature = "postgres")]
+    {
+        let url = url.to_owned();
+        Ok((
+            "postgres",
+            leaseq_benches::targets::PgFactory { url }.backend().await,
+        ))
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = url;
+        Err("built without the `postgres` feature".into())
+    }
+}
+
+fn print(r: &LoadReport, json: bool) {
+    if json {
+        match serde_json::to_string(r) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("leaseq-load: cannot encode the report: {e}"),
+        }
+        return;
+    }
+    println!("backend      {}", r.backend);
+    println!(
+        "workers      {} producers, {} consumers; batch {}, prefetch {}",
+        r.producers, r.consumers, r.batch, r.prefetch
+    );
+    println!(
+        "ran          {:.1} s: {} enqueued, {} acked",
+        r.seconds, r.enqueued, r.acked
+    );
+    println!("throughput   {:.0} jobs/s", r.jobs_per_sec);
+    println!(
+        "latency      p50 {} µs, p99 {} µs, max {} µs (enqueue to ack)",
+        r.latency.p50_us, r.latency.p99_us, r.latency.max_us
+    );
+    match r.peak_rss_bytes {
+        Some(b) => println!("peak memory  {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+        None => println!("peak memory  unknown (no /proc/self/status)"),
+    }
+}

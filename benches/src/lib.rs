@@ -1,0 +1,43 @@
+//! Benchmarks and a load generator for every leaseq backend, each measured
+//! next to a baseline that does the same work on the same server with no
+//! queue semantics, so every figure is also a ratio.
+//!
+//! One workload definition ([`Workload`]) runs against every backend
+//! ([`targets`]) and, in the same shape, against every baseline
+//! ([`baseline`]). The criterion benches (`benches/ops.rs`,
+//! `benches/reap.rs`) and the `leaseq-load` binary are thin drivers over this
+//! library.
+//!
+//! ```
+//! use leaseq_benches::{targets::MemoryFactory, Workload};
+//! use leaseq_conformance::BackendFactory;
+//! use leaseq_core::QueueName;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leaseq_core::Result<()> {
+//! let target = MemoryFactory::system_clock().backend().await.map_err(|u| leaseq_core::Error::invalid(u.0))?;
+//! let queue = QueueName::new("doc-bench")?;
+//! // Ten rounds of enqueue 100, claim 100, ack 100; only those steps are timed.
+//! let timed = Workload::LifeBatch.run(target.backend.as_ref(), &queue, 10).await?;
+//! assert!(timed.as_nanos() > 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Backends and servers
+//! Features `redis-rs`, `fred` and `postgres` (all on by default) compile in
+//! the server backends. Servers are found through `LEASEQ_REDIS_URL`
+//! (default `redis://127.0.0.1:6379`) and `LEASEQ_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`); an unreachable server skips
+//! that backend with a message. `LEASEQ_BENCH_BACKENDS` (comma-separated:
+//! `memory,redis-rs,fred,postgres`) picks which backends run.
+
+pub mod baseline;
+pub mod load;
+pub mod reap;
+pub mod report;
+pub mod rss;
+pub mod targets;
+mod workload;
+
+pub use workload::{ack_all, payload, Workload, BATCH, PAYLOAD_BYTES};

@@ -1,0 +1,278 @@
+//! The load generator: producers and consumers against one backend for a
+//! fixed time, reporting throughput, enqueue-to-ack latency and peak memory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use leaseq_core::{Backend, ClaimSpec, Error, NewItem, QueueName, Result};
+use serde::Serialize;
+
+use crate::ack_all;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// Producer tasks, each enqueueing batches as fast as the backlog allows.
+    pub producers: usize,
+    /// Consumer tasks, each claiming, then acking what it claimed.
+    pub consumers: usize,
+    /// How long to run.
+    pub duration: Duration,
+    /// Items per enqueue call.
+    pub batch: usize,
+    /// Items per claim (the prefetch).
+    pub prefetch: u32,
+    /// Producers pause while this many items are enqueued but not acked, so
+    /// latency measures the queue, not an ever-growing backlog.
+    pub max_backlog: u64,
+    /// Payload size in bytes (at least 8: the enqueue time rides in it).
+    pub payload_bytes: usize,
+    /// Lease length for claims.
+    pub lease: Duration,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig {
+            producers: 2,
+            consumers: 4,
+            duration: Duration::from_secs(10),
+            batch: 100,
+            prefetch: 100,
+            max_backlog: 20_000,
+            payload_bytes: 16,
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Largest seen.
+    pub max_us: u64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    /// The backend's name.
+    pub backend: String,
+    /// Producer tasks.
+    pub producers: usize,
+    /// Consumer tasks.
+    pub consumers: usize,
+    /// Items per enqueue call.
+    pub batch: usize,
+    /// Items per claim.
+    pub prefetch: u32,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Items enqueued in that time.
+    pub enqueued: u64,
+    /// Items acked in that time.
+    pub acked: u64,
+    /// Acked items per second: the throughput.
+    pub jobs_per_sec: f64,
+    /// Enqueue (call start) to ack (call end), per item.
+    pub latency: Latency,
+    /// Peak resident memory of this process, in bytes.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Runs `config` against `backend` in `queue` (purged before and after).
+pub async fn run(
+    name: &str,
+    backend: Arc<dyn Backend>,
+    queue: &QueueName,
+    config: &LoadConfig,
+) -> Result<LoadReport> {
+    if config.producers == 0 || config.consumers == 0 {
+        return Err(Error::invalid(
+            "need at least one producer and one consumer",
+        ));
+    }
+    if config.payload_bytes < 8 {
+        return Err(Error::invalid(
+            "payloads carry an 8-byte timestamp: --payload-bytes must be at least 8",
+        ));
+    }
+    let spec = ClaimSpec::new(config.prefetch, config.lease)?;
+    backend.purge(queue).await?;
+    let origin = Instant::now();
+    let end = origin + config.duration;
+    let counters = Arc::new(Counters::default());
+
+    let mut producers = Vec::new();
+    for _ in 0..config.producers {
+        let (b, q, c, cfg) = (
+            backend.clone(),
+            queue.clone(),
+            counters.clone(),
+            config.clone(),
+        );
+        producers.push(tokio::spawn(async move {
+            produce(b.as_ref(), &q, &c, &cfg, origin, end).await
+        }));
+    }
+    let mut consumers = Vec::new();
+    for _ in 0..config.consumers {
+        let (b, q, c) = (backend.clone(), queue.clone(), counters.clone());
+        consumers.push(tokio::spawn(async move {
+            consume(b.as_ref(), &q, &c, spec, origin, end).await
+        }));
+    }
+    for p in producers {
+        p.await.map_err(|e| Error::backend("producer task", e))??;
+    }
+    let mut hist = new_histogram()?;
+    for c in consumers {
+        let h = c.await.map_err(|e| Error::backend("consumer task", e))??;
+        hist.add(&h)
+            .map_err(|e| Error::backend("merging histograms", e))?;
+    }
+    let seconds = config.duration.as_secs_f64();
+    backend.purge(queue).await?;
+    let acked = counters.acked.load(Ordering::Relaxed);
+    Ok(LoadReport {
+        backend: name.to_owned(),
+        producers: config.producers,
+        consumers: config.consumers,
+        batch: config.batch,
+        prefetch: config.prefetch,
+        seconds,
+        enqueued: counters.enqueued.load(Ordering::Relaxed),
+        acked,
+        jobs_per_sec: acked as f64 / seconds,
+        latency: Latency {
+            p50_us: hist.value_at_quantile(0.5),
+            p99_us: hist.value_at_quantile(0.99),
+            max_us: hist.max(),
+        },
+        peak_rss_bytes: crate::rss::peak_rss_bytes(),
+    })
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    enqueued: AtomicU64,
+    acked: AtomicU64,
+}
+
+fn new_histogram() -> Result<Histogram<u64>> {
+    Histogram::new(3).map_err(|e| Error::backend("histogram", e))
+}
+
+fn stamp(origin: Instant, size: usize) -> Bytes {
+    let us = origin.elapsed().as_micros() as u64;
+    let mut v = vec![0u8; size];
+    v[..8].copy_from_slice(&us.to_le_bytes());
+    Bytes::from(v)
+}
+
+fn stamped_at(payload: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(payload.get(..8)?.try_into().ok()?))
+}
+
+async fn produce(
+    b: &dyn Backend,
+    q: &QueueName,
+    c: &Counters,
+    cfg: &LoadConfig,
+    origin: Instant,
+    end: Instant,
+) -> Result<()> {
+    while Instant::now() < end {
+        let backlog = c
+            .enqueued
+            .load(Ordering::Relaxed)
+            .saturating_sub(c.acked.load(Ordering::Relaxed));
+        if backlog >= cfg.max_backlog {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
+        let payload = stamp(origin, cfg.payload_bytes);
+        let items = (0..cfg.batch)
+            .map(|_| NewItem::new(payload.clone()))
+            .collect();
+        b.enqueue(q, items).await?;
+        c.enqueued.fetch_add(cfg.batch as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+async fn consume(
+    b: &dyn Backend,
+    q: &QueueName,
+    c: &Counters,
+    spec: ClaimSpec,
+    origin: Instant,
+    end: Instant,
+) -> Result<Histogram<u64>> {
+    let mut hist = new_histogram()?;
+    while Instant::now() < end {
+        let claimed = b.claim(q, spec).await?;
+        if claimed.leases.is_empty() {
+            b.wait_for_work(
+                q,
+                end.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(5)),
+            )
+            .await;
+            continue;
+        }
+        ack_all(b, &claimed.leases).await?;
+        let now_us = origin.elapsed().as_micros() as u64;
+        if Instant::now() <= end {
+            c.acked
+                .fetch_add(claimed.leases.len() as u64, Ordering::Relaxed);
+            for l in &claimed.leases {
+                if let Some(at) = stamped_at(&l.payload) {
+                    hist.record(now_us.saturating_sub(at))
+                        .map_err(|e| Error::backend("histogram", e))?;
+                }
+            }
+        }
+    }
+    Ok(hist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stamp_round_trips() {
+        let origin = Instant::now();
+        let p = stamp(origin, 16);
+        assert_eq!(p.len(), 16);
+        assert!(stamped_at(&p).is_some());
+        assert_eq!(stamped_at(b"short"), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_short_run_on_memory_acks_jobs() {
+        let backend: Arc<dyn Backend> = Arc::new(leaseq_memory::MemoryBackend::new());
+        let queue = QueueName::new("load-test").expect("name");
+        let config = LoadConfig {
+            duration: Duration::from_millis(200),
+            producers: 1,
+            consumers: 2,
+            ..LoadConfig::default()
+        };
+        let report = run("memory", backend.clone(), &queue, &config)
+            .await
+            .expect("run");
+        assert!(report.acked > 0, "{report:?}");
+        assert!(report.acked <= report.enqueued);
+        assert!(report.latency.p50_us <= report.latency.max_us);
+        assert_eq!(backend.stats(&queue).await.expect("stats").total(), 0);
+    }
+}

@@ -1,0 +1,268 @@
+//! Which backends to measure, how to reach them, and their baselines.
+//!
+//! Each backend has a [`BackendFactory`] (the conformance suite's interface),
+//! so the benches get backends the same way the suite does.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leaseq_conformance::{BackendFactory, TestBackend, Unavailable};
+use leaseq_core::ManualClock;
+use leaseq_memory::MemoryBackend;
+
+use crate::baseline::{Baseline, VecDequeBaseline};
+
+/// Every backend name, in report order.
+pub const ALL: [&str; 4] = ["memory", "redis-rs", "fred", "postgres"];
+
+/// Key prefix (Redis) and schema (PostgreSQL) the benches use.
+pub const NAMESPACE: &str = "leaseq_bench";
+
+/// The Redis server: `LEASEQ_REDIS_URL` or the local default.
+pub fn redis_url() -> String {
+    std::env::var("LEASEQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The PostgreSQL server: `LEASEQ_DATABASE_URL` or the local default.
+pub fn database_url() -> String {
+    std::env::var("LEASEQ_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Pool size for the PostgreSQL backend and its baseline.
+pub const PG_CONNECTIONS: u32 = 8;
+
+/// True when `LEASEQ_BENCH_BACKENDS` (comma-separated names) is unset or
+/// names `backend`.
+pub fn wanted(backend: &str) -> bool {
+    match std::env::var("LEASEQ_BENCH_BACKENDS") {
+        Ok(list) if !list.trim().is_empty() => list.split(',').any(|b| b.trim() == backend),
+        _ => true,
+    }
+}
+
+/// One backend under measurement, with the baselines it is compared to.
+#[derive(Debug)]
+pub struct Target {
+    /// The backend's name (one of [`ALL`]).
+    pub name: &'static str,
+    /// The backend and how time passes for it.
+    pub backend: TestBackend,
+    /// The bare-store baselines (the first is the primary one).
+    pub baselines: Vec<Arc<dyn Baseline>>,
+}
+
+/// Connects every wanted backend. Each one that cannot be had is skipped
+/// with a message on stderr naming the reason. `manual_clock` gives the
+/// memory backend a clock the caller advances.
+pub async fn connect_all(manual_clock: bool) -> Vec<Target> {
+    let mut out = Vec::new();
+    for name in ALL {
+        if !wanted(name) {
+            eprintln!("leaseq-benches: {name}: not in LEASEQ_BENCH_BACKENDS, skipped");
+            continue;
+        }
+        match connect(name, manual_clock).await {
+            Ok(t) => out.push(t),
+            Err(Unavailable(why)) => eprintln!("leaseq-benches: {name}: SKIPPED: {why}"),
+        }
+    }
+    out
+}
+
+/// Connects one backend by name, with its baselines.
+pub async fn connect(name: &str, manual_clock: bool) -> Result<Target, Unavailable> {
+    match name {
+        "memory" => {
+            let factory = if manual_clock {
+                MemoryFactory::manual_clock()
+            } else {
+                MemoryFactory::system_clock()
+            };
+            Ok(Target {
+                name: "memory",
+                backend: factory.backend().await?,
+                baselines: vec![Arc::new(VecDequeBaseline::new())],
+            })
+        }
+        "redis-rs" => redis_rs_target().await,
+        "fred" => fred_target().await,
+        "postgres" => postgres_target().await,
+        other => Err(Unavailable(format!(
+            "unknown backend {other:?}; expected one of {ALL:?}"
+        ))),
+    }
+}
+
+/// The in-process backend.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryFactory {
+    manual: bool,
+}
+
+impl MemoryFactory {
+    /// On the system clock (what the operation benches use).
+    pub fn system_clock() -> Self {
+        MemoryFactory { manual: false }
+    }
+
+    /// On a [`ManualClock`] the caller advances (what the reap bench uses).
+    pub fn manual_clock() -> Self {
+        MemoryFactory { manual: true }
+    }
+}
+
+#[async_trait]
+impl BackendFactory for MemoryFactory {
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        if self.manual {
+            let clock = ManualClock::new();
+            Ok(TestBackend::manual(
+                Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone()))),
+                clock,
+            ))
+        } else {
+            Ok(TestBackend::real(Arc::new(MemoryBackend::new())))
+        }
+    }
+}
+
+#[cfg(any(feature = "redis-rs", feature = "fred"))]
+fn redis_config(url: &str) -> leaseq_redis::RedisConfig {
+    leaseq_redis::RedisConfig::new(url).prefix(NAMESPACE)
+}
+
+/// The Redis backend on the `redis` crate.
+#[cfg(feature = "redis-rs")]
+#[derive(Debug, Clone)]
+pub struct RedisRsFactory {
+    /// The server URL.
+    pub url: String,
+}
+
+#[cfg(feature = "redis-rs")]
+#[async_trait]
+impl BackendFactory for RedisRsFactory {
+    fn name(&self) -> &str {
+        "redis-rs"
+    }
+
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let b = leaseq_redis::RedisRsBackend::connect(redis_config(&self.url))
+            .await
+            .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
+        Ok(TestBackend::real(Arc::new(b)))
+    }
+}
+
+/// The Redis backend on the `fred` crate.
+#[cfg(feature = "fred")]
+#[derive(Debug, Clone)]
+pub struct FredFactory {
+    /// The server URL.
+    pub url: String,
+}
+
+#[cfg(feature = "fred")]
+#[async_trait]
+impl BackendFactory for FredFactory {
+    fn name(&self) -> &str {
+        "fred"
+    }
+
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let b = leaseq_redis::FredBackend::connect(redis_config(&self.url))
+            .await
+            .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
+        Ok(TestBackend::real(Arc::new(b)))
+    }
+}
+
+/// The PostgreSQL backend.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone)]
+pub struct PgFactory {
+    /// The database URL.
+    pub url: String,
+}
+
+#[cfg(feature = "postgres")]
+#[async_trait]
+impl BackendFactory for PgFactory {
+    fn name(&self) -> &str {
+        "postgres"
+    }
+
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let options = leaseq_postgres::PgOptions::new()
+            .schema(NAMESPACE)
+            .max_connections(PG_CONNECTIONS);
+        let b = leaseq_postgres::PgBackend::connect(&self.url, options)
+            .await
+            .map_err(|e| Unavailable(format!("no PostgreSQL at {}: {e}", self.url)))?;
+        Ok(TestBackend::real(Arc::new(b)))
+    }
+}
+
+#[cfg(feature = "redis-rs")]
+async fn redis_rs_target() -> Result<Target, Unavailable> {
+    let url = redis_url();
+    let backend = RedisRsFactory { url: url.clone() }.backend().await?;
+    let raw = crate::baseline::RedisRsRaw::connect(&url, NAMESPACE)
+        .await
+        .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
+    Ok(Target {
+        name: "redis-rs",
+        backend,
+        baselines: vec![Arc::new(raw)],
+    })
+}
+
+#[cfg(not(feature = "redis-rs"))]
+async fn redis_rs_target() -> Result<Target, Unavailable> {
+    Err(Unavailable("built without the `redis-rs` feature".into()))
+}
+
+#[cfg(feature = "fred")]
+async fn fred_target() -> Result<Target, Unavailable> {
+    let url = redis_url();
+    let backend = FredFactory { url: url.clone() }.backend().await?;
+    let raw = crate::baseline::FredRaw::connect(&url, NAMESPACE)
+        .await
+        .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
+    Ok(Target {
+        name: "fred",
+        backend,
+        baselines: vec![Arc::new(raw)],
+    })
+}
+
+#[cfg(not(feature = "fred"))]
+async fn fred_target() -> Result<Target, Unavailable> {
+    Err(Unavailable("built without the `fred` feature".into()))
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_target() -> Result<Target, Unavailable> {
+    use crate::baseline::{AckStyle, PgRaw};
+    let url = database_url();
+    let backend = PgFactory { url: url.clone() }.backend().await?;
+    let raw = PgRaw::connect(&url, &format!("{NAMESPACE}_raw"), PG_CONNECTIONS)
+        .await
+        .map_err(|e| Unavailable(format!("no PostgreSQL at {url}: {e}")))?;
+    let batched = raw.with_ack(AckStyle::Batched);
+    Ok(Target {
+        name: "postgres",
+        backend,
+        baselines: vec![Arc::new(raw), Arc::new(batched)],
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_target() -> Result<Target, Unavailable> {
+    Err(Unavailable("built without the `postgres` feature".into()))
+}
