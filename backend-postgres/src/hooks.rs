@@ -40,7 +40,9 @@ impl TestHooks for PgBackend {
             .map_err(db("planting a dangling entry"))?;
         match planted {
             Some(_) => Ok(()),
-            None => Err(Error::invalid(format!("item {id} exists; cannot plant a dangling entry"))),
+            None => Err(Error::invalid(format!(
+                "item {id} exists; cannot plant a dangling entry"
+            ))),
         }
     }
 

@@ -6,12 +6,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
 use leaseq_core::{
-    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
-    ItemState, Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
-    Released, Repair, Result, TestHooks, Timestamp,
+    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
+    Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
+    Repair, Result, TestHooks, Timestamp,
 };
 
-use crate::rows::{col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts};
+use crate::rows::{
+    col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts,
+};
 use crate::PgBackend;
 
 /// Rows one reap or promotion statement handles; the reaper loops while a
@@ -37,7 +39,10 @@ impl PgBackend {
         items: &[(usize, &NewItem)],
     ) -> Result<Vec<Option<Enqueued>>> {
         let s = &self.inner.sql;
-        let payloads: Vec<&[u8]> = items.iter().map(|(_, i)| i.get_payload().as_ref()).collect();
+        let payloads: Vec<&[u8]> = items
+            .iter()
+            .map(|(_, i)| i.get_payload().as_ref())
+            .collect();
         let priorities: Vec<i32> = items.iter().map(|(_, i)| i.get_priority()).collect();
         let attempts: Vec<i32> = items
             .iter()
@@ -58,7 +63,11 @@ impl PgBackend {
             .map_err(db("enqueue"))?;
         if rows.len() != items.len() {
             return Err(Error::Corrupt {
-                what: format!("enqueue of {} items returned {} rows", items.len(), rows.len()),
+                what: format!(
+                    "enqueue of {} items returned {} rows",
+                    items.len(),
+                    rows.len()
+                ),
             });
         }
         let mut out = Vec::with_capacity(items.len());
@@ -66,7 +75,10 @@ impl PgBackend {
         for (row, (_, item)) in rows.iter().zip(items) {
             let inserted: bool = col(row, 1)?;
             if inserted {
-                out.push(Some(Enqueued { id: item_id(col(row, 0)?)?, deduplicated: false }));
+                out.push(Some(Enqueued {
+                    id: item_id(col(row, 0)?)?,
+                    deduplicated: false,
+                }));
             } else {
                 wanted.extend(item.get_dedup_key());
                 out.push(None);
@@ -87,7 +99,10 @@ impl PgBackend {
         for (slot, (_, item)) in out.iter_mut().zip(items) {
             if slot.is_none() {
                 if let Some(id) = item.get_dedup_key().and_then(|k| holders.get(k)) {
-                    *slot = Some(Enqueued { id: item_id(*id)?, deduplicated: true });
+                    *slot = Some(Enqueued {
+                        id: item_id(*id)?,
+                        deduplicated: true,
+                    });
                 }
             }
         }
@@ -119,7 +134,11 @@ impl PgBackend {
             let tok: uuid::Uuid = col(row, 1)?;
             let payload: Vec<u8> = col(row, 2)?;
             out.leases.push(Lease {
-                key: LeaseKey { queue: queue.clone(), id, token: token(tok) },
+                key: LeaseKey {
+                    queue: queue.clone(),
+                    id,
+                    token: token(tok),
+                },
                 payload: Bytes::from(payload),
                 attempts: count(col(row, 3)?, "attempts")?,
                 max_attempts: count(col(row, 4)?, "max_attempts")?,
@@ -127,11 +146,18 @@ impl PgBackend {
                 expires_at: ts(col(row, 6)?),
             });
         }
-        out.leases.sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
+        out.leases
+            .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
         Ok(out)
     }
 
-    async fn batch_count(&self, sql: &str, queue: &QueueName, n: i64, what: &'static str) -> Result<i64> {
+    async fn batch_count(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        n: i64,
+        what: &'static str,
+    ) -> Result<i64> {
         let row = sqlx::query(sql)
             .bind(queue.as_str())
             .bind(n)
@@ -154,10 +180,11 @@ impl Backend for PgBackend {
     }
 
     async fn now(&self) -> Result<Timestamp> {
-        let row = sqlx::query("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint")
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db("reading the clock"))?;
+        let row =
+            sqlx::query("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint")
+                .fetch_one(&self.inner.pool)
+                .await
+                .map_err(db("reading the clock"))?;
         Ok(ts(col(&row, 0)?))
     }
 
@@ -182,10 +209,12 @@ impl Backend for PgBackend {
         results
             .into_iter()
             .map(|r| {
-                r.ok_or_else(|| Error::backend(
-                    "postgres: enqueue",
-                    "a dedup key's holder kept vanishing; try again",
-                ))
+                r.ok_or_else(|| {
+                    Error::backend(
+                        "postgres: enqueue",
+                        "a dedup key's holder kept vanishing; try again",
+                    )
+                })
             })
             .collect()
     }
@@ -256,7 +285,9 @@ impl Backend for PgBackend {
             ItemState::Ready => Ok(Released::Ready),
             ItemState::Scheduled => Ok(Released::Scheduled),
             ItemState::Dead => Ok(Released::Dead),
-            ItemState::Leased => Err(Error::Corrupt { what: "release left the item leased".into() }),
+            ItemState::Leased => Err(Error::Corrupt {
+                what: "release left the item leased".into(),
+            }),
         }
     }
 
@@ -293,7 +324,14 @@ impl Backend for PgBackend {
                 break;
             }
         }
-        while self.batch_count(&self.inner.sql.promote, queue, REAP_BATCH, "promoting due items").await?
+        while self
+            .batch_count(
+                &self.inner.sql.promote,
+                queue,
+                REAP_BATCH,
+                "promoting due items",
+            )
+            .await?
             >= REAP_BATCH
         {}
         Ok(report)
@@ -306,7 +344,12 @@ impl Backend for PgBackend {
             .await
             .map_err(db("stats"))?;
         let n = |i: usize| -> Result<u64> { Ok(u64::try_from(col::<i64>(&row, i)?).unwrap_or(0)) };
-        Ok(QueueStats { ready: n(0)?, scheduled: n(1)?, leased: n(2)?, dead: n(3)? })
+        Ok(QueueStats {
+            ready: n(0)?,
+            scheduled: n(1)?,
+            leased: n(2)?,
+            dead: n(3)?,
+        })
     }
 
     async fn peek(&self, queue: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
@@ -348,7 +391,9 @@ impl Backend for PgBackend {
         let mut left = limit(n);
         while left > 0 {
             let batch = left.min(REAP_BATCH);
-            let done = self.batch_count(&self.inner.sql.redrive, queue, batch, "redrive").await?;
+            let done = self
+                .batch_count(&self.inner.sql.redrive, queue, batch, "redrive")
+                .await?;
             moved += u64::try_from(done).unwrap_or(0);
             left -= done;
             if done < batch {
@@ -375,4 +420,3 @@ impl Backend for PgBackend {
         Some(self)
     }
 }
-

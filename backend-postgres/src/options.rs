@@ -137,7 +137,12 @@ mod tests {
 
     #[test]
     fn schema_names_are_checked() {
-        for good in ["leaseq", "_x", "app_2", &"a".repeat(PgOptions::MAX_SCHEMA_LEN)] {
+        for good in [
+            "leaseq",
+            "_x",
+            "app_2",
+            &"a".repeat(PgOptions::MAX_SCHEMA_LEN),
+        ] {
             assert!(check_schema(good).is_ok(), "{good:?} rejected");
         }
         let long = "a".repeat(PgOptions::MAX_SCHEMA_LEN + 1);

@@ -21,7 +21,9 @@ where
 pub(crate) fn item_id(raw: i64) -> Result<ItemId> {
     u64::try_from(raw)
         .map(ItemId::new)
-        .map_err(|_| Error::Corrupt { what: format!("negative item id {raw}") })
+        .map_err(|_| Error::Corrupt {
+            what: format!("negative item id {raw}"),
+        })
 }
 
 /// An id as the database stores it.
@@ -31,7 +33,9 @@ pub(crate) fn sql_id(id: ItemId) -> Result<i64> {
 
 /// A stored counter (attempts) as `u32`.
 pub(crate) fn count(raw: i32, what: &str) -> Result<u32> {
-    u32::try_from(raw).map_err(|_| Error::Corrupt { what: format!("negative {what}: {raw}") })
+    u32::try_from(raw).map_err(|_| Error::Corrupt {
+        what: format!("negative {what}: {raw}"),
+    })
 }
 
 /// Epoch milliseconds as a [`Timestamp`] (clamped at the epoch).
@@ -51,7 +55,9 @@ pub(crate) fn sql_token(t: LeaseToken) -> uuid::Uuid {
 
 /// A stored state name.
 pub(crate) fn state(raw: &str) -> Result<ItemState> {
-    raw.parse().map_err(|_| Error::Corrupt { what: format!("unknown state {raw:?}") })
+    raw.parse().map_err(|_| Error::Corrupt {
+        what: format!("unknown state {raw:?}"),
+    })
 }
 
 /// A duration or count in milliseconds as a bind parameter.

@@ -12,15 +12,30 @@ fn q(name: &str) -> QueueName {
 
 #[tokio::test]
 async fn enqueue_claim_ack_round_trip_with_fencing() {
-    let Some(db) = common::TestDb::new("basic").await else { return };
+    let Some(db) = common::TestDb::new("basic").await else {
+        return;
+    };
     let b = &db.backend;
     let queue = q("jobs");
     let out = b
-        .enqueue(&queue, vec![NewItem::new("a"), NewItem::new("b").priority(5), NewItem::new("c")])
+        .enqueue(
+            &queue,
+            vec![
+                NewItem::new("a"),
+                NewItem::new("b").priority(5),
+                NewItem::new("c"),
+            ],
+        )
         .await
         .expect("enqueue");
     assert_eq!(out.len(), 3);
-    let claimed = b.claim(&queue, ClaimSpec::new(10, Duration::from_secs(30)).expect("spec")).await.expect("claim");
+    let claimed = b
+        .claim(
+            &queue,
+            ClaimSpec::new(10, Duration::from_secs(30)).expect("spec"),
+        )
+        .await
+        .expect("claim");
     let payloads: Vec<_> = claimed.leases.iter().map(|l| l.payload.clone()).collect();
     assert_eq!(payloads, vec!["b", "a", "c"]);
     assert!(claimed.leases.iter().all(|l| l.attempts == 1));
@@ -28,11 +43,25 @@ async fn enqueue_claim_ack_round_trip_with_fencing() {
     let now = b.now().await.expect("now");
     assert!(first.expires_at > now);
     b.ack(&first.key).await.expect("ack");
-    assert!(matches!(b.ack(&first.key).await, Err(Error::LeaseLost { .. })));
+    assert!(matches!(
+        b.ack(&first.key).await,
+        Err(Error::LeaseLost { .. })
+    ));
     let stats = b.stats(&queue).await.expect("stats");
     assert_eq!((stats.ready, stats.leased), (0, 2));
-    assert_eq!(b.release(&claimed.leases[1].key, Duration::ZERO).await.expect("release"), Released::Ready);
-    assert!(b.extend(&claimed.leases[1].key, leaseq_core::LeaseTtl::new(Duration::from_secs(1)).expect("ttl")).await.is_err_and(|e| e.is_lease_lost()));
+    assert_eq!(
+        b.release(&claimed.leases[1].key, Duration::ZERO)
+            .await
+            .expect("release"),
+        Released::Ready
+    );
+    assert!(b
+        .extend(
+            &claimed.leases[1].key,
+            leaseq_core::LeaseTtl::new(Duration::from_secs(1)).expect("ttl")
+        )
+        .await
+        .is_err_and(|e| e.is_lease_lost()));
     b.fail(&claimed.leases[2].key, "boom").await.expect("fail");
     let dead = b.peek(&queue, ItemState::Dead, 10).await.expect("peek");
     assert_eq!(dead.len(), 1);
@@ -44,35 +73,72 @@ async fn enqueue_claim_ack_round_trip_with_fencing() {
 
 #[tokio::test]
 async fn dedup_reap_schedule_and_repair() {
-    let Some(db) = common::TestDb::new("misc").await else { return };
+    let Some(db) = common::TestDb::new("misc").await else {
+        return;
+    };
     let b = &db.backend;
     let hooks = b.test_hooks().expect("hooks");
     let queue = q("misc");
     let out = b
-        .enqueue(&queue, vec![NewItem::new("x").dedup_key("k"), NewItem::new("y").dedup_key("k")])
+        .enqueue(
+            &queue,
+            vec![
+                NewItem::new("x").dedup_key("k"),
+                NewItem::new("y").dedup_key("k"),
+            ],
+        )
         .await
         .expect("enqueue");
     assert_eq!(out[0].id, out[1].id);
     assert!(!out[0].deduplicated && out[1].deduplicated);
-    let again = b.enqueue_one(&queue, NewItem::new("z").dedup_key("k")).await.expect("enqueue");
+    let again = b
+        .enqueue_one(&queue, NewItem::new("z").dedup_key("k"))
+        .await
+        .expect("enqueue");
     assert_eq!(again, out[0].id);
 
-    let lease = b.claim_one(&queue, Duration::from_secs(30)).await.expect("claim").expect("one");
+    let lease = b
+        .claim_one(&queue, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("one");
     assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 1);
     let r = b.reap(&queue).await.expect("reap");
     assert_eq!(r.requeued, 1);
     assert!(b.ack(&lease.key).await.is_err_and(|e| e.is_lease_lost()));
 
-    b.enqueue_one(&queue, NewItem::new("later").delay(Duration::from_secs(3600))).await.expect("enqueue");
+    b.enqueue_one(
+        &queue,
+        NewItem::new("later").delay(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("enqueue");
     assert_eq!(b.stats(&queue).await.expect("stats").scheduled, 1);
     assert_eq!(hooks.make_due(&queue).await.expect("due"), 1);
-    hooks.plant_dangling_ready(&queue, leaseq_core::ItemId::new(1_000_000)).await.expect("plant");
+    hooks
+        .plant_dangling_ready(&queue, leaseq_core::ItemId::new(1_000_000))
+        .await
+        .expect("plant");
     let snap = hooks.snapshot(&queue).await.expect("snapshot");
     assert_eq!(snap.violations().len(), 1, "{:?}", snap.violations());
-    let claimed = b.claim(&queue, ClaimSpec::new(2, Duration::from_secs(30)).expect("spec")).await.expect("claim");
+    let claimed = b
+        .claim(
+            &queue,
+            ClaimSpec::new(2, Duration::from_secs(30)).expect("spec"),
+        )
+        .await
+        .expect("claim");
     assert_eq!(claimed.repairs.len(), 1);
     assert_eq!(claimed.leases.len(), 2);
-    assert!(hooks.snapshot(&queue).await.expect("snapshot").violations().is_empty());
-    let next = b.enqueue_one(&queue, NewItem::new("after")).await.expect("enqueue");
+    assert!(hooks
+        .snapshot(&queue)
+        .await
+        .expect("snapshot")
+        .violations()
+        .is_empty());
+    let next = b
+        .enqueue_one(&queue, NewItem::new("after"))
+        .await
+        .expect("enqueue");
     assert!(next.get() > 1_000_000);
 }

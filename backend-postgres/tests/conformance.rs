@@ -25,7 +25,10 @@ impl BackendFactory for PostgresFactory {
         let backend = PgBackend::connect(&common::url(), common::options(&schema))
             .await
             .map_err(|e| Unavailable(format!("no PostgreSQL at {}: {e}", common::url())))?;
-        Ok(TestBackend::real(Arc::new(SchemaGuarded { inner: backend, schema })))
+        Ok(TestBackend::real(Arc::new(SchemaGuarded {
+            inner: backend,
+            schema,
+        })))
     }
 }
 

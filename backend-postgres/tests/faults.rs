@@ -64,7 +64,13 @@ async fn produce(b: PgBackend, queue: QueueName, p: usize) {
     }
 }
 
-async fn work(b: PgBackend, queue: QueueName, ledger: Arc<Mutex<Ledger>>, stop: Arc<AtomicBool>, acks: Arc<AtomicU64>) {
+async fn work(
+    b: PgBackend,
+    queue: QueueName,
+    ledger: Arc<Mutex<Ledger>>,
+    stop: Arc<AtomicBool>,
+    acks: Arc<AtomicU64>,
+) {
     let spec = ClaimSpec::new(8, Duration::from_millis(1500)).expect("spec");
     while !stop.load(Ordering::SeqCst) {
         let claimed = match b.claim(&queue, spec).await {
@@ -92,7 +98,8 @@ async fn work(b: PgBackend, queue: QueueName, ledger: Arc<Mutex<Ledger>>, stop: 
                     Ok(()) => {
                         let mut l = ledger.lock().expect("ledger");
                         *l.acked.entry(lease.id()).or_default() += 1;
-                        l.payloads.insert(String::from_utf8_lossy(&lease.payload).into_owned());
+                        l.payloads
+                            .insert(String::from_utf8_lossy(&lease.payload).into_owned());
                         acks.fetch_add(1, Ordering::SeqCst);
                         break;
                     }
@@ -100,7 +107,8 @@ async fn work(b: PgBackend, queue: QueueName, ledger: Arc<Mutex<Ledger>>, stop: 
                         if failed_once {
                             let mut l = ledger.lock().expect("ledger");
                             l.unsure.insert(lease.id());
-                            l.payloads.insert(String::from_utf8_lossy(&lease.payload).into_owned());
+                            l.payloads
+                                .insert(String::from_utf8_lossy(&lease.payload).into_owned());
                         }
                         break;
                     }
@@ -116,7 +124,9 @@ async fn work(b: PgBackend, queue: QueueName, ledger: Arc<Mutex<Ledger>>, stop: 
 }
 
 async fn kill(app: &str) -> i64 {
-    let mut c = PgConnection::connect(&common::url()).await.expect("killer connects");
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("killer connects");
     let n: i64 = sqlx::query_scalar(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
          WHERE application_name = $1 AND pid <> pg_backend_pid()",
@@ -136,18 +146,30 @@ async fn killed_connections_lose_nothing() {
     }
     let schema = common::fresh_schema("fault");
     let app = format!("leaseq-fault-{schema}");
-    let b = PgBackend::connect(&common::url(), common::options(&schema).application_name(&app))
-        .await
-        .expect("connect");
+    let b = PgBackend::connect(
+        &common::url(),
+        common::options(&schema).application_name(&app),
+    )
+    .await
+    .expect("connect");
     let queue = QueueName::new("storm").expect("name");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(AtomicU64::new(0));
 
-    let producers: Vec<_> =
-        (0..PRODUCERS).map(|p| tokio::spawn(produce(b.clone(), queue.clone(), p))).collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| tokio::spawn(produce(b.clone(), queue.clone(), p)))
+        .collect();
     let workers: Vec<_> = (0..WORKERS)
-        .map(|_| tokio::spawn(work(b.clone(), queue.clone(), ledger.clone(), stop.clone(), acks.clone())))
+        .map(|_| {
+            tokio::spawn(work(
+                b.clone(),
+                queue.clone(),
+                ledger.clone(),
+                stop.clone(),
+                acks.clone(),
+            ))
+        })
         .collect();
     let reaper = {
         let (b, queue, stop) = (b.clone(), queue.clone(), stop.clone());
@@ -173,7 +195,10 @@ async fn killed_connections_lose_nothing() {
         .await
         .expect("workers keep making progress between kills");
         let n = kill(&app).await;
-        assert!(n > 0, "round {round}: no connection of the pool was found to kill");
+        assert!(
+            n > 0,
+            "round {round}: no connection of the pool was found to kill"
+        );
         killed += n;
     }
     for p in producers {
@@ -204,8 +229,12 @@ async fn killed_connections_lose_nothing() {
         .into_iter()
         .map(|i| String::from_utf8_lossy(&i.payload).into_owned())
         .collect();
-    let l = ledger.lock().expect("ledger");
-    assert!(l.redelivered_after_ack.is_empty(), "redelivered after ack: {:?}", l.redelivered_after_ack);
+    let l = std::mem::take(&mut *ledger.lock().expect("ledger"));
+    assert!(
+        l.redelivered_after_ack.is_empty(),
+        "redelivered after ack: {:?}",
+        l.redelivered_after_ack
+    );
     let twice: Vec<_> = l.acked.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "acked more than once: {twice:?}");
     let mut lost = Vec::new();
@@ -217,7 +246,12 @@ async fn killed_connections_lose_nothing() {
             }
         }
     }
-    assert!(lost.is_empty(), "lost {} items: {:?}", lost.len(), &lost[..lost.len().min(10)]);
+    assert!(
+        lost.is_empty(),
+        "lost {} items: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
     eprintln!(
         "faults: {killed} connections killed in {KILL_ROUNDS} rounds, {} errors retried; {} acked, {} unsure acks, {} dead",
         ERRORS.load(Ordering::Relaxed),

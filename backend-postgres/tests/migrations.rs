@@ -8,16 +8,23 @@ use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection};
 
 async fn applied(schema: &str) -> i64 {
-    let mut c = PgConnection::connect(&common::url()).await.expect("connect");
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
     let sql = format!("SELECT count(*) FROM \"{schema}\"._sqlx_migrations WHERE success");
-    let n: i64 = sqlx::query_scalar(&sql).fetch_one(&mut c).await.expect("count");
+    let n: i64 = sqlx::query_scalar(&sql)
+        .fetch_one(&mut c)
+        .await
+        .expect("count");
     let _ = c.close().await;
     n
 }
 
 #[tokio::test]
 async fn migrating_twice_is_a_no_op() {
-    let Some(db) = common::TestDb::new("mig2").await else { return };
+    let Some(db) = common::TestDb::new("mig2").await else {
+        return;
+    };
     let queue = QueueName::new("q").expect("name");
     db.backend.push(&queue, "kept").await.expect("push");
     let before = applied(&db.schema).await;
@@ -25,7 +32,11 @@ async fn migrating_twice_is_a_no_op() {
     db.backend.migrate().await.expect("second migrate");
     db.backend.migrate().await.expect("third migrate");
     assert_eq!(applied(&db.schema).await, before);
-    assert_eq!(db.backend.stats(&queue).await.expect("stats").ready, 1, "data survives");
+    assert_eq!(
+        db.backend.stats(&queue).await.expect("stats").ready,
+        1,
+        "data survives"
+    );
 }
 
 #[tokio::test]
@@ -38,16 +49,25 @@ async fn concurrent_migrations_of_one_schema_all_succeed() {
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let schema = schema.clone();
-            tokio::spawn(async move { PgBackend::connect(&common::url(), common::options(&schema)).await })
+            tokio::spawn(async move {
+                PgBackend::connect(&common::url(), common::options(&schema)).await
+            })
         })
         .collect();
     let mut backends = Vec::new();
     for t in tasks {
-        backends.push(t.await.expect("join").expect("every concurrent migration succeeds"));
+        backends.push(
+            t.await
+                .expect("join")
+                .expect("every concurrent migration succeeds"),
+        );
     }
     let queue = QueueName::new("q").expect("name");
     let id = backends[0].push(&queue, "x").await.expect("push");
-    assert_eq!(backends[3].item(&queue, id).await.expect("item").payload, "x");
+    assert_eq!(
+        backends[3].item(&queue, id).await.expect("item").payload,
+        "x"
+    );
     assert_eq!(applied(&schema).await, 1);
     drop(backends);
     common::drop_schema(&schema).await;
@@ -55,12 +75,21 @@ async fn concurrent_migrations_of_one_schema_all_succeed() {
 
 #[tokio::test]
 async fn two_schemas_in_one_database_do_not_see_each_other() {
-    let Some(a) = common::TestDb::new("appa").await else { return };
-    let Some(b) = common::TestDb::new("appb").await else { return };
+    let Some(a) = common::TestDb::new("appa").await else {
+        return;
+    };
+    let Some(b) = common::TestDb::new("appb").await else {
+        return;
+    };
     let queue = QueueName::new("shared-name").expect("name");
     a.backend.push(&queue, "for a").await.expect("push");
     assert_eq!(b.backend.stats(&queue).await.expect("stats").total(), 0);
-    assert!(b.backend.claim_one(&queue, std::time::Duration::from_secs(5)).await.expect("claim").is_none());
+    assert!(b
+        .backend
+        .claim_one(&queue, std::time::Duration::from_secs(5))
+        .await
+        .expect("claim")
+        .is_none());
     assert_eq!(a.backend.stats(&queue).await.expect("stats").ready, 1);
 }
 
@@ -70,9 +99,12 @@ async fn without_migrations_operations_fail_with_a_backend_error() {
         return;
     }
     let schema = common::fresh_schema("nomig");
-    let b = PgBackend::connect(&common::url(), common::options(&schema).migrate_on_connect(false))
-        .await
-        .expect("connect");
+    let b = PgBackend::connect(
+        &common::url(),
+        common::options(&schema).migrate_on_connect(false),
+    )
+    .await
+    .expect("connect");
     let queue = QueueName::new("q").expect("name");
     let err = b.push(&queue, "x").await.expect_err("no table yet");
     assert!(err.is_retryable(), "{err:?}");
@@ -85,10 +117,19 @@ async fn without_migrations_operations_fail_with_a_backend_error() {
 #[tokio::test]
 async fn bad_urls_and_schemas_are_typed_errors() {
     let bad_schema = PgBackend::connect(&common::url(), common::options("Bad-Name")).await;
-    assert!(matches!(bad_schema, Err(leaseq_core::Error::InvalidInput { .. })));
+    assert!(matches!(
+        bad_schema,
+        Err(leaseq_core::Error::InvalidInput { .. })
+    ));
     let bad_url = PgBackend::connect("not a url", common::options("fine")).await;
-    assert!(matches!(bad_url, Err(leaseq_core::Error::InvalidInput { .. })));
+    assert!(matches!(
+        bad_url,
+        Err(leaseq_core::Error::InvalidInput { .. })
+    ));
     let opts = common::options("unreachable").acquire_timeout(std::time::Duration::from_secs(2));
     let nowhere = PgBackend::connect("postgres://postgres@127.0.0.1:1/test", opts).await;
-    assert!(matches!(nowhere, Err(leaseq_core::Error::Backend { .. })), "{nowhere:?}");
+    assert!(
+        matches!(nowhere, Err(leaseq_core::Error::Backend { .. })),
+        "{nowhere:?}"
+    );
 }

@@ -58,7 +58,9 @@ pub async fn server_or_skip() -> bool {
 /// Drops `schema` and everything in it.
 pub async fn drop_schema(schema: &str) {
     if let Ok(mut c) = PgConnection::connect(&url()).await {
-        let _ = sqlx::query("SET lock_timeout = '10s'").execute(&mut c).await;
+        let _ = sqlx::query("SET lock_timeout = '10s'")
+            .execute(&mut c)
+            .await;
         let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
             .execute(&mut c)
             .await;
@@ -70,7 +72,10 @@ pub async fn drop_schema(schema: &str) {
 /// or outside a runtime.
 pub fn drop_schema_blocking(schema: String) {
     let t = std::thread::spawn(move || {
-        if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
             rt.block_on(drop_schema(&schema));
         }
     });
