@@ -73,17 +73,20 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
 }
 
 /// Seconds for a blocking pop: at least 1 ms, whole ms.
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
 pub(crate) fn block_secs(timeout: Duration) -> f64 {
     (timeout.as_millis().max(1) as f64) / 1000.0
 }
 
 /// A pool of idle dedicated connections for blocking pops.
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct IdlePool<T> {
     idle: std::sync::Mutex<Vec<T>>,
     cap: usize,
 }
 
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
 impl<T> IdlePool<T> {
     pub(crate) fn new(cap: usize) -> Self {
         IdlePool {
@@ -106,5 +109,25 @@ impl<T> IdlePool<T> {
             }
             _ => Some(conn),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_pops_wait_at_least_a_millisecond() {
+        assert_eq!(block_secs(Duration::ZERO), 0.001);
+        assert_eq!(block_secs(Duration::from_millis(1500)), 1.5);
+    }
+
+    #[test]
+    fn the_idle_pool_keeps_at_most_its_cap() {
+        let pool = IdlePool::new(1);
+        assert_eq!(pool.give_back(1), None);
+        assert_eq!(pool.give_back(2), Some(2));
+        assert_eq!(pool.take(), Some(1));
+        assert_eq!(pool.take(), None);
     }
 }

@@ -1,4 +1,5 @@
 //! Connections: wake-ups, dropped and refused connections, bad settings.
+#![cfg(any(feature = "redis-rs", feature = "fred"))]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Corruption planted with raw commands: the next claims (and reaps) heal it
 //! and hand out every real item exactly once, on both clients.
+#![cfg(any(feature = "redis-rs", feature = "fred"))]
 
 mod common;
 

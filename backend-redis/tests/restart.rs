@@ -2,6 +2,7 @@
 //! storm of producers, workers and a reaper, and started again on the same
 //! data dir. Workers resume by themselves; no item whose enqueue returned Ok
 //! is lost, and none is acked twice.
+#![cfg(any(feature = "redis-rs", feature = "fred"))]
 
 mod common;
 
