@@ -22,6 +22,10 @@
 //! assert_eq!(&lease.payload[..], b"hello");
 //! backend.ack(&lease.key).await?;
 //! assert_eq!(backend.purge(&queue).await?, 0);
+//! # // Leave nothing behind: the purge keeps the id counter, so ids stay unique.
+//! # let keys = backend.keys(&queue)?;
+//! # let mut raw = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()).expect("raw");
+//! # let _: () = redis::cmd("DEL").arg(keys.seq()).query(&mut raw).expect("del");
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "redis-rs"))]
