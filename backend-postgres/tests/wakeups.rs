@@ -1,0 +1,115 @@
+//! `LISTEN/NOTIFY` wake-ups: an idle waiter wakes when another process
+//! enqueues, long before its poll interval, also after its listener
+//! connection was killed.
+
+mod common;
+
+use std::time::Duration;
+
+use leaseq_core::{Backend, BackendExt, QueueName};
+use leaseq_postgres::PgBackend;
+use sqlx::{Connection, PgConnection};
+
+/// Far longer than the test may take: a wake-up can only come from a
+/// notification.
+const POLL: Duration = Duration::from_secs(300);
+
+/// Waits on `waiter` while `producer` pushes every 100 ms (the waiter may
+/// not be listening yet when the first push goes out); true when the wait
+/// ended before the deadline.
+async fn woken(waiter: &PgBackend, producer: &PgBackend, queue: &QueueName) -> bool {
+    let w = waiter.clone();
+    let q = queue.clone();
+    let mut wait = tokio::spawn(async move { w.wait_for_work(&q, POLL).await });
+    for _ in 0..100 {
+        producer.push(queue, "wake").await.expect("push");
+        if tokio::time::timeout(Duration::from_millis(100), &mut wait)
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+    }
+    wait.abort();
+    false
+}
+
+#[tokio::test]
+async fn waiters_wake_on_notify_and_after_the_listener_is_killed() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("wake");
+    let app = format!("leaseq-wake-{schema}");
+    let waiter = PgBackend::connect(
+        &common::url(),
+        common::options(&schema)
+            .poll_interval(POLL)
+            .application_name(&app),
+    )
+    .await
+    .expect("waiter");
+    let producer = PgBackend::connect(&common::url(), common::options(&schema))
+        .await
+        .expect("producer");
+    let queue = QueueName::new("wake").expect("name");
+    let other = QueueName::new("other").expect("name");
+
+    assert!(
+        woken(&waiter, &producer, &queue).await,
+        "no wake-up from NOTIFY"
+    );
+
+    let mut c = PgConnection::connect(&common::url()).await.expect("killer");
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = $1 AND query ILIKE 'LISTEN%'",
+    )
+    .bind(&app)
+    .fetch_one(&mut c)
+    .await
+    .expect("terminate");
+    assert_eq!(killed, 1, "exactly one listener connection per backend");
+    let _ = c.close().await;
+
+    assert!(
+        woken(&waiter, &producer, &queue).await,
+        "no wake-up after the listener was killed"
+    );
+    // Wait until the listener is back, then prove NOTIFY reaches it again.
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("observer");
+    let mut back = false;
+    for _ in 0..300 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE 'LISTEN%'",
+        )
+        .bind(&app)
+        .fetch_one(&mut c)
+        .await
+        .expect("observe");
+        if n == 1 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = c.close().await;
+    assert!(back, "the listener did not reconnect");
+    assert!(
+        woken(&waiter, &producer, &queue).await,
+        "no wake-up after the listener reconnected"
+    );
+    // Notifications are per queue: the other queue's waiter keeps sleeping
+    // while this queue gets work.
+    let w = waiter.clone();
+    let o = other.clone();
+    let other_wait = tokio::spawn(async move { w.wait_for_work(&o, POLL).await });
+    assert!(woken(&waiter, &producer, &queue).await);
+    assert!(!other_wait.is_finished(), "a waiter on another queue woke");
+    other_wait.abort();
+
+    drop((waiter, producer));
+    common::drop_schema(&schema).await;
+}
