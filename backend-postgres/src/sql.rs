@@ -71,8 +71,10 @@ impl Sql {
         Sql {
             // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
             // $5 dedup keys, $6 delays (ms), $7 notify channel.
-            // Ids are drawn in batch order, so FIFO holds within a batch,
-            // and the first item with a key wins a conflict inside the batch.
+            // Ids are drawn in batch order, so FIFO holds within a batch.
+            // Rows go in by key (then batch order): the first item with a
+            // key wins inside the batch, and concurrent batches meet their
+            // keys in one global order, so they never deadlock.
             enqueue: format!(
                 "WITH input AS MATERIALIZED ( \
                    SELECT nextval({seq}) AS id, t.* \
@@ -83,7 +85,7 @@ impl Sql {
                    SELECT id, $1, CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
                           priority, payload, max_attempts, dedup_key, \
                           now() + delay_ms * interval '1 millisecond' \
-                   FROM input ORDER BY ord \
+                   FROM input ORDER BY dedup_key, ord \
                    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING \
                    RETURNING id, state \
                  ), hint AS ( \

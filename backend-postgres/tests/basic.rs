@@ -142,3 +142,39 @@ async fn dedup_reap_schedule_and_repair() {
         .expect("enqueue");
     assert!(next.get() > 1_000_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossing_dedup_batches_never_deadlock() {
+    let Some(db) = common::TestDb::new("cross").await else {
+        return;
+    };
+    let queue = q("cross");
+    for round in 0..20 {
+        let keys: Vec<String> = (0..20).map(|k| format!("r{round}-k{k}")).collect();
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let (b, queue) = (db.backend.clone(), queue.clone());
+                let mut keys = keys.clone();
+                if t % 2 == 1 {
+                    keys.reverse();
+                }
+                tokio::spawn(async move {
+                    let items = keys
+                        .iter()
+                        .map(|k| NewItem::new(k.clone()).dedup_key(k.clone()))
+                        .collect();
+                    b.enqueue(&queue, items).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await
+                .expect("join")
+                .expect("no enqueue fails (no deadlock)");
+        }
+    }
+    assert_eq!(
+        db.backend.stats(&queue).await.expect("stats").ready,
+        20 * 20
+    );
+}
