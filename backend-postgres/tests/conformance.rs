@@ -21,6 +21,7 @@ impl BackendFactory for PostgresFactory {
     }
 
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        common::probe().await.map_err(Unavailable)?;
         let schema = common::fresh_schema("conf");
         let backend = PgBackend::connect(&common::url(), common::options(&schema))
             .await

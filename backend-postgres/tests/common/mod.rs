@@ -38,6 +38,17 @@ pub fn options(schema: &str) -> PgOptions {
         .acquire_timeout(Duration::from_secs(10))
 }
 
+/// Whether the server answers, failing fast (one connection attempt).
+pub async fn probe() -> Result<(), String> {
+    match PgConnection::connect(&url()).await {
+        Ok(c) => {
+            let _ = c.close().await;
+            Ok(())
+        }
+        Err(e) => Err(format!("no PostgreSQL at {}: {e}", url())),
+    }
+}
+
 /// Whether the server answers; prints the skip line (or panics in CI) when
 /// it does not.
 pub async fn server_or_skip() -> bool {
