@@ -77,6 +77,7 @@ mod history;
 mod outcome;
 
 pub mod checks;
+pub mod model;
 pub mod runner;
 
 pub use harness::{scale, BackendFactory, TestBackend, TimeControl, Unavailable};

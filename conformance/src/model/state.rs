@@ -1,0 +1,673 @@
+//! The reference model: a plain, sequential reading of the contract. Each
+//! method takes what the backend answered to one operation, checks it
+//! against what the contract allows, and moves the model on.
+//!
+//! Where the contract leaves a choice to the backend (the place of a retried
+//! item among items of its priority, which of several items that died in one
+//! reap is "older"), the model accepts any allowed answer and follows it.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use leaseq_core::limits::clamp_reason;
+use leaseq_core::{
+    Bytes, Claimed, Enqueued, Error, ItemId, LeaseKey, LeaseToken, NewItem, ReapReport, Released,
+    Result, Timestamp,
+};
+
+use super::window::Window;
+use crate::outcome::ensure;
+use crate::{Rule, Violation};
+
+/// The reason `release` gives an item whose attempts are exhausted.
+pub const EXHAUSTED: &str = "attempts exhausted";
+
+/// Where an item is, as the model knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// Claimable now.
+    Ready,
+    /// Claimable once `due` has passed (then it counts as Ready).
+    Scheduled {
+        /// When it becomes claimable.
+        due: Window,
+    },
+    /// Held under `token` until `expires`; still held after that until a
+    /// reap recovers it.
+    Leased {
+        /// The current token.
+        token: LeaseToken,
+        /// When the lease runs out.
+        expires: Window,
+    },
+    /// Given up on. Items that died in one step share an epoch; a smaller
+    /// epoch died earlier.
+    Dead {
+        /// The order of death.
+        epoch: u64,
+    },
+}
+
+/// What the model knows of an item's `last_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// Exactly this.
+    Is(Option<String>),
+    /// Some non-empty reason (the wording is the backend's).
+    Some,
+    /// Not specified by the contract at this point.
+    Free,
+}
+
+/// One live item of the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Position in enqueue order.
+    pub seq: u64,
+    /// The payload as enqueued.
+    pub payload: Bytes,
+    /// Its priority.
+    pub priority: i32,
+    /// Claims so far.
+    pub attempts: u32,
+    /// Claims allowed.
+    pub max_attempts: u32,
+    /// Its dedup key.
+    pub dedup: Option<String>,
+    /// True while the item must keep its FIFO place: enqueued without a
+    /// delay and never claimed since. The contract orders items FIFO
+    /// "absent retries"; others may sit anywhere within their priority.
+    pub fifo: bool,
+    /// Its last error.
+    pub note: Note,
+    /// Its state.
+    pub slot: Slot,
+}
+
+/// The model of one queue.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub(crate) items: BTreeMap<ItemId, Entry>,
+    pub(crate) gone: BTreeSet<ItemId>,
+    tokens: HashSet<LeaseToken>,
+    next_seq: u64,
+    next_epoch: u64,
+}
+
+fn contract(what: &'static str, msg: impl Into<String>) -> Violation {
+    Violation::new(Rule::Contract(what), msg)
+}
+
+/// The driver used the model outside what it can decide.
+pub(crate) fn undecidable(msg: impl Into<String>) -> Violation {
+    Violation::new(
+        Rule::Contract("model driver"),
+        format!("the model cannot decide: {}", msg.into()),
+    )
+}
+
+impl Model {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Model::default()
+    }
+
+    /// The live items by id.
+    pub fn items(&self) -> &BTreeMap<ItemId, Entry> {
+        &self.items
+    }
+
+    /// Ids that were acked or purged: never to be seen again.
+    pub fn gone(&self) -> &BTreeSet<ItemId> {
+        &self.gone
+    }
+
+    /// True when `key` holds the item's current token (an expired lease not
+    /// yet reaped or re-claimed still does).
+    pub fn is_current(&self, key: &LeaseKey) -> bool {
+        matches!(
+            self.items.get(&key.id).map(|e| &e.slot),
+            Some(Slot::Leased { token, .. }) if *token == key.token
+        )
+    }
+
+    /// True when the item counts as Ready at `now` (Ready, or a Scheduled
+    /// item whose due time has passed).
+    pub(crate) fn claimable(e: &Entry, now: Window) -> Result<bool, Violation> {
+        match &e.slot {
+            Slot::Ready => Ok(true),
+            Slot::Scheduled { due } => due
+                .passed_at(now)
+                .ok_or_else(|| undecidable(format!("a due time {due} at now {now}"))),
+            _ => Ok(false),
+        }
+    }
+
+    /// `enqueue(items)` at `now` answered `got`.
+    pub fn enqueue(
+        &mut self,
+        items: &[NewItem],
+        now: Window,
+        got: &Result<Vec<Enqueued>>,
+    ) -> Result<(), Violation> {
+        let got = got
+            .as_ref()
+            .map_err(|e| contract("enqueue", format!("a valid batch failed: {e}")))?;
+        ensure!(
+            got.len() == items.len(),
+            Rule::Contract("enqueue"),
+            "{} results for {} items",
+            got.len(),
+            items.len()
+        );
+        for (i, (item, e)) in items.iter().zip(got).enumerate() {
+            let holder = item.get_dedup_key().and_then(|k| {
+                self.items
+                    .iter()
+                    .find(|(_, m)| m.dedup.as_deref() == Some(k))
+                    .map(|(id, _)| *id)
+            });
+            if let Some(id) = holder {
+                ensure!(
+                    e.id == id && e.deduplicated,
+                    Rule::Inv9,
+                    "item {i} of the batch: key {:?} is held by {id}, but enqueue returned {e:?}",
+                    item.get_dedup_key()
+                );
+                continue;
+            }
+            ensure!(
+                !e.deduplicated,
+                Rule::Inv9,
+                "item {i} of the batch: reported deduplicated ({e:?}) but no item holds its key"
+            );
+            ensure!(
+                !self.items.contains_key(&e.id) && !self.gone.contains(&e.id),
+                Rule::Contract("enqueue"),
+                "item {i} of the batch got id {}, which was already used",
+                e.id
+            );
+            let delay = u64::try_from(item.get_delay().as_millis()).unwrap_or(u64::MAX);
+            let slot = if delay == 0 {
+                Slot::Ready
+            } else {
+                Slot::Scheduled {
+                    due: now.plus(delay),
+                }
+            };
+            self.next_seq += 1;
+            self.items.insert(
+                e.id,
+                Entry {
+                    seq: self.next_seq,
+                    payload: item.get_payload().clone(),
+                    priority: item.get_priority(),
+                    attempts: 0,
+                    max_attempts: item.get_max_attempts(),
+                    dedup: item.get_dedup_key().map(str::to_owned),
+                    fifo: delay == 0,
+                    note: Note::Is(None),
+                    slot,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// `claim(max, ttl)` at `now` answered `got`.
+    pub fn claim(
+        &mut self,
+        max: u32,
+        ttl_ms: u64,
+        now: Window,
+        got: &Result<Claimed>,
+    ) -> Result<(), Violation> {
+        let got = got
+            .as_ref()
+            .map_err(|e| contract("claim", format!("a valid claim failed: {e}")))?;
+        ensure!(
+            got.repairs.is_empty(),
+            Rule::Inv6,
+            "a claim on a sound queue reported repairs: {:?}",
+            got.repairs
+        );
+        let mut candidates = Vec::new();
+        for (id, e) in &self.items {
+            if Self::claimable(e, now)? {
+                candidates.push(*id);
+            }
+        }
+        let want = candidates.len().min(max as usize);
+        let ids: Vec<ItemId> = got.leases.iter().map(|l| l.id()).collect();
+        if let Some(gone) = ids.iter().find(|id| self.gone.contains(id)) {
+            return Err(Violation::new(
+                Rule::Inv10,
+                format!("a claim returned {gone}, which was acked or purged"),
+            ));
+        }
+        for l in &got.leases {
+            if let Some(Slot::Leased { expires, .. }) = self.items.get(&l.id()).map(|e| &e.slot) {
+                return Err(Violation::new(
+                    Rule::Inv2,
+                    format!(
+                        "a claim returned {}, which is leased until {expires} (now {now})",
+                        l.id()
+                    ),
+                ));
+            }
+        }
+        self.check_order("claim", &candidates, &ids)?;
+        ensure!(
+            ids.len() == want,
+            Rule::Contract("claim"),
+            "a claim of up to {max} returned {} leases with {} items claimable",
+            ids.len(),
+            candidates.len()
+        );
+        for l in &got.leases {
+            ensure!(
+                self.tokens.insert(l.token()),
+                Rule::Inv2,
+                "a claim handed out token {} a second time",
+                l.token()
+            );
+            ensure!(
+                now.plus(ttl_ms).contains(l.expires_at.as_millis()),
+                Rule::Contract("claim"),
+                "lease of {} expires at {}, expected now + ttl = {}",
+                l.id(),
+                l.expires_at,
+                now.plus(ttl_ms)
+            );
+            let e = self
+                .items
+                .get_mut(&l.id())
+                .ok_or_else(|| contract("claim", format!("{} is not in the queue", l.id())))?;
+            e.attempts += 1;
+            let seen = (&l.payload, l.attempts, l.max_attempts, l.priority);
+            ensure!(
+                seen == (&e.payload, e.attempts, e.max_attempts, e.priority),
+                Rule::Contract("claim"),
+                "lease of {} carries (payload, attempts, max, priority) {:?}, expected {:?}",
+                l.id(),
+                (&l.payload, l.attempts, l.max_attempts, l.priority),
+                (&e.payload, e.attempts, e.max_attempts, e.priority)
+            );
+            e.fifo = false;
+            e.slot = Slot::Leased {
+                token: l.token(),
+                expires: Window::exact(l.expires_at.as_millis()),
+            };
+        }
+        Ok(())
+    }
+
+    /// Checks that `got` (in the order returned) is a valid claim order over
+    /// `candidates`: higher priority first, and FIFO among items that keep
+    /// their FIFO place, both within `got` and against what was left out.
+    pub(crate) fn check_order(
+        &self,
+        what: &str,
+        candidates: &[ItemId],
+        got: &[ItemId],
+    ) -> Result<(), Violation> {
+        let mut seen = BTreeSet::new();
+        for id in got {
+            ensure!(seen.insert(*id), Rule::Inv2, "{what} returned {id} twice");
+            ensure!(
+                candidates.contains(id),
+                Rule::Contract("claim"),
+                "{what} returned {id}, which is not claimable"
+            );
+        }
+        let entry = |id: &ItemId| self.items.get(id);
+        for pair in got.windows(2) {
+            if let (Some(a), Some(b)) = (entry(&pair[0]), entry(&pair[1])) {
+                ensure!(
+                    a.priority >= b.priority,
+                    Rule::Inv8,
+                    "{what} order: {} (priority {}) before {} (priority {})",
+                    pair[0],
+                    a.priority,
+                    pair[1],
+                    b.priority
+                );
+            }
+        }
+        for (i, x) in got.iter().enumerate() {
+            let Some(ex) = entry(x) else { continue };
+            for y in &got[i + 1..] {
+                if let Some(ey) = entry(y) {
+                    ensure!(
+                        !(ex.fifo && ey.fifo && ex.priority == ey.priority && ey.seq < ex.seq),
+                        Rule::Inv8,
+                        "{what} order: {x} came before {y}, which was enqueued earlier"
+                    );
+                }
+            }
+            for y in candidates.iter().filter(|y| !seen.contains(*y)) {
+                let Some(ey) = entry(y) else { continue };
+                ensure!(
+                    ey.priority <= ex.priority,
+                    Rule::Inv8,
+                    "{what} returned {x} (priority {}) and left {y} (priority {})",
+                    ex.priority,
+                    ey.priority
+                );
+                ensure!(
+                    !(ex.fifo && ey.fifo && ex.priority == ey.priority && ey.seq < ex.seq),
+                    Rule::Inv8,
+                    "{what} returned {x} and left {y}, which was enqueued earlier"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails unless a fenced call with a stale token said `LeaseLost`.
+    fn expect_lost<T: std::fmt::Debug>(
+        key: &LeaseKey,
+        what: &str,
+        got: &Result<T>,
+    ) -> Result<(), Violation> {
+        match got {
+            Err(Error::LeaseLost { id }) if *id == key.id => Ok(()),
+            other => Err(Violation::new(
+                Rule::Inv3,
+                format!(
+                    "{what} of {} with a stale token answered {other:?}; expected LeaseLost",
+                    key.id
+                ),
+            )),
+        }
+    }
+
+    /// Fails unless a fenced call with the current token succeeded.
+    fn expect_ok<'a, T: std::fmt::Debug>(
+        key: &LeaseKey,
+        what: &'static str,
+        got: &'a Result<T>,
+    ) -> Result<&'a T, Violation> {
+        got.as_ref().map_err(|e| {
+            contract(
+                what,
+                format!("{what} of {} with its current token failed: {e}", key.id),
+            )
+        })
+    }
+
+    fn entry_mut(&mut self, id: ItemId) -> Result<&mut Entry, Violation> {
+        self.items
+            .get_mut(&id)
+            .ok_or_else(|| undecidable(format!("{id} is not modelled")))
+    }
+
+    fn kill(&mut self, id: ItemId, note: Note) -> Result<(), Violation> {
+        self.next_epoch += 1;
+        let epoch = self.next_epoch;
+        let e = self.entry_mut(id)?;
+        e.slot = Slot::Dead { epoch };
+        e.note = note;
+        Ok(())
+    }
+
+    /// `ack(key)` answered `got`.
+    pub fn ack(&mut self, key: &LeaseKey, got: &Result<()>) -> Result<(), Violation> {
+        if !self.is_current(key) {
+            return Self::expect_lost(key, "ack", got);
+        }
+        Self::expect_ok(key, "ack", got)?;
+        self.items.remove(&key.id);
+        self.gone.insert(key.id);
+        Ok(())
+    }
+
+    /// `extend(key, ttl)` at `now` answered `got`.
+    pub fn extend(
+        &mut self,
+        key: &LeaseKey,
+        ttl_ms: u64,
+        now: Window,
+        got: &Result<Timestamp>,
+    ) -> Result<(), Violation> {
+        if !self.is_current(key) {
+            return Self::expect_lost(key, "extend", got);
+        }
+        let until = Self::expect_ok(key, "extend", got)?.as_millis();
+        ensure!(
+            now.plus(ttl_ms).contains(until),
+            Rule::Contract("extend"),
+            "extend of {} returned {until}ms, expected now + ttl = {}",
+            key.id,
+            now.plus(ttl_ms)
+        );
+        let e = self.entry_mut(key.id)?;
+        e.slot = Slot::Leased {
+            token: key.token,
+            expires: Window::exact(until),
+        };
+        Ok(())
+    }
+
+    /// `release(key, delay)` at `now` answered `got`.
+    pub fn release(
+        &mut self,
+        key: &LeaseKey,
+        delay_ms: u64,
+        now: Window,
+        got: &Result<Released>,
+    ) -> Result<(), Violation> {
+        if !self.is_current(key) {
+            return Self::expect_lost(key, "release", got);
+        }
+        let released = *Self::expect_ok(key, "release", got)?;
+        let e = self.entry_mut(key.id)?;
+        let want = if e.attempts >= e.max_attempts {
+            Released::Dead
+        } else if delay_ms == 0 {
+            Released::Ready
+        } else {
+            Released::Scheduled
+        };
+        ensure!(
+            released == want,
+            Rule::Contract("release"),
+            "release of {} (attempt {} of {}, delay {delay_ms}ms) answered {released:?}, \
+             expected {want:?}",
+            key.id,
+            e.attempts,
+            e.max_attempts
+        );
+        match want {
+            Released::Dead => return self.kill(key.id, Note::Is(Some(EXHAUSTED.into()))),
+            Released::Ready => e.slot = Slot::Ready,
+            _ => {
+                e.slot = Slot::Scheduled {
+                    due: now.plus(delay_ms),
+                }
+            }
+        }
+        e.note = Note::Free;
+        Ok(())
+    }
+
+    /// `fail(key, reason)` answered `got`.
+    pub fn fail(
+        &mut self,
+        key: &LeaseKey,
+        reason: &str,
+        got: &Result<()>,
+    ) -> Result<(), Violation> {
+        if !self.is_current(key) {
+            return Self::expect_lost(key, "fail", got);
+        }
+        Self::expect_ok(key, "fail", got)?;
+        self.kill(key.id, Note::Is(Some(clamp_reason(reason).to_owned())))
+    }
+
+    /// `reap()` at `now` answered `got`. The model's queues stay far below
+    /// any backend's reap batch, so one reap recovers every expired lease.
+    pub fn reap(&mut self, now: Window, got: &Result<ReapReport>) -> Result<(), Violation> {
+        let got = got
+            .as_ref()
+            .map_err(|e| contract("reap", format!("reap failed: {e}")))?;
+        ensure!(
+            got.repairs.is_empty(),
+            Rule::Inv6,
+            "a reap on a sound queue reported repairs: {:?}",
+            got.repairs
+        );
+        self.next_epoch += 1;
+        let epoch = self.next_epoch;
+        let (mut requeued, mut dead) = (0, 0);
+        for (id, e) in self.items.iter_mut() {
+            let Slot::Leased { expires, .. } = e.slot else {
+                continue;
+            };
+            let expired = expires.passed_at(now).ok_or_else(|| {
+                undecidable(format!("lease of {id} expiring at {expires}, now {now}"))
+            })?;
+            if !expired {
+                continue;
+            }
+            if e.attempts >= e.max_attempts {
+                e.slot = Slot::Dead { epoch };
+                e.note = Note::Some;
+                dead += 1;
+            } else {
+                e.slot = Slot::Ready;
+                e.note = Note::Free;
+                requeued += 1;
+            }
+        }
+        ensure!(
+            (got.requeued, got.dead) == (requeued, dead),
+            Rule::Inv4,
+            "reap at {now} answered requeued {}, dead {}; expected {requeued}, {dead}",
+            got.requeued,
+            got.dead
+        );
+        Ok(())
+    }
+
+    /// The `expire_leases` hook, run no later than `hook.hi`, touched
+    /// `touched` leases.
+    pub fn expire_leases(&mut self, hook: Window, touched: u64) -> Result<(), Violation> {
+        let (mut live, mut leased) = (0, 0);
+        for e in self.items.values_mut() {
+            if let Slot::Leased { expires, .. } = &mut e.slot {
+                leased += 1;
+                // Live or not, its expiry is now no later than the hook.
+                match expires.passed_at(hook) {
+                    Some(true) => {}
+                    Some(false) => {
+                        live += 1;
+                        *expires = Window::up_to(hook.hi);
+                    }
+                    None => *expires = Window::up_to(hook.hi),
+                }
+            }
+        }
+        ensure!(
+            (live..=leased).contains(&touched),
+            Rule::Contract("TestHooks::expire_leases"),
+            "expire_leases touched {touched} leases; {live} were live, {leased} leased"
+        );
+        Ok(())
+    }
+
+    /// The `make_due` hook, run no later than `hook.hi`, moved `moved` items.
+    pub fn make_due(&mut self, hook: Window, moved: u64) -> Result<(), Violation> {
+        let (mut waiting, mut scheduled) = (0, 0);
+        for e in self.items.values_mut() {
+            if let Slot::Scheduled { due } = &mut e.slot {
+                scheduled += 1;
+                if due.passed_at(hook) == Some(false) {
+                    waiting += 1;
+                }
+                *due = Window::up_to(due.hi.min(hook.hi));
+            }
+        }
+        ensure!(
+            moved >= waiting && moved <= scheduled,
+            Rule::Contract("TestHooks::make_due"),
+            "make_due moved {moved} items; {waiting} were waiting, {scheduled} scheduled"
+        );
+        Ok(())
+    }
+
+    /// `redrive(limit)` answered `got`; `dead_after` is every Dead id
+    /// afterwards (which ones moved is the backend's choice among items that
+    /// died in one step).
+    pub fn redrive(
+        &mut self,
+        limit: usize,
+        got: &Result<u64>,
+        dead_after: &[ItemId],
+    ) -> Result<(), Violation> {
+        let moved = *got
+            .as_ref()
+            .map_err(|e| contract("redrive", format!("redrive failed: {e}")))?;
+        let dead: BTreeMap<ItemId, u64> = self
+            .items
+            .iter()
+            .filter_map(|(id, e)| match e.slot {
+                Slot::Dead { epoch } => Some((*id, epoch)),
+                _ => None,
+            })
+            .collect();
+        let want = dead.len().min(limit) as u64;
+        ensure!(
+            moved == want,
+            Rule::Contract("redrive"),
+            "redrive of up to {limit} with {} dead moved {moved}",
+            dead.len()
+        );
+        let after: BTreeSet<ItemId> = dead_after.iter().copied().collect();
+        ensure!(
+            after.iter().all(|id| dead.contains_key(id))
+                && after.len() + want as usize == dead.len(),
+            Rule::Contract("redrive"),
+            "after a redrive of {moved}, Dead holds {after:?}; before it held {:?}",
+            dead.keys().collect::<Vec<_>>()
+        );
+        let moved_ids: Vec<ItemId> = dead
+            .keys()
+            .filter(|id| !after.contains(id))
+            .copied()
+            .collect();
+        for m in &moved_ids {
+            for (stay, epoch) in dead.iter().filter(|(id, _)| after.contains(id)) {
+                ensure!(
+                    dead[m] <= *epoch,
+                    Rule::Contract("redrive"),
+                    "redrive moved {m} but left {stay}, which died earlier"
+                );
+            }
+        }
+        for id in moved_ids {
+            let e = self.entry_mut(id)?;
+            e.slot = Slot::Ready;
+            e.attempts = 0;
+            e.fifo = false;
+            e.note = Note::Free;
+        }
+        Ok(())
+    }
+
+    /// `purge()` answered `got`.
+    pub fn purge(&mut self, got: &Result<u64>) -> Result<(), Violation> {
+        let n = *got
+            .as_ref()
+            .map_err(|e| contract("purge", format!("purge failed: {e}")))?;
+        ensure!(
+            n == self.items.len() as u64,
+            Rule::Contract("purge"),
+            "purge deleted {n} items; the queue held {}",
+            self.items.len()
+        );
+        let ids: Vec<ItemId> = self.items.keys().copied().collect();
+        self.gone.extend(ids);
+        self.items.clear();
+        Ok(())
+    }
+}
