@@ -98,12 +98,14 @@ impl Backend for MemoryBackend {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        let now = self.now_ms();
-        let expires = now.saturating_add(spec.ttl().as_millis());
-        let expires_at = Timestamp::from_millis(expires);
         let max = spec.max() as usize;
         let claimed = self.existing(queue, |q| {
             let mut st = q.lock();
+            // Read the clock under the lock, so a lease is never stamped with
+            // a time earlier than a transition already made on this queue.
+            let now = self.now_ms();
+            let expires = now.saturating_add(spec.ttl().as_millis());
+            let expires_at = Timestamp::from_millis(expires);
             let mut repairs = Vec::new();
             st.promote_due(now, &mut repairs);
             let mut leases = Vec::with_capacity(max.min(st.ready.len()));
@@ -147,9 +149,9 @@ impl Backend for MemoryBackend {
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
         let id = lease.id.get();
-        let new = self.now_ms().saturating_add(ttl.as_millis());
         self.existing(&lease.queue, |q| {
             let mut st = q.lock();
+            let new = self.now_ms().saturating_add(ttl.as_millis());
             match st.fence(id, lease.token) {
                 Fence::Held(_, old) => {
                     st.set_expiry(id, old, new);
@@ -164,9 +166,9 @@ impl Backend for MemoryBackend {
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         check_delay(delay)?;
         let id = lease.id.get();
-        let now = self.now_ms();
         self.existing(&lease.queue, |q| {
             let mut st = q.lock();
+            let now = self.now_ms();
             let (expires, exhausted) = match st.fence(id, lease.token) {
                 Fence::Held(item, expires) => (expires, item.attempts >= item.max_attempts),
                 Fence::Lost => return Err(lost(lease)),
@@ -209,11 +211,11 @@ impl Backend for MemoryBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        let now = self.now_ms();
         let mut report = ReapReport::default();
         loop {
             let more = self.existing(queue, |q| {
                 let mut st = q.lock();
+                let now = self.now_ms();
                 let promoted = st.promote_due(now, &mut report.repairs);
                 let (requeued, dead, more) = st.reap_expired(now, REAP_BATCH, &mut report.repairs);
                 drop(st);
