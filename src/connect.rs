@@ -136,20 +136,77 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 
 async fn open(url: BackendUrl) -> Result<Arc<dyn Backend>, ConnectError> {
     match url {
-        #[cfg(feature = "memory")]
-        BackendUrl::Memory => Ok(Arc::new(leaseq_memory::MemoryBackend::new())),
-        #[cfg(not(feature = "memory"))]
-        BackendUrl::Memory => Err(ConnectError::NotCompiled {
-            backend: "memory",
-            feature: "memory",
-        }),
-        BackendUrl::Redis(_) => Err(ConnectError::NotCompiled {
-            backend: "redis",
-            feature: "redis",
-        }),
-        BackendUrl::Postgres(_) => Err(ConnectError::NotCompiled {
-            backend: "postgres",
-            feature: "postgres",
-        }),
+        BackendUrl::Memory => open_memory(),
+        BackendUrl::Redis(url) => open_redis(&url).await,
+        BackendUrl::Postgres(url) => open_postgres(&url).await,
     }
+}
+
+/// A setup error: bad input in the URL, or the server out of reach.
+#[allow(dead_code)]
+fn setup_error(backend: &'static str, url: &str, e: leaseq_core::Error) -> ConnectError {
+    match e {
+        leaseq_core::Error::InvalidInput { what } => ConnectError::BadUrl {
+            url: url.to_string(),
+            why: what,
+        },
+        source => ConnectError::Unreachable { backend, source },
+    }
+}
+
+#[cfg(feature = "memory")]
+fn open_memory() -> Result<Arc<dyn Backend>, ConnectError> {
+    Ok(Arc::new(leaseq_memory::MemoryBackend::new()))
+}
+
+#[cfg(not(feature = "memory"))]
+fn open_memory() -> Result<Arc<dyn Backend>, ConnectError> {
+    Err(ConnectError::NotCompiled {
+        backend: "memory",
+        feature: "memory",
+    })
+}
+
+#[cfg(feature = "redis")]
+async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    let config = leaseq_redis::RedisConfig::new(url);
+    leaseq_redis::RedisRsBackend::connect(config)
+        .await
+        .map(|b| Arc::new(b) as Arc<dyn Backend>)
+        .map_err(|e| setup_error("redis", url, e))
+}
+
+#[cfg(all(feature = "fred", not(feature = "redis")))]
+async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    let config = leaseq_redis::RedisConfig::new(url);
+    leaseq_redis::FredBackend::connect(config)
+        .await
+        .map(|b| Arc::new(b) as Arc<dyn Backend>)
+        .map_err(|e| setup_error("redis", url, e))
+}
+
+#[cfg(not(any(feature = "redis", feature = "fred")))]
+async fn open_redis(_url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    Err(ConnectError::NotCompiled {
+        backend: "redis",
+        feature: "redis",
+    })
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    let options =
+        leaseq_postgres::PgOptions::new().acquire_timeout(std::time::Duration::from_secs(5));
+    leaseq_postgres::PgBackend::connect(url, options)
+        .await
+        .map(|b| Arc::new(b) as Arc<dyn Backend>)
+        .map_err(|e| setup_error("postgres", url, e))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    Err(ConnectError::NotCompiled {
+        backend: "postgres",
+        feature: "postgres",
+    })
 }

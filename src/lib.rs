@@ -35,7 +35,10 @@
 //! # Backends and features
 //! | feature | backend | URL |
 //! |---|---|---|
-//! | `memory` (default) | [`memory::MemoryBackend`], in-process | `memory://` |
+//! | `memory` (default) | `leaseq::memory::MemoryBackend`, in-process | `memory://` |
+//! | `redis` | `leaseq::redis::RedisRsBackend`, on the `redis` crate | `redis://host:6379`, `rediss://…` |
+//! | `fred` | `leaseq::redis::FredBackend`, on the `fred` crate | `redis://…` (when `redis` is off) |
+//! | `postgres` | `leaseq::postgres::PgBackend` (sqlx) | `postgres://user@host/db` |
 //!
 //! [`connect`] turns a backend URL into an `Arc<dyn Backend>`, so one
 //! program runs on any backend compiled in.
@@ -46,6 +49,11 @@ pub use leaseq_core::*;
 pub use leaseq_memory as memory;
 #[cfg(feature = "memory")]
 pub use leaseq_memory::MemoryBackend;
+
+#[cfg(feature = "postgres")]
+pub use leaseq_postgres as postgres;
+#[cfg(any(feature = "redis", feature = "fred"))]
+pub use leaseq_redis as redis;
 
 mod connect;
 

@@ -97,6 +97,7 @@ fn build_worker(
     held: Arc<Mutex<HashMap<u64, LeaseKey>>>,
 ) -> leaseq::Result<Worker> {
     let tally = ctx.tally.clone();
+    let handled_by = ctx.tally.clone();
     let crash_rate = args.crash_rate;
     Worker::builder(ctx.backend.clone(), ctx.queue.as_str())
         .concurrency(args.concurrency)
@@ -113,7 +114,7 @@ fn build_worker(
             }
         })
         .build(handler_fn(move |job: Job, jctx: JobContext| {
-            let (crash, held) = (crash.clone(), held.clone());
+            let (crash, held, tally) = (crash.clone(), held.clone(), handled_by.clone());
             async move {
                 let id = job.id.get();
                 lock(&held).insert(id, jctx.lease().clone());
@@ -124,6 +125,7 @@ fn build_worker(
                 // Some work: up to 2 ms.
                 tokio::time::sleep(Duration::from_micros(fastrand::u64(0..2_000))).await;
                 lock(&held).remove(&id);
+                tally.handled(job.id);
                 Ok::<_, std::convert::Infallible>(())
             }
         }))

@@ -109,18 +109,16 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     }
     while reapers.join_next().await.is_some() {}
 
-    let dead: HashSet<_> = backend
-        .peek(&queue, ItemState::Dead, args.items as usize)
-        .await?
-        .into_iter()
-        .map(|i| i.id)
-        .collect();
-    let left = backend
-        .stats(&queue)
-        .await?
-        .total()
-        .saturating_sub(dead.len() as u64);
-    let verdict = ctx.tally.verdict(&dead, left);
+    // Peeks may be capped by a backend; the counts come from stats.
+    let limit = args.items as usize;
+    let ids = |items: Vec<leaseq::ItemInfo>| items.into_iter().map(|i| i.id);
+    let dead: HashSet<_> = ids(backend.peek(&queue, ItemState::Dead, limit).await?).collect();
+    let mut remaining = HashSet::new();
+    for state in [ItemState::Ready, ItemState::Scheduled, ItemState::Leased] {
+        remaining.extend(ids(backend.peek(&queue, state, limit).await?));
+    }
+    let stats = backend.stats(&queue).await?;
+    let verdict = ctx.tally.verdict(&dead, &remaining, stats);
     let _ = backend.purge(&queue).await;
     report::print(&ctx, &verdict, elapsed, finished);
 
@@ -140,8 +138,9 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Waits until every item is acked or dead, the time limit passes, Ctrl-C,
-/// or a task fails. True when every item was accounted for.
+/// Waits until every item was enqueued and the queue holds nothing but Dead
+/// items, the time limit passes, Ctrl-C, or a task fails. True when the
+/// queue drained.
 async fn watch(
     ctx: &Ctx,
     args: &DemoArgs,
@@ -166,11 +165,11 @@ async fn watch(
         let acked = ctx.tally.acked_unique();
         bar.set_position(acked);
         bar.set_message(format!("crashes {}", ctx.tally.count(&ctx.tally.crashes)));
-        if acked >= args.items {
-            return true;
+        if ctx.tally.enqueued_count() < args.items {
+            continue;
         }
         if let Ok(stats) = ctx.backend.stats(&ctx.queue).await {
-            if acked + stats.dead >= args.items {
+            if stats.total() == stats.dead {
                 return true;
             }
         }

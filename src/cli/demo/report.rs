@@ -75,7 +75,14 @@ pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, finished: bool) {
     println!();
     println!("verdict");
     println!("  {:<14} {}", "enqueued", v.enqueued);
-    println!("  {:<14} {}", "acked", v.acked);
+    if v.unconfirmed > 0 {
+        println!(
+            "  {:<14} {}  ({} of them by workers that crashed before the ack's reply came back)",
+            "acked", v.acked, v.unconfirmed
+        );
+    } else {
+        println!("  {:<14} {}", "acked", v.acked);
+    }
     println!("  {:<14} {}", "acked twice", v.acked_twice);
     println!("  {:<14} {}", "lost", v.lost);
     println!("  {:<14} {}", "dead", v.dead);

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use leaseq::ItemId;
+use leaseq::{ItemId, QueueStats};
 
 /// Enqueues and acks by id. Acks are counted from the worker events (and
 /// late acks of crashed workers that the backend accepted), never from
@@ -16,6 +16,8 @@ pub(crate) struct Tally {
     enqueued: Mutex<HashMap<ItemId, Instant>>,
     acked: Mutex<HashMap<ItemId, (u32, Instant)>>,
     acked_unique: AtomicU64,
+    /// Items whose handler finished well, so the worker went on to ack them.
+    handled: Mutex<HashSet<ItemId>>,
     pub(crate) crashes: AtomicU64,
     pub(crate) dropped_leases: AtomicU64,
     pub(crate) late_rejected: AtomicU64,
@@ -41,6 +43,14 @@ impl Tally {
         }
     }
 
+    pub(crate) fn handled(&self, id: ItemId) {
+        lock(&self.handled).insert(id);
+    }
+
+    pub(crate) fn enqueued_count(&self) -> u64 {
+        lock(&self.enqueued).len() as u64
+    }
+
     pub(crate) fn acked_unique(&self) -> u64 {
         self.acked_unique.load(Ordering::Relaxed)
     }
@@ -49,28 +59,43 @@ impl Tally {
         c.load(Ordering::Relaxed)
     }
 
-    /// The verdict, given the ids found Dead at the end and what is left.
-    pub(crate) fn verdict(&self, dead: &HashSet<ItemId>, left_in_queue: u64) -> Verdict {
+    /// The verdict, given the ids found Dead and still queued at the end.
+    ///
+    /// An item can leave a queue only by an ack (or a purge, which the demo
+    /// does only at the end). A crash can cut off the reply to an ack that
+    /// the backend carried out; such an item is gone, unconfirmed, and its
+    /// handler had finished. An item that is gone although no handler ever
+    /// finished it is lost.
+    pub(crate) fn verdict(
+        &self,
+        dead: &HashSet<ItemId>,
+        remaining: &HashSet<ItemId>,
+        stats: QueueStats,
+    ) -> Verdict {
         let enqueued = lock(&self.enqueued);
         let acked = lock(&self.acked);
+        let handled = lock(&self.handled);
         let mut latencies: Vec<Duration> = acked
             .iter()
             .filter_map(|(id, (_, at))| enqueued.get(id).map(|e| at.saturating_duration_since(*e)))
             .collect();
         latencies.sort_unstable();
-        let lost = enqueued
-            .keys()
-            .filter(|id| !acked.contains_key(id) && !dead.contains(id))
-            .count() as u64;
+        let gone = || {
+            enqueued.keys().filter(|id| {
+                !acked.contains_key(id) && !dead.contains(id) && !remaining.contains(id)
+            })
+        };
+        let unconfirmed = gone().filter(|id| handled.contains(id)).count() as u64;
         Verdict {
             enqueued: enqueued.len() as u64,
-            acked: acked.len() as u64,
+            acked: acked.len() as u64 + unconfirmed,
+            unconfirmed,
             acked_twice: acked.values().filter(|(n, _)| *n > 1).count() as u64,
             unexpected: acked.keys().filter(|id| !enqueued.contains_key(id)).count() as u64,
             acked_and_dead: acked.keys().filter(|id| dead.contains(id)).count() as u64,
-            lost,
-            dead: dead.len() as u64,
-            left_in_queue,
+            lost: gone().filter(|id| !handled.contains(id)).count() as u64,
+            dead: stats.dead.max(dead.len() as u64),
+            left_in_queue: stats.total() - stats.dead,
             latencies,
         }
     }
@@ -85,6 +110,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Verdict {
     pub(crate) enqueued: u64,
     pub(crate) acked: u64,
+    /// Acks the backend carried out whose reply a crash cut off.
+    pub(crate) unconfirmed: u64,
     pub(crate) acked_twice: u64,
     pub(crate) unexpected: u64,
     pub(crate) acked_and_dead: u64,

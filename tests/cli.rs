@@ -1,0 +1,206 @@
+//! The `leaseq` binary, run as a user would.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::{contains, is_match};
+
+fn leaseq() -> Command {
+    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
+    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
+    cmd
+}
+
+fn verdict_line(name: &str, value: u64) -> impl Predicate<str> {
+    is_match(format!(r"(?m)^\s+{name}\s+{value}$")).expect("regex")
+}
+
+#[test]
+fn demo_acks_every_item_once_and_loses_none() {
+    leaseq()
+        .args([
+            "demo",
+            "--items",
+            "3000",
+            "--workers",
+            "4",
+            "--crash-rate",
+            "0.03",
+        ])
+        .args(["--lease-ms", "300", "--duration", "300", "--no-progress"])
+        .assert()
+        .success()
+        .stdout(verdict_line("enqueued", 3000))
+        .stdout(verdict_line("acked twice", 0))
+        .stdout(verdict_line("lost", 0))
+        .stdout(contains("PASS"))
+        .stdout(contains("throughput"))
+        .stdout(contains("p99"));
+}
+
+#[test]
+fn demo_without_crashes_acks_everything_through_workers() {
+    leaseq()
+        .args([
+            "demo",
+            "--items",
+            "500",
+            "--workers",
+            "2",
+            "--crash-rate",
+            "0",
+        ])
+        .args(["--duration", "300", "--no-progress"])
+        .assert()
+        .success()
+        .stdout(verdict_line("acked", 500))
+        .stdout(contains("0 workers killed"));
+}
+
+#[test]
+fn a_crash_rate_outside_zero_to_one_is_refused() {
+    leaseq()
+        .args(["demo", "--crash-rate", "2"])
+        .assert()
+        .code(2)
+        .stderr(contains("outside [0, 1)"));
+}
+
+#[test]
+fn zero_items_is_refused() {
+    leaseq()
+        .args(["demo", "--items", "0"])
+        .assert()
+        .code(2)
+        .stderr(contains("--items"));
+}
+
+#[test]
+fn an_unknown_command_is_a_usage_error() {
+    leaseq()
+        .arg("frobnicate")
+        .assert()
+        .code(2)
+        .stderr(contains("unrecognized subcommand"));
+}
+
+#[test]
+fn a_bad_backend_url_says_what_is_wrong() {
+    leaseq()
+        .args(["--backend", "mysql://localhost/db", "stats", "q"])
+        .assert()
+        .code(2)
+        .stderr(contains("unknown scheme \"mysql\""));
+    leaseq()
+        .args(["--backend", "localhost:6379", "stats", "q"])
+        .assert()
+        .code(2)
+        .stderr(contains("expected SCHEME://"));
+}
+
+#[cfg(not(feature = "redis"))]
+#[test]
+fn a_backend_left_out_of_the_build_names_its_feature() {
+    leaseq()
+        .args(["--backend", "redis://127.0.0.1:6379", "stats", "q"])
+        .assert()
+        .code(2)
+        .stderr(contains("--features redis"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn an_unreachable_server_is_a_clear_error() {
+    leaseq()
+        .args([
+            "--backend",
+            "postgres://postgres@127.0.0.1:1/test",
+            "stats",
+            "q",
+        ])
+        .assert()
+        .code(1)
+        .stderr(contains("cannot reach the postgres backend"));
+}
+
+#[test]
+fn a_bad_queue_name_is_a_usage_error() {
+    leaseq()
+        .args(["stats", "a b"])
+        .assert()
+        .code(2)
+        .stderr(contains("queue name"));
+}
+
+#[test]
+fn an_unknown_queue_is_reported_unless_empty_is_allowed() {
+    for args in [
+        &["stats", "nosuch"][..],
+        &["peek", "nosuch"],
+        &["dead", "list", "nosuch"],
+        &["dead", "redrive", "nosuch"],
+    ] {
+        leaseq()
+            .args(args)
+            .assert()
+            .code(3)
+            .stderr(contains("queue \"nosuch\" not found"));
+    }
+    leaseq()
+        .args(["stats", "nosuch", "--allow-empty"])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^ready\s+0$").expect("regex"))
+        .stdout(is_match(r"(?m)^total\s+0$").expect("regex"));
+}
+
+#[test]
+fn enqueue_prints_ids_and_checks_its_options() {
+    leaseq()
+        .args(["enqueue", "jobs", "one", "two", "--priority", "-3"])
+        .assert()
+        .success()
+        .stdout(is_match(r"^\d+\n\d+\n$").expect("regex"));
+    leaseq()
+        .args(["enqueue", "jobs", "x", "--max-attempts", "0"])
+        .assert()
+        .code(2)
+        .stderr(contains("max_attempts is 0"));
+    leaseq()
+        .args(["enqueue", "jobs", "a", "b", "--dedup-key", "k"])
+        .assert()
+        .code(2)
+        .stderr(contains("single payload"));
+}
+
+#[test]
+fn peek_rejects_an_unknown_state() {
+    leaseq()
+        .args(["peek", "jobs", "--state", "done", "--allow-empty"])
+        .assert()
+        .code(2)
+        .stderr(contains("unknown state"));
+}
+
+#[test]
+fn reap_and_purge_work_on_the_memory_backend() {
+    leaseq()
+        .args(["reap", "jobs"])
+        .assert()
+        .success()
+        .stdout(contains("requeued 0, dead 0, repaired 0"));
+    leaseq()
+        .args(["purge", "jobs", "--yes"])
+        .assert()
+        .success()
+        .stdout(contains("purged 0 items from jobs"));
+}
+
+#[test]
+fn purge_without_yes_and_without_a_terminal_refuses() {
+    leaseq()
+        .args(["purge", "jobs"])
+        .write_stdin("y\n")
+        .assert()
+        .code(2)
+        .stderr(contains("without --yes"));
+}
