@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use leaseq_core::{Error, QueueName, Result};
@@ -73,11 +74,45 @@ impl<C: ScriptClient> RedisBackend<C> {
         let mut full = Vec::with_capacity(args.len() + 1);
         full.push(Bytes::from(keys.item_prefix()));
         full.extend(args);
-        self.client
-            .eval(script, &keys.script_keys(), &full)
-            .await
-            .map_err(|e| map_client_error(script.name(), queue, e))
+        let script_keys = keys.script_keys();
+        let deadline = tokio::time::Instant::now() + self.config.response_timeout;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match self.client.eval(script, &script_keys, &full).await {
+                Ok(reply) => return Ok(reply),
+                // The script did not run (see `not_run`): safe to send again.
+                Err(e) if not_run(&e) && tokio::time::Instant::now() + pause < deadline => {
+                    tracing::debug!(queue = %queue, script = script.name(), error = %e,
+                        "leaseq-redis: slot moving, trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => return Err(map_client_error(script.name(), queue, e)),
+            }
+        }
     }
+}
+
+/// Replies that prove the script did not run, so sending it again (to
+/// whichever node owns the slot by then) cannot apply it twice:
+/// - `MOVED` / `ASK`: the node refused the command before running it
+///   because it does not serve the slot (clients that follow redirections
+///   themselves never show these; one that gives up does);
+/// - `TRYAGAIN`: the slot is being migrated and the keys are split between
+///   nodes, so the node refused the multi-key command, or the script's own
+///   first step (see `scripts/common.lua`) found the slot unstable and
+///   stopped before any other command;
+/// - `CLUSTERDOWN`: the cluster refused every command.
+///
+/// Connection failures and timeouts are never retried here: the script may
+/// have run, and sending it again could apply it twice.
+pub(crate) fn not_run(e: &ClientError) -> bool {
+    let Some(msg) = &e.server_message else {
+        return false;
+    };
+    ["TRYAGAIN", "MOVED ", "ASK ", "CLUSTERDOWN"]
+        .iter()
+        .any(|p| msg.starts_with(p))
 }
 
 /// Server replies that name corrupt data become [`Error::Corrupt`]; every
@@ -125,7 +160,11 @@ mod tests {
             map_client_error("ack", &q, wrong),
             Error::Corrupt { .. }
         ));
+        let again = ClientError::server("TRYAGAIN Multiple keys request", "x");
+        assert!(not_run(&again));
+        assert!(!not_run(&ClientError::transport("reset")));
         let other = ClientError::server("ERR unknown", "x");
+        assert!(!not_run(&other));
         let e = map_client_error("ack", &q, other);
         assert!(e.is_retryable());
     }

@@ -1,6 +1,10 @@
 //! The adapter for the `fred` crate: one client (one multiplexed connection
 //! that reconnects by itself) for scripts, and dedicated clients for the
-//! blocking wake-up pop.
+//! blocking wake-up pop. On Redis Cluster each client is a clustered one:
+//! it discovers the nodes from the seeds, routes each script by its first
+//! key's slot and follows `MOVED` / `ASK` itself (the node refused the
+//! command, so sending it on runs it once); it still sends nothing twice
+//! after a dropped connection.
 
 use std::fmt;
 use std::time::Duration;
@@ -9,7 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
-    ReconnectPolicy, Value,
+    ReconnectPolicy, ServerConfig, Value,
 };
 use leaseq_core::{Error, Result};
 
@@ -98,10 +102,14 @@ async fn start(
 }
 
 impl FredClient {
-    /// Connects a client to `config`'s server.
+    /// Connects a client to `config`'s server, or to its cluster.
     pub async fn connect(config: &RedisConfig) -> Result<Self> {
-        let mut base = Config::from_url(&config.url)
-            .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?;
+        let mut base = if config.is_cluster() {
+            cluster_config(config)?
+        } else {
+            Config::from_url(&config.url)
+                .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?
+        };
         base.fail_fast = true;
         let main = build(&base, config.response_timeout, config.connect_timeout)?;
         start(&main, config.connect_timeout)
@@ -114,6 +122,27 @@ impl FredClient {
             idle: IdlePool::new(config.idle_wait_connections),
         })
     }
+}
+
+/// A clustered client config for `config`'s seed nodes.
+fn cluster_config(config: &RedisConfig) -> Result<Config> {
+    let mut hosts = Vec::with_capacity(config.seeds.len());
+    for seed in &config.seeds {
+        let hp = crate::cluster_url::host_port(seed)
+            .ok_or_else(|| Error::invalid(format!("cluster seed {seed:?} is not host:port")))?;
+        hosts.push(hp);
+    }
+    let (username, password) = config
+        .seeds
+        .first()
+        .map(|s| crate::cluster_url::credentials(s))
+        .unwrap_or((None, None));
+    Ok(Config {
+        server: ServerConfig::new_clustered(hosts),
+        username,
+        password,
+        ..Config::default()
+    })
 }
 
 fn client_error(e: FredError) -> ClientError {
@@ -165,14 +194,13 @@ impl ScriptClient for FredClient {
             .main
             .evalsha::<Value, _, _, _>(script.sha(), keys.clone(), vals.clone())
             .await;
+        // NOSCRIPT: the node did not run it. `EVAL` sends the source to the
+        // node that owns the slot (on a cluster, `SCRIPT LOAD` would go to
+        // any node) and caches it there.
         let reply = match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 self.main
-                    .script_load::<String, _>(script.source())
-                    .await
-                    .map_err(client_error)?;
-                self.main
-                    .evalsha::<Value, _, _, _>(script.sha(), keys, vals)
+                    .eval::<Value, _, _, _>(script.source(), keys, vals)
                     .await
             }
             other => other,

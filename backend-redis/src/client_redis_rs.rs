@@ -1,6 +1,14 @@
 //! The adapter for the `redis` crate: a [`ConnectionManager`] (multiplexed,
-//! reconnects by itself) for scripts, and dedicated connections for the
-//! blocking wake-up pop.
+//! reconnects by itself) for scripts on one server, or a cluster connection
+//! (one multiplexed connection per node, routed by slot) on Redis Cluster,
+//! and dedicated connections for the blocking wake-up pop.
+//!
+//! On a cluster the connection is built with no retries of its own: the
+//! crate would otherwise send a request again after its connection dropped,
+//! and a script cut off that way may already have run. Replies that prove a
+//! script did not run (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`) come back
+//! to [`crate::RedisBackend`], which sends the script again after a pause
+//! (the `MOVED` has already made the connection refresh its slot map).
 
 use std::fmt;
 use std::time::Duration;
@@ -9,7 +17,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use leaseq_core::{Error, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, RedisError, Value};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
 use crate::client::{block_secs, IdlePool};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
@@ -27,25 +37,49 @@ impl RedisBackend<RedisRsClient> {
     }
 }
 
-/// [`ScriptClient`] on the `redis` crate.
+/// [`ScriptClient`] on the `redis` crate, for one server or a cluster.
 pub struct RedisRsClient {
-    client: Client,
-    manager: ConnectionManager,
-    wait_config: AsyncConnectionConfig,
-    idle: IdlePool<MultiplexedConnection>,
+    inner: Inner,
+    server: String,
+}
+
+/// One server, or a cluster.
+enum Inner {
+    Single {
+        client: Client,
+        manager: ConnectionManager,
+        wait_config: AsyncConnectionConfig,
+        idle: IdlePool<MultiplexedConnection>,
+    },
+    Cluster {
+        connection: ClusterConnection,
+        /// Builds the connections for blocking pops (no response timeout).
+        waits: ClusterClient,
+        idle: IdlePool<ClusterConnection>,
+    },
 }
 
 impl fmt::Debug for RedisRsClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRsClient")
-            .field("server", &self.client.get_connection_info().addr())
+            .field("server", &self.server)
             .finish()
     }
 }
 
+fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(config.seeds.iter().map(String::as_str))
+        .connection_timeout(config.connect_timeout)
+        .retries(0)
+}
+
 impl RedisRsClient {
-    /// Opens the connection manager for `config`'s server.
+    /// Opens the connection manager for `config`'s server, or the cluster
+    /// connection for its seed nodes.
     pub async fn connect(config: &RedisConfig) -> Result<Self> {
+        if config.is_cluster() {
+            return Self::connect_cluster(config).await;
+        }
         let client = Client::open(config.url.as_str())
             .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?;
         let manager_config = ConnectionManagerConfig::new()
@@ -62,26 +96,75 @@ impl RedisRsClient {
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(None);
         Ok(RedisRsClient {
-            client,
-            manager,
-            wait_config,
-            idle: IdlePool::new(config.idle_wait_connections),
+            inner: Inner::Single {
+                client,
+                manager,
+                wait_config,
+                idle: IdlePool::new(config.idle_wait_connections),
+            },
+            server: config.url.clone(),
         })
     }
 
-    async fn evalsha(
+    async fn connect_cluster(config: &RedisConfig) -> Result<Self> {
+        let invalid =
+            |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.url));
+        let client = cluster_builder(config)
+            .response_timeout(config.response_timeout)
+            .build()
+            .map_err(invalid)?;
+        let connection = client
+            .get_async_connection()
+            .await
+            .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
+        // Blocking pops answer when their own timeout passes; the caller's
+        // guard covers a node that stopped answering.
+        let waits = cluster_builder(config)
+            .response_timeout(Duration::from_secs(24 * 3600))
+            .build()
+            .map_err(invalid)?;
+        Ok(RedisRsClient {
+            inner: Inner::Cluster {
+                connection,
+                waits,
+                idle: IdlePool::new(config.idle_wait_connections),
+            },
+            server: config.url.clone(),
+        })
+    }
+
+    /// Sends one command on the script connection (routed by its first key
+    /// on a cluster).
+    async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        match &self.inner {
+            Inner::Single { manager, .. } => cmd.query_async(&mut manager.clone()).await,
+            Inner::Cluster { connection, .. } => cmd.query_async(&mut connection.clone()).await,
+        }
+    }
+
+    /// `EVALSHA`, or `EVAL` with the source (which also caches the script on
+    /// the node that runs it) when `with_source`.
+    async fn run_script(
         &self,
         script: &Script,
         keys: &[String],
         args: &[Bytes],
+        with_source: bool,
     ) -> redis::RedisResult<Value> {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.sha()).arg(keys.len()).arg(keys);
+        let mut cmd = if with_source {
+            let mut c = redis::cmd("EVAL");
+            c.arg(script.source());
+            c
+        } else {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(script.sha());
+            c
+        };
+        cmd.arg(keys.len()).arg(keys);
         for a in args {
             cmd.arg(a.as_ref());
         }
-        let mut conn = self.manager.clone();
-        cmd.query_async::<Value>(&mut conn).await
+        self.query(&cmd).await
     }
 }
 
@@ -135,17 +218,12 @@ impl ScriptClient for RedisRsClient {
         keys: &[String],
         args: &[Bytes],
     ) -> std::result::Result<Reply, ClientError> {
-        let reply = match self.evalsha(script, keys, args).await {
-            Err(e) if is_noscript(&e) => {
-                let mut conn = self.manager.clone();
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(script.source())
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .map_err(client_error)?;
-                self.evalsha(script, keys, args).await
-            }
+        // NOSCRIPT: the node does not know the script (never loaded, a
+        // restart, a failover, or a slot that moved to another node), so it
+        // did not run; `EVAL` sends the source to whichever node owns the
+        // slot and caches it there.
+        let reply = match self.run_script(script, keys, args, false).await {
+            Err(e) if is_noscript(&e) => self.run_script(script, keys, args, true).await,
             other => other,
         };
         convert(reply.map_err(client_error)?)
@@ -156,26 +234,51 @@ impl ScriptClient for RedisRsClient {
         key: &str,
         timeout: Duration,
     ) -> std::result::Result<bool, ClientError> {
-        let mut conn = match self.idle.take() {
-            Some(c) => c,
-            None => self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.wait_config)
-                .await
-                .map_err(client_error)?,
-        };
-        let mut cmd = redis::cmd("BLPOP");
-        cmd.arg(key).arg(block_secs(timeout));
-        let pop = cmd.query_async::<Value>(&mut conn);
-        // The server ends the pop at `timeout`; the guard covers a server
-        // that stopped answering. A connection that timed out is dropped.
-        match tokio::time::timeout(timeout + Duration::from_secs(1), pop).await {
-            Ok(Ok(v)) => {
-                drop(self.idle.give_back(conn));
-                Ok(!matches!(v, Value::Nil))
+        match &self.inner {
+            Inner::Single {
+                client,
+                wait_config,
+                idle,
+                ..
+            } => {
+                let conn = match idle.take() {
+                    Some(c) => c,
+                    None => client
+                        .get_multiplexed_async_connection_with_config(wait_config)
+                        .await
+                        .map_err(client_error)?,
+                };
+                blocking_pop(conn, idle, key, timeout).await
             }
-            Ok(Err(e)) => Err(client_error(e)),
-            Err(_) => Err(ClientError::transport("blocking pop got no answer in time")),
+            Inner::Cluster { waits, idle, .. } => {
+                let conn = match idle.take() {
+                    Some(c) => c,
+                    None => waits.get_async_connection().await.map_err(client_error)?,
+                };
+                blocking_pop(conn, idle, key, timeout).await
+            }
         }
+    }
+}
+
+/// `BLPOP key timeout` on a dedicated connection, kept for the next waiter
+/// when it answered. The server ends the pop at `timeout`; the guard covers
+/// a server that stopped answering. A connection that timed out is dropped.
+async fn blocking_pop<C: redis::aio::ConnectionLike + Send>(
+    mut conn: C,
+    idle: &IdlePool<C>,
+    key: &str,
+    timeout: Duration,
+) -> std::result::Result<bool, ClientError> {
+    let mut cmd = redis::cmd("BLPOP");
+    cmd.arg(key).arg(block_secs(timeout));
+    let pop = cmd.query_async::<Value>(&mut conn);
+    match tokio::time::timeout(timeout + Duration::from_secs(1), pop).await {
+        Ok(Ok(v)) => {
+            drop(idle.give_back(conn));
+            Ok(!matches!(v, Value::Nil))
+        }
+        Ok(Err(e)) => Err(client_error(e)),
+        Err(_) => Err(ClientError::transport("blocking pop got no answer in time")),
     }
 }

@@ -17,6 +17,7 @@ use leaseq_core::{Limits, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     pub(crate) url: String,
+    pub(crate) seeds: Vec<String>,
     pub(crate) prefix: String,
     pub(crate) limits: Limits,
     pub(crate) response_timeout: Duration,
@@ -30,10 +31,27 @@ impl RedisConfig {
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "leaseq";
 
-    /// Settings for the server at `url` (`redis://[user:pass@]host:port[/db]`).
+    /// Settings for the server at `url` (`redis://[user:pass@]host:port[/db]`),
+    /// or for a Redis Cluster given as
+    /// `redis+cluster://[user:pass@]host:port[,host:port...]`: each
+    /// `host:port` is a seed node (one reachable seed is enough; the client
+    /// discovers the rest and follows the cluster's slot map).
+    ///
+    /// ```
+    /// use leaseq_redis::RedisConfig;
+    /// let c = RedisConfig::new("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7000");
+    /// assert!(c.is_cluster());
+    /// assert_eq!(
+    ///     c.get_seeds(),
+    ///     ["redis://app:pw@10.0.0.1:7000", "redis://app:pw@10.0.0.2:7000"]
+    /// );
+    /// ```
     pub fn new(url: impl Into<String>) -> Self {
+        let url = url.into();
+        let seeds = crate::cluster_url::seeds_of(&url);
         RedisConfig {
-            url: url.into(),
+            url,
+            seeds,
             prefix: Self::DEFAULT_PREFIX.into(),
             limits: Limits::default(),
             response_timeout: Duration::from_secs(5),
@@ -42,6 +60,33 @@ impl RedisConfig {
             idle_wait_connections: 4,
             durable: false,
         }
+    }
+
+    /// Settings for a Redis Cluster reached through `seeds`, each a
+    /// `redis://[user:pass@]host:port` URL of one node (a list of any of the
+    /// cluster's nodes; one reachable seed is enough).
+    ///
+    /// ```
+    /// use leaseq_redis::RedisConfig;
+    /// let c = RedisConfig::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
+    /// assert!(c.is_cluster());
+    /// assert_eq!(c.get_url(), "redis+cluster://127.0.0.1:7000,127.0.0.1:7001");
+    /// ```
+    pub fn cluster<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> Self {
+        let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
+        let mut config = RedisConfig::new(crate::cluster_url::url_of(&seeds));
+        config.seeds = seeds;
+        config
+    }
+
+    /// True when the settings name a Redis Cluster rather than one server.
+    pub fn is_cluster(&self) -> bool {
+        !self.seeds.is_empty()
+    }
+
+    /// The cluster's seed node URLs (empty for a single server).
+    pub fn get_seeds(&self) -> &[String] {
+        &self.seeds
     }
 
     /// The prefix of every key (1 to 64 ASCII letters, digits, `-_.:`).
@@ -103,6 +148,12 @@ impl RedisConfig {
 
     pub(crate) fn check(&self) -> Result<()> {
         crate::keys::check_prefix(&self.prefix)?;
+        if self.url.starts_with(crate::cluster_url::SCHEME) && self.seeds.is_empty() {
+            return Err(leaseq_core::Error::invalid(format!(
+                "cluster url {:?} names no seed host:port",
+                self.url
+            )));
+        }
         if !(1..=10_000).contains(&self.reap_batch) {
             return Err(leaseq_core::Error::invalid(
                 "reap batch must be 1 to 10,000",

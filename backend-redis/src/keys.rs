@@ -103,8 +103,15 @@ impl KeyLayout {
         format!("{:020}", id.get())
     }
 
-    /// The keys every script takes, in the order the scripts expect.
-    pub(crate) fn script_keys(&self) -> Vec<String> {
+    /// The Redis Cluster hash slot of every key of the queue (all carry
+    /// the same hash tag).
+    pub fn slot(&self) -> u16 {
+        key_slot(self.tag.as_bytes())
+    }
+
+    /// The keys every script declares (its `KEYS` array), in order. Scripts
+    /// also touch item hashes, [`KeyLayout::item`], and nothing else.
+    pub fn script_keys(&self) -> Vec<String> {
         vec![
             self.ready(),
             self.scheduled(),
@@ -120,6 +127,45 @@ impl KeyLayout {
     fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.tag)
     }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) mod 16384 of the
+/// hash tag (the part between the first `{` and the next `}`, when not
+/// empty), else of the whole key.
+///
+/// ```
+/// use leaseq_redis::key_slot;
+/// assert_eq!(key_slot(b"123456789"), 0x31c3);
+/// assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+/// ```
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16_xmodem(hashed) % 16_384
+}
+
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
 }
 
 /// A key prefix is 1 to 64 bytes of ASCII letters, digits, `-`, `_`, `.`, `:`

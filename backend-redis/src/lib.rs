@@ -93,6 +93,7 @@ mod client;
 mod client_fred;
 #[cfg(feature = "redis-rs")]
 mod client_redis_rs;
+mod cluster_url;
 mod config;
 mod decode;
 mod hooks;
@@ -100,6 +101,7 @@ mod keys;
 mod ops;
 mod reply;
 mod scripts;
+mod sharded;
 
 pub use backend::RedisBackend;
 pub use client::{ClientError, ScriptClient};
@@ -108,7 +110,10 @@ pub use client_fred::{FredBackend, FredClient};
 #[cfg(feature = "redis-rs")]
 pub use client_redis_rs::{RedisRsBackend, RedisRsClient};
 pub use config::RedisConfig;
-pub use keys::KeyLayout;
+pub use keys::{key_slot, KeyLayout};
 pub use ops::MAX_PEEK;
 pub use reply::Reply;
 pub use scripts::Script;
+pub use sharded::{
+    sharded_id, split_id, ShardNamer, ShardedBackend, ShardedRedisBackend, MAX_SHARDS, SHARD_BITS,
+};

@@ -9,6 +9,20 @@ local INDEX = { ready = K_READY, scheduled = K_SCHED, leased = K_LEASED, dead = 
 local NOTIFY_CAP = 32
 local PROMOTE_BATCH = 500
 
+-- Redis Cluster: while the slot is being migrated, some of its keys may sit on
+-- the other node already, and a command on one of them would fail the script
+-- halfway through. So the first command probes the slot: a two-key EXISTS of a
+-- declared key and an item key that never exists (id 0). In a stable slot (and
+-- on a single server) it just answers; while the slot migrates (or imports)
+-- the server refuses it, because a key is not local, and the script stops here
+-- before any write, with TRYAGAIN: the client sends it again later.
+do
+  local probe = redis.pcall('EXISTS', K_READY, ITEM_PREFIX .. '0')
+  if type(probe) == 'table' and probe.err then
+    return redis.error_reply('TRYAGAIN leaseq: the slot of ' .. K_READY .. ' is migrating: ' .. probe.err)
+  end
+end
+
 -- The server's clock in ms: the only clock that decides leases.
 local function now_ms()
   local t = redis.call('TIME')

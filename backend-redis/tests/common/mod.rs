@@ -2,6 +2,7 @@
 //! backends of either client on a private key prefix, and cleanup.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
 pub mod server;
 
 use std::sync::Arc;
@@ -161,6 +162,135 @@ impl leaseq_conformance::BackendFactory for Factory {
             Err(e) => Err(leaseq_conformance::Unavailable(format!(
                 "no Redis at {}: {e}",
                 self.cleanup.url
+            ))),
+        }
+    }
+}
+
+/// A backend of `which` for `config`, sharded over `shards` physical queues
+/// named by `namer` (default names when `None`).
+pub async fn connect_sharded(
+    which: Which,
+    config: RedisConfig,
+    shards: u16,
+    namer: Option<leaseq_redis::ShardNamer>,
+) -> leaseq_core::Result<Arc<dyn Backend>> {
+    fn named<B: Backend>(
+        b: leaseq_redis::ShardedBackend<B>,
+        namer: Option<leaseq_redis::ShardNamer>,
+    ) -> Arc<dyn Backend> {
+        match namer {
+            Some(n) => Arc::new(b.shard_names(move |q, i| n(q, i))),
+            None => Arc::new(b),
+        }
+    }
+    match which {
+        #[cfg(feature = "redis-rs")]
+        Which::RedisRs => {
+            let inner = leaseq_redis::RedisRsBackend::connect(config).await?;
+            Ok(named(
+                leaseq_redis::ShardedBackend::new(inner, shards)?,
+                namer,
+            ))
+        }
+        #[cfg(feature = "fred")]
+        Which::Fred => {
+            let inner = leaseq_redis::FredBackend::connect(config).await?;
+            Ok(named(
+                leaseq_redis::ShardedBackend::new(inner, shards)?,
+                namer,
+            ))
+        }
+        #[allow(unreachable_patterns)]
+        _ => Err(leaseq_core::Error::invalid(format!(
+            "client {} not built",
+            which.name()
+        ))),
+    }
+}
+
+/// A conformance factory on the local cluster shared by the test binary:
+/// one backend per check (each check builds its own runtime), plain or
+/// sharded, under a prefix of its own deleted when dropped.
+pub struct ClusterFactory {
+    which: Which,
+    shards: Option<(u16, Option<leaseq_redis::ShardNamer>)>,
+    prefix: String,
+    backend: tokio::sync::OnceCell<Result<Arc<dyn Backend>, String>>,
+}
+
+impl std::fmt::Debug for ClusterFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterFactory")
+            .field("which", &self.which)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl ClusterFactory {
+    /// Plain queues.
+    pub fn new(which: Which) -> Self {
+        ClusterFactory {
+            which,
+            shards: None,
+            prefix: fresh_prefix(&format!("c{}", which.name())),
+            backend: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Queues sharded `shards` ways, shards named by `namer`.
+    pub fn sharded(which: Which, shards: u16, namer: Option<leaseq_redis::ShardNamer>) -> Self {
+        let mut f = Self::new(which);
+        f.shards = Some((shards, namer));
+        f
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+impl Drop for ClusterFactory {
+    fn drop(&mut self) {
+        if let Ok(c) = cluster::shared() {
+            c.delete_prefix(&self.prefix);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl leaseq_conformance::BackendFactory for ClusterFactory {
+    fn name(&self) -> &str {
+        match (self.which, &self.shards) {
+            (Which::RedisRs, None) => "redis-rs cluster",
+            (Which::Fred, None) => "fred cluster",
+            (Which::RedisRs, Some(_)) => "redis-rs cluster sharded",
+            (Which::Fred, Some(_)) => "fred cluster sharded",
+        }
+    }
+
+    async fn backend(
+        &self,
+    ) -> Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable> {
+        let made = self
+            .backend
+            .get_or_init(|| async {
+                let cluster = cluster::shared()?;
+                let config = cluster.config(&self.prefix);
+                let made = match &self.shards {
+                    None => connect(self.which, config).await,
+                    Some((k, namer)) => {
+                        connect_sharded(self.which, config, *k, namer.clone()).await
+                    }
+                };
+                made.map_err(|e| e.to_string())
+            })
+            .await;
+        match made {
+            Ok(b) => Ok(leaseq_conformance::TestBackend::real(Arc::clone(b))),
+            Err(e) => Err(leaseq_conformance::Unavailable(format!(
+                "no local Redis Cluster: {e}"
             ))),
         }
     }

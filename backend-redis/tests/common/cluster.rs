@@ -1,0 +1,226 @@
+//! A private 3-master Redis Cluster on loopback: three `redis-server
+//! --cluster-enabled yes` processes in a temp dir, joined by
+//! `redis-cli --cluster create`, torn down when dropped. A watchdog shell
+//! also kills them when the test process exits without dropping them (a
+//! cluster kept in a static is never dropped).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use leaseq_redis::RedisConfig;
+
+/// One running cluster.
+#[derive(Debug)]
+pub struct LocalCluster {
+    pub ports: Vec<u16>,
+    pub dir: PathBuf,
+    children: Vec<Child>,
+    watchdog: Option<Child>,
+}
+
+/// A port P with P and its cluster bus port P + 10000 both free.
+fn free_cluster_port(taken: &[u16]) -> Result<u16, String> {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let p = l.local_addr().map_err(|e| e.to_string())?.port();
+        if p > 55_000 || taken.contains(&p) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return Ok(p);
+        }
+    }
+    Err("no free port pair for a cluster node".into())
+}
+
+fn redis_cmd(port: u16, args: &[&str]) -> Result<redis::Value, String> {
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .map_err(|e| e.to_string())?;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut c).map_err(|e| e.to_string())
+}
+
+/// A node's answer as text (for INFO-like replies).
+pub fn node_text(port: u16, args: &[&str]) -> Result<String, String> {
+    match redis_cmd(port, args)? {
+        redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        redis::Value::VerbatimString { text, .. } => Ok(text),
+        redis::Value::SimpleString(s) => Ok(s),
+        redis::Value::Okay => Ok("OK".into()),
+        other => Ok(format!("{other:?}")),
+    }
+}
+
+impl LocalCluster {
+    /// Starts three masters and joins them; an error when `redis-server`
+    /// or `redis-cli` is missing or the cluster never forms.
+    pub fn start() -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "leaseq-cluster-{}-{}",
+            std::process::id(),
+            leaseq_core::LeaseToken::random()
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
+        let mut cluster = LocalCluster {
+            ports: Vec::new(),
+            dir,
+            children: Vec::new(),
+            watchdog: None,
+        };
+        for _ in 0..3 {
+            let port = free_cluster_port(&cluster.ports)?;
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+                .args(["--cluster-node-timeout", "5000"])
+                .args(["--appendonly", "no", "--save", ""])
+                .arg("--dir")
+                .arg(&cluster.dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("redis-server: {e}"))?;
+            cluster.ports.push(port);
+            cluster.children.push(child);
+        }
+        cluster.start_watchdog();
+        for &p in &cluster.ports {
+            wait_until(Duration::from_secs(10), || redis_cmd(p, &["PING"]).is_ok())
+                .map_err(|_| format!("node {p} never answered PING"))?;
+        }
+        let nodes: Vec<String> = cluster
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&nodes)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("redis-cli: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        for &p in &cluster.ports {
+            wait_until(Duration::from_secs(20), || {
+                node_text(p, &["CLUSTER", "INFO"]).is_ok_and(|i| i.contains("cluster_state:ok"))
+            })
+            .map_err(|_| format!("node {p} never reached cluster_state:ok"))?;
+        }
+        Ok(cluster)
+    }
+
+    /// Kills the servers and removes the dir once this process is gone.
+    fn start_watchdog(&mut self) {
+        let pids: Vec<String> = self.children.iter().map(|c| c.id().to_string()).collect();
+        let script = format!(
+            "while kill -0 {me} 2>/dev/null; do sleep 0.3; done; kill -9 {pids} 2>/dev/null; rm -rf '{dir}'",
+            me = std::process::id(),
+            pids = pids.join(" "),
+            dir = self.dir.display()
+        );
+        self.watchdog = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+    }
+
+    /// Seed URLs of every node.
+    pub fn seeds(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// Settings for this cluster under `prefix`.
+    pub fn config(&self, prefix: &str) -> RedisConfig {
+        RedisConfig::cluster(self.seeds()).prefix(prefix)
+    }
+
+    /// The port of the master serving `slot` (from `CLUSTER SLOTS` of a node).
+    pub fn owner_of(&self, slot: u16) -> Result<u16, String> {
+        let v = redis_cmd(self.ports[0], &["CLUSTER", "SLOTS"])?;
+        let redis::Value::Array(ranges) = v else {
+            return Err("CLUSTER SLOTS: not an array".into());
+        };
+        for r in ranges {
+            let redis::Value::Array(f) = r else { continue };
+            let (
+                Some(redis::Value::Int(lo)),
+                Some(redis::Value::Int(hi)),
+                Some(redis::Value::Array(node)),
+            ) = (f.first(), f.get(1), f.get(2))
+            else {
+                continue;
+            };
+            if (*lo..=*hi).contains(&i64::from(slot)) {
+                if let Some(redis::Value::Int(port)) = node.get(1) {
+                    return u16::try_from(*port).map_err(|e| e.to_string());
+                }
+            }
+        }
+        Err(format!("no owner for slot {slot}"))
+    }
+
+    /// Deletes every key under `prefix` on every node.
+    pub fn delete_prefix(&self, prefix: &str) {
+        for &p in &self.ports {
+            super::delete_prefix(&format!("redis://127.0.0.1:{p}"), prefix);
+        }
+    }
+}
+
+/// Polls `f` until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), ()> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err(())
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The cluster shared by every test of one test binary, started on first use.
+pub fn shared() -> Result<&'static LocalCluster, String> {
+    static CLUSTER: OnceLock<Result<LocalCluster, String>> = OnceLock::new();
+    CLUSTER
+        .get_or_init(LocalCluster::start)
+        .as_ref()
+        .map_err(Clone::clone)
+}
