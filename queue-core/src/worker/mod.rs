@@ -29,7 +29,21 @@ pub use retry::RetryPolicy;
 
 use crate::{Backend, QueueName, Result};
 
-/// Processes one queue with a handler; see the [module docs](self).
+/// Processes one queue with a [`Handler`].
+///
+/// A worker claims items in batches while it has free handler slots, runs
+/// the handler for each, extends each running job's lease at a third of its
+/// ttl (heartbeats), and records the outcome under the lease's fence: `Ok`
+/// acks; `Err` releases the item with backoff ([`RetryPolicy`]) until its
+/// attempts run out, then sends it Dead with the error's text; a panic
+/// counts as an error. When a heartbeat finds the lease lost, the handler's
+/// [`JobContext`] is cancelled and its result is discarded. A background
+/// reaper recovers expired leases of the queue. Shutdown stops claiming,
+/// lets running handlers finish until a deadline, then releases the rest at
+/// once. Idle workers wait in [`Backend::wait_for_work`], not in a poll loop.
+///
+/// Each job runs in a `tracing` span `job` with its queue, id and attempt;
+/// [`Worker::metrics`] counts what happened.
 ///
 /// ```no_run
 /// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
@@ -71,7 +85,7 @@ impl Worker {
     }
 
     /// Processes the queue until `shutdown` is cancelled, then shuts down
-    /// gracefully (see the [module docs](self)). Server and connection
+    /// gracefully (see [`Worker`]). Server and connection
     /// errors are logged and retried with backoff; only an error that
     /// cannot go away by itself (such as invalid input) ends the run early.
     ///

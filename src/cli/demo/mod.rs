@@ -96,7 +96,8 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     }
 
     let bar = progress_bar(args.items, args.no_progress);
-    let finished = watch(&ctx, &args, &bar, &mut tasks).await;
+    let end = watch(&ctx, &args, &bar, &mut tasks).await;
+    let finished = matches!(end, End::Drained);
     let elapsed = started.elapsed();
     bar.finish_and_clear();
 
@@ -138,6 +139,19 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Every item enqueued and the queue holds nothing but Dead items.
+    Drained,
+    /// `--duration` passed first.
+    TimedOut,
+    /// Ctrl-C.
+    Interrupted,
+    /// A producer or worker failed.
+    Failed,
+}
+
 /// Waits until every item was enqueued and the queue holds nothing but Dead
 /// items, the time limit passes, Ctrl-C, or a task fails. True when the
 /// queue drained.
@@ -146,20 +160,20 @@ async fn watch(
     args: &DemoArgs,
     bar: &ProgressBar,
     tasks: &mut JoinSet<leaseq::Result<()>>,
-) -> bool {
+) -> End {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.duration);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = tokio::time::sleep_until(deadline) => return false,
+            _ = tokio::time::sleep_until(deadline) => return End::TimedOut,
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("interrupted: stopping");
-                return false;
+                eprintln!("interrupted: stopping the workers");
+                return End::Interrupted;
             }
             Some(Ok(Err(e))) = tasks.join_next(), if !tasks.is_empty() => {
                 eprintln!("error: {e}");
-                return false;
+                return End::Failed;
             }
         }
         let acked = ctx.tally.acked_unique();
@@ -170,7 +184,7 @@ async fn watch(
         }
         if let Ok(stats) = ctx.backend.stats(&ctx.queue).await {
             if stats.total() == stats.dead {
-                return true;
+                return End::Drained;
             }
         }
     }
