@@ -1,0 +1,126 @@
+//! The verdict of a storm: every item whose enqueue returned Ok ends acked
+//! or Dead, none is acked twice, nothing is delivered after its ack.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use leaseq_core::ItemId;
+
+#[derive(Debug, Default)]
+struct Book {
+    enqueued: BTreeSet<ItemId>,
+    acked: BTreeMap<ItemId, u32>,
+    dead: BTreeSet<ItemId>,
+    /// Acks whose reply was lost and whose item was gone afterwards.
+    unsure: BTreeSet<ItemId>,
+    after_ack: Vec<ItemId>,
+    runs: u64,
+}
+
+/// What a storm did, shared by its tasks.
+#[derive(Debug, Default)]
+pub struct Ledger(Mutex<Book>);
+
+impl Ledger {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An enqueue returned Ok with these ids.
+    pub fn enqueued(&self, ids: &[ItemId]) {
+        self.book().enqueued.extend(ids.iter().copied());
+    }
+
+    /// A handler started on `id`; returns false when `id` was acked before
+    /// (a redelivery after ack, INV-10).
+    pub fn delivered(&self, id: ItemId) -> bool {
+        let mut b = self.book();
+        b.runs += 1;
+        if b.acked.contains_key(&id) {
+            b.after_ack.push(id);
+            return false;
+        }
+        true
+    }
+
+    /// An ack of `id` returned Ok.
+    pub fn acked(&self, id: ItemId) {
+        *self.book().acked.entry(id).or_insert(0) += 1;
+    }
+
+    /// `id` went Dead.
+    pub fn dead(&self, id: ItemId) {
+        self.book().dead.insert(id);
+    }
+
+    /// An ack of `id` failed on the wire and the item was gone afterwards.
+    pub fn unsure(&self, id: ItemId) {
+        self.book().unsure.insert(id);
+    }
+
+    /// Successful acks so far.
+    pub fn acks(&self) -> u64 {
+        self.book().acked.values().map(|n| u64::from(*n)).sum()
+    }
+
+    /// Handler runs so far.
+    pub fn runs(&self) -> u64 {
+        self.book().runs
+    }
+
+    /// Items enqueued with an Ok reply so far.
+    pub fn enqueued_count(&self) -> usize {
+        self.book().enqueued.len()
+    }
+
+    /// Enqueued items not yet accounted for (acked, Dead or unsure).
+    pub fn open(&self) -> Vec<ItemId> {
+        let b = self.book();
+        b.enqueued
+            .iter()
+            .filter(|id| {
+                !b.acked.contains_key(id) && !b.dead.contains(id) && !b.unsure.contains(id)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// `Ok(summary)` when nothing was lost, acked twice or delivered after
+    /// its ack; otherwise what went wrong.
+    pub fn verdict(&self) -> Result<String, String> {
+        let (twice, after_ack, summary) = {
+            let b = self.book();
+            let twice: Vec<(ItemId, u32)> = b
+                .acked
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(id, n)| (*id, *n))
+                .collect();
+            let summary = format!(
+                "{} enqueued Ok, {} acked, {} dead, {} acks with a lost reply, {} handler runs",
+                b.enqueued.len(),
+                b.acked.len(),
+                b.dead.len(),
+                b.unsure.len(),
+                b.runs
+            );
+            (twice, b.after_ack.clone(), summary)
+        };
+        let open = self.open();
+        let mut problems = Vec::new();
+        if !twice.is_empty() {
+            problems.push(format!("acked twice: {twice:?}"));
+        }
+        if !open.is_empty() {
+            problems.push(format!("lost (enqueued Ok, never acked or Dead): {open:?}"));
+        }
+        if !after_ack.is_empty() {
+            problems.push(format!("delivered after ack: {after_ack:?}"));
+        }
+        if problems.is_empty() {
+            Ok(summary)
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
