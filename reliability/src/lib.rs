@@ -31,3 +31,4 @@ pub mod factories;
 pub mod hostile;
 pub mod ledger;
 pub mod redis_server;
+pub mod storm;
