@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
-    ReconnectPolicy, ServerConfig, Value,
+    Options, ReconnectPolicy, ServerConfig, Value,
 };
 use leaseq_core::{Error, Result};
 
@@ -36,6 +36,8 @@ impl RedisBackend<FredClient> {
 /// [`ScriptClient`] on the `fred` crate.
 pub struct FredClient {
     main: fred::clients::Client,
+    /// Per-command options on a cluster (see [`cluster_options`]).
+    cluster: Option<Options>,
     base: Config,
     connect_timeout: Duration,
     idle: IdlePool<fred::clients::Client>,
@@ -116,11 +118,26 @@ impl FredClient {
             .await
             .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
         Ok(FredClient {
+            cluster: config.is_cluster().then(cluster_options),
             main,
             base,
             connect_timeout: config.connect_timeout,
             idle: IdlePool::new(config.idle_wait_connections),
         })
+    }
+}
+
+/// On a cluster a redirected command is written again, and fred counts
+/// each write as an attempt: scripts get enough attempts to follow a few
+/// `MOVED` / `ASK` redirections (the node refused the command, so it did not
+/// run), while `fail_fast` still fails a command that was in flight on a
+/// connection that closed (it may have run) instead of writing it again.
+fn cluster_options() -> Options {
+    Options {
+        max_attempts: Some(8),
+        max_redirections: Some(8),
+        fail_fast: true,
+        ..Options::default()
     }
 }
 
@@ -160,6 +177,21 @@ fn client_error(e: FredError) -> ClientError {
     }
 }
 
+/// On a cluster, with `fail_fast` set, a command in flight on a closed
+/// connection fails with that connection's error and is never written
+/// again; so running out of write attempts or redirections means every
+/// write so far was refused (`MOVED` / `ASK` while the slot map settles) or
+/// never reached a server: the script did not run, and the backend may send
+/// it again (reported as `TRYAGAIN`).
+fn cluster_error(e: FredError) -> ClientError {
+    let d = e.details();
+    if d.starts_with("Too many failed write attempts") || d.starts_with("Too many redirections") {
+        let msg = format!("TRYAGAIN {d}");
+        return ClientError::server(msg, e);
+    }
+    client_error(e)
+}
+
 fn convert(v: Value) -> std::result::Result<Reply, ClientError> {
     Ok(match v {
         Value::Null => Reply::Nil,
@@ -190,22 +222,42 @@ impl ScriptClient for FredClient {
     ) -> std::result::Result<Reply, ClientError> {
         let keys: Vec<String> = keys.to_vec();
         let vals: Vec<Value> = args.iter().cloned().map(Value::Bytes).collect();
-        let first = self
-            .main
-            .evalsha::<Value, _, _, _>(script.sha(), keys.clone(), vals.clone())
-            .await;
+        let first = match &self.cluster {
+            Some(o) => {
+                self.main
+                    .with_options(o)
+                    .evalsha::<Value, _, _, _>(script.sha(), keys.clone(), vals.clone())
+                    .await
+            }
+            None => {
+                self.main
+                    .evalsha::<Value, _, _, _>(script.sha(), keys.clone(), vals.clone())
+                    .await
+            }
+        };
         // NOSCRIPT: the node did not run it. `EVAL` sends the source to the
         // node that owns the slot (on a cluster, `SCRIPT LOAD` would go to
         // any node) and caches it there.
         let reply = match first {
-            Err(e) if e.details().starts_with("NOSCRIPT") => {
-                self.main
-                    .eval::<Value, _, _, _>(script.source(), keys, vals)
-                    .await
-            }
+            Err(e) if e.details().starts_with("NOSCRIPT") => match &self.cluster {
+                Some(o) => {
+                    self.main
+                        .with_options(o)
+                        .eval::<Value, _, _, _>(script.source(), keys, vals)
+                        .await
+                }
+                None => {
+                    self.main
+                        .eval::<Value, _, _, _>(script.source(), keys, vals)
+                        .await
+                }
+            },
             other => other,
         };
-        convert(reply.map_err(client_error)?)
+        convert(reply.map_err(|e| match &self.cluster {
+            Some(_) => cluster_error(e),
+            None => client_error(e),
+        })?)
     }
 
     async fn wait_marker(

@@ -19,11 +19,8 @@ use tokio::task::JoinSet;
 
 use crate::RedisBackend;
 
-/// Bits of a sharded item id that name its shard (the low 8 bits).
-pub const SHARD_BITS: u32 = 8;
 /// The most shards one logical queue may have.
-pub const MAX_SHARDS: u16 = 1 << SHARD_BITS;
-const SHARD_MASK: u64 = (1 << SHARD_BITS) - 1;
+pub const MAX_SHARDS: u16 = 1024;
 
 /// Names shard `i` of a logical queue.
 pub type ShardNamer = Arc<dyn Fn(&QueueName, u16) -> Result<QueueName> + Send + Sync>;
@@ -42,10 +39,9 @@ pub type ShardedRedisBackend<C> = ShardedBackend<RedisBackend<C>>;
 ///   robin. A batch becomes one call per shard touched; each is atomic, the
 ///   batch as a whole is not (a failure may leave other shards' part
 ///   written). Bad input is refused before anything is written.
-/// - **Ids.** An item's id is its shard's id shifted left by
-///   [`SHARD_BITS`] with the shard number in the low bits, so ids are unique
-///   across shards and ack / extend / release / fail / item go straight to
-///   the item's shard.
+/// - **Ids.** An item's id is `shard_id * K + shard` ([`sharded_id`]), so
+///   ids are unique across shards and ack / extend / release / fail / item
+///   go straight to the item's shard ([`split_id`]).
 /// - **Claim.** Each claim starts at the next shard in rotation and visits
 ///   every shard until it has `max` items, so no shard starves: a shard
 ///   with work is visited first at least once every K claims.
@@ -94,30 +90,36 @@ fn fnv1a(s: &str) -> u64 {
     })
 }
 
-/// The sharded id of shard `shard`'s item `id`: `id` shifted left by
-/// [`SHARD_BITS`], the shard in the low bits.
+/// The sharded id of shard `shard`'s item `id` in a queue of `shards`
+/// shards: `id * shards + shard`. Every u64 splits back into exactly one
+/// (shard, id) pair, so any id a caller hands in routes somewhere.
 ///
 /// ```
 /// use leaseq_core::ItemId;
 /// use leaseq_redis::{sharded_id, split_id};
-/// let id = sharded_id(3, ItemId::new(42))?;
-/// assert_eq!(id.get(), 42 * 256 + 3);
-/// assert_eq!(split_id(id), (3, ItemId::new(42)));
+/// let id = sharded_id(4, 3, ItemId::new(42))?;
+/// assert_eq!(id.get(), 42 * 4 + 3);
+/// assert_eq!(split_id(4, id), (3, ItemId::new(42)));
 /// # Ok::<(), leaseq_core::Error>(())
 /// ```
-pub fn sharded_id(shard: u16, id: ItemId) -> Result<ItemId> {
-    if id.get() >> (64 - SHARD_BITS) != 0 || shard >= MAX_SHARDS {
-        return Err(Error::Corrupt {
-            what: format!("shard {shard} handed out id {id}, too large to shard"),
-        });
-    }
-    Ok(ItemId::new((id.get() << SHARD_BITS) | u64::from(shard)))
+pub fn sharded_id(shards: u16, shard: u16, id: ItemId) -> Result<ItemId> {
+    let k = u64::from(shards.max(1));
+    id.get()
+        .checked_mul(k)
+        .and_then(|x| x.checked_add(u64::from(shard)))
+        .filter(|_| shard < shards)
+        .map(ItemId::new)
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("shard {shard} of {shards} handed out id {id}, too large to shard"),
+        })
 }
 
-/// The shard and the shard's own id of a sharded id.
-pub fn split_id(id: ItemId) -> (u16, ItemId) {
-    let shard = u16::try_from(id.get() & SHARD_MASK).unwrap_or(0);
-    (shard, ItemId::new(id.get() >> SHARD_BITS))
+/// The shard and the shard's own id of a sharded id in a queue of `shards`
+/// shards.
+pub fn split_id(shards: u16, id: ItemId) -> (u16, ItemId) {
+    let k = u64::from(shards.max(1));
+    let shard = u16::try_from(id.get() % k).unwrap_or(0);
+    (shard, ItemId::new(id.get() / k))
 }
 
 impl<B: Backend> ShardedBackend<B> {
@@ -166,8 +168,8 @@ impl<B: Backend> ShardedBackend<B> {
     /// Where a sharded id lives: its shard's queue and id. An id naming a
     /// shard this queue does not have is `None`.
     fn locate(&self, queue: &QueueName, id: ItemId) -> Result<Option<(u16, QueueName, ItemId)>> {
-        let (shard, inner) = split_id(id);
-        if shard >= self.shards || inner.get() == 0 {
+        let (shard, inner) = split_id(self.shards, id);
+        if inner.get() == 0 {
             return Ok(None);
         }
         Ok(Some((shard, self.shard(queue, shard)?, inner)))
@@ -190,21 +192,21 @@ impl<B: Backend> ShardedBackend<B> {
         (0..k).map(move |j| u16::try_from((start + j) % k).unwrap_or(0))
     }
 
-    fn repairs(shard: u16, repairs: Vec<Repair>) -> Result<Vec<Repair>> {
+    fn repairs(&self, shard: u16, repairs: Vec<Repair>) -> Result<Vec<Repair>> {
         repairs
             .into_iter()
             .map(|r| {
                 Ok(Repair {
-                    id: sharded_id(shard, r.id)?,
+                    id: sharded_id(self.shards, shard, r.id)?,
                     ..r
                 })
             })
             .collect()
     }
 
-    fn info(shard: u16, info: ItemInfo) -> Result<ItemInfo> {
+    fn info(&self, shard: u16, info: ItemInfo) -> Result<ItemInfo> {
         Ok(ItemInfo {
-            id: sharded_id(shard, info.id)?,
+            id: sharded_id(self.shards, shard, info.id)?,
             ..info
         })
     }
@@ -281,7 +283,7 @@ impl<B: Backend> Backend for ShardedBackend<B> {
                 Ok(done) => {
                     for (pos, e) in positions.into_iter().zip(done) {
                         out[pos] = Some(Enqueued {
-                            id: sharded_id(shard, e.id)?,
+                            id: sharded_id(self.shards, shard, e.id)?,
                             deduplicated: e.deduplicated,
                         });
                     }
@@ -317,11 +319,11 @@ impl<B: Backend> Backend for ShardedBackend<B> {
                 .claim(&physical, ClaimSpec::new(want, spec.ttl().get())?)
                 .await?;
             for mut lease in got.leases {
-                lease.key.id = sharded_id(shard, lease.key.id)?;
+                lease.key.id = sharded_id(self.shards, shard, lease.key.id)?;
                 lease.key.queue = queue.clone();
                 out.leases.push(lease);
             }
-            out.repairs.extend(Self::repairs(shard, got.repairs)?);
+            out.repairs.extend(self.repairs(shard, got.repairs)?);
         }
         Ok(out)
     }
@@ -364,7 +366,7 @@ impl<B: Backend> Backend for ShardedBackend<B> {
             out.requeued += r.requeued;
             out.dead += r.dead;
             out.repairs
-                .extend(Self::repairs(u16::try_from(i).unwrap_or(0), r.repairs)?);
+                .extend(self.repairs(u16::try_from(i).unwrap_or(0), r.repairs)?);
         }
         Ok(out)
     }
@@ -398,7 +400,7 @@ impl<B: Backend> Backend for ShardedBackend<B> {
             }
             let physical = self.shard(queue, shard)?;
             for info in self.inner.peek(&physical, state, limit - out.len()).await? {
-                out.push(Self::info(shard, info)?);
+                out.push(self.info(shard, info)?);
             }
         }
         Ok(out)
@@ -409,7 +411,7 @@ impl<B: Backend> Backend for ShardedBackend<B> {
             return Err(Error::NotFound { id });
         };
         match self.inner.item(&physical, inner).await {
-            Ok(info) => Self::info(shard, info),
+            Ok(info) => self.info(shard, info),
             Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
             Err(e) => Err(e),
         }
@@ -487,12 +489,7 @@ impl<B: Backend> TestHooks for ShardedBackend<B> {
     }
 
     async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
-        let (shard, inner) = split_id(id);
-        let (shard, inner) = if shard < self.shards && inner.get() > 0 {
-            (shard, inner)
-        } else {
-            (0, id)
-        };
+        let (shard, inner) = split_id(self.shards, id);
         hooks(&*self.inner)?
             .plant_dangling_ready(&self.shard(queue, shard)?, inner)
             .await
@@ -507,11 +504,11 @@ impl<B: Backend> TestHooks for ShardedBackend<B> {
             for (state, ids) in s.indexes {
                 let entry = out.indexes.entry(state).or_default();
                 for id in ids {
-                    entry.push(sharded_id(i, id)?);
+                    entry.push(sharded_id(self.shards, i, id)?);
                 }
             }
             for id in s.items {
-                out.items.push(sharded_id(i, id)?);
+                out.items.push(sharded_id(self.shards, i, id)?);
             }
         }
         Ok(out)
@@ -524,12 +521,17 @@ mod tests {
 
     #[test]
     fn ids_carry_their_shard() {
-        for (shard, id) in [(0u16, 1u64), (3, 42), (255, (1 << 53) + 7)] {
-            let g = sharded_id(shard, ItemId::new(id)).expect("fits");
-            assert_eq!(split_id(g), (shard, ItemId::new(id)));
+        for (k, shard, id) in [(4u16, 0u16, 1u64), (4, 3, 42), (1024, 1023, (1 << 53) + 7)] {
+            let g = sharded_id(k, shard, ItemId::new(id)).expect("fits");
+            assert_eq!(split_id(k, g), (shard, ItemId::new(id)));
         }
-        assert!(sharded_id(1, ItemId::new(u64::MAX)).is_err());
-        assert!(sharded_id(256, ItemId::new(1)).is_err());
+        assert!(sharded_id(4, 1, ItemId::new(u64::MAX)).is_err());
+        assert!(sharded_id(4, 4, ItemId::new(1)).is_err());
+        // Any id splits into a shard and back.
+        for raw in [0u64, 5, 1_099_511_811_131, u64::MAX] {
+            let (shard, inner) = split_id(4, ItemId::new(raw));
+            assert_eq!(sharded_id(4, shard, inner).expect("fits").get(), raw);
+        }
     }
 
     #[test]

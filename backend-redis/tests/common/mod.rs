@@ -246,6 +246,18 @@ impl ClusterFactory {
         f
     }
 
+    /// Queues sharded `shards` ways under `prefix`.
+    pub fn sharded_with_prefix(
+        which: Which,
+        shards: u16,
+        prefix: String,
+        namer: Option<leaseq_redis::ShardNamer>,
+    ) -> Self {
+        let mut f = Self::sharded(which, shards, namer);
+        f.prefix = prefix;
+        f
+    }
+
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
