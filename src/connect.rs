@@ -11,7 +11,7 @@ use leaseq_core::Backend;
 pub enum BackendUrl {
     /// `memory://`: the in-process backend.
     Memory,
-    /// `redis://…` or `rediss://…`.
+    /// `redis://…`, `rediss://…`, or `redis+cluster://host:port,host:port`.
     Redis(String),
     /// `postgres://…` or `postgresql://…`.
     Postgres(String),
@@ -33,11 +33,14 @@ impl BackendUrl {
                 url: url.to_string(),
                 why: "the memory backend takes no address: use memory://".into(),
             }),
-            "redis" | "rediss" => Ok(BackendUrl::Redis(url.to_string())),
+            "redis" | "rediss" | "redis+cluster" => Ok(BackendUrl::Redis(url.to_string())),
             "postgres" | "postgresql" => Ok(BackendUrl::Postgres(url.to_string())),
             other => Err(ConnectError::BadUrl {
                 url: url.to_string(),
-                why: format!("unknown scheme {other:?}; supported are memory, redis, rediss, postgres, postgresql"),
+                why: format!(
+                    "unknown scheme {other:?}; supported are memory, redis, rediss, \
+                     redis+cluster, postgres, postgresql"
+                ),
             }),
         }
     }
@@ -88,13 +91,17 @@ impl fmt::Display for ConnectError {
                 "this build has no {backend} backend; rebuild with `--features {feature}`"
             ),
             ConnectError::Unreachable { backend, source } => {
-                write!(f, "cannot reach the {backend} backend: {source}")?;
+                let mut text = source.to_string();
                 let mut cause = std::error::Error::source(source);
                 while let Some(c) = cause {
-                    write!(f, ": {c}")?;
+                    let next = c.to_string();
+                    if !text.contains(&next) {
+                        text.push_str(": ");
+                        text.push_str(&next);
+                    }
                     cause = c.source();
                 }
-                Ok(())
+                write!(f, "cannot reach the {backend} backend: {text}")
             }
         }
     }

@@ -97,7 +97,7 @@ fn a_bad_backend_url_says_what_is_wrong() {
         .stderr(contains("expected SCHEME://"));
 }
 
-#[cfg(not(feature = "redis"))]
+#[cfg(not(any(feature = "redis", feature = "fred")))]
 #[test]
 fn a_backend_left_out_of_the_build_names_its_feature() {
     leaseq()
@@ -109,7 +109,7 @@ fn a_backend_left_out_of_the_build_names_its_feature() {
 
 #[cfg(feature = "postgres")]
 #[test]
-fn an_unreachable_server_is_a_clear_error() {
+fn an_unreachable_postgres_server_is_a_clear_error() {
     leaseq()
         .args([
             "--backend",
@@ -120,6 +120,16 @@ fn an_unreachable_server_is_a_clear_error() {
         .assert()
         .code(1)
         .stderr(contains("cannot reach the postgres backend"));
+}
+
+#[cfg(any(feature = "redis", feature = "fred"))]
+#[test]
+fn an_unreachable_redis_server_is_a_clear_error() {
+    leaseq()
+        .args(["--backend", "redis://127.0.0.1:1", "stats", "q"])
+        .assert()
+        .code(1)
+        .stderr(contains("cannot reach the redis backend"));
 }
 
 #[test]

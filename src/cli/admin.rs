@@ -203,7 +203,7 @@ fn print_items(items: &[ItemInfo]) {
     for it in items {
         println!(
             "{:>10} {:<9} {:>8} {:>8}  {:<40} {}",
-            it.id,
+            it.id.to_string(),
             it.state.as_str(),
             format!("{}/{}", it.attempts, it.max_attempts),
             it.priority,

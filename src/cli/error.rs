@@ -60,8 +60,11 @@ impl From<leaseq::Error> for CliError {
                 let mut text = other.to_string();
                 let mut cause = std::error::Error::source(&other);
                 while let Some(c) = cause {
-                    text.push_str(": ");
-                    text.push_str(&c.to_string());
+                    let next = c.to_string();
+                    if !text.contains(&next) {
+                        text.push_str(": ");
+                        text.push_str(&next);
+                    }
                     cause = c.source();
                 }
                 CliError::Backend(text)
