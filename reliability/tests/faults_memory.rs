@@ -1,0 +1,341 @@
+//! Worker faults on the memory backend (manual clock): a worker task
+//! aborted mid-handler, and a handler that never returns while its
+//! heartbeats are lost. In both, the lease runs out, a reaper on another
+//! worker recovers it, that worker finishes the item, nothing is lost or
+//! acked twice, and the indexes stay consistent (INV-1).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use leaseq_core::{
+    handler_fn, Backend, CancellationToken, Capabilities, ClaimSpec, Claimed, Enqueued, Error,
+    ItemId, ItemInfo, ItemState, Job, JobContext, JobOutcome, LeaseKey, LeaseTtl, Limits,
+    ManualClock, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
+    Timestamp, Worker,
+};
+use leaseq_memory::MemoryBackend;
+
+/// Forwards every call, except that heartbeats (`extend`) fail while cut:
+/// a network partition that only the heartbeat meets.
+#[derive(Debug)]
+struct Partition {
+    inner: Arc<MemoryBackend>,
+    cut: AtomicBool,
+    refused: AtomicU64,
+}
+
+#[async_trait]
+impl Backend for Partition {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+    async fn now(&self) -> Result<Timestamp> {
+        self.inner.now().await
+    }
+    async fn enqueue(&self, q: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        self.inner.enqueue(q, items).await
+    }
+    async fn claim(&self, q: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        self.inner.claim(q, spec).await
+    }
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        self.inner.ack(lease).await
+    }
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        if self.cut.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(Error::backend(
+                "heartbeat",
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "partitioned"),
+            ));
+        }
+        self.inner.extend(lease, ttl).await
+    }
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        self.inner.release(lease, delay).await
+    }
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        self.inner.fail(lease, reason).await
+    }
+    async fn reap(&self, q: &QueueName) -> Result<ReapReport> {
+        self.inner.reap(q).await
+    }
+    async fn stats(&self, q: &QueueName) -> Result<QueueStats> {
+        self.inner.stats(q).await
+    }
+    async fn peek(&self, q: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
+        self.inner.peek(q, st, n).await
+    }
+    async fn item(&self, q: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        self.inner.item(q, id).await
+    }
+    async fn redrive(&self, q: &QueueName, n: usize) -> Result<u64> {
+        self.inner.redrive(q, n).await
+    }
+    async fn purge(&self, q: &QueueName) -> Result<u64> {
+        self.inner.purge(q).await
+    }
+    async fn wait_for_work(&self, q: &QueueName, timeout: Duration) {
+        self.inner.wait_for_work(q, timeout).await
+    }
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        self.inner.test_hooks()
+    }
+}
+
+/// What every worker saw, per item.
+#[derive(Debug, Default)]
+struct Seen {
+    runs: BTreeMap<ItemId, u32>,
+    /// The contexts of parked handlers.
+    parked: Vec<JobContext>,
+    events: Vec<(&'static str, ItemId, JobOutcome)>,
+}
+
+type Shared = Arc<Mutex<Seen>>;
+
+fn acks(seen: &Shared, id: ItemId) -> usize {
+    let s = seen.lock().expect("seen");
+    s.events
+        .iter()
+        .filter(|(_, i, o)| *i == id && *o == JobOutcome::Acked)
+        .count()
+}
+
+async fn until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+/// A worker whose handler parks forever on the items `stuck` names and
+/// finishes the others at once.
+fn worker(
+    name: &'static str,
+    b: Arc<dyn Backend>,
+    q: &QueueName,
+    seen: Shared,
+    stuck: impl Fn(&Job) -> bool + Send + Sync + 'static,
+    reap: Option<Duration>,
+    slots: usize,
+) -> Worker {
+    let events = seen.clone();
+    Worker::builder(b, q.as_str())
+        .concurrency(slots)
+        .lease_ttl(Duration::from_secs(30))
+        .heartbeat_interval(Duration::from_millis(20))
+        .reap_interval(reap)
+        .idle_wait(Duration::from_millis(20))
+        .shutdown_deadline(Duration::from_millis(200))
+        .on_event(move |e| {
+            events
+                .lock()
+                .expect("seen")
+                .events
+                .push((name, e.id, e.outcome.clone()));
+        })
+        .build(handler_fn(move |job: Job, ctx: JobContext| {
+            let park = stuck(&job);
+            let mut s = seen.lock().expect("seen");
+            *s.runs.entry(job.id).or_insert(0) += 1;
+            if park {
+                s.parked.push(ctx);
+            }
+            drop(s);
+            async move {
+                if park {
+                    // Never returns, and ignores cancellation.
+                    std::future::pending::<()>().await;
+                }
+                Ok::<(), Error>(())
+            }
+        }))
+        .expect("worker")
+}
+
+async fn consistent(b: &dyn Backend, q: &QueueName) {
+    let snap = b
+        .test_hooks()
+        .expect("hooks")
+        .snapshot(q)
+        .await
+        .expect("snapshot");
+    assert!(
+        snap.violations().is_empty(),
+        "INV-1: {:?}",
+        snap.violations()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_aborted_mid_handler_loses_nothing() {
+    let clock = ManualClock::new();
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+    let q = QueueName::new("abort").expect("name");
+    let ids: Vec<ItemId> = b
+        .enqueue(&q, (0..20).map(|i| NewItem::new(format!("j{i}"))).collect())
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    let seen = Shared::default();
+
+    // Worker A takes four items and is killed while running them.
+    let a = worker("a", b.clone(), &q, seen.clone(), |_| true, None, 4);
+    let crashed = tokio::spawn(a.run(CancellationToken::new()));
+    let s = seen.clone();
+    until("A to start four handlers", Duration::from_secs(10), || {
+        s.lock().expect("seen").runs.len() == 4
+    })
+    .await;
+    crashed.abort();
+    assert!(crashed.await.expect_err("aborted").is_cancelled());
+    let held: Vec<ItemId> = seen.lock().expect("seen").runs.keys().copied().collect();
+    assert_eq!(b.stats(&q).await.expect("stats").leased, 4);
+
+    // Worker B does the rest; A's items wait for their leases to run out.
+    let stop = CancellationToken::new();
+    let reap = Some(Duration::from_millis(20));
+    let bw = worker("b", b.clone(), &q, seen.clone(), |_| false, reap, 4);
+    let healthy = tokio::spawn(bw.run(stop.clone()));
+    let s = seen.clone();
+    until(
+        "B to finish the 16 free items",
+        Duration::from_secs(10),
+        || s.lock().expect("seen").events.len() == 16,
+    )
+    .await;
+    for id in &held {
+        assert_eq!(
+            acks(&seen, *id),
+            0,
+            "{id} was acked while its lease was live"
+        );
+    }
+    consistent(b.as_ref(), &q).await;
+    clock.advance(Duration::from_secs(31));
+    let s = seen.clone();
+    let resumed = until(
+        "B to recover and finish A's items",
+        Duration::from_secs(10),
+        || ids.iter().all(|id| acks(&s, *id) == 1),
+    )
+    .await;
+    stop.cancel();
+    healthy.await.expect("join").expect("B ran");
+    consistent(b.as_ref(), &q).await;
+    assert_eq!(b.stats(&q).await.expect("stats").total(), 0);
+    let runs = seen.lock().expect("seen").runs.clone();
+    for id in &ids {
+        assert_eq!(acks(&seen, *id), 1, "{id}");
+        let runs = runs[id];
+        assert_eq!(
+            runs,
+            if held.contains(id) { 2 } else { 1 },
+            "{id} ran {runs} times"
+        );
+    }
+    println!("abort: 4 handlers killed mid-run; recovered and acked {resumed:?} after the leases ran out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_that_never_returns_loses_its_lease() {
+    let clock = ManualClock::new();
+    let mem = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+    let part = Arc::new(Partition {
+        inner: mem.clone(),
+        cut: AtomicBool::new(true),
+        refused: AtomicU64::new(0),
+    });
+    let q = QueueName::new("hang").expect("name");
+    let id = mem
+        .enqueue(&q, vec![NewItem::new("hangs")])
+        .await
+        .expect("enqueue")[0]
+        .id;
+    let seen = Shared::default();
+
+    // A runs the item forever; its heartbeats do not get through.
+    let a_stop = CancellationToken::new();
+    // One slot, held by the stuck handler: A claims nothing more.
+    let a = worker("a", part.clone(), &q, seen.clone(), |_| true, None, 1);
+    let a_run = tokio::spawn(a.run(a_stop.clone()));
+    let p = part.clone();
+    until(
+        "A's heartbeats to be refused",
+        Duration::from_secs(10),
+        || p.refused.load(Ordering::SeqCst) >= 3,
+    )
+    .await;
+    let s = seen.clone();
+    assert_eq!(s.lock().expect("seen").runs.get(&id), Some(&1));
+
+    // The lease runs out; B's reaper recovers it and B finishes the item.
+    clock.advance(Duration::from_secs(31));
+    let b_stop = CancellationToken::new();
+    let reap = Some(Duration::from_millis(20));
+    let bw = worker("b", mem.clone(), &q, seen.clone(), |_| false, reap, 4);
+    let b_run = tokio::spawn(bw.run(b_stop.clone()));
+    let s = seen.clone();
+    let recovered = until(
+        "B to recover and ack the item",
+        Duration::from_secs(10),
+        || acks(&s, id) == 1,
+    )
+    .await;
+
+    // The partition heals: A's next heartbeat finds the lease lost; A's
+    // handler still never returns, so shutdown aborts it after its deadline.
+    part.cut.store(false, Ordering::SeqCst);
+    let s = seen.clone();
+    until(
+        "A to learn that its lease is lost",
+        Duration::from_secs(10),
+        || {
+            s.lock()
+                .expect("seen")
+                .parked
+                .iter()
+                .any(|ctx| ctx.lease().id == id && ctx.lease_lost() && ctx.is_cancelled())
+        },
+    )
+    .await;
+    a_stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), a_run)
+        .await
+        .expect("A shuts down despite the stuck handler")
+        .expect("join")
+        .expect("A ran");
+    b_stop.cancel();
+    b_run.await.expect("join").expect("B ran");
+
+    let s = seen.lock().expect("seen");
+    let a_events: Vec<_> = s
+        .events
+        .iter()
+        .filter(|(w, _, _)| *w == "a")
+        .cloned()
+        .collect();
+    assert!(
+        a_events.iter().all(|(_, _, o)| *o != JobOutcome::Acked),
+        "A acked after losing its lease: {a_events:?}"
+    );
+    drop(s);
+    assert_eq!(acks(&seen, id), 1);
+    assert_eq!(mem.stats(&q).await.expect("stats").total(), 0);
+    consistent(mem.as_ref(), &q).await;
+    println!(
+        "hang: {} heartbeats refused; recovered and acked by another worker {recovered:?} after the lease ran out; A's events {a_events:?}",
+        part.refused.load(Ordering::SeqCst)
+    );
+}
