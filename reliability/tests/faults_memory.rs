@@ -319,8 +319,9 @@ async fn handler_that_never_returns_loses_its_lease() {
     b_stop.cancel();
     b_run.await.expect("join").expect("B ran");
 
-    let s = seen.lock().expect("seen");
-    let a_events: Vec<_> = s
+    let a_events: Vec<_> = seen
+        .lock()
+        .expect("seen")
         .events
         .iter()
         .filter(|(w, _, _)| *w == "a")
@@ -330,7 +331,6 @@ async fn handler_that_never_returns_loses_its_lease() {
         a_events.iter().all(|(_, _, o)| *o != JobOutcome::Acked),
         "A acked after losing its lease: {a_events:?}"
     );
-    drop(s);
     assert_eq!(acks(&seen, id), 1);
     assert_eq!(mem.stats(&q).await.expect("stats").total(), 0);
     consistent(mem.as_ref(), &q).await;
