@@ -42,7 +42,7 @@ fn reap(c: &mut Criterion) {
         let (warm, measure) = if t.backend.is_manual() {
             (Duration::from_millis(200), Duration::from_secs(1))
         } else {
-            (Duration::from_millis(20), Duration::from_millis(30))
+            (Duration::from_millis(50), Duration::from_millis(300))
         };
         group.warm_up_time(warm).measurement_time(measure);
         for &n in live {

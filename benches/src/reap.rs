@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use leaseq_conformance::{TestBackend, TimeControl};
 use leaseq_core::limits::{MAX_CLAIM, MAX_LEASE_TTL};
-use leaseq_core::{ClaimSpec, Error, QueueName, Result};
+use leaseq_core::{ClaimSpec, Error, NewItem, QueueName, Result};
 
+use crate::payload;
 use crate::workload::prefill;
 
 /// Expired leases per measured reap.
@@ -36,7 +37,12 @@ pub async fn setup(tb: &TestBackend, queue: &QueueName, live: usize) -> Result<(
         }
         claimed += got;
     }
-    prefill(b, queue, EXPIRED).await?;
+    // The same items expire round after round: give them attempts enough
+    // never to go Dead (the most any backend stores).
+    let items = (0..EXPIRED)
+        .map(|_| NewItem::new(payload()).max_attempts(i32::MAX as u32))
+        .collect();
+    b.enqueue(queue, items).await?;
     let stats = b.stats(queue).await?;
     if stats.leased != live as u64 || stats.ready != EXPIRED as u64 {
         return Err(Error::Corrupt {

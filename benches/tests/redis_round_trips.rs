@@ -1,0 +1,152 @@
+//! A single-job claim plus ack on Redis costs at most 2 round trips: counted
+//! as top-level script calls in `INFO commandstats` of a private server that
+//! only this test talks to.
+#![cfg(feature = "redis-rs")]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+use leaseq_redis::RedisConfig;
+
+/// A private `redis-server`, killed when dropped.
+struct Server {
+    port: u16,
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Option<Server> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match child {
+        Ok(child) => Some(Server { port, child }),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("redis-server is needed in CI: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no redis-server to start: {e}");
+            None
+        }
+    }
+}
+
+async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).expect("url");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.get_multiplexed_async_connection().await {
+            Ok(c) => return c,
+            Err(e) if Instant::now() > deadline => panic!("private server never answered: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// Top-level script calls (`EVAL`, `EVALSHA`, their read-only forms) so far.
+async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter(|l| {
+            [
+                "cmdstat_eval:",
+                "cmdstat_evalsha:",
+                "cmdstat_eval_ro:",
+                "cmdstat_evalsha_ro:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+async fn check(backend: Arc<dyn Backend>, url: &str) {
+    let q = QueueName::new("round-trips").expect("queue");
+    let mut conn = raw(url).await;
+    const JOBS: u64 = 20;
+    // Warm up: scripts loaded, connections made.
+    backend.push(&q, "warm").await.expect("enqueue");
+    let lease = backend
+        .claim_one(&q, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("one");
+    backend.ack(&lease.key).await.expect("ack");
+    let items = (0..JOBS).map(|_| NewItem::new("job")).collect();
+    backend.enqueue(&q, items).await.expect("enqueue");
+
+    let before = script_calls(&mut conn).await;
+    for _ in 0..JOBS {
+        let lease = backend
+            .claim_one(&q, Duration::from_secs(30))
+            .await
+            .expect("claim")
+            .expect("one");
+        backend.ack(&lease.key).await.expect("ack");
+    }
+    let calls = script_calls(&mut conn).await - before;
+    assert_eq!(
+        calls,
+        2 * JOBS,
+        "claim + ack of one job took {calls} script calls for {JOBS} jobs"
+    );
+}
+
+#[tokio::test]
+async fn redis_rs_claim_and_ack_take_two_round_trips() {
+    let Some(server) = start() else { return };
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let _ = raw(&url).await;
+    let backend = leaseq_redis::RedisRsBackend::connect(RedisConfig::new(&url))
+        .await
+        .expect("connect");
+    check(Arc::new(backend), &url).await;
+}
+
+#[cfg(feature = "fred")]
+#[tokio::test]
+async fn fred_claim_and_ack_take_two_round_trips() {
+    let Some(server) = start() else { return };
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let _ = raw(&url).await;
+    let backend = leaseq_redis::FredBackend::connect(RedisConfig::new(&url))
+        .await
+        .expect("connect");
+    check(Arc::new(backend), &url).await;
+}
