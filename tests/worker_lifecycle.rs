@@ -183,10 +183,7 @@ async fn never_more_handlers_than_the_concurrency_and_every_item_acked() {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_worker_waits_for_work_instead_of_polling() {
-    let counting = Arc::new(CountingBackend {
-        inner: tokio_backend(),
-        claims: Default::default(),
-    });
+    let counting = Arc::new(CountingBackend::new(tokio_backend()));
     let backend: Arc<dyn Backend> = counting.clone();
     let q = queue("idle");
     let (on_event, mut events) = events();
@@ -217,4 +214,30 @@ async fn an_idle_worker_waits_for_work_instead_of_polling() {
     );
     stop.cancel();
     run.await.expect("join").expect("run");
+}
+
+#[tokio::test(start_paused = true)]
+async fn backend_failures_are_retried_not_fatal() {
+    let counting = Arc::new(CountingBackend::new(tokio_backend()));
+    counting.fail_claims.store(3, Ordering::SeqCst);
+    counting.fail_acks.store(2, Ordering::SeqCst);
+    let backend: Arc<dyn Backend> = counting.clone();
+    let q = queue("flaky-server");
+    let id = backend.push(&q, "x").await.expect("enqueue");
+    let (on_event, mut events) = events();
+    let worker = Worker::builder(backend.clone(), "flaky-server")
+        .on_event(on_event)
+        .build(handler_fn(|_job: Job, _ctx: JobContext| async {
+            Ok::<_, std::io::Error>(())
+        }))
+        .expect("worker");
+    let metrics = worker.metrics();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    let ev = events.next().await;
+    assert_eq!((ev.id, ev.attempts, ev.outcome), (id, 1, JobOutcome::Acked));
+    stop.cancel();
+    run.await.expect("join").expect("run");
+    assert_eq!(metrics.snapshot().backend_errors, 5);
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
 }

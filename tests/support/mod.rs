@@ -66,14 +66,37 @@ impl Events {
     }
 }
 
-/// Wraps a backend and counts claims, to prove idle workers do not poll.
+/// Wraps a backend, counts claims (to prove idle workers do not poll), and
+/// fails the next `fail_claims` claims and `fail_acks` acks with a
+/// connection error.
 #[derive(Debug)]
 pub struct CountingBackend {
     pub inner: Arc<dyn Backend>,
     pub claims: AtomicU64,
+    pub fail_claims: AtomicU64,
+    pub fail_acks: AtomicU64,
+}
+
+fn take(counter: &AtomicU64) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn connection_lost() -> leaseq::Error {
+    leaseq::Error::backend("test", std::io::Error::other("connection reset"))
 }
 
 impl CountingBackend {
+    pub fn new(inner: Arc<dyn Backend>) -> Self {
+        CountingBackend {
+            inner,
+            claims: AtomicU64::new(0),
+            fail_claims: AtomicU64::new(0),
+            fail_acks: AtomicU64::new(0),
+        }
+    }
+
     pub fn claims(&self) -> u64 {
         self.claims.load(Ordering::SeqCst)
     }
@@ -92,9 +115,15 @@ impl Backend for CountingBackend {
     }
     async fn claim(&self, q: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.claims.fetch_add(1, Ordering::SeqCst);
+        if take(&self.fail_claims) {
+            return Err(connection_lost());
+        }
         self.inner.claim(q, spec).await
     }
     async fn ack(&self, l: &LeaseKey) -> Result<()> {
+        if take(&self.fail_acks) {
+            return Err(connection_lost());
+        }
         self.inner.ack(l).await
     }
     async fn extend(&self, l: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {

@@ -85,9 +85,9 @@ impl Worker {
     }
 
     /// Processes the queue until `shutdown` is cancelled, then shuts down
-    /// gracefully (see [`Worker`]). Server and connection
-    /// errors are logged and retried with backoff; only an error that
-    /// cannot go away by itself (such as invalid input) ends the run early.
+    /// gracefully (see [`Worker`]). Backend errors are logged
+    /// and the claim is tried again with backoff; only
+    /// [`crate::Error::InvalidInput`] from a claim ends the run early.
     ///
     /// Dropping the returned future instead is a hard stop, like a crash:
     /// running handlers are aborted and their leases are left to expire.

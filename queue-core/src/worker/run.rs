@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::builder::Shared;
 use super::metrics::Counter;
 use super::{job, reaper};
-use crate::{ClaimSpec, Result};
+use crate::{ClaimSpec, Error, Result};
 
 /// Runs until `shutdown` fires, then stops claiming, lets running handlers
 /// finish until the shutdown deadline, releases the leases of those still
@@ -90,7 +90,8 @@ async fn claim_loop(
         // A claim is never cut short: its leases would dangle until expiry.
         let claimed = match shared.backend.claim(&shared.queue, spec).await {
             Ok(c) => c,
-            Err(e) if e.is_retryable() => {
+            Err(e @ Error::InvalidInput { .. }) => return Err(e),
+            Err(e) => {
                 shared.metrics.inc(Counter::BackendErrors);
                 let wait = backoff.next();
                 tracing::warn!(queue = %shared.queue, error = %e, ?wait, "claim failed; trying again");
@@ -100,7 +101,6 @@ async fn claim_loop(
                     _ = tokio::time::sleep(wait) => continue,
                 }
             }
-            Err(e) => return Err(e),
         };
         backoff = Backoff::default();
         shared
