@@ -161,6 +161,7 @@ async fn watch(
     bar: &ProgressBar,
     tasks: &mut JoinSet<leaseq::Result<()>>,
 ) -> End {
+    let started = Instant::now();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.duration);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
@@ -178,7 +179,9 @@ async fn watch(
         }
         let acked = ctx.tally.acked_unique();
         bar.set_position(acked);
-        bar.set_message(format!("crashes {}", ctx.tally.count(&ctx.tally.crashes)));
+        let rate = acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
+        let crashes = ctx.tally.count(&ctx.tally.crashes);
+        bar.set_message(format!("{rate:.0}/s, {crashes} crashes"));
         if ctx.tally.enqueued_count() < args.items {
             continue;
         }
@@ -195,9 +198,9 @@ fn progress_bar(len: u64, hidden: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} acked ({per_sec}) {msg}",
-    ) {
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {bar:30} {pos}/{len} acked {msg}")
+    {
         bar.set_style(style);
     }
     bar
