@@ -51,7 +51,7 @@ pub(crate) fn credentials(seed: &str) -> (Option<String>, Option<String>) {
     let rest = seed.split_once("://").map_or(seed, |(_, r)| r);
     match rest.rsplit_once('@') {
         Some((auth, _)) => match auth.split_once(':') {
-            Some((u, p)) if u.is_empty() => (None, Some(p.to_owned())),
+            Some(("", p)) => (None, Some(p.to_owned())),
             Some((u, p)) => (Some(u.to_owned()), Some(p.to_owned())),
             None => (Some(auth.to_owned()), None),
         },

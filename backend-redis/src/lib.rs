@@ -83,6 +83,33 @@
 //! connection. A lost marker delays work by at most the caller's poll
 //! interval (the wait's timeout).
 //!
+//! # Redis Cluster
+//! [`RedisConfig::cluster`] (a list of seed node URLs) or
+//! `RedisConfig::new("redis+cluster://host:port,host:port")` connects
+//! either client to a cluster: `redis` through its cluster connection,
+//! `fred` as a clustered client. Every key of a queue shares the hash tag
+//! `{prefix:queue}` ([`KeyLayout::slot`], [`key_slot`]), so each script runs
+//! on one node and never meets `CROSSSLOT`.
+//!
+//! Redirections and migrations never run a script twice. A script is sent
+//! again only after a reply that proves it did not run: `MOVED` / `ASK`
+//! (the node refused it), `TRYAGAIN` (the slot is split mid-migration) and
+//! `CLUSTERDOWN`. While its slot migrates a script could start on the old
+//! node with some item keys already moved and fail halfway, leaving a half
+//! transition; so each script's first command probes the slot (a two-key
+//! `EXISTS` that the server refuses only while the slot is migrating or
+//! importing) and stops before any write with `TRYAGAIN`. A script cut off by
+//! a dropped connection or a timeout may have run: it is reported as
+//! [`leaseq_core::Error::Backend`], never sent again (the `redis` cluster
+//! connection is built with no retries of its own; `fred` commands are
+//! `fail_fast`). Scripts are sent by `EVALSHA`, and on `NOSCRIPT` (a node
+//! that never saw the script, e.g. after a slot moved) by `EVAL`, which
+//! routes by key like `EVALSHA` and caches the script on that node.
+//!
+//! For throughput beyond one node, [`ShardedBackend`] spreads one logical
+//! queue over K physical queues (`{prefix:queue:0}` … `{prefix:queue:K-1}`);
+//! order then holds per shard only (see its docs).
+//!
 //! # Durability
 //! Items survive a server crash when the server runs with `appendonly yes`
 //! and `appendfsync always`; declare that with [`RedisConfig::durable`].

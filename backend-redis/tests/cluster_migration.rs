@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -115,7 +115,6 @@ async fn storm_through_migration(which: Which) {
     let acked: Arc<Mutex<HashMap<u64, u32>>> = Arc::default();
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let produced_all = Arc::new(AtomicBool::new(false));
-    let enqueue_retries = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
 
     // Producer: enqueues DURING more items in batches of 10.
@@ -157,7 +156,7 @@ async fn storm_through_migration(which: Which) {
                 if finished && done.load(Ordering::SeqCst) {
                     return;
                 }
-                let claimed = match b.claim(&q, spec.clone()).await {
+                let claimed = match b.claim(&q, spec).await {
                     Ok(c) => c,
                     Err(e) => {
                         errors.lock().expect("lock").push(format!("claim: {e}"));
@@ -210,7 +209,6 @@ async fn storm_through_migration(which: Which) {
         .await
         .expect("join")
         .expect("migration");
-    let _ = enqueue_retries;
 
     let all = tokio::time::timeout(Duration::from_secs(60), async {
         while tasks.join_next().await.is_some() {}

@@ -1,0 +1,79 @@
+//! The single-slot property: every key any script declares (the crate's own
+//! `KEYS` arrays), every item key, and the probe key hash to one slot per
+//! queue, by the crate's CRC16, by the client crate's slot function, and by
+//! a live cluster node's `CLUSTER KEYSLOT`. Shards of a sharded queue each
+//! keep to one slot of their own.
+
+mod common;
+
+use leaseq_core::{ItemId, QueueName};
+use leaseq_redis::{key_slot, KeyLayout};
+
+fn every_key(layout: &KeyLayout) -> Vec<String> {
+    let mut keys = layout.script_keys();
+    keys.push(format!("{}0", layout.item_prefix()));
+    for id in [1u64, 42, 1 << 40, (1 << 53) - 1] {
+        keys.push(layout.item(ItemId::new(id)));
+    }
+    keys
+}
+
+#[test]
+fn every_key_of_a_queue_hashes_to_one_slot() {
+    let cluster = match common::cluster::shared() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            common::unavailable("a local Redis Cluster", e);
+            None
+        }
+    };
+    for (prefix, queue) in [
+        ("leaseq", "emails"),
+        ("p", "q"),
+        ("a.b-c_d:e", "x:y:0"),
+        ("t", "storm:3"),
+    ] {
+        let layout = KeyLayout::new(prefix, &QueueName::new(queue).expect("name")).expect("layout");
+        let keys = every_key(&layout);
+        assert_eq!(keys.len(), 13);
+        for key in &keys {
+            assert_eq!(key_slot(key.as_bytes()), layout.slot(), "{key}");
+            #[cfg(feature = "fred")]
+            assert_eq!(
+                fred::util::redis_keyslot(key.as_bytes()),
+                layout.slot(),
+                "{key}"
+            );
+            if let Some(c) = cluster {
+                let client =
+                    redis::Client::open(format!("redis://127.0.0.1:{}", c.ports[0])).expect("url");
+                let mut conn = client.get_connection().expect("node");
+                let live: u16 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(key)
+                    .query(&mut conn)
+                    .expect("keyslot");
+                assert_eq!(live, layout.slot(), "{key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn shards_keep_one_slot_each() {
+    let q = QueueName::new("jobs").expect("name");
+    let slots: Vec<u16> = (0..4)
+        .map(|i| {
+            let shard = QueueName::new(format!("{q}:{i}")).expect("name");
+            let layout = KeyLayout::new("leaseq", &shard).expect("layout");
+            let s = layout.slot();
+            assert!(every_key(&layout)
+                .iter()
+                .all(|k| key_slot(k.as_bytes()) == s));
+            s
+        })
+        .collect();
+    let mut distinct = slots.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "shards share a slot: {slots:?}");
+}
