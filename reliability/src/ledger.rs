@@ -14,6 +14,7 @@ struct Book {
     /// Acks whose reply was lost and whose item was gone afterwards.
     unsure: BTreeSet<ItemId>,
     after_ack: Vec<ItemId>,
+    stray: Vec<ItemId>,
     runs: u64,
 }
 
@@ -53,6 +54,11 @@ impl Ledger {
         self.book().dead.insert(id);
     }
 
+    /// A worker reported an outcome for `id`, which it was not running.
+    pub fn stray(&self, id: ItemId) {
+        self.book().stray.push(id);
+    }
+
     /// An ack of `id` failed on the wire and the item was gone afterwards.
     pub fn unsure(&self, id: ItemId) {
         self.book().unsure.insert(id);
@@ -85,6 +91,20 @@ impl Ledger {
             .collect()
     }
 
+    /// Mid-run: `Err` when an item was acked twice or delivered after its
+    /// ack (items still in flight are not judged yet).
+    pub fn interim(&self) -> Result<(), String> {
+        let b = self.book();
+        let twice = b.acked.values().filter(|n| **n > 1).count();
+        if twice > 0 || !b.after_ack.is_empty() {
+            return Err(format!(
+                "{twice} items acked twice; delivered after ack: {:?}",
+                b.after_ack
+            ));
+        }
+        Ok(())
+    }
+
     /// `Ok(summary)` when nothing was lost, acked twice or delivered after
     /// its ack; otherwise what went wrong.
     pub fn verdict(&self) -> Result<String, String> {
@@ -104,7 +124,9 @@ impl Ledger {
                 b.unsure.len(),
                 b.runs
             );
-            (twice, b.after_ack.clone(), summary)
+            let mut odd = b.after_ack.clone();
+            odd.extend(b.stray.iter().copied());
+            (twice, odd, summary)
         };
         let open = self.open();
         let mut problems = Vec::new();
@@ -115,7 +137,9 @@ impl Ledger {
             problems.push(format!("lost (enqueued Ok, never acked or Dead): {open:?}"));
         }
         if !after_ack.is_empty() {
-            problems.push(format!("delivered after ack: {after_ack:?}"));
+            problems.push(format!(
+                "delivered after ack, or an outcome from a worker not running it: {after_ack:?}"
+            ));
         }
         if problems.is_empty() {
             Ok(summary)

@@ -4,7 +4,7 @@
 //! indexes stay consistent (INV-1), and in the end nothing is lost or acked
 //! twice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +16,9 @@ use leaseq_core::{
 use tokio::task::JoinHandle;
 
 use crate::ledger::Ledger;
+
+/// The items one worker is running.
+type InFlight = Arc<Mutex<BTreeSet<ItemId>>>;
 
 /// How a storm runs.
 #[derive(Debug, Clone)]
@@ -30,6 +33,9 @@ pub struct StormConfig {
     pub batch: usize,
     /// Pause between a producer's enqueues.
     pub produce_every: Duration,
+    /// Producers wait while more items than this are enqueued but not yet
+    /// acked, so a long run's backlog stays bounded.
+    pub max_backlog: u64,
 }
 
 impl Default for StormConfig {
@@ -40,6 +46,7 @@ impl Default for StormConfig {
             reap_interval: Duration::from_millis(250),
             batch: 8,
             produce_every: Duration::from_millis(10),
+            max_backlog: 2_000,
         }
     }
 }
@@ -62,6 +69,10 @@ pub struct Storm {
     producers: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<leaseq_core::Result<()>>>,
     metrics: Vec<leaseq_core::WorkerMetrics>,
+    backends: Vec<Arc<dyn Backend>>,
+    in_flight: Vec<InFlight>,
+    cfg: StormConfig,
+    crashes: u64,
 }
 
 async fn produce(
@@ -74,6 +85,13 @@ async fn produce(
 ) {
     let mut n = 0u64;
     while !stop.is_cancelled() {
+        if ledger.enqueued_count() as u64 > ledger.acks() + cfg.max_backlog {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(cfg.produce_every) => {}
+            }
+            continue;
+        }
         let items = (0..cfg.batch)
             .map(|i| NewItem::new(format!("item-{n}-{i}")))
             .collect();
@@ -112,6 +130,10 @@ impl Storm {
             producers: Vec::new(),
             workers: Vec::new(),
             metrics: Vec::new(),
+            backends: workers.clone(),
+            in_flight: Vec::new(),
+            cfg: cfg.clone(),
+            crashes: 0,
         };
         for b in producers {
             storm.producers.push(tokio::spawn(produce(
@@ -124,7 +146,8 @@ impl Storm {
             )));
         }
         for b in workers {
-            let worker = storm.worker(b, &cfg)?;
+            let (worker, flight) = storm.worker(b, &cfg)?;
+            storm.in_flight.push(flight);
             storm.metrics.push(worker.metrics());
             let token = storm.shutdown.clone();
             storm.workers.push(tokio::spawn(worker.run(token)));
@@ -132,12 +155,19 @@ impl Storm {
         Ok(storm)
     }
 
-    fn worker(&self, b: Arc<dyn Backend>, cfg: &StormConfig) -> leaseq_core::Result<Worker> {
+    fn worker(
+        &self,
+        b: Arc<dyn Backend>,
+        cfg: &StormConfig,
+    ) -> leaseq_core::Result<(Worker, InFlight)> {
         let (ledger, events, unrecorded) = (
             self.ledger.clone(),
             self.ledger.clone(),
             self.unrecorded.clone(),
         );
+        // Items this worker is running: handler started, no outcome yet.
+        let flight: InFlight = Arc::default();
+        let (landed, running) = (flight.clone(), flight.clone());
         Worker::builder(b, self.queue.as_str())
             .concurrency(cfg.concurrency)
             .lease_ttl(cfg.lease_ttl)
@@ -146,6 +176,14 @@ impl Storm {
             .retry(RetryPolicy::exponential(Duration::from_millis(20)))
             .shutdown_deadline(Duration::from_secs(2))
             .on_event(move |e| match &e.outcome {
+                _ if !landed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&e.id) =>
+                {
+                    // An event for an item this worker was not running.
+                    events.stray(e.id);
+                }
                 JobOutcome::Acked => events.acked(e.id),
                 JobOutcome::Dead { .. } => events.dead(e.id),
                 JobOutcome::Unrecorded { .. } | JobOutcome::LeaseLost => {
@@ -160,11 +198,46 @@ impl Storm {
             })
             .build(handler_fn(move |job: Job, _ctx: JobContext| {
                 let ledger = ledger.clone();
+                running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(job.id);
                 async move {
                     ledger.delivered(job.id);
                     Ok::<(), Error>(())
                 }
             }))
+            .map(|w| (w, flight))
+    }
+
+    /// Kills worker `i` hard (its task is aborted mid-handler, as a process
+    /// crash would end it: its leases are left to run out) and starts a
+    /// fresh worker on the same backend handle in its place.
+    pub fn crash(&mut self, i: usize) -> leaseq_core::Result<()> {
+        let i = i % self.workers.len().max(1);
+        let b = self.backends[i].clone();
+        let (worker, fresh_flight) = self.worker(b, &self.cfg.clone())?;
+        self.metrics.push(worker.metrics());
+        let fresh = tokio::spawn(worker.run(self.shutdown.clone()));
+        let old = std::mem::replace(&mut self.workers[i], fresh);
+        old.abort();
+        // What it was running may have been acked just before the crash,
+        // with the reply never seen.
+        let flight = std::mem::replace(&mut self.in_flight[i], fresh_flight);
+        let mut u = self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
+        for id in flight.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            u.entry(*id)
+                .or_default()
+                .push("in flight in a crashed worker".into());
+        }
+        drop(u);
+        self.crashes += 1;
+        Ok(())
+    }
+
+    /// Workers crashed so far.
+    pub fn crashes(&self) -> u64 {
+        self.crashes
     }
 
     /// Backend errors the workers met so far (from their metrics), plus the
