@@ -111,7 +111,9 @@ impl WorkerBuilder {
     }
 
     /// How long shutdown lets running handlers finish before their leases
-    /// are released.
+    /// are released. A release counts the attempt, so an item released on
+    /// its last attempt goes Dead ("attempts exhausted"), as the contract
+    /// of [`crate::Backend::release`] says.
     pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
         self.shutdown_deadline = deadline;
         self
