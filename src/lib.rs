@@ -58,3 +58,8 @@ pub use leaseq_redis as redis;
 mod connect;
 
 pub use connect::{connect, BackendUrl, ConnectError};
+
+/// The README's Rust examples, compiled as doc tests so they stay true.
+#[cfg(all(doctest, feature = "memory"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
