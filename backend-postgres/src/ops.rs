@@ -190,6 +190,15 @@ impl Backend for PgBackend {
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
         check_batch(&items, &self.limits())?;
+        // PostgreSQL `text` cannot hold a NUL character.
+        if let Some(i) = items
+            .iter()
+            .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
+        {
+            return Err(Error::invalid(format!(
+                "item {i}: a dedup key with a NUL character cannot be stored in PostgreSQL"
+            )));
+        }
         let mut results: Vec<Option<Enqueued>> = vec![None; items.len()];
         let mut pending: Vec<(usize, &NewItem)> = items.iter().enumerate().collect();
         for _ in 0..DEDUP_ROUNDS {
@@ -292,11 +301,14 @@ impl Backend for PgBackend {
     }
 
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        // PostgreSQL `text` cannot hold a NUL character: it is stored as
+        // U+FFFD, so a failure is never refused for its wording.
+        let reason = reason.replace('\0', "\u{FFFD}");
         let done = sqlx::query(&self.inner.sql.fail)
             .bind(sql_id(lease.id)?)
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
-            .bind(clamp_reason(reason))
+            .bind(clamp_reason(&reason))
             .execute(&self.inner.pool)
             .await
             .map_err(db("fail"))?;

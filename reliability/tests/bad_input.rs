@@ -45,8 +45,6 @@ fn redis_stores_nul_text() {
 }
 
 #[test]
-#[ignore = "leaseq-postgres answers a NUL in a dedup key or a failure reason with a \
-            retryable Backend error (SQLSTATE 22021); reported to its owner"]
 fn postgres_stores_nul_text() {
     conclude(
         "nul_text",
