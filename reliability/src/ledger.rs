@@ -1,18 +1,22 @@
 //! The verdict of a storm: every item whose enqueue returned Ok ends acked
 //! or Dead, none is acked twice, nothing is delivered after its ack.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use leaseq_core::ItemId;
 
+use crate::idset::IdSet;
+
 #[derive(Debug, Default)]
 struct Book {
-    enqueued: BTreeSet<ItemId>,
-    acked: BTreeMap<ItemId, u32>,
-    dead: BTreeSet<ItemId>,
+    enqueued: IdSet,
+    acked: IdSet,
+    /// Ids acked more than once.
+    twice: Vec<ItemId>,
+    acks: u64,
+    dead: IdSet,
     /// Acks whose reply was lost and whose item was gone afterwards.
-    unsure: BTreeSet<ItemId>,
+    unsure: IdSet,
     after_ack: Vec<ItemId>,
     stray: Vec<ItemId>,
     runs: u64,
@@ -29,7 +33,10 @@ impl Ledger {
 
     /// An enqueue returned Ok with these ids.
     pub fn enqueued(&self, ids: &[ItemId]) {
-        self.book().enqueued.extend(ids.iter().copied());
+        let mut b = self.book();
+        for id in ids {
+            b.enqueued.insert(*id);
+        }
     }
 
     /// A handler started on `id`; returns false when `id` was acked before
@@ -37,7 +44,7 @@ impl Ledger {
     pub fn delivered(&self, id: ItemId) -> bool {
         let mut b = self.book();
         b.runs += 1;
-        if b.acked.contains_key(&id) {
+        if b.acked.contains(id) {
             b.after_ack.push(id);
             return false;
         }
@@ -46,7 +53,11 @@ impl Ledger {
 
     /// An ack of `id` returned Ok.
     pub fn acked(&self, id: ItemId) {
-        *self.book().acked.entry(id).or_insert(0) += 1;
+        let mut b = self.book();
+        b.acks += 1;
+        if !b.acked.insert(id) {
+            b.twice.push(id);
+        }
     }
 
     /// `id` went Dead.
@@ -66,7 +77,7 @@ impl Ledger {
 
     /// Successful acks so far.
     pub fn acks(&self) -> u64 {
-        self.book().acked.values().map(|n| u64::from(*n)).sum()
+        self.book().acks
     }
 
     /// Handler runs so far.
@@ -84,10 +95,7 @@ impl Ledger {
         let b = self.book();
         b.enqueued
             .iter()
-            .filter(|id| {
-                !b.acked.contains_key(id) && !b.dead.contains(id) && !b.unsure.contains(id)
-            })
-            .copied()
+            .filter(|id| !b.acked.contains(*id) && !b.dead.contains(*id) && !b.unsure.contains(*id))
             .collect()
     }
 
@@ -95,7 +103,7 @@ impl Ledger {
     /// ack (items still in flight are not judged yet).
     pub fn interim(&self) -> Result<(), String> {
         let b = self.book();
-        let twice = b.acked.values().filter(|n| **n > 1).count();
+        let twice = b.twice.len();
         if twice > 0 || !b.after_ack.is_empty() {
             return Err(format!(
                 "{twice} items acked twice; delivered after ack: {:?}",
@@ -110,12 +118,7 @@ impl Ledger {
     pub fn verdict(&self) -> Result<String, String> {
         let (twice, after_ack, summary) = {
             let b = self.book();
-            let twice: Vec<(ItemId, u32)> = b
-                .acked
-                .iter()
-                .filter(|(_, n)| **n > 1)
-                .map(|(id, n)| (*id, *n))
-                .collect();
+            let twice = b.twice.clone();
             let summary = format!(
                 "{} enqueued Ok, {} acked, {} dead, {} acks with a lost reply, {} handler runs",
                 b.enqueued.len(),

@@ -29,6 +29,7 @@
 pub mod env;
 pub mod factories;
 pub mod hostile;
+pub mod idset;
 pub mod ledger;
 pub mod redis_server;
 pub mod storm;
