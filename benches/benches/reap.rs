@@ -11,7 +11,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 use leaseq_benches::reap::{one_reap, setup, LIVE};
 use leaseq_benches::report::reap_group;
-use leaseq_benches::targets::connect_all;
+use leaseq_benches::targets::{connect_all, settle};
 use leaseq_core::QueueName;
 
 fn settings() -> Criterion {
@@ -50,6 +50,8 @@ fn reap(c: &mut Criterion) {
                 .expect("queue name");
             rt.block_on(setup(&t.backend, &q, n))
                 .unwrap_or_else(|e| panic!("reap set-up on {} with {n} live: {e}", t.name));
+            rt.block_on(settle(t.name))
+                .unwrap_or_else(|e| panic!("settling {} after set-up: {e}", t.name));
             group.bench_with_input(BenchmarkId::new(t.name, n), &n, |b, _| {
                 b.iter_custom(|iters| {
                     rt.block_on(async {

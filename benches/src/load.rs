@@ -42,7 +42,7 @@ impl Default for LoadConfig {
             duration: Duration::from_secs(10),
             batch: 100,
             prefetch: 100,
-            max_backlog: 20_000,
+            max_backlog: 2_000,
             payload_bytes: 16,
             lease: Duration::from_secs(30),
         }

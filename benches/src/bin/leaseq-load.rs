@@ -47,7 +47,7 @@ struct Args {
     #[arg(long, default_value_t = 100)]
     prefetch: u32,
     /// Producers pause while this many items are enqueued but not acked.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 2_000)]
     max_backlog: u64,
     /// Payload size in bytes (at least 8).
     #[arg(long, default_value_t = 16)]
