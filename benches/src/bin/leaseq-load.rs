@@ -146,22 +146,30 @@ type Got = (
 );
 
 async fn redis(url: &str, client: RedisClient) -> Result<Got, String> {
-    let url = url.to_owned();
     match client {
         #[cfg(feature = "redis-rs")]
         RedisClient::RedisRs => Ok((
             "redis-rs",
-            leaseq_benches::targets::RedisRsFactory { url }
-                .backend()
-                .await,
+            leaseq_benches::targets::RedisRsFactory {
+                url: url.to_owned(),
+            }
+            .backend()
+            .await,
         )),
         #[cfg(feature = "fred")]
         RedisClient::Fred => Ok((
             "fred",
-            leaseq_benches::targets::FredFactory { url }.backend().await,
+            leaseq_benches::targets::FredFactory {
+                url: url.to_owned(),
+            }
+            .backend()
+            .await,
         )),
         #[allow(unreachable_patterns)]
-        other => Err(format!("built without the {other:?} client feature")),
+        other => {
+            let _ = url;
+            Err(format!("built without the {other:?} client feature"))
+        }
     }
 }
 
