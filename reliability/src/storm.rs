@@ -213,7 +213,7 @@ impl Storm {
     /// Kills worker `i` hard (its task is aborted mid-handler, as a process
     /// crash would end it: its leases are left to run out) and starts a
     /// fresh worker on the same backend handle in its place.
-    pub fn crash(&mut self, i: usize) -> leaseq_core::Result<()> {
+    pub async fn crash(&mut self, i: usize) -> leaseq_core::Result<()> {
         let i = i % self.workers.len().max(1);
         let b = self.backends[i].clone();
         let (worker, fresh_flight) = self.worker(b, &self.cfg.clone())?;
@@ -221,6 +221,8 @@ impl Storm {
         let fresh = tokio::spawn(worker.run(self.shutdown.clone()));
         let old = std::mem::replace(&mut self.workers[i], fresh);
         old.abort();
+        // Only once the task is gone is its set of running items final.
+        let _ = old.await;
         // What it was running may have been acked just before the crash,
         // with the reply never seen.
         let flight = std::mem::replace(&mut self.in_flight[i], fresh_flight);

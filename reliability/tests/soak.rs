@@ -67,6 +67,7 @@ async fn soak(name: &str, backends: Vec<Arc<dyn Backend>>, secs: u64) {
         if t >= next_crash {
             storm
                 .crash(storm.crashes() as usize)
+                .await
                 .expect("replace a worker");
             next_crash += CRASH_EVERY;
         }
