@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
     ItemState, Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
@@ -145,6 +145,33 @@ impl Backend for MemoryBackend {
             }
         })
         .unwrap_or_else(|| Err(lost(lease)))
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        check_ack_batch(leases.len())?;
+        let mut out: Vec<Result<()>> = leases.iter().map(|l| Err(lost(l))).collect();
+        // One lock hold per queue named in the batch, in order of first use.
+        let mut groups: Vec<(&QueueName, Vec<usize>)> = Vec::new();
+        for (i, lease) in leases.iter().enumerate() {
+            match groups.iter_mut().find(|(q, _)| *q == &lease.queue) {
+                Some((_, at)) => at.push(i),
+                None => groups.push((&lease.queue, vec![i])),
+            }
+        }
+        for (queue, at) in groups {
+            self.existing(queue, |q| {
+                let mut st = q.lock();
+                for i in at {
+                    let lease = &leases[i];
+                    let id = lease.id.get();
+                    if let Fence::Held(_, expires) = st.fence(id, lease.token) {
+                        st.remove_leased(id, expires);
+                        out[i] = Ok(());
+                    }
+                }
+            });
+        }
+        Ok(out)
     }
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {

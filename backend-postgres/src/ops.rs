@@ -1,10 +1,10 @@
 //! The [`Backend`] implementation: one statement per transition.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
     Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
@@ -259,6 +259,48 @@ impl Backend for PgBackend {
             return Err(Self::lost(lease));
         }
         Ok(())
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        check_ack_batch(leases.len())?;
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = leases
+            .iter()
+            .map(|l| sql_id(l.id))
+            .collect::<Result<Vec<i64>>>()?;
+        let queues: Vec<&str> = leases.iter().map(|l| l.queue.as_str()).collect();
+        let tokens: Vec<uuid::Uuid> = leases.iter().map(|l| sql_token(l.token)).collect();
+        let rows = sqlx::query(&self.inner.sql.ack_many)
+            .bind(&ids)
+            .bind(&queues)
+            .bind(&tokens)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("ack many"))?;
+        let mut deleted = HashSet::with_capacity(rows.len());
+        for row in &rows {
+            deleted.insert((
+                col::<i64>(row, 0)?,
+                col::<String>(row, 1)?,
+                col::<uuid::Uuid>(row, 2)?,
+            ));
+        }
+        // A row is deleted once: the first lease that names it takes the
+        // success, a repeat of it is lost like a second ack.
+        Ok(leases
+            .iter()
+            .zip(ids)
+            .map(|(l, id)| {
+                let key = (id, l.queue.as_str().to_owned(), sql_token(l.token));
+                if deleted.remove(&key) {
+                    Ok(())
+                } else {
+                    Err(Self::lost(l))
+                }
+            })
+            .collect())
     }
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {

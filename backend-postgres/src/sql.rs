@@ -16,6 +16,7 @@ pub(crate) struct Sql {
     pub(crate) dedup_holders: String,
     pub(crate) claim: String,
     pub(crate) ack: String,
+    pub(crate) ack_many: String,
     pub(crate) extend: String,
     pub(crate) release: String,
     pub(crate) fail: String,
@@ -137,6 +138,15 @@ impl Sql {
             ),
             // $1 id, $2 queue, $3 token.
             ack: format!("DELETE FROM {t} WHERE {fence}"),
+            // $1 ids, $2 queues, $3 tokens (parallel arrays): one statement,
+            // each row fenced on its own; the rows deleted come back.
+            ack_many: format!(
+                "DELETE FROM {t} i USING unnest($1::bigint[], $2::text[], $3::uuid[]) \
+                   AS l(id, queue, token) \
+                 WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
+                   AND i.state = 'leased' \
+                 RETURNING i.id, i.queue, i.token"
+            ),
             // ... $4 ttl (ms).
             extend: format!(
                 "UPDATE {t} SET lease_expires_at = now() + $4 * interval '1 millisecond' \

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
 use leaseq_core::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
     LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
@@ -112,6 +112,42 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             1 => Ok(()),
             _ => Err(Error::LeaseLost { id: lease.id }),
         }
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        check_ack_batch(leases.len())?;
+        let mut out: Vec<Result<()>> = leases
+            .iter()
+            .map(|l| Err(Error::LeaseLost { id: l.id }))
+            .collect();
+        // One script call per queue named in the batch, in order of first use.
+        let mut groups: Vec<(&QueueName, Vec<usize>)> = Vec::new();
+        for (i, lease) in leases.iter().enumerate() {
+            match groups.iter_mut().find(|(q, _)| *q == &lease.queue) {
+                Some((_, at)) => at.push(i),
+                None => groups.push((&lease.queue, vec![i])),
+            }
+        }
+        for (queue, at) in groups {
+            let mut args = Vec::with_capacity(1 + 2 * at.len());
+            args.push(arg(at.len()));
+            for &i in &at {
+                args.extend(lease_args(&leases[i]));
+            }
+            let r = self.run(&self.scripts.ack_many, queue, args).await?;
+            let flags = r.array()?;
+            if flags.len() != at.len() {
+                return Err(Error::Corrupt {
+                    what: format!("ack of {} leases answered {}", at.len(), flags.len()),
+                });
+            }
+            for (&i, flag) in at.iter().zip(flags) {
+                if flag.int()? == 1 {
+                    out[i] = Ok(());
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {

@@ -335,6 +335,28 @@ impl<B: Backend> Backend for ShardedBackend<B> {
         }
     }
 
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        leaseq_core::limits::check_ack_batch(leases.len())?;
+        let mut out: Vec<Result<()>> = leases
+            .iter()
+            .map(|l| Err(Error::LeaseLost { id: l.id }))
+            .collect();
+        let mut at = Vec::with_capacity(leases.len());
+        let mut inner = Vec::with_capacity(leases.len());
+        for (i, lease) in leases.iter().enumerate() {
+            if let Some(l) = self.inner_lease(lease)? {
+                at.push(i);
+                inner.push(l);
+            }
+        }
+        // The inner backend groups the leases by shard (one call each).
+        let done = self.inner.ack_many(&inner).await?;
+        for (i, r) in at.into_iter().zip(done) {
+            out[i] = r.map_err(|_| Error::LeaseLost { id: leases[i].id });
+        }
+        Ok(out)
+    }
+
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
         match self.inner_lease(lease)? {
             Some(l) => self.inner.extend(&l, ttl).await,

@@ -67,9 +67,10 @@
 //! [`Rule`] broken and the evidence. The themes, one module each under
 //! [`checks`]: basics and lifecycle (round trip, inspection, stats, peek,
 //! extend, release, fail, redrive, purge, delays, reap), fencing (INV-3,
-//! incl. a reaper racing acks), recovery (INV-2, INV-4, INV-7, INV-10),
-//! storm (INV-5, history-checked), healing (INV-6, INV-1), ordering (INV-8),
-//! dedup (INV-9) and input (bad input writes nothing).
+//! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
+//! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
+//! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9) and input (bad
+//! input writes nothing).
 
 mod cx;
 mod harness;
@@ -110,6 +111,8 @@ macro_rules! __with_checks {
             fencing::spent_token_is_rejected
             fencing::ack_races_reap
             fencing::ack_races_reclaim
+            batch::ack_many_fences_each
+            batch::ack_many_races_reap
             recovery::two_reapers_one_lease
             recovery::many_reapers_many_leases
             recovery::reaper_inside_claim

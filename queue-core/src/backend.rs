@@ -106,6 +106,42 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// reaped or re-claimed succeeds.
     async fn ack(&self, lease: &LeaseKey) -> Result<()>;
 
+    /// Acks a batch of leases; returns one result per lease, in the order of
+    /// `leases`: `Ok(())` or [`crate::Error::LeaseLost`].
+    ///
+    /// # Contract
+    /// - Each lease is fenced on its own exactly like [`Backend::ack`]: a
+    ///   stale, forged or spent token gets `LeaseLost` in its own slot,
+    ///   changes nothing for its item, and does not affect the other leases
+    ///   (INV-3). Each item's ack is atomic; the batch as a whole is not a
+    ///   transaction.
+    /// - A lease named twice is acked once: the second occurrence gets
+    ///   `LeaseLost`.
+    /// - Leases may name different queues.
+    /// - An empty slice returns an empty vec without touching the store;
+    ///   more than [`crate::limits::MAX_ACK_BATCH`] leases is
+    ///   [`crate::Error::InvalidInput`] and nothing is acked.
+    /// - The outer `Err` is for backend failures only. As with a failed
+    ///   [`Backend::ack`], some of the leases may have been acked by then;
+    ///   acking them again returns `LeaseLost` for those.
+    /// - Server backends spend at most one round trip per queue named in the
+    ///   batch. The default loops over [`Backend::ack`] (one round trip per
+    ///   lease); backends override it.
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        crate::limits::check_ack_batch(leases.len())?;
+        let mut out = Vec::with_capacity(leases.len());
+        for lease in leases {
+            match self.ack(lease).await {
+                Ok(()) => out.push(Ok(())),
+                Err(crate::Error::LeaseLost { id }) => {
+                    out.push(Err(crate::Error::LeaseLost { id }))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
     /// Heartbeat: the lease now expires at `now + ttl`; returns that time.
     ///
     /// # Contract

@@ -7,6 +7,9 @@ use crate::{Error, NewItem, Result};
 
 /// The most items one claim may ask for.
 pub const MAX_CLAIM: u32 = 1_000;
+/// The most leases one [`crate::Backend::ack_many`] call may carry (as many
+/// as one claim hands out).
+pub const MAX_ACK_BATCH: usize = MAX_CLAIM as usize;
 /// The most items one enqueue call may carry.
 pub const MAX_ENQUEUE_BATCH: usize = 1_000;
 /// The longest lease one claim or extend may ask for.
@@ -159,6 +162,16 @@ pub fn check_delay(delay: Duration) -> Result<()> {
     Ok(())
 }
 
+/// Checks the size of an [`crate::Backend::ack_many`] batch.
+pub fn check_ack_batch(n: usize) -> Result<()> {
+    if n > MAX_ACK_BATCH {
+        return Err(Error::invalid(format!(
+            "ack of {n} leases is over the limit of {MAX_ACK_BATCH}"
+        )));
+    }
+    Ok(())
+}
+
 /// Cuts a failure reason to [`MAX_REASON_LEN`] bytes on a character boundary.
 pub fn clamp_reason(reason: &str) -> &str {
     if reason.len() <= MAX_REASON_LEN {
@@ -177,6 +190,13 @@ mod tests {
 
     fn invalid<T: std::fmt::Debug>(r: Result<T>) -> bool {
         matches!(r, Err(Error::InvalidInput { .. }))
+    }
+
+    #[test]
+    fn ack_batches_are_bounded() {
+        assert!(check_ack_batch(0).is_ok());
+        assert!(check_ack_batch(MAX_ACK_BATCH).is_ok());
+        assert!(invalid(check_ack_batch(MAX_ACK_BATCH + 1)));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! [`crate::BackendFactory`], opening with the rule it proves.
 
 pub mod basics;
+pub mod batch;
 pub mod dedup;
 pub mod fencing;
 pub mod healing;
