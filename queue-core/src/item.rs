@@ -110,8 +110,10 @@ impl NewItem {
     }
 
     /// How many claims the item gets before it goes Dead (at least 1).
+    /// Values over [`crate::limits::MAX_ATTEMPTS`] are clamped to it; 0 is
+    /// rejected by `enqueue`.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = max_attempts;
+        self.max_attempts = max_attempts.min(crate::limits::MAX_ATTEMPTS);
         self
     }
 

@@ -21,6 +21,10 @@ pub const MAX_DEDUP_KEY_LEN: usize = 512;
 /// Failure reasons longer than this many bytes are cut to it (on a character
 /// boundary); a reason is for people, not for payloads.
 pub const MAX_REASON_LEN: usize = 4_096;
+/// The most attempts an item may be given; larger values set with
+/// [`NewItem::max_attempts`] are clamped to it, so every backend (including
+/// those that store a signed 32-bit count) keeps the same number.
+pub const MAX_ATTEMPTS: u32 = i32::MAX as u32;
 
 /// Per-backend limits that a user may configure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,6 +269,15 @@ mod tests {
         let many = vec![NewItem::new("x"); MAX_ENQUEUE_BATCH + 1];
         assert!(invalid(check_batch(&many, &limits)));
         assert!(check_batch(&[], &limits).is_ok());
+    }
+
+    #[test]
+    fn max_attempts_are_clamped_to_the_documented_limit() {
+        assert_eq!(
+            NewItem::new("x").max_attempts(u32::MAX).get_max_attempts(),
+            MAX_ATTEMPTS
+        );
+        assert_eq!(NewItem::new("x").max_attempts(7).get_max_attempts(), 7);
     }
 
     #[test]
