@@ -269,3 +269,48 @@ async fn a_payload_that_does_not_decode_goes_dead_at_once() {
     let dead = backend.item(&q, bad).await.expect("item");
     assert_eq!((dead.state, dead.attempts), (ItemState::Dead, 1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_abandoned_at_shutdown_after_losing_its_lease_still_reports_its_end() {
+    let clock = ManualClock::new();
+    let backend: Arc<dyn leaseq::Backend> =
+        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+    let q = queue("lost-then-abandoned");
+    backend.push(&q, "x").await.expect("enqueue");
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (on_event, mut events) = events();
+    let worker = Worker::builder(backend.clone(), "lost-then-abandoned")
+        .concurrency(1)
+        .lease_ttl(Duration::from_secs(30))
+        .reap_interval(None)
+        .shutdown_deadline(Duration::from_secs(5))
+        .on_event(on_event)
+        .build(handler_fn(move |_job: Job, _ctx: JobContext| {
+            let tx = started_tx.clone();
+            async move {
+                let _ = tx.send(());
+                std::future::pending::<()>().await; // ignores every signal
+                Ok::<_, std::io::Error>(())
+            }
+        }))
+        .expect("worker");
+    let metrics = worker.metrics();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+
+    started.recv().await.expect("handler started");
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(backend.reap(&q).await.expect("reap").requeued, 1);
+    while metrics.snapshot().lease_lost == 0 {
+        tokio::time::sleep(Duration::from_secs(1)).await; // the next heartbeat finds out
+    }
+    stop.cancel();
+    run.await.expect("join").expect("run");
+
+    let end = events.next().await;
+    assert_eq!((end.attempts, end.outcome), (1, JobOutcome::LeaseLost));
+    // Nothing was released with the stale lease: the item waits, Ready.
+    let stats = backend.stats(&q).await.expect("stats");
+    assert_eq!((stats.ready, stats.leased), (1, 0));
+    assert_eq!(metrics.snapshot().released, 0);
+}

@@ -88,7 +88,12 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken) {
         Ran::Abandoned => {
             ctx.cancel();
             drop(handle);
-            if !lost {
+            if lost {
+                // Nothing to give back, but the job still ends with an event.
+                shared
+                    .events
+                    .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
+            } else {
                 release_unfinished(shared, &lease).await;
             }
         }
