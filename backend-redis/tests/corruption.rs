@@ -356,6 +356,50 @@ async fn wrong_type_index_is_a_typed_error(which: Which) {
         .is_empty());
 }
 
+/// A counter reset behind existing items: a batch skips the ids that are
+/// taken, dedup within the batch still holds, and every item is handed out
+/// once.
+async fn counter_reset_skips_taken_ids(which: Which) {
+    let Some(mut c) = case(which, "seqreset").await else {
+        return;
+    };
+    let old = c.enqueue(3).await;
+    let _: i64 = c.raw.del(c.keys.seq()).await.expect("del");
+    let items = vec![
+        NewItem::new("a").dedup_key("k"),
+        NewItem::new("b"),
+        NewItem::new("c").dedup_key("k"),
+    ];
+    let got = c.backend.enqueue(&c.queue, items).await.expect("enqueue");
+    assert!(!got[0].deduplicated && !got[1].deduplicated, "{got:?}");
+    assert!(got[2].deduplicated && got[2].id == got[0].id, "{got:?}");
+    assert_ne!(got[0].id, got[1].id);
+    for e in &got {
+        assert!(!old.contains(&e.id), "id {} was reused: {got:?}", e.id);
+    }
+    let (seen, _) = c.drain().await;
+    assert_eq!(seen, once_each(&["p0", "p1", "p2", "a", "b"]));
+    c.assert_consistent_and_empty().await;
+}
+
+/// A stray entry in an index other than the item's: transitions leave it
+/// (they touch only the index the item is in), and the first script that
+/// meets it removes it.
+async fn stray_entry_elsewhere_is_healed(which: Which) {
+    let Some(mut c) = case(which, "stray").await else {
+        return;
+    };
+    let ids = c.enqueue(2).await;
+    let member = KeyLayout::member(ids[0]);
+    let _: i64 = c.raw.zadd(c.keys.dead(), &member, 1).await.expect("zadd");
+    let (seen, _) = c.drain().await;
+    assert_eq!(seen, once_each(&["p0", "p1"]));
+    assert_eq!(c.backend.redrive(&c.queue, 10).await.expect("redrive"), 0);
+    let dead: i64 = c.raw.zcard(c.keys.dead()).await.expect("zcard");
+    assert_eq!(dead, 0, "redrive removed the entry of the acked item");
+    c.assert_consistent_and_empty().await;
+}
+
 macro_rules! for_each_client {
     ($($case:ident),* $(,)?) => {
         #[cfg(feature = "redis-rs")]
@@ -380,4 +424,6 @@ for_each_client!(
     reap_heals_leased_index,
     many_dangling_ids_never_stall,
     wrong_type_index_is_a_typed_error,
+    counter_reset_skips_taken_ids,
+    stray_entry_elsewhere_is_healed,
 );

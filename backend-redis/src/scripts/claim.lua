@@ -2,7 +2,7 @@
 -- Returns { leases, repairs, more } where a lease is
 -- { id, token, payload, attempts, max attempts, priority, expires at } and
 -- more = 1 when the call stopped at its repair budget with slots still open.
-local bad = guard()
+local bad = guard_indexes()
 if bad then return bad end
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -16,14 +16,13 @@ while #leases < max do
   if #ms == 0 then break end
   for _, m in ipairs(ms) do
     examined = examined + 1
-    local id, k = check_entry('ready', m, repairs)
+    local id, k, f = check_entry('ready', m, repairs, true)
     if id then
       local token = ARGV[4 + #leases]
-      redis.call('HINCRBY', k, 'att', 1)
-      redis.call('HSET', k, 'tok', token, 'due', exp)
-      set_home(m, k, 'leased', exp)
-      local f = redis.call('HMGET', k, 'p', 'att', 'max', 'pri')
-      leases[#leases + 1] = { id, token, f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0,
+      local att = (tonumber(f[2]) or 0) + 1
+      redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp, 'att', att)
+      set_home(m, 'ready', 'leased', exp)
+      leases[#leases + 1] = { id, token, f[5] or '', att, tonumber(f[3]) or 0,
                               tonumber(f[4]) or 0, exp }
     end
   end

@@ -35,17 +35,25 @@ local function member(id) return string.format('%020d', id) end
 local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end
 local function key_type(k) return redis.call('TYPE', k)['ok'] end
 
--- Refuses to run (before any write) when a structural key has the wrong type.
-local function guard()
-  local want = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
-                 [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash' }
-  for k, t in pairs(want) do
+-- The type each structural key must have.
+local WANT = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
+               [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash' }
+
+-- Refuses to run (before any write) when one of the structural keys given
+-- (the ones the script touches) has the wrong type.
+local function guard(...)
+  for _, k in ipairs({ ... }) do
     local got = key_type(k)
-    if got ~= 'none' and got ~= t then
-      return redis.error_reply('LEASEQ_CORRUPT key ' .. k .. ' holds a ' .. got .. ', expected a ' .. t)
+    if got ~= 'none' and got ~= WANT[k] then
+      return redis.error_reply('LEASEQ_CORRUPT key ' .. k .. ' holds a ' .. got .. ', expected a ' .. WANT[k])
     end
   end
   return nil
+end
+
+-- `guard` of the four indexes (what `check_entry` may touch) and `...`.
+local function guard_indexes(...)
+  return guard(K_READY, K_SCHED, K_LEASED, K_DEAD, ...)
 end
 
 -- A coalesced wake-up hint for idle workers; never fails the script.
@@ -54,6 +62,10 @@ local function notify(n)
   local t = key_type(K_NOTIFY)
   if t ~= 'none' and t ~= 'list' then redis.call('DEL', K_NOTIFY) end
   if n > NOTIFY_CAP then n = NOTIFY_CAP end
+  while n >= 8 do
+    redis.call('LPUSH', K_NOTIFY, '1', '1', '1', '1', '1', '1', '1', '1')
+    n = n - 8
+  end
   for _ = 1, n do redis.call('LPUSH', K_NOTIFY, '1') end
   redis.call('LTRIM', K_NOTIFY, 0, NOTIFY_CAP - 1)
 end
@@ -62,46 +74,51 @@ local function add_repair(repairs, index, id, problem)
   repairs[#repairs + 1] = { index, id, problem }
 end
 
--- Gives the item one home: removes it from every other index, adds it to `state`'s.
-local function set_home(m, k, state, score)
-  for st, key in pairs(INDEX) do
-    if st ~= state then redis.call('ZREM', key, m) end
-  end
-  redis.call('ZADD', INDEX[state], score, m)
-  redis.call('HSET', k, 'st', state)
+-- Moves index entry `m` from the index of state `from` (the one the caller
+-- found the item in; nil for a new item) to `to`'s. Other indexes are not
+-- touched: an entry left there by corruption names an item whose state says
+-- otherwise, and `check_entry` removes it when it meets it.
+local function set_home(m, from, to, score)
+  if from and from ~= to then redis.call('ZREM', INDEX[from], m) end
+  redis.call('ZADD', INDEX[to], score, m)
 end
 
-local function to_ready(m, k)
-  local pri = tonumber(redis.call('HGET', k, 'pri')) or 0
+local function to_ready(m, k, from, pri)
+  if from then redis.call('HDEL', k, 'tok', 'due') end
+  redis.call('HSET', k, 'st', 'ready')
+  set_home(m, from, 'ready', -(tonumber(pri) or 0))
+end
+
+local function to_scheduled(m, k, from, due)
+  if from then redis.call('HDEL', k, 'tok') end
+  redis.call('HSET', k, 'st', 'scheduled', 'due', due)
+  set_home(m, from, 'scheduled', due)
+end
+
+local function to_dead(m, k, from, reason)
   redis.call('HDEL', k, 'tok', 'due')
-  set_home(m, k, 'ready', -pri)
+  redis.call('HSET', k, 'st', 'dead', 'err', reason)
+  set_home(m, from, 'dead', redis.call('INCR', K_DSEQ))
 end
 
-local function to_scheduled(m, k, due)
-  redis.call('HDEL', k, 'tok')
-  redis.call('HSET', k, 'due', due)
-  set_home(m, k, 'scheduled', due)
-end
-
-local function to_dead(m, k, reason)
-  redis.call('HDEL', k, 'tok', 'due')
-  redis.call('HSET', k, 'err', reason)
-  set_home(m, k, 'dead', redis.call('INCR', K_DSEQ))
-end
-
--- Deletes the item and every trace of it, releasing its dedup key.
-local function remove_item(id, m, k)
-  local dk = redis.call('HGET', k, 'dk')
+-- Deletes the item and every trace of it, releasing its dedup key `dk`.
+-- `from`: the index it is in (nil: all of them).
+local function remove_item(id, m, k, dk, from)
   if dk and redis.call('HGET', K_DEDUP, dk) == fmt_int(id) then
     redis.call('HDEL', K_DEDUP, dk)
   end
   redis.call('DEL', k)
-  for _, key in pairs(INDEX) do redis.call('ZREM', key, m) end
+  if from then
+    redis.call('ZREM', INDEX[from], m)
+  else
+    for _, key in pairs(INDEX) do redis.call('ZREM', key, m) end
+  end
 end
 
--- Checks the item an index entry names. Returns (id, item key) when the entry
--- is sound; otherwise repairs it, records the repair, and returns nil.
-local function check_entry(index, m, repairs)
+-- Checks the item an index entry names. Returns (id, item key, fields) when
+-- the entry is sound, where fields = HMGET st, att, max, pri (and p when
+-- `payload`); otherwise repairs it, records the repair, and returns nil.
+local function check_entry(index, m, repairs, payload)
   local key = INDEX[index]
   local id = tonumber(m)
   if id == nil or id < 1 or id ~= math.floor(id) or member(id) ~= m then
@@ -110,20 +127,27 @@ local function check_entry(index, m, repairs)
     return nil
   end
   local k = item_key(id)
-  local t = key_type(k)
-  if t == 'none' then
-    redis.call('ZREM', key, m)
-    add_repair(repairs, index, id, 'item is missing')
-    return nil
+  local f
+  if payload then
+    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri', 'p')
+  else
+    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri')
   end
-  if t ~= 'hash' then
+  if f.err then
+    -- Not a hash (WRONGTYPE).
+    local t = key_type(k)
     redis.call('DEL', k)
     for _, ik in pairs(INDEX) do redis.call('ZREM', ik, m) end
     add_repair(repairs, index, id, 'item key held a ' .. t .. ' instead of a hash (WRONGTYPE); removed')
     return nil
   end
-  local st = redis.call('HGET', k, 'st')
-  if st == index then return id, k end
+  local st = f[1]
+  if st == index then return id, k, f end
+  if not st and redis.call('EXISTS', k) == 0 then
+    redis.call('ZREM', key, m)
+    add_repair(repairs, index, id, 'item is missing')
+    return nil
+  end
   if st and INDEX[st] and redis.call('ZSCORE', INDEX[st], m) then
     redis.call('ZREM', key, m)
     add_repair(repairs, index, id, 'duplicate entry: the item is ' .. st)
@@ -132,7 +156,8 @@ local function check_entry(index, m, repairs)
   -- This entry is the item's only home: the item follows the index.
   redis.call('HSET', k, 'st', index)
   add_repair(repairs, index, id, 'item state said ' .. tostring(st) .. '; adopted by this index')
-  return id, k
+  f[1] = index
+  return id, k, f
 end
 
 -- Moves due Scheduled items to Ready, at most one bounded batch per call.
@@ -140,9 +165,9 @@ local function promote_due(now, repairs)
   local ms = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
   local moved = 0
   for _, m in ipairs(ms) do
-    local id, k = check_entry('scheduled', m, repairs)
+    local id, k, f = check_entry('scheduled', m, repairs)
     if id then
-      to_ready(m, k)
+      to_ready(m, k, 'scheduled', f[4])
       moved = moved + 1
     end
   end
@@ -150,13 +175,13 @@ local function promote_due(now, repairs)
   return moved
 end
 
--- The item behind a lease, if `token` is its current token; else nil.
+-- The item behind a lease, if `token` is its current token: returns its key
+-- and fields { st, tok, att, max, pri, dk }; else nil.
 local function fenced(id, token)
   local k = item_key(id)
-  if key_type(k) ~= 'hash' then return nil end
-  local f = redis.call('HMGET', k, 'st', 'tok')
-  if f[1] ~= 'leased' or f[2] ~= token then return nil end
-  return k
+  local f = redis.pcall('HMGET', k, 'st', 'tok', 'att', 'max', 'pri', 'dk')
+  if f.err or f[1] ~= 'leased' or f[2] ~= token then return nil end
+  return k, f
 end
 
 -- One item as inspection shows it.

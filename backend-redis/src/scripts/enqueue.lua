@@ -1,43 +1,76 @@
 -- enqueue: ARGV[2] = n, then per item: payload, priority, delay ms, max attempts, dedup key ('' = none).
 -- Returns per item { id, deduplicated (0/1) }.
-local bad = guard()
+local bad = guard(K_READY, K_SCHED, K_SEQ, K_DEDUP)
 if bad then return bad end
 local now = now_ms()
 local n = tonumber(ARGV[2])
-local out = {}
+-- First pass, reads only: which items a dedup key holder absorbs (an older
+-- item, or the first item of this batch with the key), and how many are new.
+local holder, first_of, fresh = {}, {}, 0
+for i = 0, n - 1 do
+  local dk = ARGV[3 + i * 5 + 4]
+  if dk ~= '' and first_of[dk] then
+    holder[i] = -first_of[dk] - 1
+  else
+    if dk ~= '' then
+      local hid = tonumber(redis.call('HGET', K_DEDUP, dk))
+      if hid and key_type(item_key(hid)) == 'hash' then holder[i] = hid end
+    end
+    if not holder[i] then
+      fresh = fresh + 1
+      if dk ~= '' then first_of[dk] = i end
+    end
+  end
+end
+-- One INCRBY for the batch's ids. An id whose key exists already (the
+-- counter was reset behind existing items) is skipped.
+local hi = 0
+if fresh > 0 then hi = redis.call('INCRBY', K_SEQ, fresh) end
+local nxt = hi - fresh + 1
+local function next_id()
+  for _ = 1, 10000 do
+    local id
+    if nxt <= hi then
+      id = nxt
+      nxt = nxt + 1
+    else
+      id = redis.call('INCR', K_SEQ)
+      hi, nxt = id, id + 1
+    end
+    if redis.call('EXISTS', item_key(id)) == 0 then return id end
+  end
+  return nil
+end
+local out, ids = {}, {}
 local readied = 0
 for i = 0, n - 1 do
   local b = 3 + i * 5
-  local payload, pri, delay, maxa, dk = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
-  local held = nil
-  if dk ~= '' then
-    local hid = tonumber(redis.call('HGET', K_DEDUP, dk))
-    if hid and key_type(item_key(hid)) == 'hash' then held = hid end
-  end
-  if held then
-    out[#out + 1] = { held, 1 }
+  local h = holder[i]
+  if h and h >= 0 then
+    out[#out + 1] = { h, 1 }
+  elseif h then
+    out[#out + 1] = { ids[-h - 1], 1 }
   else
-    local id = redis.call('INCR', K_SEQ)
-    local tries = 0
-    while redis.call('EXISTS', item_key(id)) == 1 do
-      -- The counter fell behind existing items (it was reset): skip ahead.
-      tries = tries + 1
-      if tries > 10000 then
-        return redis.error_reply('LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind existing items')
-      end
-      id = redis.call('INCR', K_SEQ)
+    local payload, pri, delay, maxa, dk = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
+    local id = next_id()
+    if not id then
+      return redis.error_reply('LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind existing items')
     end
+    ids[i] = id
     local k, m = item_key(id), member(id)
-    redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now)
+    if delay > 0 then
+      local due = now + delay
+      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now,
+                 'st', 'scheduled', 'due', due)
+      set_home(m, nil, 'scheduled', due)
+    else
+      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now, 'st', 'ready')
+      set_home(m, nil, 'ready', -pri)
+      readied = readied + 1
+    end
     if dk ~= '' then
       redis.call('HSET', k, 'dk', dk)
       redis.call('HSET', K_DEDUP, dk, id)
-    end
-    if delay > 0 then
-      to_scheduled(m, k, now + delay)
-    else
-      to_ready(m, k)
-      readied = readied + 1
     end
     out[#out + 1] = { id, 0 }
   end

@@ -1,7 +1,7 @@
 -- peek: ARGV[2] = state, ARGV[3] = limit. Items in index order; due Scheduled
 -- items are promoted first so Ready shows claim order. Entries without an
 -- item are left for claim and reap to repair.
-local bad = guard()
+local bad = guard_indexes()
 if bad then return bad end
 local state, limit = ARGV[2], tonumber(ARGV[3])
 local now = now_ms()

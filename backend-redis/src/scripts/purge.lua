@@ -1,7 +1,7 @@
 -- purge: ARGV[2] = batch size. Deletes up to a batch of entries per index and
 -- their items; when every index is empty, the dedup keys too.
 -- Returns { items deleted, more }.
-local bad = guard()
+local bad = guard_indexes()
 if bad then return bad end
 local batch = tonumber(ARGV[2])
 local deleted, left = 0, 0

@@ -1,6 +1,6 @@
 -- reap: ARGV[2] = batch size. Reads only leases expired at the server's now.
 -- Returns { requeued, dead, repairs, more } where more = 1 when the batch was full.
-local bad = guard()
+local bad = guard_indexes(K_DSEQ)
 if bad then return bad end
 local batch = tonumber(ARGV[2])
 local now = now_ms()
@@ -9,14 +9,13 @@ promote_due(now, repairs)
 local ms = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', now, 'LIMIT', 0, batch)
 local requeued, dead = 0, 0
 for _, m in ipairs(ms) do
-  local id, k = check_entry('leased', m, repairs)
+  local id, k, f = check_entry('leased', m, repairs)
   if id then
-    local f = redis.call('HMGET', k, 'att', 'max')
-    if (tonumber(f[1]) or 0) >= (tonumber(f[2]) or 1) then
-      to_dead(m, k, 'lease expired on final attempt')
+    if (tonumber(f[2]) or 0) >= (tonumber(f[3]) or 1) then
+      to_dead(m, k, 'leased', 'lease expired on final attempt')
       dead = dead + 1
     else
-      to_ready(m, k)
+      to_ready(m, k, 'leased', f[4])
       requeued = requeued + 1
     end
   end

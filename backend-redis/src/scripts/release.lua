@@ -1,21 +1,20 @@
 -- release: ARGV[2] = id, ARGV[3] = token, ARGV[4] = delay ms.
 -- Returns 0 lost, 1 ready, 2 scheduled, 3 dead (attempts exhausted).
-local bad = guard()
+local bad = guard(K_LEASED, K_READY, K_SCHED, K_DEAD, K_DSEQ)
 if bad then return bad end
 local id = tonumber(ARGV[2])
-local k = fenced(id, ARGV[3])
+local k, f = fenced(id, ARGV[3])
 if not k then return 0 end
 local m = member(id)
-local f = redis.call('HMGET', k, 'att', 'max')
-if (tonumber(f[1]) or 0) >= (tonumber(f[2]) or 1) then
-  to_dead(m, k, 'attempts exhausted')
+if (tonumber(f[3]) or 0) >= (tonumber(f[4]) or 1) then
+  to_dead(m, k, 'leased', 'attempts exhausted')
   return 3
 end
 local delay = tonumber(ARGV[4])
 if delay > 0 then
-  to_scheduled(m, k, now_ms() + delay)
+  to_scheduled(m, k, 'leased', now_ms() + delay)
   return 2
 end
-to_ready(m, k)
+to_ready(m, k, 'leased', f[5])
 notify(1)
 return 1

@@ -1,6 +1,6 @@
 -- stats: counts per state. Due Scheduled items are promoted (one bounded
 -- batch) and any left over still count as Ready.
-local bad = guard()
+local bad = guard_indexes()
 if bad then return bad end
 local now = now_ms()
 promote_due(now, {})
