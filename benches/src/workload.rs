@@ -3,9 +3,8 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::try_join_all;
 use leaseq_core::limits::MAX_ENQUEUE_BATCH;
-use leaseq_core::{Backend, ClaimSpec, Error, Lease, NewItem, QueueName, Result};
+use leaseq_core::{Backend, ClaimSpec, Error, Lease, LeaseKey, NewItem, QueueName, Result};
 
 use crate::baseline::Baseline;
 
@@ -205,13 +204,17 @@ pub(crate) async fn prefill(backend: &dyn Backend, queue: &QueueName, total: usi
     Ok(())
 }
 
-/// Acks every lease, all at once (a multiplexed or pooled client overlaps
-/// them; the memory backend runs them one after another).
+/// Acks every lease: one `ack` for a single lease, one `ack_many` for a
+/// batch (one round trip per queue on the server backends). Every lease must
+/// still be held.
 pub async fn ack_all(backend: &dyn Backend, leases: &[Lease]) -> Result<()> {
     if let [one] = leases {
         return backend.ack(&one.key).await;
     }
-    try_join_all(leases.iter().map(|l| backend.ack(&l.key))).await?;
+    let keys: Vec<LeaseKey> = leases.iter().map(|l| l.key.clone()).collect();
+    for r in backend.ack_many(&keys).await? {
+        r?;
+    }
     Ok(())
 }
 

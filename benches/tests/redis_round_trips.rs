@@ -1,4 +1,5 @@
-//! A single-job claim plus ack on Redis costs at most 2 round trips: counted
+//! A single-job claim plus ack on Redis costs at most 2 round trips, and the
+//! life of a batch (enqueue, claim, `ack_many`) 3 whatever its size: counted
 //! as top-level script calls in `INFO commandstats` of a private server that
 //! only this test talks to.
 #![cfg(feature = "redis-rs")]
@@ -8,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+use leaseq_core::{Backend, BackendExt, LeaseKey, NewItem, QueueName};
 use leaseq_redis::RedisConfig;
 
 /// A private `redis-server`, killed when dropped.
@@ -108,6 +109,16 @@ async fn check(backend: Arc<dyn Backend>, url: &str) {
         .expect("claim")
         .expect("one");
     backend.ack(&lease.key).await.expect("ack");
+    backend.push(&q, "warm").await.expect("enqueue");
+    let lease = backend
+        .claim_one(&q, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("one");
+    backend
+        .ack_many(std::slice::from_ref(&lease.key))
+        .await
+        .expect("ack_many");
     let items = (0..JOBS).map(|_| NewItem::new("job")).collect();
     backend.enqueue(&q, items).await.expect("enqueue");
 
@@ -125,6 +136,25 @@ async fn check(backend: Arc<dyn Backend>, url: &str) {
         calls,
         2 * JOBS,
         "claim + ack of one job took {calls} script calls for {JOBS} jobs"
+    );
+
+    // A batch: one enqueue, one claim and one ack_many, whatever its size.
+    const BATCH: usize = 100;
+    let before = script_calls(&mut conn).await;
+    let items = (0..BATCH).map(|_| NewItem::new("job")).collect();
+    backend.enqueue(&q, items).await.expect("enqueue");
+    let claimed = backend
+        .claim_up_to(&q, BATCH as u32, Duration::from_secs(30))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.leases.len(), BATCH);
+    let keys: Vec<LeaseKey> = claimed.leases.iter().map(|l| l.key.clone()).collect();
+    let acked = backend.ack_many(&keys).await.expect("ack_many");
+    assert!(acked.iter().all(|r| r.is_ok()), "{acked:?}");
+    let calls = script_calls(&mut conn).await - before;
+    assert_eq!(
+        calls, 3,
+        "the life of a batch of {BATCH} took {calls} script calls"
     );
 }
 
