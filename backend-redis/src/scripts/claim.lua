@@ -14,6 +14,9 @@ local examined, budget, more = 0, max + 1000, 0
 while #leases < max do
   local ms = redis.call('ZRANGE', K_READY, 0, max - #leases - 1)
   if #ms == 0 then break end
+  -- This round's moves, applied with one ZREM and one ZADD before the next
+  -- ZRANGE reads the index again.
+  local moved, homes = {}, {}
   for _, m in ipairs(ms) do
     examined = examined + 1
     local id, k, f = check_entry('ready', m, repairs, true)
@@ -21,11 +24,15 @@ while #leases < max do
       local token = ARGV[4 + #leases]
       local att = (tonumber(f[2]) or 0) + 1
       redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp, 'att', att)
-      set_home(m, 'ready', 'leased', exp)
+      moved[#moved + 1] = m
+      homes[#homes + 1] = exp
+      homes[#homes + 1] = m
       leases[#leases + 1] = { id, token, f[5] or '', att, tonumber(f[3]) or 0,
                               tonumber(f[4]) or 0, exp }
     end
   end
+  call_chunked('ZREM', K_READY, moved)
+  call_chunked('ZADD', K_LEASED, homes)
   if examined >= budget and #leases < max then
     more = 1
     break

@@ -35,6 +35,27 @@ local function member(id) return string.format('%020d', id) end
 local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end
 local function key_type(k) return redis.call('TYPE', k)['ok'] end
 
+-- Runs `cmd` (with `head` first when given) over the values of `list`, at
+-- most CALL_CHUNK values per call: one command for a whole batch instead of
+-- one per item. `unpack` only ever sees a bounded slice of a list the script
+-- built itself. Returns the sum of the integer replies.
+local CALL_CHUNK = 512
+local function call_chunked(cmd, head, list)
+  local total, n, i = 0, #list, 1
+  while i <= n do
+    local j = math.min(i + CALL_CHUNK - 1, n)
+    local r
+    if head then
+      r = redis.call(cmd, head, unpack(list, i, j))
+    else
+      r = redis.call(cmd, unpack(list, i, j))
+    end
+    total = total + (tonumber(r) or 0)
+    i = j + 1
+  end
+  return total
+end
+
 -- The type each structural key must have.
 local WANT = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
                [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash' }

@@ -22,12 +22,24 @@ for i = 0, n - 1 do
     end
   end
 end
--- One INCRBY for the batch's ids. An id whose key exists already (the
--- counter was reset behind existing items) is skipped.
+-- One INCRBY for the batch's ids, and one EXISTS over their keys. When the
+-- counter was reset behind existing items, ids whose keys exist are skipped
+-- one by one.
 local hi = 0
 if fresh > 0 then hi = redis.call('INCRBY', K_SEQ, fresh) end
 local nxt = hi - fresh + 1
+local range_free = false
+if fresh > 0 then
+  local ks = {}
+  for id = nxt, hi do ks[#ks + 1] = item_key(id) end
+  range_free = call_chunked('EXISTS', nil, ks) == 0
+end
 local function next_id()
+  if range_free then
+    local id = nxt
+    nxt = nxt + 1
+    return id
+  end
   for _ = 1, 10000 do
     local id
     if nxt <= hi then
@@ -41,7 +53,7 @@ local function next_id()
   end
   return nil
 end
-local out, ids = {}, {}
+local out, ids, ready, sched = {}, {}, {}, {}
 local readied = 0
 for i = 0, n - 1 do
   local b = 3 + i * 5
@@ -54,6 +66,9 @@ for i = 0, n - 1 do
     local payload, pri, delay, maxa, dk = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
     local id = next_id()
     if not id then
+      -- The items written so far keep their index entries.
+      call_chunked('ZADD', K_READY, ready)
+      call_chunked('ZADD', K_SCHED, sched)
       return redis.error_reply('LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind existing items')
     end
     ids[i] = id
@@ -62,10 +77,12 @@ for i = 0, n - 1 do
       local due = now + delay
       redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now,
                  'st', 'scheduled', 'due', due)
-      set_home(m, nil, 'scheduled', due)
+      sched[#sched + 1] = due
+      sched[#sched + 1] = m
     else
       redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now, 'st', 'ready')
-      set_home(m, nil, 'ready', -pri)
+      ready[#ready + 1] = -pri
+      ready[#ready + 1] = m
       readied = readied + 1
     end
     if dk ~= '' then
@@ -75,5 +92,7 @@ for i = 0, n - 1 do
     out[#out + 1] = { id, 0 }
   end
 end
+call_chunked('ZADD', K_READY, ready)
+call_chunked('ZADD', K_SCHED, sched)
 notify(readied)
 return out
