@@ -7,6 +7,9 @@ if bad then return bad end
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local exp = now + ttl
+-- Numbers go to commands as strings made once: a Lua number argument is
+-- formatted as a float on every call.
+local exp_s = fmt_int(exp)
 local repairs = {}
 promote_due(now, repairs)
 local leases = {}
@@ -23,9 +26,9 @@ while #leases < max do
     if id then
       local token = ARGV[4 + #leases]
       local att = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp, 'att', att)
+      redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att))
       moved[#moved + 1] = m
-      homes[#homes + 1] = exp
+      homes[#homes + 1] = exp_s
       homes[#homes + 1] = m
       leases[#leases + 1] = { id, token, f[5] or '', att, tonumber(f[3]) or 0,
                               tonumber(f[4]) or 0, exp }

@@ -30,6 +30,11 @@ local function now_ms()
 end
 
 local function fmt_int(n) return string.format('%d', n) end
+-- The negation of a decimal integer string (the Ready score of a priority).
+local function neg(s)
+  if string.sub(s, 1, 1) == '-' then return string.sub(s, 2) end
+  return '-' .. s
+end
 -- Index members are zero-padded ids, so equal scores sort by id (FIFO).
 local function member(id) return string.format('%020d', id) end
 local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end

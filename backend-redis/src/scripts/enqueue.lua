@@ -3,6 +3,7 @@
 local bad = guard(K_READY, K_SCHED, K_SEQ, K_DEDUP)
 if bad then return bad end
 local now = now_ms()
+local now_s = fmt_int(now)
 local n = tonumber(ARGV[2])
 -- First pass, reads only: which items a dedup key holder absorbs (an older
 -- item, or the first item of this batch with the key), and how many are new.
@@ -63,7 +64,9 @@ for i = 0, n - 1 do
   elseif h then
     out[#out + 1] = { ids[-h - 1], 1 }
   else
-    local payload, pri, delay, maxa, dk = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
+    -- Priority and max attempts go on as the client sent them (decimal
+    -- integers); Lua numbers would be formatted as floats on every call.
+    local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
     local id = next_id()
     if not id then
       -- The items written so far keep their index entries.
@@ -74,14 +77,14 @@ for i = 0, n - 1 do
     ids[i] = id
     local k, m = item_key(id), member(id)
     if delay > 0 then
-      local due = now + delay
-      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now,
+      local due = fmt_int(now + delay)
+      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', '0', 'max', maxa, 'enq', now_s,
                  'st', 'scheduled', 'due', due)
       sched[#sched + 1] = due
       sched[#sched + 1] = m
     else
-      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', 0, 'max', maxa, 'enq', now, 'st', 'ready')
-      ready[#ready + 1] = -pri
+      redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', '0', 'max', maxa, 'enq', now_s, 'st', 'ready')
+      ready[#ready + 1] = neg(pri)
       ready[#ready + 1] = m
       readied = readied + 1
     end
