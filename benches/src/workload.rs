@@ -30,11 +30,12 @@ pub enum Workload {
     EnqueueBatch,
     /// Claim one item and ack it (items enqueued beforehand, untimed).
     ClaimAckOne,
-    /// Claim [`BATCH`] items in one call and ack each (acks run concurrently).
+    /// Claim [`BATCH`] items in one call and ack them in one `ack_many` call.
     ClaimAckBatch,
     /// The full life of one job: enqueue, claim, ack.
     LifeOne,
-    /// The full life of [`BATCH`] jobs: enqueue a batch, claim a batch, ack each.
+    /// The full life of [`BATCH`] jobs: enqueue a batch, claim a batch,
+    /// `ack_many` the batch.
     LifeBatch,
     /// Extend one live lease.
     Extend,
