@@ -10,6 +10,7 @@ use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::acker::{AckResult, Acker};
 use super::builder::Shared;
 use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
@@ -38,6 +39,7 @@ pub(crate) async fn run(
     lease: Lease,
     permit: OwnedSemaphorePermit,
     abandon: CancellationToken,
+    acker: Acker,
 ) {
     let span = tracing::info_span!(
         "job",
@@ -45,11 +47,13 @@ pub(crate) async fn run(
         id = %lease.key.id,
         attempt = lease.attempts,
     );
-    run_inner(&shared, lease, abandon).instrument(span).await;
+    run_inner(&shared, lease, abandon, &acker)
+        .instrument(span)
+        .await;
     drop(permit);
 }
 
-async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken) {
+async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, acker: &Acker) {
     let ctx = JobContext::new(lease.key.clone());
     let handler = shared.handler.clone();
     let job = Job::from_lease(&lease);
@@ -114,23 +118,25 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken) {
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
-            record(shared, &lease, outcome).await;
+            record(shared, &lease, outcome, acker).await;
         }
     }
 }
 
-/// Acks, retries or kills the item according to the handler's result.
-async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>) {
+/// Acks (in a batch, through `acker`), retries or kills the item according
+/// to the handler's result.
+async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>, acker: &Acker) {
     let key = &lease.key;
     let (id, attempts) = (lease.id(), lease.attempts);
     match outcome {
-        Ok(()) => match with_retries(shared, || shared.backend.ack(key)).await {
-            Ok(()) => {
+        Ok(()) => match acker.ack(key.clone()).await {
+            AckResult::Acked => {
                 shared.metrics.inc(Counter::Acked);
                 tracing::debug!("acked");
                 shared.events.emit(id, attempts, JobOutcome::Acked);
             }
-            Err(e) => unrecorded(shared, lease, e),
+            AckResult::LeaseLost => lost_before_recording(shared, lease),
+            AckResult::Failed(error) => not_recorded(shared, lease, error),
         },
         Err(err) => {
             let text = error_text(&*err);
@@ -186,22 +192,31 @@ async fn release_unfinished(shared: &Shared, lease: &Lease) {
 }
 
 fn unrecorded(shared: &Shared, lease: &Lease, e: Error) {
-    let outcome = if e.is_lease_lost() {
-        shared.metrics.inc(Counter::LeaseLost);
-        tracing::warn!("lease lost before the result was recorded; result discarded");
-        JobOutcome::LeaseLost
+    if e.is_lease_lost() {
+        lost_before_recording(shared, lease);
     } else {
-        tracing::error!(error = %e, "could not record the job's result; a reaper will recover the item");
-        JobOutcome::Unrecorded {
-            error: e.to_string(),
-        }
-    };
-    shared.events.emit(lease.id(), lease.attempts, outcome);
+        not_recorded(shared, lease, e.to_string());
+    }
+}
+
+fn lost_before_recording(shared: &Shared, lease: &Lease) {
+    shared.metrics.inc(Counter::LeaseLost);
+    tracing::warn!("lease lost before the result was recorded; result discarded");
+    shared
+        .events
+        .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
+}
+
+fn not_recorded(shared: &Shared, lease: &Lease, error: String) {
+    tracing::error!(error = %error, "could not record the job's result; a reaper will recover the item");
+    shared
+        .events
+        .emit(lease.id(), lease.attempts, JobOutcome::Unrecorded { error });
 }
 
 /// Runs a fenced call, trying again a few times on a server or connection
 /// error (the fence makes a repeat harmless).
-async fn with_retries<T, F, Fut>(shared: &Shared, mut call: F) -> crate::Result<T>
+pub(super) async fn with_retries<T, F, Fut>(shared: &Shared, mut call: F) -> crate::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = crate::Result<T>>,

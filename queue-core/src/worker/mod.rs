@@ -10,6 +10,7 @@
 //! reaper recovers expired leases. Shutdown stops claiming, lets running
 //! handlers finish until a deadline, then releases the rest at once.
 
+mod acker;
 mod builder;
 mod handler;
 mod job;
@@ -41,6 +42,12 @@ use crate::{Backend, QueueName, Result};
 /// reaper recovers expired leases of the queue. Shutdown stops claiming,
 /// lets running handlers finish until a deadline, then releases the rest at
 /// once. Idle workers wait in [`Backend::wait_for_work`], not in a poll loop.
+///
+/// Acks go out in batches ([`Backend::ack_many`]) with no added delay: a
+/// lone ack is sent at once, and the jobs that finish while a batch is on
+/// its way share the next one. Each job still gets its own lease's result
+/// (acked, lease lost, or not recorded), and shutdown sends every pending
+/// ack before [`Worker::run`] returns.
 ///
 /// Each job runs in a `tracing` span `job` with its queue, id and attempt;
 /// [`Worker::metrics`] counts what happened.

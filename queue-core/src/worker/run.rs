@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::acker::{self, Acker};
 use super::builder::Shared;
 use super::metrics::Counter;
 use super::{job, reaper};
@@ -15,7 +16,7 @@ use crate::{ClaimSpec, Error, Result};
 
 /// Runs until `shutdown` fires, then stops claiming, lets running handlers
 /// finish until the shutdown deadline, releases the leases of those still
-/// running, and returns.
+/// running, sends the acks still pending, and returns.
 pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<()> {
     let stop_reaper = CancellationToken::new();
     // Aborted if this future is dropped (a hard stop).
@@ -26,11 +27,13 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
             stop_reaper.clone(),
         )))
     });
+    let (acks, pending) = Acker::channel();
+    let batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
     let abandon = CancellationToken::new();
     let slots = Arc::new(Semaphore::new(shared.concurrency));
     let mut jobs = JoinSet::new();
 
-    let result = claim_loop(&shared, &shutdown, &slots, &mut jobs, &abandon).await;
+    let result = claim_loop(&shared, &shutdown, &slots, &mut jobs, &abandon, &acks).await;
 
     let drained = tokio::time::timeout(shared.shutdown_deadline, drain(&mut jobs)).await;
     if drained.is_err() {
@@ -41,6 +44,13 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
         );
         abandon.cancel();
         drain(&mut jobs).await;
+    }
+    // Every job has its ack's result by now; with the last handle gone the
+    // batcher ends once its queue is empty.
+    drop(acks);
+    let mut batcher = batcher;
+    if let Err(e) = (&mut batcher.0).await {
+        tracing::error!(error = %e, "ack batcher failed");
     }
     stop_reaper.cancel();
     if let Some(mut reaper) = reaper {
@@ -67,6 +77,7 @@ async fn claim_loop(
     slots: &Arc<Semaphore>,
     jobs: &mut JoinSet<()>,
     abandon: &CancellationToken,
+    acks: &Acker,
 ) -> Result<()> {
     let mut backoff = Backoff::default();
     loop {
@@ -117,7 +128,13 @@ async fn claim_loop(
             .metrics
             .add(Counter::Claimed, claimed.leases.len() as u64);
         for (lease, permit) in claimed.leases.into_iter().zip(permits.drain(..)) {
-            jobs.spawn(job::run(shared.clone(), lease, permit, abandon.clone()));
+            jobs.spawn(job::run(
+                shared.clone(),
+                lease,
+                permit,
+                abandon.clone(),
+                acks.clone(),
+            ));
         }
     }
 }
