@@ -28,7 +28,7 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
         )))
     });
     let (acks, pending) = Acker::channel();
-    let batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
+    let mut batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
     let abandon = CancellationToken::new();
     let slots = Arc::new(Semaphore::new(shared.concurrency));
     let mut jobs = JoinSet::new();
@@ -48,7 +48,6 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     // Every job has its ack's result by now; with the last handle gone the
     // batcher ends once its queue is empty.
     drop(acks);
-    let mut batcher = batcher;
     if let Err(e) = (&mut batcher.0).await {
         tracing::error!(error = %e, "ack batcher failed");
     }
