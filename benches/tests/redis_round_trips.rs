@@ -4,53 +4,20 @@
 //! only this test talks to.
 #![cfg(feature = "redis-rs")]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, BackendExt, LeaseKey, NewItem, QueueName};
 use leaseq_redis::RedisConfig;
+use leaseq_testkit::{env, redis_server::PrivateRedis};
 
-/// A private `redis-server`, killed when dropped.
-struct Server {
-    port: u16,
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Option<Server> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    match child {
-        Ok(child) => Some(Server { port, child }),
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("redis-server is needed in CI: {e}")
-        }
+/// A private server with no persistence, killed when dropped; `None` (after
+/// the skip line, or a panic in CI) when it cannot be started.
+fn start() -> Option<PrivateRedis> {
+    match PrivateRedis::start_volatile() {
+        Ok(server) => Some(server),
         Err(e) => {
-            eprintln!("SKIPPED: no redis-server to start: {e}");
+            env::skip("a private redis-server", e);
             None
         }
     }
@@ -161,7 +128,7 @@ async fn check(backend: Arc<dyn Backend>, url: &str) {
 #[tokio::test]
 async fn redis_rs_claim_and_ack_take_two_round_trips() {
     let Some(server) = start() else { return };
-    let url = format!("redis://127.0.0.1:{}", server.port);
+    let url = server.url();
     let _ = raw(&url).await;
     let backend = leaseq_redis::RedisRsBackend::connect(RedisConfig::new(&url))
         .await
@@ -173,7 +140,7 @@ async fn redis_rs_claim_and_ack_take_two_round_trips() {
 #[tokio::test]
 async fn fred_claim_and_ack_take_two_round_trips() {
     let Some(server) = start() else { return };
-    let url = format!("redis://127.0.0.1:{}", server.port);
+    let url = server.url();
     let _ = raw(&url).await;
     let backend = leaseq_redis::FredBackend::connect(RedisConfig::new(&url))
         .await

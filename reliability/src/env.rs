@@ -1,32 +1,7 @@
-//! Where the servers are, and what to do when one is missing.
+//! Where the servers are, what to do when one is missing (both from
+//! `leaseq-testkit`), and knobs read from the environment.
 
-/// The Redis server under test.
-pub fn redis_url() -> String {
-    std::env::var("LEASEQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
-
-/// The PostgreSQL server under test.
-pub fn database_url() -> String {
-    std::env::var("LEASEQ_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// True when the environment variable `CI` is `true`.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Prints `skipped: <what>: <why>` outside CI.
-///
-/// # Panics
-/// In CI, where a missing server or binary is a failure.
-pub fn skip(what: &str, why: impl std::fmt::Display) {
-    let msg = format!("skipped: {what}: {why}");
-    if in_ci() {
-        panic!("{msg} (CI=true: a missing server is a failure)");
-    }
-    eprintln!("{msg}");
-}
+pub use leaseq_testkit::env::{database_url, in_ci, redis_url, skip, tag};
 
 /// A whole number from the environment variable `name`, else `default`.
 pub fn number(name: &str, default: u64) -> u64 {
@@ -34,12 +9,6 @@ pub fn number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(default)
-}
-
-/// A short random tag for prefixes, schemas and queue names.
-pub fn tag() -> String {
-    let t = leaseq_core::LeaseToken::random().to_string();
-    t[..12].to_owned()
 }
 
 /// The resident set size of this process in KiB (`VmRSS`), where `/proc`

@@ -62,22 +62,7 @@ impl RedisClient {
     }
 }
 
-/// Deletes every key of `prefix` (keys look like `{prefix:queue}:…`).
-pub fn delete_redis_prefix(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else {
-        return;
-    };
-    let Ok(mut conn) = client.get_connection() else {
-        return;
-    };
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{{{prefix}:*"))
-        .query(&mut conn)
-        .unwrap_or_default();
-    for chunk in keys.chunks(500) {
-        let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(chunk).query(&mut conn);
-    }
-}
+pub use leaseq_testkit::redis_prefix::delete_prefix as delete_redis_prefix;
 
 /// Redis on one client under a key prefix of its own, deleted on drop.
 #[derive(Debug)]
@@ -128,33 +113,13 @@ impl BackendFactory for RedisFactory {
 
 /// A schema name no other test uses.
 pub fn fresh_schema(tag: &str) -> String {
-    format!("lq_rel_{tag}_{}", env::tag())
+    leaseq_testkit::pg_schema::fresh_schema(&format!("rel_{tag}"))
 }
 
 /// Drops `schema`, from a thread of its own (so it works inside or outside
 /// a runtime, e.g. from `Drop`).
 pub fn drop_schema_blocking(schema: String) {
-    let t = std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        rt.block_on(async {
-            use sqlx::Connection;
-            if let Ok(mut c) = sqlx::PgConnection::connect(&env::database_url()).await {
-                let _ = sqlx::query("SET lock_timeout = '10s'")
-                    .execute(&mut c)
-                    .await;
-                let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                    .execute(&mut c)
-                    .await;
-                let _ = c.close().await;
-            }
-        });
-    });
-    let _ = t.join();
+    leaseq_testkit::pg_schema::drop_schema_blocking(&env::database_url(), &schema);
 }
 
 /// PostgreSQL in a schema of its own, dropped on drop.

@@ -31,5 +31,7 @@ pub mod factories;
 pub mod hostile;
 pub mod idset;
 pub mod ledger;
-pub mod redis_server;
 pub mod storm;
+
+/// A private `redis-server` that tests may kill and restart.
+pub use leaseq_testkit::redis_server;

@@ -4,29 +4,15 @@
 
 pub mod schema_guard;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use leaseq_postgres::{PgBackend, PgOptions};
-use sqlx::{Connection, PgConnection};
+pub use leaseq_testkit::pg_schema::fresh_schema;
+use leaseq_testkit::{env, pg_schema};
 
 /// The server the tests use.
 pub fn url() -> String {
-    std::env::var("LEASEQ_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// True when running in CI, where a missing server is a failure.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// A schema name no other test uses.
-pub fn fresh_schema(tag: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let rand = leaseq_core::LeaseToken::random().as_u128() as u32;
-    format!("lq_{tag}_{}_{n}_{rand:08x}", std::process::id())
+    env::database_url()
 }
 
 /// Options for a test backend in `schema`.
@@ -40,57 +26,26 @@ pub fn options(schema: &str) -> PgOptions {
 
 /// Whether the server answers, failing fast (one connection attempt).
 pub async fn probe() -> Result<(), String> {
-    match PgConnection::connect(&url()).await {
-        Ok(c) => {
-            let _ = c.close().await;
-            Ok(())
-        }
-        Err(e) => Err(format!("no PostgreSQL at {}: {e}", url())),
-    }
+    pg_schema::probe(&url())
+        .await
+        .map_err(|e| format!("no PostgreSQL at {}: {e}", url()))
 }
 
 /// Whether the server answers; prints the skip line (or panics in CI) when
 /// it does not.
 pub async fn server_or_skip() -> bool {
-    match PgConnection::connect(&url()).await {
-        Ok(c) => {
-            let _ = c.close().await;
-            true
-        }
-        Err(e) => {
-            let msg = format!("skipped: no PostgreSQL at {}: {e}", url());
-            assert!(!in_ci(), "{msg}");
-            eprintln!("{msg}");
-            false
-        }
-    }
+    env::require_server("PostgreSQL", &url(), pg_schema::probe(&url()).await)
 }
 
 /// Drops `schema` and everything in it.
 pub async fn drop_schema(schema: &str) {
-    if let Ok(mut c) = PgConnection::connect(&url()).await {
-        let _ = sqlx::query("SET lock_timeout = '10s'")
-            .execute(&mut c)
-            .await;
-        let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .execute(&mut c)
-            .await;
-        let _ = c.close().await;
-    }
+    pg_schema::drop_schema(&url(), schema).await;
 }
 
 /// Drops `schema` from a thread of its own, so it works from `Drop` inside
 /// or outside a runtime.
 pub fn drop_schema_blocking(schema: String) {
-    let t = std::thread::spawn(move || {
-        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            rt.block_on(drop_schema(&schema));
-        }
-    });
-    let _ = t.join();
+    pg_schema::drop_schema_blocking(&url(), &schema);
 }
 
 /// A backend in a fresh schema, dropped with the guard.

@@ -37,16 +37,11 @@ fn free_cluster_port(taken: &[u16]) -> Result<u16, String> {
 }
 
 fn redis_cmd(port: u16, args: &[&str]) -> Result<redis::Value, String> {
-    let client =
-        redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
-    let mut c = client
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .map_err(|e| e.to_string())?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut c).map_err(|e| e.to_string())
+    leaseq_testkit::redis_server::command(
+        &format!("redis://127.0.0.1:{port}"),
+        args,
+        Duration::from_millis(500),
+    )
 }
 
 /// A node's answer as text (for INFO-like replies).
@@ -64,12 +59,7 @@ impl LocalCluster {
     /// Starts three masters and joins them; an error when `redis-server`
     /// or `redis-cli` is missing or the cluster never forms.
     pub fn start() -> Result<Self, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "leaseq-cluster-{}-{}",
-            std::process::id(),
-            leaseq_core::LeaseToken::random()
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
+        let dir = leaseq_testkit::env::temp_dir("leaseq-cluster")?;
         let mut cluster = LocalCluster {
             ports: Vec::new(),
             dir,

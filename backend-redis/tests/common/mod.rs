@@ -3,62 +3,31 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
-pub mod server;
+/// The private `redis-server` of tests that kill or restart a server.
+pub mod server {
+    #[allow(unused_imports)]
+    pub use leaseq_testkit::redis_server::PrivateRedis as PrivateServer;
+}
 
 use std::sync::Arc;
 
-use leaseq_core::{Backend, LeaseToken};
+use leaseq_core::Backend;
 use leaseq_redis::RedisConfig;
+pub use leaseq_testkit::redis_prefix::{delete_prefix, PrefixGuard as Cleanup};
 
 /// The server under test.
 pub fn url() -> String {
-    std::env::var("LEASEQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+    leaseq_testkit::env::redis_url()
 }
 
-/// Outside CI: prints the skip line and returns `None`. In CI: panics.
+/// Outside CI: prints the skip line. In CI: panics.
 pub fn unavailable(url: &str, err: impl std::fmt::Display) {
-    let msg = format!("skipped: no Redis at {url}: {err}");
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("{msg} (CI=true: a missing server is a failure)");
-    }
-    println!("{msg}");
+    leaseq_testkit::env::skip(&format!("no Redis at {url}"), err);
 }
 
 /// A fresh key prefix for one test.
 pub fn fresh_prefix(tag: &str) -> String {
-    let t = LeaseToken::random().to_string();
-    format!("t-{tag}-{}", &t[..12])
-}
-
-/// Deletes every key under `prefix` (keys look like `{prefix:queue}:...`).
-pub fn delete_prefix(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else {
-        return;
-    };
-    let Ok(mut conn) = client.get_connection() else {
-        return;
-    };
-    let pattern = format!("{{{prefix}:*");
-    let keys: Vec<String> = match redis::cmd("KEYS").arg(&pattern).query(&mut conn) {
-        Ok(k) => k,
-        Err(_) => return,
-    };
-    for chunk in keys.chunks(500) {
-        let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(chunk).query(&mut conn);
-    }
-}
-
-/// Deletes the keys of a prefix when dropped.
-#[derive(Debug)]
-pub struct Cleanup {
-    pub url: String,
-    pub prefix: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        delete_prefix(&self.url, &self.prefix);
-    }
+    format!("t-{tag}-{}", leaseq_testkit::env::tag())
 }
 
 /// Which client a test runs on.
