@@ -1,6 +1,6 @@
 //! The `leaseq` binary against real servers, for the backends compiled in
 //! (`--features redis` / `fred` / `postgres`). Each test names its server
-//! with `LEASEQ_REDIS_URL` / `LEASEQ_POSTGRES_URL` (defaults: the local
+//! with `LEASEQ_REDIS_URL` / `LEASEQ_DATABASE_URL` (defaults: the local
 //! ones); without a server it says so and skips, unless `CI=true`, where
 //! that is a failure.
 #![cfg(any(feature = "redis", feature = "fred", feature = "postgres"))]
@@ -101,8 +101,7 @@ fn redis_url() -> String {
 
 #[cfg(feature = "postgres")]
 fn postgres_url() -> String {
-    use leaseq_testkit::env::{url_from, DEFAULT_DATABASE_URL};
-    url_from("LEASEQ_POSTGRES_URL", DEFAULT_DATABASE_URL)
+    leaseq_testkit::env::database_url()
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]
