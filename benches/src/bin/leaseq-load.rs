@@ -25,12 +25,16 @@ enum RedisClient {
 #[derive(Debug, Parser)]
 #[command(name = "leaseq-load", version)]
 struct Args {
-    /// Backend URL: memory://, redis://host:port, postgres://user@host/db.
+    /// Backend URL: memory://, redis://host:port, redis+cluster://h:p,h:p,
+    /// postgres://user@host/db.
     #[arg(long, default_value = "memory://")]
     url: String,
-    /// Client crate for redis:// URLs.
+    /// Client crate for redis:// and redis+cluster:// URLs.
     #[arg(long, value_enum, default_value = "redis-rs")]
     client: RedisClient,
+    /// Redis only: spread the queue over this many physical queues (shards).
+    #[arg(long, default_value_t = 1)]
+    shards: u16,
     /// Producer tasks.
     #[arg(short, long, default_value_t = 2)]
     producers: usize,
@@ -95,7 +99,10 @@ async fn run(args: &Args) -> Result<LoadReport, String> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
-    let (name, backend) = connect(&args.url, args.client).await?;
+    if args.shards != 1 && !args.url.to_ascii_lowercase().starts_with("redis") {
+        return Err("--shards applies to Redis URLs only".into());
+    }
+    let (name, backend) = connect(&args.url, args.client, args.shards).await?;
     let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
     let config = LoadConfig {
         producers: args.producers,
@@ -115,6 +122,7 @@ async fn run(args: &Args) -> Result<LoadReport, String> {
 async fn connect(
     url: &str,
     client: RedisClient,
+    shards: u16,
 ) -> Result<(&'static str, Arc<dyn Backend>), String> {
     let scheme = url
         .split("://")
@@ -128,10 +136,10 @@ async fn connect(
                 .backend()
                 .await,
         )),
-        "redis" | "rediss" => redis(url, client).await,
+        "redis" | "rediss" | "redis+cluster" => redis(url, client, shards).await,
         "postgres" | "postgresql" => postgres(url).await,
         other => Err(format!(
-            "unknown scheme {other:?}: use memory://, redis:// or postgres://"
+            "unknown scheme {other:?}: use memory://, redis://, redis+cluster:// or postgres://"
         )),
     }?;
     match got {
@@ -145,32 +153,50 @@ type Got = (
     Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable>,
 );
 
-async fn redis(url: &str, client: RedisClient) -> Result<Got, String> {
+async fn redis(url: &str, client: RedisClient, shards: u16) -> Result<Got, String> {
+    #[cfg(any(feature = "redis-rs", feature = "fred"))]
+    let config = leaseq_redis::RedisConfig::new(url).prefix(leaseq_benches::targets::NAMESPACE);
+    let unavailable =
+        |e: leaseq_core::Error| leaseq_conformance::Unavailable(format!("no Redis at {url}: {e}"));
     match client {
         #[cfg(feature = "redis-rs")]
         RedisClient::RedisRs => Ok((
             "redis-rs",
-            leaseq_benches::targets::RedisRsFactory {
-                url: url.to_owned(),
-            }
-            .backend()
-            .await,
+            match leaseq_redis::RedisRsBackend::connect(config).await {
+                Ok(b) => sharded(b, shards),
+                Err(e) => Err(unavailable(e)),
+            },
         )),
         #[cfg(feature = "fred")]
         RedisClient::Fred => Ok((
             "fred",
-            leaseq_benches::targets::FredFactory {
-                url: url.to_owned(),
-            }
-            .backend()
-            .await,
+            match leaseq_redis::FredBackend::connect(config).await {
+                Ok(b) => sharded(b, shards),
+                Err(e) => Err(unavailable(e)),
+            },
         )),
         #[allow(unreachable_patterns)]
         other => {
-            let _ = url;
+            let _ = (url, shards, unavailable);
             Err(format!("built without the {other:?} client feature"))
         }
     }
+}
+
+/// One Redis backend, or `shards` physical queues per logical queue on it.
+#[cfg(any(feature = "redis-rs", feature = "fred"))]
+fn sharded<C: leaseq_redis::ScriptClient>(
+    b: leaseq_redis::RedisBackend<C>,
+    shards: u16,
+) -> Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable> {
+    let backend: Arc<dyn Backend> = if shards > 1 {
+        let sharded = leaseq_redis::ShardedBackend::new(b, shards)
+            .map_err(|e| leaseq_conformance::Unavailable(e.to_string()))?;
+        Arc::new(sharded)
+    } else {
+        Arc::new(b)
+    };
+    Ok(leaseq_conformance::TestBackend::real(backend))
 }
 
 async fn postgres(url: &str) -> Result<Got, String> {
