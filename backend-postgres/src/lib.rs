@@ -78,7 +78,9 @@
 //!   due Scheduled items to Ready in bounded batches.
 //! - **Enqueue** inserts a batch with `unnest`; the unique dedup index with
 //!   `ON CONFLICT DO NOTHING` makes concurrent enqueues of one key create
-//!   one row, whose id the others get back.
+//!   one row, whose id the others get back. A batch in which no item has a
+//!   dedup key takes a plain `INSERT … SELECT FROM unnest` instead: no
+//!   conflict arbitration, and its ids come back as one array.
 //! - **Time** is always the server's: `now()` in every statement,
 //!   `clock_timestamp()` for [`leaseq_core::Backend::now`].
 //! - **Repairs.** A table has no separate index that could hold an id

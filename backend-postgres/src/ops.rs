@@ -48,8 +48,13 @@ impl PgBackend {
             .iter()
             .map(|(_, i)| i32::try_from(i.get_max_attempts()).unwrap_or(i32::MAX))
             .collect();
-        let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
         let delays: Vec<i64> = items.iter().map(|(_, i)| millis(i.get_delay())).collect();
+        if items.iter().all(|(_, i)| i.get_dedup_key().is_none()) {
+            return self
+                .insert_plain(queue, &payloads, &priorities, &attempts, &delays)
+                .await;
+        }
+        let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
         let rows = sqlx::query(&s.enqueue)
             .bind(queue.as_str())
             .bind(&payloads)
@@ -107,6 +112,47 @@ impl PgBackend {
             }
         }
         Ok(out)
+    }
+
+    /// Inserts a batch in which no item has a dedup key: every item is
+    /// new, so no conflict can arise and the ids (sorted, drawn in batch
+    /// order) map to the items in order.
+    async fn insert_plain(
+        &self,
+        queue: &QueueName,
+        payloads: &[&[u8]],
+        priorities: &[i32],
+        attempts: &[i32],
+        delays: &[i64],
+    ) -> Result<Vec<Option<Enqueued>>> {
+        let row = sqlx::query(&self.inner.sql.enqueue_plain)
+            .bind(queue.as_str())
+            .bind(payloads)
+            .bind(priorities)
+            .bind(attempts)
+            .bind(delays)
+            .bind(&self.inner.channel)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db("enqueue"))?;
+        let ids: Vec<i64> = col::<Option<Vec<i64>>>(&row, 0)?.unwrap_or_default();
+        if ids.len() != payloads.len() {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "enqueue of {} items returned {} ids",
+                    payloads.len(),
+                    ids.len()
+                ),
+            });
+        }
+        ids.into_iter()
+            .map(|id| {
+                Ok(Some(Enqueued {
+                    id: item_id(id)?,
+                    deduplicated: false,
+                }))
+            })
+            .collect()
     }
 
     /// One claim statement: leases plus the missing-item rows it deleted.

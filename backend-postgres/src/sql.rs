@@ -13,6 +13,7 @@ fn ms(expr: &str) -> String {
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub(crate) enqueue: String,
+    pub(crate) enqueue_plain: String,
     pub(crate) dedup_holders: String,
     pub(crate) claim: String,
     pub(crate) ack: String,
@@ -96,6 +97,28 @@ impl Sql {
                  SELECT input.id, ins.id IS NOT NULL AS inserted \
                  FROM input LEFT JOIN ins ON ins.id = input.id CROSS JOIN hint \
                  ORDER BY input.ord"
+            ),
+            // A batch without dedup keys: no arbitration, no join back.
+            // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
+            // $5 delays (ms), $6 notify channel. The function scan yields
+            // the rows in batch order and `nextval` runs once per row as
+            // they pass, so ids rise with the batch order; the ids come
+            // back sorted, in one array.
+            enqueue_plain: format!(
+                "WITH ins AS ( \
+                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, available_at) \
+                   SELECT nextval({seq}), $1, \
+                          CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
+                          priority, payload, max_attempts, \
+                          now() + delay_ms * interval '1 millisecond' \
+                   FROM unnest($2::bytea[], $3::int4[], $4::int4[], $5::int8[]) \
+                        AS t(payload, priority, max_attempts, delay_ms) \
+                   RETURNING id, state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($6, $1)) AS n \
+                   FROM (SELECT 1 FROM ins WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT array_agg(ins.id ORDER BY ins.id) FROM ins CROSS JOIN hint"
             ),
             dedup_holders: format!(
                 "SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
