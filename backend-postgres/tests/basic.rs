@@ -178,3 +178,46 @@ async fn crossing_dedup_batches_never_deadlock() {
         20 * 20
     );
 }
+
+#[tokio::test]
+async fn concurrent_batches_without_keys_get_their_own_ids_in_batch_order() {
+    let Some(db) = common::TestDb::new("plain_batches").await else {
+        return;
+    };
+    let queue = q("plain");
+    let batches = (0..4).map(|b| {
+        let backend = db.backend.clone();
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let items = (0..50).map(|i| NewItem::new(format!("{b}-{i}"))).collect();
+            (b, backend.enqueue(&queue, items).await.expect("enqueue"))
+        })
+    });
+    let mut seen = std::collections::HashSet::new();
+    for task in batches.collect::<Vec<_>>() {
+        let (b, out) = task.await.expect("task");
+        assert_eq!(out.len(), 50);
+        assert!(out.windows(2).all(|w| w[0].id < w[1].id), "batch {b}");
+        for (i, e) in out.iter().enumerate() {
+            assert!(!e.deduplicated);
+            assert!(seen.insert(e.id));
+            let info = db.backend.item(&queue, e.id).await.expect("item");
+            assert_eq!(info.payload, format!("{b}-{i}"));
+            assert_eq!(info.state, ItemState::Ready);
+        }
+    }
+    // A delayed item in a batch without keys is Scheduled.
+    let out = db
+        .backend
+        .enqueue(
+            &queue,
+            vec![
+                NewItem::new("now"),
+                NewItem::new("later").delay(Duration::from_secs(60)),
+            ],
+        )
+        .await
+        .expect("enqueue");
+    let later = db.backend.item(&queue, out[1].id).await.expect("item");
+    assert_eq!(later.state, ItemState::Scheduled);
+}
