@@ -1,10 +1,12 @@
 //! The adapter for the `fred` crate: one client (one multiplexed connection
 //! that reconnects by itself) for scripts, and dedicated clients for the
 //! blocking wake-up pop. On Redis Cluster each client is a clustered one:
-//! it discovers the nodes from the seeds, routes each script by its first
-//! key's slot and follows `MOVED` / `ASK` itself (the node refused the
-//! command, so sending it on runs it once); it still sends nothing twice
-//! after a dropped connection.
+//! it discovers the nodes from the seeds and routes each script by its
+//! first key's slot. It follows no redirection itself (see
+//! [`cluster_options`]): a `MOVED` makes it reload the slot map and an
+//! `ASK` comes back as `TRYAGAIN`, which the backend sends again (the node
+//! refused the command, so it did not run); it sends nothing twice after a
+//! dropped connection.
 
 use std::fmt;
 use std::time::Duration;
@@ -81,6 +83,8 @@ fn build(
             c.connection_timeout = connect_timeout;
             c.internal_command_timeout = connect_timeout;
             c.max_command_attempts = 1;
+            // Follow no redirection (see `cluster_options`).
+            c.max_redirections = 0;
         })
         .with_performance_config(|p| {
             p.default_command_timeout = command_timeout;
@@ -127,15 +131,25 @@ impl FredClient {
     }
 }
 
-/// On a cluster a redirected command is written again, and fred counts
-/// each write as an attempt: scripts get enough attempts to follow a few
-/// `MOVED` / `ASK` redirections (the node refused the command, so it did not
-/// run), while `fail_fast` still fails a command that was in flight on a
-/// connection that closed (it may have run) instead of writing it again.
+/// Per-command options on a cluster. `fail_fast` fails a command that was
+/// in flight on a connection that closed (it may have run) instead of
+/// writing it again; the attempts let fred write again a command it could
+/// not route (it was never sent).
+///
+/// No redirection is followed (fred reads a redirection limit of 0 from the
+/// connection settings made in [`build`]). A `MOVED` still makes fred
+/// reload the slot map before it fails the command with "Too many
+/// redirections" (sent again by the backend, to the new owner). Following
+/// an `ASK` is unsafe in fred: it writes `ASKING` on the target's shared
+/// connection and takes the next reply there as its answer, though that
+/// reply may belong to another command in flight; when that fails a few
+/// times it ends its routing task, every command in flight is dropped
+/// ("channel closed") and every later one waits until it times out. With no
+/// redirections an `ASK` fails only that command, before it ran.
 fn cluster_options() -> Options {
     Options {
         max_attempts: Some(8),
-        max_redirections: Some(8),
+        max_redirections: Some(0),
         fail_fast: true,
         ..Options::default()
     }

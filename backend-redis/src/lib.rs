@@ -102,9 +102,10 @@
 //! a dropped connection or a timeout may have run: it is reported as
 //! [`leaseq_core::Error::Backend`], never sent again (the `redis` cluster
 //! connection is built with no retries of its own; `fred` commands are
-//! `fail_fast`). Scripts are sent by `EVALSHA`, and on `NOSCRIPT` (a node
-//! that never saw the script, e.g. after a slot moved) by `EVAL`, which
-//! routes by key like `EVALSHA` and caches the script on that node.
+//! `fail_fast` and follow no redirection themselves). Scripts are sent by
+//! `EVALSHA`, and on `NOSCRIPT` (a node that never saw the script, e.g.
+//! after a slot moved) by `EVAL`, which routes by key like `EVALSHA` and
+//! caches the script on that node.
 //!
 //! For throughput beyond one node, [`ShardedBackend`] spreads one logical
 //! queue over K physical queues (`{prefix:queue:0}` … `{prefix:queue:K-1}`);

@@ -258,16 +258,8 @@ async fn slot_migration_under_storm_redis_rs() {
     storm_through_migration(Which::RedisRs).await;
 }
 
-/// Known issue: in about one run in four, the fred cluster client meets a
-/// "channel closed" while the slot moves and then times out on every call
-/// until the test gives up (nothing is lost or acked twice; the client just
-/// stops answering). redis-rs passes the same storm every run. Until the fred
-/// adapter rebuilds a stuck client by itself, this storm is ignored by
-/// default (cargo test lists it as ignored, with this reason); run it with
-/// `cargo test -p leaseq-redis --all-features --test cluster_migration -- --ignored`.
 #[cfg(feature = "fred")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known issue: the fred cluster client can get stuck after a slot migration"]
 async fn slot_migration_under_storm_fred() {
     storm_through_migration(Which::Fred).await;
 }
