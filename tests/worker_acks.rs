@@ -11,38 +11,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaseq::{
-    async_trait, handler_fn, Backend, BackendExt, CancellationToken, Capabilities, ClaimSpec,
-    Claimed, Enqueued, ItemId, ItemInfo, ItemState, Job, JobContext, JobOutcome, LeaseKey,
-    LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
-    Worker,
+    async_trait, handler_fn, Backend, BackendExt, CancellationToken, ItemId, Job, JobContext,
+    JobOutcome, Layer, LeaseKey, QueueName, Result, Worker,
 };
+use leaseq_core::layer::fault::{Fault, Faults, Op};
 use support::{events, queue, tokio_backend};
 use tokio::time::Instant;
 
 /// Wraps a backend and records the size of every `ack_many` call. Each call
 /// takes `round_trip` (on tokio's clock) like a server would, and can be
 /// made to misbehave: `steal` acks the batch's first lease behind the
-/// worker's back, `fail` fails a call without acking anything, and
-/// `lose_reply` acks the batch but reports a connection error.
+/// worker's back. Below it, `faults` can fail a call without acking anything
+/// (`Fault::Refuse`) or ack the batch but report a backend error
+/// (`Fault::LoseReply`); a refused call is still recorded.
 #[derive(Debug)]
 struct AckRecorder {
-    inner: Arc<dyn Backend>,
+    faults: Faults<Arc<dyn Backend>>,
     round_trip: Duration,
     sizes: Mutex<Vec<usize>>,
     steal: AtomicU64,
-    fail: AtomicU64,
-    lose_reply: AtomicU64,
 }
 
 impl AckRecorder {
     fn new(round_trip: Duration) -> Arc<Self> {
         Arc::new(AckRecorder {
-            inner: tokio_backend(),
+            faults: Faults::new(tokio_backend()),
             round_trip,
             sizes: Mutex::new(Vec::new()),
             steal: AtomicU64::new(0),
-            fail: AtomicU64::new(0),
-            lose_reply: AtomicU64::new(0),
         })
     }
 
@@ -57,76 +53,23 @@ fn take(counter: &AtomicU64) -> bool {
         .is_ok()
 }
 
-fn connection_lost() -> leaseq::Error {
-    leaseq::Error::backend("test", std::io::Error::other("connection reset"))
-}
-
 #[async_trait]
-impl Backend for AckRecorder {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
-    async fn enqueue(&self, q: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        self.inner.enqueue(q, items).await
-    }
-    async fn claim(&self, q: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        self.inner.claim(q, spec).await
-    }
-    async fn ack(&self, l: &LeaseKey) -> Result<()> {
-        self.inner.ack(l).await
+impl Layer for AckRecorder {
+    type Inner = Faults<Arc<dyn Backend>>;
+    fn inner(&self) -> &Faults<Arc<dyn Backend>> {
+        &self.faults
     }
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         self.sizes.lock().expect("lock").push(leases.len());
         if !self.round_trip.is_zero() {
             tokio::time::sleep(self.round_trip).await;
         }
-        if take(&self.fail) {
-            return Err(connection_lost());
-        }
         if take(&self.steal) {
-            self.inner.ack(&leases[0]).await.expect("stolen ack");
+            Backend::ack(&self.faults, &leases[0])
+                .await
+                .expect("stolen ack");
         }
-        let results = self.inner.ack_many(leases).await?;
-        if take(&self.lose_reply) {
-            return Err(connection_lost());
-        }
-        Ok(results)
-    }
-    async fn extend(&self, l: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        self.inner.extend(l, ttl).await
-    }
-    async fn release(&self, l: &LeaseKey, delay: Duration) -> Result<Released> {
-        self.inner.release(l, delay).await
-    }
-    async fn fail(&self, l: &LeaseKey, reason: &str) -> Result<()> {
-        self.inner.fail(l, reason).await
-    }
-    async fn reap(&self, q: &QueueName) -> Result<ReapReport> {
-        self.inner.reap(q).await
-    }
-    async fn stats(&self, q: &QueueName) -> Result<QueueStats> {
-        self.inner.stats(q).await
-    }
-    async fn peek(&self, q: &QueueName, s: ItemState, limit: usize) -> Result<Vec<ItemInfo>> {
-        self.inner.peek(q, s, limit).await
-    }
-    async fn item(&self, q: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        self.inner.item(q, id).await
-    }
-    async fn redrive(&self, q: &QueueName, limit: usize) -> Result<u64> {
-        self.inner.redrive(q, limit).await
-    }
-    async fn purge(&self, q: &QueueName) -> Result<u64> {
-        self.inner.purge(q).await
-    }
-    async fn wait_for_work(&self, q: &QueueName, timeout: Duration) {
-        self.inner.wait_for_work(q, timeout).await
+        Backend::ack_many(&self.faults, leases).await
     }
 }
 
@@ -265,7 +208,7 @@ async fn each_lease_in_a_batch_gets_its_own_result() {
 #[tokio::test(start_paused = true)]
 async fn a_batch_whose_reply_was_lost_is_sent_again_and_reports_the_lost_lease() {
     let recorder = AckRecorder::new(Duration::ZERO);
-    recorder.lose_reply.store(1, Ordering::SeqCst);
+    recorder.faults.inject(Op::AckMany, Fault::LoseReply, 1);
     let backend: Arc<dyn Backend> = recorder.clone();
     let q = queue("lost-reply");
     let id = backend.push(&q, "x").await.expect("enqueue");
@@ -295,7 +238,7 @@ async fn a_batch_whose_reply_was_lost_is_sent_again_and_reports_the_lost_lease()
 #[tokio::test(start_paused = true)]
 async fn a_batch_the_backend_keeps_failing_is_unrecorded_for_every_lease() {
     let recorder = AckRecorder::new(Duration::ZERO);
-    recorder.fail.store(u64::MAX, Ordering::SeqCst);
+    recorder.faults.inject(Op::AckMany, Fault::Refuse, u32::MAX);
     let backend: Arc<dyn Backend> = recorder.clone();
     let q = queue("down");
     push_many(&backend, &q, 3).await;

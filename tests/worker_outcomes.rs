@@ -56,7 +56,7 @@ async fn heartbeats_keep_a_slow_jobs_lease_alive() {
 async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
     let clock = ManualClock::new();
     let backend: Arc<dyn leaseq::Backend> =
-        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
     let q = queue("lost");
     backend.push(&q, "x").await.expect("enqueue");
     let (started_tx, mut started) = mpsc::unbounded_channel();
@@ -274,7 +274,7 @@ async fn a_payload_that_does_not_decode_goes_dead_at_once() {
 async fn a_job_abandoned_at_shutdown_after_losing_its_lease_still_reports_its_end() {
     let clock = ManualClock::new();
     let backend: Arc<dyn leaseq::Backend> =
-        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
     let q = queue("lost-then-abandoned");
     backend.push(&q, "x").await.expect("enqueue");
     let (started_tx, mut started) = mpsc::unbounded_channel();

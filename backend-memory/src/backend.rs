@@ -23,6 +23,7 @@ pub struct MemoryBackend {
     pub(crate) shared: Arc<Shared>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) limits: Limits,
+    pub(crate) test_hooks: bool,
 }
 
 /// What every clone of one backend shares.
@@ -88,7 +89,17 @@ impl MemoryBackend {
             shared: Arc::new(Shared::default()),
             clock,
             limits: Limits::default(),
+            test_hooks: false,
         }
+    }
+
+    /// This handle with [`leaseq_core::TestHooks`] turned on, for test
+    /// suites: they expire live leases and plant corrupt entries, so a
+    /// handle made by [`MemoryBackend::new`] has none.
+    #[must_use]
+    pub fn with_test_hooks(mut self) -> Self {
+        self.test_hooks = true;
+        self
     }
 
     /// This handle with `limits` (other clones keep their own limits but

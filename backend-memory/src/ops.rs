@@ -35,7 +35,7 @@ fn lost(lease: &LeaseKey) -> Error {
 #[async_trait]
 impl Backend for MemoryBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(false, false)
+        Capabilities::all_features()
     }
 
     fn limits(&self) -> Limits {
@@ -346,7 +346,7 @@ impl Backend for MemoryBackend {
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        Some(self)
+        self.test_hooks.then_some(self as &dyn TestHooks)
     }
 }
 

@@ -13,7 +13,7 @@ use leaseq_memory::MemoryBackend;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_consumers_and_reapers_lose_and_duplicate_nothing() {
     let clock = ManualClock::new();
-    let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+    let backend = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
     let queue = QueueName::new("storm").expect("name");
     let (producers, per_producer) = (4u64, 2_000u64);
     let total = producers * per_producer;

@@ -180,8 +180,11 @@ async fn capabilities_say_full_but_not_durable_or_shared() {
     let f = fixture();
     let caps = f.backend.capabilities();
     assert!(!caps.durable && !caps.shared);
-    assert!(caps.dedup && caps.priorities && caps.delays && caps.test_hooks);
+    assert!(caps.dedup && caps.priorities && caps.delays && caps.atomic_batch);
+    assert_eq!(caps.order, leaseq_core::Order::Global);
     assert!(f.backend.test_hooks().is_some());
+    // A handle made for production has no hooks.
+    assert!(leaseq_memory::MemoryBackend::new().test_hooks().is_none());
     assert!(format!("{:?}", f.backend).contains("MemoryBackend"));
     let _ = QueueName::new("x");
 }

@@ -218,7 +218,7 @@ impl PgBackend {
 #[async_trait]
 impl Backend for PgBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(true, true)
+        Capabilities::all_features().durable(true).shared(true)
     }
 
     fn limits(&self) -> Limits {
@@ -517,6 +517,9 @@ impl Backend for PgBackend {
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        Some(self)
+        self.inner
+            .options
+            .test_hooks
+            .then_some(self as &dyn TestHooks)
     }
 }

@@ -25,6 +25,7 @@ pub struct PgOptions {
     pub(crate) poll_interval: Duration,
     pub(crate) acquire_timeout: Duration,
     pub(crate) limits: Limits,
+    pub(crate) test_hooks: bool,
 }
 
 impl PgOptions {
@@ -45,6 +46,7 @@ impl PgOptions {
             poll_interval: Duration::from_secs(1),
             acquire_timeout: Duration::from_secs(30),
             limits: Limits::default(),
+            test_hooks: false,
         }
     }
 
@@ -95,6 +97,13 @@ impl PgOptions {
     /// The largest payload accepted, in bytes.
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
+    /// hooks expire live leases and plant corrupt rows).
+    pub fn test_hooks(mut self, on: bool) -> Self {
+        self.test_hooks = on;
         self
     }
 

@@ -25,6 +25,7 @@ pub struct RedisConfig {
     pub(crate) reap_batch: u32,
     pub(crate) idle_wait_connections: usize,
     pub(crate) durable: bool,
+    pub(crate) test_hooks: bool,
 }
 
 impl RedisConfig {
@@ -59,6 +60,7 @@ impl RedisConfig {
             reap_batch: 500,
             idle_wait_connections: 4,
             durable: false,
+            test_hooks: false,
         }
     }
 
@@ -125,6 +127,13 @@ impl RedisConfig {
     /// Idle dedicated connections kept for workers waiting for work.
     pub fn idle_wait_connections(mut self, n: usize) -> Self {
         self.idle_wait_connections = n;
+        self
+    }
+
+    /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
+    /// hooks expire live leases and plant corrupt entries).
+    pub fn test_hooks(mut self, on: bool) -> Self {
+        self.test_hooks = on;
         self
     }
 

@@ -143,5 +143,5 @@ pub use ops::MAX_PEEK;
 pub use reply::Reply;
 pub use scripts::Script;
 pub use sharded::{
-    sharded_id, split_id, ShardNamer, ShardedBackend, ShardedRedisBackend, MAX_SHARDS,
+    sharded_id, split_id, ShardNamer, Sharded, ShardedBackend, ShardedRedisBackend, MAX_SHARDS,
 };

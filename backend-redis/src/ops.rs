@@ -36,7 +36,9 @@ fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
 #[async_trait]
 impl<C: ScriptClient> Backend for RedisBackend<C> {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(self.config.durable, true)
+        Capabilities::all_features()
+            .durable(self.config.durable)
+            .shared(true)
     }
 
     fn limits(&self) -> Limits {
@@ -282,6 +284,6 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        Some(self)
+        self.config.test_hooks.then_some(self as &dyn TestHooks)
     }
 }

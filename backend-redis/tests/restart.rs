@@ -145,6 +145,7 @@ async fn storm_across_sigkill(which: Which) {
     };
     let config = RedisConfig::new(server.url())
         .prefix("storm")
+        .test_hooks(true)
         .durable(true)
         .response_timeout(Duration::from_secs(1));
     let b = common::connect(which, config).await.expect("connect");

@@ -122,7 +122,7 @@ impl BackendFactory for MemoryFactory {
         if self.manual {
             let clock = ManualClock::new();
             Ok(TestBackend::manual(
-                Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone()))),
+                Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks()),
                 clock,
             ))
         } else {
@@ -133,7 +133,9 @@ impl BackendFactory for MemoryFactory {
 
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
 fn redis_config(url: &str) -> leaseq_redis::RedisConfig {
-    leaseq_redis::RedisConfig::new(url).prefix(NAMESPACE)
+    leaseq_redis::RedisConfig::new(url)
+        .prefix(NAMESPACE)
+        .test_hooks(true)
 }
 
 /// The Redis backend on the `redis` crate.
@@ -199,6 +201,7 @@ impl BackendFactory for PgFactory {
 
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let options = leaseq_postgres::PgOptions::new()
+            .test_hooks(true)
             .schema(NAMESPACE)
             .max_connections(PG_CONNECTIONS);
         let b = leaseq_postgres::PgBackend::connect(&self.url, options)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{
-    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName, QueueStats,
+    Backend, ClaimSpec, Error, Order, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName, QueueStats,
     ReapReport, TestHooks, Timestamp,
 };
 use tokio::task::JoinHandle;
@@ -28,6 +28,8 @@ pub(crate) struct Needs {
     pub(crate) dedup: bool,
     pub(crate) priorities: bool,
     pub(crate) delays: bool,
+    /// One claim order over the whole queue ([`Order::Global`]).
+    pub(crate) global_order: bool,
 }
 
 impl Needs {
@@ -36,6 +38,7 @@ impl Needs {
         dedup: false,
         priorities: false,
         delays: false,
+        global_order: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -53,6 +56,21 @@ impl Needs {
         delays: true,
         ..Needs::NONE
     };
+    pub(crate) const GLOBAL_ORDER: Needs = Needs {
+        global_order: true,
+        ..Needs::NONE
+    };
+
+    /// These needs and `other`'s.
+    pub(crate) const fn and(self, other: Needs) -> Needs {
+        Needs {
+            hooks: self.hooks || other.hooks,
+            dedup: self.dedup || other.dedup,
+            priorities: self.priorities || other.priorities,
+            delays: self.delays || other.delays,
+            global_order: self.global_order || other.global_order,
+        }
+    }
 
     fn missing(self, b: &dyn Backend) -> Option<String> {
         let caps = b.capabilities();
@@ -67,6 +85,12 @@ impl Needs {
         }
         if self.delays && !caps.delays {
             return Some("the backend does not support delays".into());
+        }
+        if self.global_order && caps.order != Order::Global {
+            return Some(format!(
+                "the backend keeps claim order per shard, not over the whole queue (Capabilities::order is {:?})",
+                caps.order
+            ));
         }
         None
     }
@@ -98,18 +122,6 @@ where
         Ok(tb) => tb,
         Err(u) => return Ok(Outcome::Unavailable(u.0)),
     };
-    let caps = tb.backend.capabilities();
-    ensure!(
-        caps.test_hooks == tb.backend.test_hooks().is_some(),
-        Rule::Contract("capabilities"),
-        "Capabilities::test_hooks is {} but test_hooks() returns {}",
-        caps.test_hooks,
-        if tb.backend.test_hooks().is_some() {
-            "hooks"
-        } else {
-            "None"
-        }
-    );
     if let Some(reason) = needs.missing(tb.backend.as_ref()) {
         return Ok(Outcome::Skipped(reason));
     }

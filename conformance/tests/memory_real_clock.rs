@@ -2,12 +2,8 @@
 //! server backend runs it: real time, short leases, waits on conditions;
 //! once with test hooks and once without (checks that need them skip).
 
-#[path = "teeth/faulty.rs"]
-mod faulty;
-
 use std::sync::Arc;
 
-use faulty::{Fault, Faulty};
 use leaseq_conformance::{BackendFactory, TestBackend, Unavailable};
 use leaseq_core::SystemClock;
 use leaseq_memory::MemoryBackend;
@@ -28,14 +24,11 @@ impl BackendFactory for RealClockFactory {
     }
 
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
-        let backend = Arc::new(MemoryBackend::with_clock(Arc::new(SystemClock)));
+        let backend = MemoryBackend::with_clock(Arc::new(SystemClock));
         if self.hooks {
-            return Ok(TestBackend::real(backend));
+            return Ok(TestBackend::real(Arc::new(backend.with_test_hooks())));
         }
-        Ok(TestBackend::real(Arc::new(Faulty::new(
-            backend,
-            Fault::HideHooks,
-        ))))
+        Ok(TestBackend::real(Arc::new(backend)))
     }
 }
 

@@ -26,7 +26,7 @@ impl BackendFactory for MemoryFactory {
     }
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let clock = ManualClock::new();
-        let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+        let backend = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
         Ok(TestBackend::manual(Arc::new(backend), clock))
     }
 }
@@ -41,7 +41,7 @@ impl BackendFactory for FaultyFactory {
     }
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let clock = ManualClock::new();
-        let inner = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+        let inner = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
         Ok(TestBackend::manual(
             Arc::new(Faulty::new(inner, self.0)),
             clock,

@@ -43,7 +43,7 @@ impl BackendFactory for FaultyFactory {
     }
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let clock = ManualClock::new();
-        let inner = MemoryBackend::with_clock(Arc::new(clock.clone()));
+        let inner = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
         let b = Faulty::new(Arc::new(inner), self.0);
         Ok(TestBackend::manual(Arc::new(b), clock))
     }

@@ -10,8 +10,18 @@ use crate::{
     QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
-/// What a backend supports, as data. The conformance suite turns checks on
-/// from it and prints every check it skips and why.
+/// What a backend supports and guarantees, as data. The conformance suite
+/// picks its checks from it and prints every check it skips and why.
+///
+/// Built readably at the call site:
+///
+/// ```
+/// use leaseq_core::{Capabilities, Order};
+/// let caps = Capabilities::all_features().durable(true).shared(true);
+/// assert!(caps.durable && caps.dedup && caps.order == Order::Global);
+/// let sharded = caps.order(Order::PerShard).atomic_batch(false);
+/// assert!(!sharded.atomic_batch);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Capabilities {
@@ -26,21 +36,87 @@ pub struct Capabilities {
     pub priorities: bool,
     /// Delays are honoured.
     pub delays: bool,
-    /// [`Backend::test_hooks`] returns hooks.
-    pub test_hooks: bool,
+    /// Over which items priority and FIFO order hold.
+    pub order: Order,
+    /// A batch [`Backend::enqueue`] is written whole or not at all, even when
+    /// the server fails midway.
+    pub atomic_batch: bool,
+}
+
+/// Over which items a backend keeps claim order (priority, then FIFO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Order {
+    /// One order over every item of a queue (INV-8 as written).
+    #[default]
+    Global,
+    /// Order holds within each shard of a queue, not across shards.
+    PerShard,
 }
 
 impl Capabilities {
-    /// Every feature supported; `durable` and `shared` as given.
-    pub fn full(durable: bool, shared: bool) -> Self {
+    /// Every feature (dedup, priorities, delays, global order, atomic
+    /// batches), neither durable nor shared: add those with
+    /// [`Self::durable`] and [`Self::shared`].
+    pub const fn all_features() -> Self {
         Capabilities {
-            durable,
-            shared,
+            durable: false,
+            shared: false,
             dedup: true,
             priorities: true,
             delays: true,
-            test_hooks: true,
+            order: Order::Global,
+            atomic_batch: true,
         }
+    }
+
+    /// With `durable` set.
+    #[must_use]
+    pub const fn durable(mut self, yes: bool) -> Self {
+        self.durable = yes;
+        self
+    }
+
+    /// With `shared` set.
+    #[must_use]
+    pub const fn shared(mut self, yes: bool) -> Self {
+        self.shared = yes;
+        self
+    }
+
+    /// With `dedup` set.
+    #[must_use]
+    pub const fn dedup(mut self, yes: bool) -> Self {
+        self.dedup = yes;
+        self
+    }
+
+    /// With `priorities` set.
+    #[must_use]
+    pub const fn priorities(mut self, yes: bool) -> Self {
+        self.priorities = yes;
+        self
+    }
+
+    /// With `delays` set.
+    #[must_use]
+    pub const fn delays(mut self, yes: bool) -> Self {
+        self.delays = yes;
+        self
+    }
+
+    /// With `order` set.
+    #[must_use]
+    pub const fn order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// With `atomic_batch` set.
+    #[must_use]
+    pub const fn atomic_batch(mut self, yes: bool) -> Self {
+        self.atomic_batch = yes;
+        self
     }
 }
 
@@ -209,7 +285,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Hooks that let the conformance suite plant stale or corrupt state.
-    /// `None` unless the backend opts in (see [`Capabilities::test_hooks`]).
+    /// `None` unless the backend was built for tests (each backend says how:
+    /// a constructor or an option the test factory sets, never a default),
+    /// so a production handle cannot expire live leases or plant entries.
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         None
     }

@@ -27,7 +27,7 @@ impl BackendFactory for MemoryFactory {
     }
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let clock = ManualClock::new();
-        let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+        let backend = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
         Ok(TestBackend::manual(Arc::new(backend), clock))
     }
 }
@@ -100,7 +100,9 @@ impl BackendFactory for RedisFactory {
         let made = self
             .backend
             .get_or_init(|| async {
-                let config = RedisConfig::new(&self.url).prefix(&self.prefix);
+                let config = RedisConfig::new(&self.url)
+                    .prefix(&self.prefix)
+                    .test_hooks(true);
                 self.client.connect(config).await.map_err(|e| e.to_string())
             })
             .await;
@@ -141,6 +143,7 @@ impl PgFactory {
     /// Options for a test backend in `schema`.
     pub fn options(schema: &str) -> PgOptions {
         PgOptions::new()
+            .test_hooks(true)
             .schema(schema)
             .max_connections(4)
             .poll_interval(std::time::Duration::from_millis(200))

@@ -5,89 +5,15 @@
 //! acked twice, and the indexes stay consistent (INV-1).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
+use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::{
-    handler_fn, Backend, CancellationToken, Capabilities, ClaimSpec, Claimed, Enqueued, Error,
-    ItemId, ItemInfo, ItemState, Job, JobContext, JobOutcome, LeaseKey, LeaseTtl, Limits,
-    ManualClock, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
-    Timestamp, Worker,
+    handler_fn, Backend, CancellationToken, Error, ItemId, Job, JobContext, JobOutcome,
+    ManualClock, NewItem, QueueName, Worker,
 };
 use leaseq_memory::MemoryBackend;
-
-/// Forwards every call, except that heartbeats (`extend`) fail while cut:
-/// a network partition that only the heartbeat meets.
-#[derive(Debug)]
-struct Partition {
-    inner: Arc<MemoryBackend>,
-    cut: AtomicBool,
-    refused: AtomicU64,
-}
-
-#[async_trait]
-impl Backend for Partition {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
-    async fn enqueue(&self, q: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        self.inner.enqueue(q, items).await
-    }
-    async fn claim(&self, q: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        self.inner.claim(q, spec).await
-    }
-    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
-        self.inner.ack(lease).await
-    }
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        if self.cut.load(Ordering::SeqCst) {
-            self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(Error::backend(
-                "heartbeat",
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "partitioned"),
-            ));
-        }
-        self.inner.extend(lease, ttl).await
-    }
-    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        self.inner.release(lease, delay).await
-    }
-    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
-        self.inner.fail(lease, reason).await
-    }
-    async fn reap(&self, q: &QueueName) -> Result<ReapReport> {
-        self.inner.reap(q).await
-    }
-    async fn stats(&self, q: &QueueName) -> Result<QueueStats> {
-        self.inner.stats(q).await
-    }
-    async fn peek(&self, q: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
-        self.inner.peek(q, st, n).await
-    }
-    async fn item(&self, q: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        self.inner.item(q, id).await
-    }
-    async fn redrive(&self, q: &QueueName, n: usize) -> Result<u64> {
-        self.inner.redrive(q, n).await
-    }
-    async fn purge(&self, q: &QueueName) -> Result<u64> {
-        self.inner.purge(q).await
-    }
-    async fn wait_for_work(&self, q: &QueueName, timeout: Duration) {
-        self.inner.wait_for_work(q, timeout).await
-    }
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner.test_hooks()
-    }
-}
 
 /// What every worker saw, per item.
 #[derive(Debug, Default)]
@@ -179,7 +105,8 @@ async fn consistent(b: &dyn Backend, q: &QueueName) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_aborted_mid_handler_loses_nothing() {
     let clock = ManualClock::new();
-    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+    let b: Arc<dyn Backend> =
+        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
     let q = QueueName::new("abort").expect("name");
     let ids: Vec<ItemId> = b
         .enqueue(&q, (0..20).map(|i| NewItem::new(format!("j{i}"))).collect())
@@ -251,12 +178,11 @@ async fn worker_aborted_mid_handler_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_that_never_returns_loses_its_lease() {
     let clock = ManualClock::new();
-    let mem = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
-    let part = Arc::new(Partition {
-        inner: mem.clone(),
-        cut: AtomicBool::new(true),
-        refused: AtomicU64::new(0),
-    });
+    let mem = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
+    // A network partition that only the heartbeat meets: every `extend`
+    // fails (without reaching the store) until the faults are cleared.
+    let part = Arc::new(Faults::new(mem.clone()));
+    part.inject(Op::Extend, Fault::Refuse, u32::MAX);
     let q = QueueName::new("hang").expect("name");
     let id = mem
         .enqueue(&q, vec![NewItem::new("hangs")])
@@ -274,7 +200,7 @@ async fn handler_that_never_returns_loses_its_lease() {
     until(
         "A's heartbeats to be refused",
         Duration::from_secs(10),
-        || p.refused.load(Ordering::SeqCst) >= 3,
+        || p.fired() >= 3,
     )
     .await;
     let s = seen.clone();
@@ -296,7 +222,7 @@ async fn handler_that_never_returns_loses_its_lease() {
 
     // The partition heals: A's next heartbeat finds the lease lost; A's
     // handler still never returns, so shutdown aborts it after its deadline.
-    part.cut.store(false, Ordering::SeqCst);
+    part.clear();
     let s = seen.clone();
     until(
         "A to learn that its lease is lost",
@@ -336,6 +262,6 @@ async fn handler_that_never_returns_loses_its_lease() {
     consistent(mem.as_ref(), &q).await;
     println!(
         "hang: {} heartbeats refused; recovered and acked by another worker {recovered:?} after the lease ran out; A's events {a_events:?}",
-        part.refused.load(Ordering::SeqCst)
+        part.fired()
     );
 }

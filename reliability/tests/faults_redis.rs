@@ -40,6 +40,7 @@ const SCHEDULE: [Fault; 6] = [
 async fn connect(client: RedisClient, url: &str) -> Arc<dyn Backend> {
     let config = RedisConfig::new(url)
         .prefix("rel")
+        .test_hooks(true)
         .durable(true)
         .response_timeout(Duration::from_secs(1))
         .connect_timeout(Duration::from_secs(1));

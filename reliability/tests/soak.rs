@@ -129,7 +129,7 @@ async fn soak_redis() {
     let mut backends = Vec::new();
     for _ in 0..4 {
         match RedisClient::RedisRs
-            .connect(RedisConfig::new(&url).prefix(&prefix))
+            .connect(RedisConfig::new(&url).prefix(&prefix).test_hooks(true))
             .await
         {
             Ok(b) => backends.push(b),

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq::{
-    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, ItemId, ItemInfo,
-    ItemState, JobEvent, LeaseKey, LeaseTtl, MemoryBackend, NewItem, QueueName, QueueStats,
-    ReapReport, Released, Result, Timestamp,
+    async_trait, Backend, ClaimSpec, Claimed, Clock, JobEvent, Layer, LeaseKey, MemoryBackend,
+    QueueName, Result, Timestamp,
 };
 use tokio::sync::mpsc;
 
@@ -37,7 +36,7 @@ impl Clock for TokioClock {
 
 /// A memory backend on tokio's clock.
 pub fn tokio_backend() -> Arc<dyn Backend> {
-    Arc::new(MemoryBackend::with_clock(Arc::new(TokioClock::new())))
+    Arc::new(MemoryBackend::with_clock(Arc::new(TokioClock::new())).with_test_hooks())
 }
 
 pub fn queue(name: &str) -> QueueName {
@@ -102,16 +101,13 @@ impl CountingBackend {
     }
 }
 
+// A layer: only claims and acks are changed, every other call (limits and
+// test hooks included) is forwarded to `inner` by `Layer`'s defaults.
 #[async_trait]
-impl Backend for CountingBackend {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
-    async fn enqueue(&self, q: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        self.inner.enqueue(q, items).await
+impl Layer for CountingBackend {
+    type Inner = Arc<dyn Backend>;
+    fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
     }
     async fn claim(&self, q: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.claims.fetch_add(1, Ordering::SeqCst);
@@ -126,34 +122,13 @@ impl Backend for CountingBackend {
         }
         self.inner.ack(l).await
     }
-    async fn extend(&self, l: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        self.inner.extend(l, ttl).await
-    }
-    async fn release(&self, l: &LeaseKey, delay: Duration) -> Result<Released> {
-        self.inner.release(l, delay).await
-    }
-    async fn fail(&self, l: &LeaseKey, reason: &str) -> Result<()> {
-        self.inner.fail(l, reason).await
-    }
-    async fn reap(&self, q: &QueueName) -> Result<ReapReport> {
-        self.inner.reap(q).await
-    }
-    async fn stats(&self, q: &QueueName) -> Result<QueueStats> {
-        self.inner.stats(q).await
-    }
-    async fn peek(&self, q: &QueueName, s: ItemState, limit: usize) -> Result<Vec<ItemInfo>> {
-        self.inner.peek(q, s, limit).await
-    }
-    async fn item(&self, q: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        self.inner.item(q, id).await
-    }
-    async fn redrive(&self, q: &QueueName, limit: usize) -> Result<u64> {
-        self.inner.redrive(q, limit).await
-    }
-    async fn purge(&self, q: &QueueName) -> Result<u64> {
-        self.inner.purge(q).await
-    }
-    async fn wait_for_work(&self, q: &QueueName, timeout: Duration) {
-        self.inner.wait_for_work(q, timeout).await
+    // The worker acks in batches. A failed ack fails its whole batch before
+    // anything is acked, as the old loop of single acks did; a batch spends
+    // one of `fail_acks`.
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        if !leases.is_empty() && take(&self.fail_acks) {
+            return Err(connection_lost());
+        }
+        self.inner.ack_many(leases).await
     }
 }

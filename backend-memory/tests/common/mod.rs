@@ -18,7 +18,7 @@ pub struct Fixture {
 pub fn fixture() -> Fixture {
     let clock = ManualClock::new();
     Fixture {
-        backend: MemoryBackend::with_clock(Arc::new(clock.clone())),
+        backend: MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks(),
         clock,
         queue: QueueName::new("jobs").expect("valid name"),
     }

@@ -2,7 +2,6 @@
 //! and its removal, and the loud skip when no server is reachable.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod schema_guard;
 
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ pub fn url() -> String {
 /// Options for a test backend in `schema`.
 pub fn options(schema: &str) -> PgOptions {
     PgOptions::new()
+        .test_hooks(true)
         .schema(schema)
         .max_connections(8)
         .poll_interval(Duration::from_millis(200))
@@ -71,5 +71,77 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         drop_schema_blocking(self.schema.clone());
+    }
+}
+
+/// A conformance factory: a fresh schema and pool per check, on the
+/// server's clock, optionally sharded. The factory drops every schema it
+/// made when it goes (the suite makes one factory per check), so cleanup
+/// rides on the factory, not on a wrapper around the backend.
+#[derive(Debug, Default)]
+pub struct Factory {
+    shards: Option<u16>,
+    schemas: std::sync::Mutex<Vec<String>>,
+}
+
+impl Factory {
+    /// Plain queues.
+    pub fn new() -> Self {
+        Factory::default()
+    }
+
+    /// Each logical queue sharded over `k` physical queues.
+    pub fn sharded(k: u16) -> Self {
+        Factory {
+            shards: Some(k),
+            schemas: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A plain backend in a fresh schema this factory drops.
+    pub async fn backend(&self) -> Result<PgBackend, String> {
+        probe().await?;
+        let schema = fresh_schema("conf");
+        self.schemas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(schema.clone());
+        PgBackend::connect(&url(), options(&schema))
+            .await
+            .map_err(|e| format!("no PostgreSQL at {}: {e}", url()))
+    }
+}
+
+impl Drop for Factory {
+    fn drop(&mut self) {
+        for schema in self.schemas.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            drop_schema_blocking(schema);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl leaseq_conformance::BackendFactory for Factory {
+    fn name(&self) -> &str {
+        match self.shards {
+            None => "postgres",
+            Some(_) => "postgres sharded",
+        }
+    }
+
+    async fn backend(
+        &self,
+    ) -> Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable> {
+        let backend = Factory::backend(self)
+            .await
+            .map_err(leaseq_conformance::Unavailable)?;
+        let backend: std::sync::Arc<dyn leaseq_core::Backend> = match self.shards {
+            None => std::sync::Arc::new(backend),
+            Some(k) => std::sync::Arc::new(
+                leaseq_core::layer::shard::Sharded::new(backend, k)
+                    .map_err(|e| leaseq_conformance::Unavailable(e.to_string()))?,
+            ),
+        };
+        Ok(leaseq_conformance::TestBackend::real(backend))
     }
 }

@@ -144,7 +144,9 @@ impl LocalCluster {
 
     /// Settings for this cluster under `prefix`.
     pub fn config(&self, prefix: &str) -> RedisConfig {
-        RedisConfig::cluster(self.seeds()).prefix(prefix)
+        RedisConfig::cluster(self.seeds())
+            .prefix(prefix)
+            .test_hooks(true)
     }
 
     /// The port of the master serving `slot` (from `CLUSTER SLOTS` of a node).

@@ -68,7 +68,7 @@ pub async fn connect(which: Which, config: RedisConfig) -> leaseq_core::Result<A
 pub async fn backend(which: Which, tag: &str) -> Option<(Arc<dyn Backend>, Cleanup)> {
     let url = url();
     let prefix = fresh_prefix(tag);
-    let config = RedisConfig::new(&url).prefix(&prefix);
+    let config = RedisConfig::new(&url).prefix(&prefix).test_hooks(true);
     match connect(which, config).await {
         Ok(b) => Some((b, Cleanup { url, prefix })),
         Err(e) => {
@@ -93,6 +93,7 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
 #[derive(Debug)]
 pub struct Factory {
     which: Which,
+    shards: Option<u16>,
     cleanup: Cleanup,
     backend: tokio::sync::OnceCell<Result<Arc<dyn Backend>, String>>,
 }
@@ -101,6 +102,7 @@ impl Factory {
     pub fn new(which: Which) -> Self {
         Factory {
             which,
+            shards: None,
             cleanup: Cleanup {
                 url: url(),
                 prefix: fresh_prefix(which.name()),
@@ -108,12 +110,25 @@ impl Factory {
             backend: tokio::sync::OnceCell::new(),
         }
     }
+
+    /// Each logical queue sharded over `k` physical queues.
+    pub fn sharded(which: Which, k: u16) -> Self {
+        Factory {
+            shards: Some(k),
+            ..Factory::new(which)
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl leaseq_conformance::BackendFactory for Factory {
     fn name(&self) -> &str {
-        self.which.name()
+        match (self.which, self.shards) {
+            (Which::RedisRs, None) => "redis-rs",
+            (Which::Fred, None) => "fred",
+            (Which::RedisRs, Some(_)) => "redis-rs sharded",
+            (Which::Fred, Some(_)) => "fred sharded",
+        }
     }
 
     async fn backend(
@@ -122,8 +137,14 @@ impl leaseq_conformance::BackendFactory for Factory {
         let made = self
             .backend
             .get_or_init(|| async {
-                let config = RedisConfig::new(&self.cleanup.url).prefix(&self.cleanup.prefix);
-                connect(self.which, config).await.map_err(|e| e.to_string())
+                let config = RedisConfig::new(&self.cleanup.url)
+                    .prefix(&self.cleanup.prefix)
+                    .test_hooks(true);
+                let made = match self.shards {
+                    None => connect(self.which, config).await,
+                    Some(k) => connect_sharded(self.which, config, k, None).await,
+                };
+                made.map_err(|e| e.to_string())
             })
             .await;
         match made {

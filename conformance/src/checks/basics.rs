@@ -127,7 +127,7 @@ pub async fn stats_and_peek<F: BackendFactory>(factory: &F) -> CheckResult {
         factory,
         "stats_and_peek",
         rule,
-        Needs::NONE,
+        Needs::GLOBAL_ORDER,
         |cx| async move {
             let delays = cx.b.capabilities().delays;
             let ids = cx.push_n(5).await?;

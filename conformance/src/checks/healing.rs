@@ -21,7 +21,8 @@ fn hooks(cx: &Cx) -> Result<&dyn TestHooks, Violation> {
 /// A claim that meets a dangling id at the head of Ready removes it,
 /// reports the repair, and still returns every real item asked for (INV-6).
 pub async fn claim_heals_dangling_id<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "claim_heals_dangling_id", Rule::Inv6, Needs::HOOKS, |cx| async move {
+    let needs = Needs::HOOKS.and(Needs::GLOBAL_ORDER);
+    run(factory, "claim_heals_dangling_id", Rule::Inv6, needs, |cx| async move {
         let mut rng = Rng::seeded();
         let real = cx.push_n(2).await?;
         let ghost = ghost_id(&mut rng);
@@ -106,7 +107,8 @@ pub async fn dangling_ids_never_stall_a_claim<F: BackendFactory>(factory: &F) ->
         factory,
         "dangling_ids_never_stall_a_claim",
         Rule::Inv6,
-        Needs::HOOKS,
+        // A claim of one meets every planted id only in one global order.
+        Needs::HOOKS.and(Needs::GLOBAL_ORDER),
         |cx| async move {
             let mut rng = Rng::seeded();
             let only = cx.claim(5, LONG).await?;

@@ -14,7 +14,7 @@ pub async fn fifo_within_priority<F: BackendFactory>(factory: &F) -> CheckResult
         factory,
         "fifo_within_priority",
         Rule::Inv8,
-        Needs::NONE,
+        Needs::GLOBAL_ORDER,
         |cx| async move {
             let mut ids = Vec::new();
             for batch in [1usize, 7, 1, 30, 11] {
@@ -57,7 +57,7 @@ pub async fn priority_then_fifo<F: BackendFactory>(factory: &F) -> CheckResult {
         factory,
         "priority_then_fifo",
         Rule::Inv8,
-        Needs::PRIORITIES,
+        Needs::PRIORITIES.and(Needs::GLOBAL_ORDER),
         |cx| async move {
             let prios = [0, 5, -3, 5, 0, 10, -3, 10, 0, i32::MAX, i32::MIN, 5];
             let mut enq = Vec::new();

@@ -44,7 +44,7 @@
 //!     }
 //!     async fn backend(&self) -> Result<TestBackend, Unavailable> {
 //!         let clock = ManualClock::new();
-//!         let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+//!         let backend = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
 //!         Ok(TestBackend::manual(Arc::new(backend), clock))
 //!     }
 //! }

@@ -5,13 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, Lease,
-    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
-    Result, TestHooks, Timestamp,
+    Backend, ClaimSpec, Claimed, ItemId, Layer, Lease, LeaseKey, LeaseToken, QueueName, Result,
+    TestHooks,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -54,25 +52,11 @@ impl Faulty {
 }
 
 #[async_trait]
-impl Backend for Faulty {
-    fn capabilities(&self) -> Capabilities {
-        let mut caps = self.inner.capabilities();
-        if self.fault == Fault::HideHooks {
-            caps.test_hooks = false;
-        }
-        caps
-    }
+impl Layer for Faulty {
+    type Inner = Arc<dyn Backend>;
 
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
-
-    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        self.inner.enqueue(queue, items).await
+    fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -120,47 +104,6 @@ impl Backend for Faulty {
             }
         }
         self.inner.ack(lease).await
-    }
-
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        self.inner.extend(lease, ttl).await
-    }
-
-    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        self.inner.release(lease, delay).await
-    }
-
-    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
-        self.inner.fail(lease, reason).await
-    }
-
-    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        self.inner.reap(queue).await
-    }
-
-    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
-        self.inner.stats(queue).await
-    }
-
-    async fn peek(
-        &self,
-        queue: &QueueName,
-        state: ItemState,
-        limit: usize,
-    ) -> Result<Vec<ItemInfo>> {
-        self.inner.peek(queue, state, limit).await
-    }
-
-    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        self.inner.item(queue, id).await
-    }
-
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        self.inner.redrive(queue, limit).await
-    }
-
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        self.inner.purge(queue).await
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

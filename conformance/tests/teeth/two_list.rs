@@ -132,11 +132,10 @@ impl TwoList {
 #[async_trait]
 impl Backend for TwoList {
     fn capabilities(&self) -> Capabilities {
-        let mut c = Capabilities::full(false, false);
-        c.dedup = false;
-        c.priorities = false;
-        c.delays = false;
-        c
+        Capabilities::all_features()
+            .dedup(false)
+            .priorities(false)
+            .delays(false)
     }
 
     async fn now(&self) -> Result<Timestamp> {

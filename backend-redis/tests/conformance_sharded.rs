@@ -1,0 +1,16 @@
+//! The conformance suite on logical queues sharded 4 ways over one Redis
+//! server with the core's `Sharded` layer, on both clients. Checks that
+//! need one global claim order skip (chosen by the suite from
+//! `Capabilities::order`).
+
+mod common;
+
+#[cfg(feature = "redis-rs")]
+mod redis_rs {
+    leaseq_conformance::suite!(super::common::Factory::sharded(super::common::Which::RedisRs, 4));
+}
+
+#[cfg(feature = "fred")]
+mod fred {
+    leaseq_conformance::suite!(super::common::Factory::sharded(super::common::Which::Fred, 4));
+}

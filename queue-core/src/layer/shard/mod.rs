@@ -1,0 +1,488 @@
+//! One logical queue spread over K physical queues (shards) of any backend.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use leaseq_core::layer::shard::Sharded;
+//! use leaseq_core::Backend;
+//!
+//! // Any backend handle, e.g. what `leaseq::connect(url)` returns.
+//! fn four_ways(backend: Arc<dyn Backend>) -> leaseq_core::Result<Sharded<Arc<dyn Backend>>> {
+//!     Sharded::new(backend, 4)
+//! }
+//! ```
+//!
+//! - **Shards.** Shard `i` of queue `q` is the physical queue `q:i` (on
+//!   Redis its keys carry the hash tag `{prefix:q:i}`, so shards land in
+//!   different Cluster slots); [`Sharded::shard_names`] picks other names.
+//!   K is fixed for a queue's life: items of a shard beyond K are not seen.
+//! - **Enqueue.** An item with a dedup key goes to the shard its key hashes
+//!   to, so a key is deduplicated as on one queue; others go round robin. A
+//!   batch becomes one concurrent call per shard touched; each is atomic,
+//!   the batch as a whole is not ([`crate::Capabilities::atomic_batch`] is
+//!   false). Bad input is refused before anything is written.
+//! - **Ids.** An item's id is `shard_id * K + shard` ([`sharded_id`]), so
+//!   ids are unique across shards and ack / extend / release / fail / item
+//!   go straight to the item's shard ([`split_id`]).
+//! - **Claim.** Each claim starts at the next shard in turn and asks the
+//!   shards concurrently, `max` split over them, so an idle claim costs one
+//!   round of concurrent calls when `max >= K` (`ceil(K / max)` rounds when
+//!   `max` is smaller). A shard that filled its share is asked again until
+//!   the claim has `max` items or every shard came up short. A claim never
+//!   leases more items than it returns.
+//! - **Wait for work** waits on one shard at a time, in turn, each for a
+//!   slice of the timeout: one blocking connection per waiter, not K.
+//! - **Reap, stats, purge** cover every shard concurrently; stats are summed.
+//!
+//! # Ordering
+//! Each shard keeps every invariant, so the logical queue does too (an item
+//! lives in exactly one shard), except global order: priority and FIFO hold
+//! **within a shard** ([`crate::Order::PerShard`]). Items with the same
+//! dedup key always share a shard. Use one shard (a plain queue) when global
+//! order matters.
+
+mod hooks;
+mod ids;
+mod rotation;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::task::JoinSet;
+
+pub use ids::{sharded_id, split_id};
+use rotation::{shares, Rotation};
+
+use crate::limits::{check_ack_batch, check_batch, check_delay};
+use crate::{
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
+    Layer, LeaseKey, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport, Released, Repair,
+    Result, TestHooks, Timestamp,
+};
+
+/// The most shards one logical queue may have.
+pub const MAX_SHARDS: u16 = 1024;
+
+/// The shortest slice of a wait spent on one shard.
+const MIN_WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Names shard `i` of a logical queue.
+pub type ShardNamer = Arc<dyn Fn(&QueueName, u16) -> Result<QueueName> + Send + Sync>;
+
+/// One logical queue over K physical queues of an inner backend: see the
+/// [module docs](self).
+pub struct Sharded<B: Backend> {
+    inner: Arc<B>,
+    shards: u16,
+    namer: ShardNamer,
+    enqueue_turn: Arc<Rotation>,
+    claim_turn: Arc<Rotation>,
+    wait_turn: Arc<Rotation>,
+}
+
+impl<B: Backend> Clone for Sharded<B> {
+    fn clone(&self) -> Self {
+        Sharded {
+            inner: Arc::clone(&self.inner),
+            shards: self.shards,
+            namer: Arc::clone(&self.namer),
+            enqueue_turn: Arc::clone(&self.enqueue_turn),
+            claim_turn: Arc::clone(&self.claim_turn),
+            wait_turn: Arc::clone(&self.wait_turn),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for Sharded<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sharded")
+            .field("inner", &self.inner)
+            .field("shards", &self.shards)
+            .finish()
+    }
+}
+
+impl<B: Backend> Sharded<B> {
+    /// `shards` (1 to [`MAX_SHARDS`]) physical queues per logical queue on
+    /// `inner`.
+    pub fn new(inner: B, shards: u16) -> Result<Self> {
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(Error::invalid(format!(
+                "shards must be 1 to {MAX_SHARDS}, not {shards}"
+            )));
+        }
+        Ok(Sharded {
+            inner: Arc::new(inner),
+            shards,
+            namer: Arc::new(|q: &QueueName, i: u16| QueueName::new(format!("{q}:{i}"))),
+            enqueue_turn: Arc::default(),
+            claim_turn: Arc::default(),
+            wait_turn: Arc::default(),
+        })
+    }
+
+    /// Names shards with `namer` instead of `queue:i`. The names must be
+    /// distinct per shard and stable for the queue's life.
+    #[must_use]
+    pub fn shard_names(
+        mut self,
+        namer: impl Fn(&QueueName, u16) -> Result<QueueName> + Send + Sync + 'static,
+    ) -> Self {
+        self.namer = Arc::new(namer);
+        self
+    }
+
+    /// The number of shards.
+    pub fn shards(&self) -> u16 {
+        self.shards
+    }
+
+    /// The physical queue of shard `i` of `queue`.
+    pub fn shard(&self, queue: &QueueName, i: u16) -> Result<QueueName> {
+        (self.namer)(queue, i)
+    }
+
+    /// Where a sharded id lives: its shard's queue and id. Id 0 of a shard
+    /// is never handed out, so it is `None`.
+    fn locate(&self, queue: &QueueName, id: ItemId) -> Result<Option<(u16, QueueName, ItemId)>> {
+        let (shard, inner) = split_id(self.shards, id);
+        if inner.get() == 0 {
+            return Ok(None);
+        }
+        Ok(Some((shard, self.shard(queue, shard)?, inner)))
+    }
+
+    /// The lease on the shard for a lease on the logical queue.
+    fn inner_lease(&self, lease: &LeaseKey) -> Result<Option<LeaseKey>> {
+        Ok(self
+            .locate(&lease.queue, lease.id)?
+            .map(|(_, queue, id)| LeaseKey {
+                queue,
+                id,
+                token: lease.token,
+            }))
+    }
+
+    /// Runs `op` on the lease's shard; a lease naming no shard item is lost.
+    async fn on_lease<T, Fut>(&self, lease: &LeaseKey, op: impl FnOnce(LeaseKey) -> Fut) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        match self.inner_lease(lease)? {
+            Some(l) => op(l).await,
+            None => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
+    fn repairs(&self, shard: u16, repairs: Vec<Repair>) -> Result<Vec<Repair>> {
+        repairs
+            .into_iter()
+            .map(|r| {
+                Ok(Repair {
+                    id: sharded_id(self.shards, shard, r.id)?,
+                    ..r
+                })
+            })
+            .collect()
+    }
+
+    fn info(&self, shard: u16, info: ItemInfo) -> Result<ItemInfo> {
+        Ok(ItemInfo {
+            id: sharded_id(self.shards, shard, info.id)?,
+            ..info
+        })
+    }
+
+    /// Runs `op` on each listed shard at once; results in the order given.
+    /// Every call runs to its end (an error in one does not cancel the
+    /// others mid-flight); the first error is returned.
+    async fn on_shards<T, F, Fut>(
+        &self,
+        queue: &QueueName,
+        shards: &[u16],
+        mut op: F,
+    ) -> Result<Vec<(u16, T)>>
+    where
+        T: Send + 'static,
+        F: FnMut(u16, Arc<B>, QueueName) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let mut set = JoinSet::new();
+        for (pos, &i) in shards.iter().enumerate() {
+            let fut = op(i, Arc::clone(&self.inner), self.shard(queue, i)?);
+            set.spawn(async move { (pos, fut.await) });
+        }
+        let mut out: Vec<Option<T>> = shards.iter().map(|_| None).collect();
+        let mut first_err = None;
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((pos, Ok(v))) => out[pos] = Some(v),
+                Ok((_, Err(e))) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(Error::backend("a shard task failed", e));
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(shards.iter().copied().zip(out.into_iter().flatten()).collect())
+    }
+
+    /// Every shard, in order.
+    fn all(&self) -> Vec<u16> {
+        (0..self.shards).collect()
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Layer for Sharded<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let caps = self.inner.capabilities();
+        if self.shards == 1 {
+            return caps;
+        }
+        caps.order(Order::PerShard).atomic_batch(false)
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.inner.limits())?;
+        let total = items.len();
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); usize::from(self.shards)];
+        let mut batches: Vec<Vec<NewItem>> = vec![Vec::new(); usize::from(self.shards)];
+        for (pos, item) in items.into_iter().enumerate() {
+            let shard = usize::from(match item.get_dedup_key() {
+                Some(key) => ids::dedup_shard(key, self.shards),
+                None => self.enqueue_turn.next(self.shards),
+            });
+            positions[shard].push(pos);
+            batches[shard].push(item);
+        }
+        let touched: Vec<u16> = self
+            .all()
+            .into_iter()
+            .filter(|&i| !batches[usize::from(i)].is_empty())
+            .collect();
+        let done = self
+            .on_shards(queue, &touched, |i, b, q| {
+                let batch = std::mem::take(&mut batches[usize::from(i)]);
+                async move { b.enqueue(&q, batch).await }
+            })
+            .await?;
+        let mut out: Vec<Option<Enqueued>> = vec![None; total];
+        for (shard, results) in done {
+            for (&pos, e) in positions[usize::from(shard)].iter().zip(results) {
+                out[pos] = Some(Enqueued {
+                    id: sharded_id(self.shards, shard, e.id)?,
+                    deduplicated: e.deduplicated,
+                });
+            }
+        }
+        out.into_iter()
+            .map(|e| {
+                e.ok_or_else(|| Error::Corrupt {
+                    what: "a shard answered fewer items than it was given".into(),
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let mut out = Claimed::default();
+        let mut pending = self.claim_turn.order(self.shards);
+        let ttl = spec.ttl().get();
+        loop {
+            let have = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
+            let round = shares(spec.max().saturating_sub(have), &pending);
+            if round.is_empty() {
+                return Ok(out);
+            }
+            let asked: Vec<u16> = round.iter().map(|&(shard, _)| shard).collect();
+            let answers = self
+                .on_shards(queue, &asked, |i, b, q| {
+                    let want = round
+                        .iter()
+                        .find(|&&(shard, _)| shard == i)
+                        .map_or(0, |&(_, n)| n);
+                    async move {
+                        let got = b.claim(&q, ClaimSpec::new(want, ttl)?).await?;
+                        Ok((want, got))
+                    }
+                })
+                .await?;
+            for (shard, (want, got)) in answers {
+                // A shard that came up short has nothing more to give.
+                if got.leases.len() < usize::try_from(want).unwrap_or(usize::MAX) {
+                    pending.retain(|&p| p != shard);
+                }
+                for mut lease in got.leases {
+                    lease.key.id = sharded_id(self.shards, shard, lease.key.id)?;
+                    lease.key.queue = queue.clone();
+                    out.leases.push(lease);
+                }
+                out.repairs.extend(self.repairs(shard, got.repairs)?);
+            }
+            // Shards that were not asked this round move to the front.
+            pending.sort_by_key(|p| asked.contains(p));
+        }
+    }
+
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        self.on_lease(lease, |l| async move { self.inner.ack(&l).await })
+            .await
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        check_ack_batch(leases.len())?;
+        let mut out: Vec<Result<()>> = leases
+            .iter()
+            .map(|l| Err(Error::LeaseLost { id: l.id }))
+            .collect();
+        let mut at = Vec::with_capacity(leases.len());
+        let mut inner = Vec::with_capacity(leases.len());
+        for (i, lease) in leases.iter().enumerate() {
+            if let Some(l) = self.inner_lease(lease)? {
+                at.push(i);
+                inner.push(l);
+            }
+        }
+        // The inner backend groups the leases by queue, i.e. by shard.
+        let done = self.inner.ack_many(&inner).await?;
+        for (i, r) in at.into_iter().zip(done) {
+            out[i] = r.map_err(|_| Error::LeaseLost { id: leases[i].id });
+        }
+        Ok(out)
+    }
+
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        self.on_lease(lease, |l| async move { self.inner.extend(&l, ttl).await })
+            .await
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        self.on_lease(lease, |l| async move { self.inner.release(&l, delay).await })
+            .await
+    }
+
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        self.on_lease(lease, |l| async move { self.inner.fail(&l, reason).await })
+            .await
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let reports = self
+            .on_shards(queue, &self.all(), |_, b, q| async move { b.reap(&q).await })
+            .await?;
+        let mut out = ReapReport::default();
+        for (shard, r) in reports {
+            out.requeued += r.requeued;
+            out.dead += r.dead;
+            out.repairs.extend(self.repairs(shard, r.repairs)?);
+        }
+        Ok(out)
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move { b.stats(&q).await })
+            .await?;
+        Ok(all
+            .into_iter()
+            .fold(QueueStats::default(), |a, (_, s)| QueueStats {
+                ready: a.ready + s.ready,
+                scheduled: a.scheduled + s.scheduled,
+                leased: a.leased + s.leased,
+                dead: a.dead + s.dead,
+            }))
+    }
+
+    /// Up to `limit` items in `state`: shard 0's in its order, then shard
+    /// 1's, and so on (there is no order across shards).
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<ItemInfo>> {
+        let mut out = Vec::new();
+        for shard in self.all() {
+            if out.len() >= limit {
+                break;
+            }
+            let physical = self.shard(queue, shard)?;
+            for info in self.inner.peek(&physical, state, limit - out.len()).await? {
+                out.push(self.info(shard, info)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        let Some((shard, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.item(&physical, inner).await {
+            Ok(info) => self.info(shard, info),
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Redrives shard by shard until `limit` (oldest death first within a
+    /// shard).
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let mut moved = 0u64;
+        for shard in self.all() {
+            let left = limit.saturating_sub(usize::try_from(moved).unwrap_or(usize::MAX));
+            if left == 0 {
+                break;
+            }
+            moved += self.inner.redrive(&self.shard(queue, shard)?, left).await?;
+        }
+        Ok(moved)
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move { b.purge(&q).await })
+            .await?;
+        Ok(all.into_iter().map(|(_, n)| n).sum())
+    }
+
+    /// Waits on one shard at a time, in turn, each for a slice of
+    /// `timeout`; the first wake-up ends the wait.
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let slice = (timeout / u32::from(self.shards)).max(MIN_WAIT_SLICE);
+        for shard in self.wait_turn.order(self.shards) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let Ok(physical) = self.shard(queue, shard) else {
+                return tokio::time::sleep(left).await;
+            };
+            let wait = slice.min(left);
+            let started = tokio::time::Instant::now();
+            self.inner.wait_for_work(&physical, wait).await;
+            if started.elapsed() < wait {
+                return; // woken: work may be there
+            }
+        }
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        self.inner.test_hooks().map(|_| self as &dyn TestHooks)
+    }
+}
