@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use leaseq_core::{Clock, Limits, QueueName, SystemClock};
@@ -39,6 +39,8 @@ pub(crate) struct Queue {
     notify: Notify,
     /// Tasks inside `wait_for_work`; wake-ups are skipped while there are none.
     waiters: AtomicUsize,
+    /// Critical sections entered: the steps [`leaseq_core::TestHooks::steps`] reports.
+    steps: AtomicU64,
 }
 
 impl Queue {
@@ -46,7 +48,13 @@ impl Queue {
     /// indexes half-updated (no transition panics), so a poisoned lock is
     /// taken over rather than passed on as a panic.
     pub(crate) fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.steps.fetch_add(1, Ordering::Relaxed);
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Critical sections entered so far.
+    pub(crate) fn steps(&self) -> u64 {
+        self.steps.load(Ordering::Relaxed)
     }
 
     /// Wakes every task waiting for work on this queue.

@@ -90,4 +90,8 @@ impl TestHooks for MemoryBackend {
         });
         Ok(snap)
     }
+
+    fn steps(&self, queue: &QueueName) -> Option<u64> {
+        Some(self.existing(queue, |q| q.steps()).unwrap_or(0))
+    }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     /// The `LISTEN/NOTIFY` channel of this schema.
     pub(crate) channel: String,
     pub(crate) wakeups: Wakeups,
+    /// Statements run per queue, counted only with test hooks on.
+    pub(crate) steps: leaseq_core::StepCounter,
 }
 
 impl fmt::Debug for PgBackend {
@@ -84,6 +86,7 @@ impl PgBackend {
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,
                 pool,
+                steps: leaseq_core::StepCounter::new(options.test_hooks),
                 options,
             }),
         };

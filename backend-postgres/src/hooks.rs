@@ -63,4 +63,8 @@ impl TestHooks for PgBackend {
         }
         Ok(snap)
     }
+
+    fn steps(&self, queue: &QueueName) -> Option<u64> {
+        self.inner.steps.get(queue)
+    }
 }

@@ -15,6 +15,7 @@ use crate::rows::{
     col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts,
 };
 use crate::PgBackend;
+use sqlx::PgPool;
 
 /// Rows one reap or promotion statement handles; the reaper loops while a
 /// batch comes back full.
@@ -26,6 +27,22 @@ const DEDUP_ROUNDS: usize = 8;
 const REPAIR_ROUNDS: usize = 16;
 
 impl PgBackend {
+    /// The pool, for one statement on `queues` (counted for
+    /// [`TestHooks::steps`] once per distinct queue).
+    fn statement_on<'a>(&self, queues: impl IntoIterator<Item = &'a QueueName>) -> &PgPool {
+        if !self.inner.steps.is_enabled() {
+            return &self.inner.pool;
+        }
+        let mut seen: Vec<&QueueName> = Vec::new();
+        for q in queues {
+            if !seen.contains(&q) {
+                self.inner.steps.count(q);
+                seen.push(q);
+            }
+        }
+        &self.inner.pool
+    }
+
     fn lost(key: &LeaseKey) -> Error {
         Error::LeaseLost { id: key.id }
     }
@@ -63,7 +80,7 @@ impl PgBackend {
             .bind(&keys)
             .bind(&delays)
             .bind(&self.inner.channel)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("enqueue"))?;
         if rows.len() != items.len() {
@@ -95,7 +112,7 @@ impl PgBackend {
         let holders: HashMap<String, i64> = sqlx::query(&s.dedup_holders)
             .bind(queue.as_str())
             .bind(&wanted)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("enqueue: looking up dedup holders"))?
             .iter()
@@ -132,7 +149,7 @@ impl PgBackend {
             .bind(attempts)
             .bind(delays)
             .bind(&self.inner.channel)
-            .fetch_one(&self.inner.pool)
+            .fetch_one(self.statement_on([queue]))
             .await
             .map_err(db("enqueue"))?;
         let ids: Vec<i64> = col::<Option<Vec<i64>>>(&row, 0)?.unwrap_or_default();
@@ -161,7 +178,7 @@ impl PgBackend {
             .bind(queue.as_str())
             .bind(i64::from(max))
             .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
-            .fetch_all(&self.inner.pool)
+            .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("claim"))?;
         let mut out = Claimed::default();
@@ -208,7 +225,7 @@ impl PgBackend {
             .bind(queue.as_str())
             .bind(n)
             .bind(&self.inner.channel)
-            .fetch_one(&self.inner.pool)
+            .fetch_one(self.statement_on([queue]))
             .await
             .map_err(db(what))?;
         col(&row, 0)
@@ -298,7 +315,7 @@ impl Backend for PgBackend {
             .bind(sql_id(lease.id)?)
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
-            .execute(&self.inner.pool)
+            .execute(self.statement_on([&lease.queue]))
             .await
             .map_err(db("ack"))?;
         if done.rows_affected() == 0 {
@@ -322,7 +339,7 @@ impl Backend for PgBackend {
             .bind(&ids)
             .bind(&queues)
             .bind(&tokens)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(self.statement_on(leases.iter().map(|l| &l.queue)))
             .await
             .map_err(db("ack many"))?;
         let mut deleted = HashSet::with_capacity(rows.len());
@@ -355,7 +372,7 @@ impl Backend for PgBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(self.statement_on([&lease.queue]))
             .await
             .map_err(db("extend"))?;
         match row {
@@ -372,7 +389,7 @@ impl Backend for PgBackend {
             .bind(sql_token(lease.token))
             .bind(millis(delay))
             .bind(&self.inner.channel)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(self.statement_on([&lease.queue]))
             .await
             .map_err(db("release"))?;
         let Some(row) = row else {
@@ -397,7 +414,7 @@ impl Backend for PgBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(clamp_reason(&reason))
-            .execute(&self.inner.pool)
+            .execute(self.statement_on([&lease.queue]))
             .await
             .map_err(db("fail"))?;
         if done.rows_affected() == 0 {
@@ -413,7 +430,7 @@ impl Backend for PgBackend {
                 .bind(queue.as_str())
                 .bind(REAP_BATCH)
                 .bind(&self.inner.channel)
-                .fetch_one(&self.inner.pool)
+                .fetch_one(self.statement_on([queue]))
                 .await
                 .map_err(db("reap"))?;
             let requeued: i64 = col(&row, 0)?;
@@ -440,7 +457,7 @@ impl Backend for PgBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let row = sqlx::query(&self.inner.sql.stats)
             .bind(queue.as_str())
-            .fetch_one(&self.inner.pool)
+            .fetch_one(self.statement_on([queue]))
             .await
             .map_err(db("stats"))?;
         let n = |i: usize| -> Result<u64> { Ok(u64::try_from(col::<i64>(&row, i)?).unwrap_or(0)) };
@@ -462,7 +479,7 @@ impl Backend for PgBackend {
         sqlx::query(sql)
             .bind(queue.as_str())
             .bind(limit(n))
-            .fetch_all(&self.inner.pool)
+            .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("peek"))?
             .iter()
@@ -477,7 +494,7 @@ impl Backend for PgBackend {
         let row = sqlx::query(&self.inner.sql.item)
             .bind(queue.as_str())
             .bind(raw)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(self.statement_on([queue]))
             .await
             .map_err(db("item"))?;
         match row {
@@ -506,7 +523,7 @@ impl Backend for PgBackend {
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         let done = sqlx::query(&self.inner.sql.purge)
             .bind(queue.as_str())
-            .execute(&self.inner.pool)
+            .execute(self.statement_on([queue]))
             .await
             .map_err(db("purge"))?;
         Ok(done.rows_affected())

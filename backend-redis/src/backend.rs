@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use leaseq_core::{Error, QueueName, Result};
+use leaseq_core::{Error, QueueName, Result, StepCounter};
 
 use crate::scripts::Scripts;
 use crate::{ClientError, KeyLayout, RedisConfig, Reply, Script, ScriptClient};
@@ -16,6 +16,8 @@ pub struct RedisBackend<C: ScriptClient> {
     pub(crate) client: Arc<C>,
     pub(crate) config: Arc<RedisConfig>,
     pub(crate) scripts: Arc<Scripts>,
+    /// Scripts run per queue, counted only with test hooks on.
+    pub(crate) steps: Arc<StepCounter>,
 }
 
 impl<C: ScriptClient> Clone for RedisBackend<C> {
@@ -24,6 +26,7 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             client: Arc::clone(&self.client),
             config: Arc::clone(&self.config),
             scripts: Arc::clone(&self.scripts),
+            steps: Arc::clone(&self.steps),
         }
     }
 }
@@ -42,6 +45,7 @@ impl<C: ScriptClient> RedisBackend<C> {
     pub fn with_client(client: C, config: RedisConfig) -> Result<Self> {
         config.check()?;
         Ok(RedisBackend {
+            steps: Arc::new(StepCounter::new(config.test_hooks)),
             client: Arc::new(client),
             config: Arc::new(config),
             scripts: Arc::new(Scripts::new()),
@@ -71,6 +75,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         args: Vec<Bytes>,
     ) -> Result<Reply> {
         let keys = self.keys(queue)?;
+        self.steps.count(queue);
         let mut full = Vec::with_capacity(args.len() + 1);
         full.push(Bytes::from(keys.item_prefix()));
         full.extend(args);

@@ -44,4 +44,8 @@ impl<C: ScriptClient> TestHooks for RedisBackend<C> {
         snap.items = ids(&f[4])?;
         Ok(snap)
     }
+
+    fn steps(&self, queue: &QueueName) -> Option<u64> {
+        self.steps.get(queue)
+    }
 }

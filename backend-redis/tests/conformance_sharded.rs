@@ -7,10 +7,16 @@ mod common;
 
 #[cfg(feature = "redis-rs")]
 mod redis_rs {
-    leaseq_conformance::suite!(super::common::Factory::sharded(super::common::Which::RedisRs, 4));
+    leaseq_conformance::suite!(super::common::Factory::sharded(
+        super::common::Which::RedisRs,
+        4
+    ));
 }
 
 #[cfg(feature = "fred")]
 mod fred {
-    leaseq_conformance::suite!(super::common::Factory::sharded(super::common::Which::Fred, 4));
+    leaseq_conformance::suite!(super::common::Factory::sharded(
+        super::common::Which::Fred,
+        4
+    ));
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{
-    Backend, ClaimSpec, Error, Order, ItemId, ItemInfo, Lease, LeaseToken, NewItem, QueueName, QueueStats,
-    ReapReport, TestHooks, Timestamp,
+    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, Order, QueueName,
+    QueueStats, ReapReport, TestHooks, Timestamp,
 };
 use tokio::task::JoinHandle;
 
@@ -30,6 +30,8 @@ pub(crate) struct Needs {
     pub(crate) delays: bool,
     /// One claim order over the whole queue ([`Order::Global`]).
     pub(crate) global_order: bool,
+    /// Test hooks that count steps ([`TestHooks::steps`]).
+    pub(crate) steps: bool,
 }
 
 impl Needs {
@@ -39,6 +41,7 @@ impl Needs {
         priorities: false,
         delays: false,
         global_order: false,
+        steps: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -56,6 +59,11 @@ impl Needs {
         delays: true,
         ..Needs::NONE
     };
+    pub(crate) const STEPS: Needs = Needs {
+        hooks: true,
+        steps: true,
+        ..Needs::NONE
+    };
     pub(crate) const GLOBAL_ORDER: Needs = Needs {
         global_order: true,
         ..Needs::NONE
@@ -69,6 +77,7 @@ impl Needs {
             priorities: self.priorities || other.priorities,
             delays: self.delays || other.delays,
             global_order: self.global_order || other.global_order,
+            steps: self.steps || other.steps,
         }
     }
 
@@ -76,6 +85,14 @@ impl Needs {
         let caps = b.capabilities();
         if self.hooks && b.test_hooks().is_none() {
             return Some("the backend offers no test hooks (Backend::test_hooks is None)".into());
+        }
+        let counts = QueueName::new("_")
+            .ok()
+            .and_then(|q| b.test_hooks().and_then(|h| h.steps(&q)));
+        if self.steps && counts.is_none() {
+            return Some(
+                "the backend's test hooks do not count steps (TestHooks::steps is None)".into(),
+            );
         }
         if self.dedup && !caps.dedup {
             return Some("the backend does not support dedup keys".into());
@@ -312,6 +329,13 @@ impl Cx {
         self.item(id)
             .await?
             .ok_or_else(|| self.fail(format!("item {id} is gone (NotFound) but should exist")))
+    }
+
+    /// The steps the backend has spent on this check's queue.
+    pub(crate) fn steps(&self) -> Result<u64, Violation> {
+        self.hooks()
+            .and_then(|h| h.steps(&self.q))
+            .ok_or_else(|| self.fail("TestHooks::steps stopped counting mid-check"))
     }
 
     /// One reap.

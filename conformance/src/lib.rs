@@ -113,6 +113,7 @@ macro_rules! __with_checks {
             fencing::ack_races_reclaim
             batch::ack_many_fences_each
             batch::ack_many_races_reap
+            batch::batches_are_single_steps
             recovery::two_reapers_one_lease
             recovery::many_reapers_many_leases
             recovery::reaper_inside_claim

@@ -9,7 +9,7 @@ mod teeth {
 
 use std::sync::Arc;
 
-use leaseq_conformance::checks::{fencing, healing, recovery, storm};
+use leaseq_conformance::checks::{batch, fencing, healing, recovery, storm};
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
 use leaseq_core::ManualClock;
@@ -172,4 +172,13 @@ fn the_wrapper_without_a_fault_passes_the_same_checks() {
         block_on(recovery::concurrent_claims_each_once(&f)),
     );
     passes("storm_no_loss", block_on(storm::storm_no_loss(&f)));
+}
+
+#[test]
+fn a_batch_ack_looped_per_lease_is_caught() {
+    caught(
+        "ack_many looped over ack (a wrapper that does not forward it)",
+        &[Rule::Contract("batches")],
+        || batch::batches_are_single_steps(&FaultyFactory(Fault::LoopedBatchAck)),
+    );
 }

@@ -1,7 +1,8 @@
 //! Optional hooks a backend exposes so the conformance suite can force states
 //! that are otherwise hard to reach: stale leases and corrupt indexes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 
@@ -68,6 +69,56 @@ pub trait TestHooks: Send + Sync {
 
     /// The raw contents of the queue's indexes.
     async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot>;
+
+    /// How many atomic steps (server round trips, SQL statements, critical
+    /// sections) the backend has spent on `queue` so far, or `None` when it
+    /// does not count them. The suite compares counts before and after one
+    /// call to prove that a batch is one step, not a loop over its items.
+    /// [`StepCounter`] does the bookkeeping.
+    fn steps(&self, queue: &QueueName) -> Option<u64> {
+        let _ = queue;
+        None
+    }
+}
+
+/// Per-queue step counts for [`TestHooks::steps`]: a backend calls
+/// [`StepCounter::count`] wherever it makes one atomic step. A counter made
+/// with `enabled == false` (a production handle) counts nothing.
+#[derive(Debug, Default)]
+pub struct StepCounter {
+    enabled: bool,
+    counts: Mutex<HashMap<String, u64>>,
+}
+
+impl StepCounter {
+    /// A counter that counts only when `enabled`.
+    pub fn new(enabled: bool) -> Self {
+        StepCounter {
+            enabled,
+            counts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether this counter counts.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// One step on `queue`.
+    pub fn count(&self, queue: &QueueName) {
+        if self.enabled {
+            let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            *counts.entry(queue.as_str().to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The steps counted on `queue`; `None` when counting is off.
+    pub fn get(&self, queue: &QueueName) -> Option<u64> {
+        self.enabled.then(|| {
+            let counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            counts.get(queue.as_str()).copied().unwrap_or(0)
+        })
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! and its removal, and the loud skip when no server is reachable.
 #![allow(dead_code, unreachable_pub)]
 
-
 use std::time::Duration;
 
 use leaseq_postgres::{PgBackend, PgOptions};
@@ -114,7 +113,12 @@ impl Factory {
 
 impl Drop for Factory {
     fn drop(&mut self) {
-        for schema in self.schemas.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for schema in self
+            .schemas
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             drop_schema_blocking(schema);
         }
     }

@@ -382,3 +382,43 @@ async fn race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
         .await?;
     Ok(())
 }
+
+/// A batch is one step, not a loop over its items: an enqueue of 50 items,
+/// a claim of 50 and an `ack_many` of 50 leases each cost at most a fifth
+/// as many atomic steps as items ([`leaseq_core::TestHooks::steps`]). This
+/// proves the suite reaches the backend's own batch code, never a default
+/// per-item loop (of the trait, or of a layer that does not forward).
+pub async fn batches_are_single_steps<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "batches_are_single_steps",
+        Rule::Contract("batches"),
+        Needs::STEPS,
+        |cx| async move {
+            const N: usize = 50;
+            const MOST: u64 = (N / 5) as u64;
+            let before = cx.steps()?;
+            cx.push_n(N).await?;
+            let enqueue = cx.steps()? - before;
+            let before = cx.steps()?;
+            let leases = cx.claim(N as u32, LONG).await?;
+            let claim = cx.steps()? - before;
+            ensure!(leases.len() == N, cx.rule, "a claim of {N} over {N} Ready items returned {}", leases.len());
+            let keys: Vec<LeaseKey> = leases.iter().map(|l| l.key.clone()).collect();
+            let before = cx.steps()?;
+            let acked = cx.b.ack_many(&keys).await.or_fail(cx.rule, "ack_many")?;
+            let ack_many = cx.steps()? - before;
+            ensure!(acked.iter().all(|r| r.is_ok()), cx.rule, "ack_many of {N} live leases: {acked:?}");
+            for (what, steps) in [("an enqueue of 50 items", enqueue), ("a claim of 50", claim), ("an ack_many of 50 leases", ack_many)] {
+                ensure!(
+                    (1..=MOST).contains(&steps),
+                    cx.rule,
+                    "{what} took {steps} atomic steps (expected 1 to {MOST}): {}",
+                    if steps == 0 { "the backend counted none".to_string() } else { "a loop over the items (the trait's default, or a layer that does not forward the batch operation), not one batch".to_string() }
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
+}

@@ -27,6 +27,9 @@ pub(crate) enum Fault {
     /// still live, as a claim that reads the leased index without checking
     /// expiry would.
     DoubleClaim,
+    /// `ack_many` loops over `ack`, as the trait's default does: what a
+    /// wrapper that does not forward batch operations silently runs.
+    LoopedBatchAck,
 }
 
 /// `inner` with `fault`.
@@ -104,6 +107,17 @@ impl Layer for Faulty {
             }
         }
         self.inner.ack(lease).await
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        if self.fault != Fault::LoopedBatchAck {
+            return self.inner.ack_many(leases).await;
+        }
+        let mut out = Vec::with_capacity(leases.len());
+        for lease in leases {
+            out.push(self.inner.ack(lease).await);
+        }
+        Ok(out)
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

@@ -98,7 +98,10 @@ impl<B: fmt::Debug> fmt::Debug for Faults<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Faults")
             .field("inner", &self.inner)
-            .field("armed", &*self.armed.lock().unwrap_or_else(PoisonError::into_inner))
+            .field(
+                "armed",
+                &*self.armed.lock().unwrap_or_else(PoisonError::into_inner),
+            )
             .field("fired", &self.fired.load(Ordering::Relaxed))
             .finish()
     }
@@ -205,7 +208,8 @@ impl<B: Backend> Layer for Faults<B> {
         self.run(Op::Now, self.inner.now()).await
     }
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        self.run(Op::Enqueue, self.inner.enqueue(queue, items)).await
+        self.run(Op::Enqueue, self.inner.enqueue(queue, items))
+            .await
     }
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.run(Op::Claim, self.inner.claim(queue, spec)).await
@@ -220,7 +224,8 @@ impl<B: Backend> Layer for Faults<B> {
         self.run(Op::Extend, self.inner.extend(lease, ttl)).await
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        self.run(Op::Release, self.inner.release(lease, delay)).await
+        self.run(Op::Release, self.inner.release(lease, delay))
+            .await
     }
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         self.run(Op::Fail, self.inner.fail(lease, reason)).await
@@ -237,13 +242,15 @@ impl<B: Backend> Layer for Faults<B> {
         state: ItemState,
         limit: usize,
     ) -> Result<Vec<ItemInfo>> {
-        self.run(Op::Peek, self.inner.peek(queue, state, limit)).await
+        self.run(Op::Peek, self.inner.peek(queue, state, limit))
+            .await
     }
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
         self.run(Op::Item, self.inner.item(queue, id)).await
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        self.run(Op::Redrive, self.inner.redrive(queue, limit)).await
+        self.run(Op::Redrive, self.inner.redrive(queue, limit))
+            .await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         self.run(Op::Purge, self.inner.purge(queue)).await

@@ -49,7 +49,10 @@ fn every_backend_method_is_forwarded_in_the_source() {
     let blanket = methods(layer_src, "impl<L: Layer> Backend for L");
     let arc = methods(layer_src, "impl<B: Backend + ?Sized> Backend for Arc<B>");
     assert_eq!(layer, backend, "Layer must mirror every Backend method");
-    assert_eq!(blanket, backend, "the blanket impl must forward every method");
+    assert_eq!(
+        blanket, backend,
+        "the blanket impl must forward every method"
+    );
     assert_eq!(arc, backend, "the Arc impl must forward every method");
 }
 
@@ -183,5 +186,8 @@ async fn every_operation_reaches_the_inner_backend_as_itself() {
         reached.len(),
         "an operation reached the inner backend more than once (a default loop?): {calls:?}"
     );
-    assert_eq!(reached, declared, "operations that did not reach the inner backend as themselves");
+    assert_eq!(
+        reached, declared,
+        "operations that did not reach the inner backend as themselves"
+    );
 }

@@ -20,7 +20,10 @@ impl<B: Backend> TestHooks for Sharded<B> {
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
         let mut n = 0;
         for i in 0..self.shards {
-            n += self.inner_hooks()?.expire_leases(&self.shard(queue, i)?).await?;
+            n += self
+                .inner_hooks()?
+                .expire_leases(&self.shard(queue, i)?)
+                .await?;
         }
         Ok(n)
     }
@@ -55,5 +58,14 @@ impl<B: Backend> TestHooks for Sharded<B> {
             }
         }
         Ok(out)
+    }
+
+    fn steps(&self, queue: &QueueName) -> Option<u64> {
+        let hooks = self.inner.test_hooks()?;
+        let mut total = 0;
+        for i in 0..self.shards {
+            total += hooks.steps(&self.shard(queue, i).ok()?)?;
+        }
+        Some(total)
     }
 }

@@ -66,7 +66,10 @@ mod tests {
     fn dedup_routing_is_stable() {
         // FNV-1a of "a" is 0xaf63dc4c8601ec8c; routing must never change,
         // or a key would be deduplicated in two shards.
-        assert_eq!(dedup_shard("a", 1024), (0xaf63_dc4c_8601_ec8c_u64 % 1024) as u16);
+        assert_eq!(
+            dedup_shard("a", 1024),
+            (0xaf63_dc4c_8601_ec8c_u64 % 1024) as u16
+        );
         assert_eq!(dedup_shard("", 7), (0xcbf2_9ce4_8422_2325_u64 % 7) as u16);
     }
 }

@@ -57,8 +57,8 @@ use rotation::{shares, Rotation};
 
 use crate::limits::{check_ack_batch, check_batch, check_delay};
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Layer, LeaseKey, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport, Released, Repair,
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
+    LeaseKey, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport, Released, Repair,
     Result, TestHooks, Timestamp,
 };
 
@@ -166,7 +166,11 @@ impl<B: Backend> Sharded<B> {
     }
 
     /// Runs `op` on the lease's shard; a lease naming no shard item is lost.
-    async fn on_lease<T, Fut>(&self, lease: &LeaseKey, op: impl FnOnce(LeaseKey) -> Fut) -> Result<T>
+    async fn on_lease<T, Fut>(
+        &self,
+        lease: &LeaseKey,
+        op: impl FnOnce(LeaseKey) -> Fut,
+    ) -> Result<T>
     where
         Fut: Future<Output = Result<T>>,
     {
@@ -230,7 +234,11 @@ impl<B: Backend> Sharded<B> {
         if let Some(e) = first_err {
             return Err(e);
         }
-        Ok(shards.iter().copied().zip(out.into_iter().flatten()).collect())
+        Ok(shards
+            .iter()
+            .copied()
+            .zip(out.into_iter().flatten())
+            .collect())
     }
 
     /// Every shard, in order.
@@ -371,8 +379,11 @@ impl<B: Backend> Layer for Sharded<B> {
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         check_delay(delay)?;
-        self.on_lease(lease, |l| async move { self.inner.release(&l, delay).await })
-            .await
+        self.on_lease(
+            lease,
+            |l| async move { self.inner.release(&l, delay).await },
+        )
+        .await
     }
 
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
@@ -382,7 +393,11 @@ impl<B: Backend> Layer for Sharded<B> {
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
         let reports = self
-            .on_shards(queue, &self.all(), |_, b, q| async move { b.reap(&q).await })
+            .on_shards(
+                queue,
+                &self.all(),
+                |_, b, q| async move { b.reap(&q).await },
+            )
             .await?;
         let mut out = ReapReport::default();
         for (shard, r) in reports {
@@ -395,7 +410,11 @@ impl<B: Backend> Layer for Sharded<B> {
 
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let all = self
-            .on_shards(queue, &self.all(), |_, b, q| async move { b.stats(&q).await })
+            .on_shards(
+                queue,
+                &self.all(),
+                |_, b, q| async move { b.stats(&q).await },
+            )
             .await?;
         Ok(all
             .into_iter()
@@ -455,7 +474,11 @@ impl<B: Backend> Layer for Sharded<B> {
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         let all = self
-            .on_shards(queue, &self.all(), |_, b, q| async move { b.purge(&q).await })
+            .on_shards(
+                queue,
+                &self.all(),
+                |_, b, q| async move { b.purge(&q).await },
+            )
             .await?;
         Ok(all.into_iter().map(|(_, n)| n).sum())
     }

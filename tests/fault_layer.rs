@@ -1,0 +1,61 @@
+//! The public fault-injection layer: a refused call changes nothing, a
+//! lost reply changes the store but returns an error, a delay only waits,
+//! and faults run out after the number of calls they were armed for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq::layer::fault::{Fault, Faults, Op};
+use leaseq::{Backend, BackendExt, MemoryBackend, NewItem, QueueName};
+
+fn setup() -> (Faults<Arc<dyn Backend>>, QueueName) {
+    let inner: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    (Faults::new(inner), QueueName::new("faults").expect("name"))
+}
+
+#[tokio::test]
+async fn refuse_changes_nothing_and_runs_out() {
+    let (b, q) = setup();
+    b.inject(Op::Enqueue, Fault::Refuse, 1);
+    assert!(b.enqueue(&q, vec![NewItem::new("a")]).await.is_err());
+    assert_eq!(b.stats(&q).await.expect("stats").ready, 0);
+    b.enqueue(&q, vec![NewItem::new("b")])
+        .await
+        .expect("second call runs");
+    assert_eq!(b.stats(&q).await.expect("stats").ready, 1);
+    assert_eq!(b.fired(), 1);
+}
+
+#[tokio::test]
+async fn lose_reply_applies_the_call_but_reports_an_error() {
+    let (b, q) = setup();
+    b.push(&q, "job").await.expect("enqueue");
+    let lease = b
+        .claim_one(&q, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("an item");
+    b.inject(Op::Ack, Fault::LoseReply, 1);
+    let err = b.ack(&lease.key).await.expect_err("reply lost");
+    assert!(err.to_string().contains("reply was lost"), "{err}");
+    // The ack landed: the item is gone, a second ack finds no lease.
+    let s = b.stats(&q).await.expect("stats");
+    assert_eq!((s.ready, s.leased), (0, 0));
+    assert!(matches!(
+        b.ack(&lease.key).await,
+        Err(leaseq::Error::LeaseLost { .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_waits_then_runs() {
+    let (b, q) = setup();
+    b.inject(Op::Stats, Fault::Delay(Duration::from_secs(5)), u32::MAX);
+    let started = tokio::time::Instant::now();
+    b.stats(&q).await.expect("stats");
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    b.clear();
+    let started = tokio::time::Instant::now();
+    b.stats(&q).await.expect("stats");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
