@@ -232,6 +232,28 @@ impl Run {
                 }
                 None => Ok(()),
             },
+            Op::AckMany(picks) => {
+                let keys: Vec<LeaseKey> = picks
+                    .iter()
+                    .filter_map(|&(pick, forge)| {
+                        let key = self.pick(pick)?;
+                        Some(if forge {
+                            LeaseKey {
+                                token: LeaseToken::random(),
+                                ..key
+                            }
+                        } else {
+                            key
+                        })
+                    })
+                    .collect();
+                if keys.is_empty() {
+                    return Ok(());
+                }
+                let got = b.ack_many(&keys).await;
+                self.window().await?;
+                self.model.ack_many(&keys, got)
+            }
             Op::Reap => {
                 let got = b.reap(&q).await;
                 let now = self.window().await?;

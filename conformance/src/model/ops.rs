@@ -71,6 +71,9 @@ pub enum Op {
         /// What to do with it.
         verb: Verb,
     },
+    /// `ack_many` of the picked leases, in order (a pick may repeat);
+    /// `true` forges that slot's token.
+    AckMany(Vec<(u16, bool)>),
     /// `reap`.
     Reap,
     /// Let time pass (manual clocks only; skipped on a real clock).
@@ -178,6 +181,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(max, ttl)| Op::Claim { max, ttl }),
         16 => (any::<u16>(), verb()).prop_map(|(pick, verb)| Op::Fenced { pick, verb }),
         1 => (any::<u16>(), verb()).prop_map(|(pick, verb)| Op::Forged { pick, verb }),
+        4 => prop::collection::vec((any::<u16>(), prop::bool::weighted(0.1)), 1..6)
+            .prop_map(Op::AckMany),
         5 => Just(Op::Reap),
         4 => span().prop_map(Op::Advance),
         3 => Just(Op::ExpireLeases),

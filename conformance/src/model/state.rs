@@ -421,6 +421,32 @@ impl Model {
         Ok(())
     }
 
+    /// `ack_many(keys)` answered `got`: one result per key, each judged as
+    /// an `ack` in order (so a lease named twice is acked once).
+    pub fn ack_many(
+        &mut self,
+        keys: &[LeaseKey],
+        got: Result<Vec<Result<()>>>,
+    ) -> Result<(), Violation> {
+        let results = got.map_err(|e| {
+            Violation::new(
+                Rule::Contract("ack_many"),
+                format!("ack_many of {} leases failed: {e}", keys.len()),
+            )
+        })?;
+        ensure!(
+            results.len() == keys.len(),
+            Rule::Contract("ack_many"),
+            "ack_many of {} leases returned {} results",
+            keys.len(),
+            results.len()
+        );
+        for (key, r) in keys.iter().zip(&results) {
+            self.ack(key, r)?;
+        }
+        Ok(())
+    }
+
     /// `extend(key, ttl)` at `now` answered `got`.
     pub fn extend(
         &mut self,

@@ -46,6 +46,10 @@
 //! [`Layer`], by the blanket impl, or by the impl for [`Arc`].
 //!
 //! `Box<dyn Backend>` converts to the `Arc` form with `Arc::from(boxed)`.
+//!
+//! Call a layer's operations through [`Backend`], usually as
+//! `Arc<dyn Backend>`: on the concrete layer type with both traits in
+//! scope, `layer.ack(..)` names two methods and does not compile.
 
 #[cfg(feature = "faults")]
 pub mod fault;
