@@ -58,6 +58,5 @@ mod hash;
 mod hooks;
 mod ops;
 mod state;
-mod token;
 
 pub use backend::MemoryBackend;

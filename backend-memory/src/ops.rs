@@ -4,15 +4,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{
+    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+};
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
-    ItemState, Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
-    Released, Result, TestHooks, Timestamp,
+    ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName,
+    QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 use crate::backend::MemoryBackend;
-use crate::state::{Fence, Fresh, QueueState};
+use crate::state::{Fence, Fresh, QueueState, Slot};
 
 /// Expired leases recovered per lock hold; a reap of many expired leases
 /// lets other callers in between batches.
@@ -52,49 +54,46 @@ impl Backend for MemoryBackend {
             return Ok(Vec::new());
         }
         let now = self.now_ms();
-        let out = self.ensure(queue, |q| {
+        Ok(self.ensure(queue, |q| {
             let mut st = q.lock();
-            let mut out = Vec::with_capacity(items.len());
-            let mut woke = false;
-            for item in &items {
-                let dedup_key = match item.get_dedup_key() {
-                    Some(key) => {
-                        if let Some(id) = st.dedup_holder(key) {
-                            out.push(Enqueued {
-                                id: ItemId::new(id),
-                                deduplicated: true,
-                            });
-                            continue;
-                        }
-                        Some(Arc::<str>::from(key))
-                    }
-                    None => None,
-                };
-                let delay = item.get_delay();
-                let due = (!delay.is_zero()).then(|| due_after(now, delay));
-                woke |= due.is_none();
-                let id = st.insert(
-                    Fresh {
-                        payload: item.get_payload().clone(),
-                        priority: item.get_priority(),
-                        max_attempts: item.get_max_attempts(),
-                        dedup_key,
-                        due,
-                    },
-                    now,
-                );
-                out.push(Enqueued {
-                    id: ItemId::new(id),
-                    deduplicated: false,
-                });
-            }
+            let (out, woke) = insert_batch(&mut st, &items, now);
             drop(st);
             if woke {
                 q.wake();
             }
             out
-        });
-        Ok(out)
+        }))
+    }
+
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.limits)?;
+        let now = self.now_ms();
+        self.ensure(queue, |q| {
+            let mut st = q.lock();
+            let remember = now.saturating_add(millis(REQUEST_MEMORY));
+            if let Some(done) = st.requests.recall(request, now) {
+                if done.len() != items.len() {
+                    return Err(Error::invalid(format!(
+                        "request {request} was first sent with {} items, now with {}",
+                        done.len(),
+                        items.len()
+                    )));
+                }
+                return Ok(done);
+            }
+            let (out, woke) = insert_batch(&mut st, &items, now);
+            st.requests.remember(request, out.clone(), remember);
+            drop(st);
+            if woke {
+                q.wake();
+            }
+            Ok(out)
+        })
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -110,7 +109,7 @@ impl Backend for MemoryBackend {
             st.promote_due(now, &mut repairs);
             let mut leases = Vec::with_capacity(max.min(st.ready.len()));
             while leases.len() < max && !st.ready.is_empty() {
-                let token = crate::token::fresh();
+                let token = spec.token(u32::try_from(leases.len()).unwrap_or(u32::MAX));
                 let Some((id, item)) = st.lease_next(expires, token, &mut repairs) else {
                     break;
                 };
@@ -130,6 +129,67 @@ impl Backend for MemoryBackend {
             Claimed { leases, repairs }
         });
         Ok(claimed.unwrap_or_default())
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let leases = self.existing(queue, |q| {
+            let st = q.lock();
+            let now = self.now_ms();
+            let mut found: Vec<(LeaseToken, Lease)> = st
+                .leased
+                .range((now.saturating_add(1), 0)..)
+                .filter_map(|&(expires, id)| {
+                    let item = st.items.get(&id)?;
+                    let Slot::Leased { token, .. } = item.slot else {
+                        return None;
+                    };
+                    spec.owns(token).then(|| {
+                        (
+                            token,
+                            Lease {
+                                key: LeaseKey {
+                                    queue: queue.clone(),
+                                    id: ItemId::new(id),
+                                    token,
+                                },
+                                payload: item.payload.clone(),
+                                attempts: item.attempts,
+                                max_attempts: item.max_attempts,
+                                priority: item.priority,
+                                expires_at: Timestamp::from_millis(expires),
+                            },
+                        )
+                    })
+                })
+                .collect();
+            // Slot order is claim order.
+            found.sort_by_key(|(token, _)| token.as_u128());
+            found.into_iter().map(|(_, l)| l).collect()
+        });
+        Ok(Claimed {
+            leases: leases.unwrap_or_default(),
+            repairs: Vec::new(),
+        })
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        let fate = self.existing(&lease.queue, |q| {
+            let st = q.lock();
+            let now = self.now_ms();
+            let item = st.items.get(&lease.id.get());
+            match item.map(|i| i.slot) {
+                Some(Slot::Leased { token, .. }) if token == lease.token => LeaseFate::Held,
+                slot if now < held_until.as_millis() => LeaseFate::Finished {
+                    state: slot.map(Slot::state),
+                },
+                _ => LeaseFate::Lost,
+            }
+        });
+        Ok(fate.unwrap_or(if self.now_ms() < held_until.as_millis() {
+            LeaseFate::Finished { state: None }
+        } else {
+            LeaseFate::Lost
+        }))
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
@@ -370,4 +430,48 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
         due_at,
         last_error: item.last_error.as_deref().map(str::to_owned),
     })
+}
+
+/// Inserts `items` into `st` at `now`: their results, and whether any is
+/// Ready at once (so waiters should wake).
+fn insert_batch(st: &mut QueueState, items: &[NewItem], now: u64) -> (Vec<Enqueued>, bool) {
+    let mut out = Vec::with_capacity(items.len());
+    let mut woke = false;
+    for item in items {
+        let dedup_key = match item.get_dedup_key() {
+            Some(key) => {
+                if let Some(id) = st.dedup_holder(key) {
+                    out.push(Enqueued {
+                        id: ItemId::new(id),
+                        deduplicated: true,
+                    });
+                    continue;
+                }
+                Some(Arc::<str>::from(key))
+            }
+            None => None,
+        };
+        let delay = item.get_delay();
+        let due = (!delay.is_zero()).then(|| due_after(now, delay));
+        woke |= due.is_none();
+        let id = st.insert(
+            Fresh {
+                payload: item.get_payload().clone(),
+                priority: item.get_priority(),
+                max_attempts: item.get_max_attempts(),
+                dedup_key,
+                due,
+            },
+            now,
+        );
+        out.push(Enqueued {
+            id: ItemId::new(id),
+            deduplicated: false,
+        });
+    }
+    (out, woke)
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -82,6 +82,46 @@ pub(crate) struct QueueState {
     /// handed out, so planted entries can sort before every real one).
     next_seq: u64,
     next_death: u64,
+    /// `enqueue_once` requests seen lately, with their results.
+    pub(crate) requests: Requests,
+}
+
+/// Recent `enqueue_once` requests: results by request id, forgotten once
+/// their memory runs out (trimmed on each call, oldest first).
+#[derive(Debug, Default)]
+pub(crate) struct Requests {
+    done: HashMap<u128, Vec<leaseq_core::Enqueued>>,
+    expiry: BTreeSet<(u64, u128)>,
+}
+
+impl Requests {
+    /// The results of `request` if it is remembered at `now`; forgets
+    /// requests whose memory ran out.
+    pub(crate) fn recall(
+        &mut self,
+        request: LeaseToken,
+        now: u64,
+    ) -> Option<Vec<leaseq_core::Enqueued>> {
+        while let Some(&(until, id)) = self.expiry.first() {
+            if until > now {
+                break;
+            }
+            self.expiry.pop_first();
+            self.done.remove(&id);
+        }
+        self.done.get(&request.as_u128()).cloned()
+    }
+
+    /// Remembers `request`'s results until `until` (ms).
+    pub(crate) fn remember(
+        &mut self,
+        request: LeaseToken,
+        done: Vec<leaseq_core::Enqueued>,
+        until: u64,
+    ) {
+        self.expiry.insert((until, request.as_u128()));
+        self.done.insert(request.as_u128(), done);
+    }
 }
 
 /// Whether a fenced operation found its lease current.

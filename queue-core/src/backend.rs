@@ -6,8 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseKey, LeaseTtl, Limits, NewItem,
-    QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken,
+    LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
+    Timestamp,
 };
 
 /// What a backend supports and guarantees, as data. The conformance suite
@@ -158,19 +159,80 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Results are in the order of `items`.
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>>;
 
+    /// [`Backend::enqueue`] under a caller-chosen `request` id, so a batch
+    /// sent again after a lost reply is written once.
+    ///
+    /// # Contract
+    /// - Exactly like [`Backend::enqueue`] the first time `request` is seen
+    ///   on `queue`.
+    /// - Sent again with the same `request` on the same queue within
+    ///   [`crate::limits::REQUEST_MEMORY`], it writes nothing and returns
+    ///   the first call's results (`deduplicated` as the first call said).
+    ///   This holds also when the first call's reply was lost.
+    /// - The batch must be the same; a different batch under a request id
+    ///   already used is [`crate::Error::InvalidInput`] (its size differs) or
+    ///   gets the first batch's results.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        let _ = (queue, request, items);
+        Err(crate::Error::unsupported("enqueue_once"))
+    }
+
     /// Leases up to `spec.max()` claimable items.
     ///
     /// # Contract
     /// - Highest priority first, FIFO by enqueue order within a priority
     ///   (INV-8). Due Scheduled items are claimable.
-    /// - Each claimed item gets a fresh unique token, `attempts + 1`, and
-    ///   expires at `now + ttl` on the backend's clock.
+    /// - The `i`-th lease handed out (in claim order) gets token
+    ///   [`ClaimSpec::token`]`(i)`, `attempts + 1`, and expires at
+    ///   `now + ttl` on the backend's clock. Tokens come from the caller's
+    ///   spec so that a claim whose reply was lost can be recovered
+    ///   ([`Backend::recover_claim`]).
     /// - MUST NOT return an item whose lease is live (INV-2).
     /// - An index entry without its item, or with corrupt data, is removed,
     ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
     ///   the next entry (INV-6). It returns fewer than `max` only when fewer
     ///   are claimable.
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed>;
+
+    /// The leases a claim with `spec` made that its tokens still hold: what
+    /// a caller whose claim reply was lost uses instead of claiming again.
+    /// Claims nothing.
+    ///
+    /// # Contract
+    /// - Returns every item of `queue` whose current token belongs to
+    ///   `spec`'s family ([`ClaimSpec::owns`]) and whose lease is live, as
+    ///   [`Backend::claim`] would have returned it, in claim order.
+    /// - Empty when the claim never ran (or leased nothing).
+    /// - Its cost may grow with the queue's live leases: it is for the rare
+    ///   call after a lost reply.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let _ = (queue, spec);
+        Err(crate::Error::unsupported("recover_claim"))
+    }
+
+    /// What became of `lease` after a call on it whose reply was lost.
+    /// `held_until` is the latest expiry the caller knows for the lease (from
+    /// the claim or the last extend).
+    ///
+    /// # Contract
+    /// - [`LeaseFate::Held`] when the item's current token is `lease.token`.
+    /// - Otherwise [`LeaseFate::Finished`] with the item's state (or `None`
+    ///   when it is gone) if the backend's now is before `held_until`: no
+    ///   reaper could have taken the lease, so its own call ended it.
+    /// - Otherwise [`LeaseFate::Lost`].
+    /// - One atomic read; changes nothing.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        let _ = (lease, held_until);
+        Err(crate::Error::unsupported("lease_fate"))
+    }
 
     /// Removes the item: the work is done.
     ///

@@ -41,8 +41,11 @@ pub enum Error {
         what: String,
     },
 
-    /// The storage server or client failed: connection refused or dropped,
-    /// timeout, a server error. The source is kept.
+    /// The call's outcome is unknown: the connection dropped or the call
+    /// timed out after it was sent, so the server may have applied it. A
+    /// caller retries with the same identity (the same [`crate::ClaimSpec`],
+    /// lease or enqueue request), never as a new call: see [`crate::settle`].
+    /// The source is kept.
     #[error("backend error: {message}")]
     Backend {
         /// What the backend was doing.
@@ -50,6 +53,26 @@ pub enum Error {
         /// The underlying client or server error.
         #[source]
         source: BoxError,
+    },
+
+    /// The server refused the call before running it (connection refused,
+    /// out of memory, loading, a cluster slot moving, a statement the server
+    /// rejected and rolled back): nothing was applied, so sending the same
+    /// call again is safe. The source is kept.
+    #[error("backend unavailable: {message}")]
+    Unavailable {
+        /// What the backend was doing.
+        message: String,
+        /// The underlying client or server error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The backend does not offer this operation.
+    #[error("unsupported by this backend: {what}")]
+    Unsupported {
+        /// The operation.
+        what: String,
     },
 
     /// Stored data is corrupt in a way self-healing could not repair on the
@@ -76,9 +99,28 @@ impl Error {
         }
     }
 
+    /// Builds [`Error::Unavailable`]: the call certainly did not run.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Unavailable {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Builds [`Error::Unsupported`].
+    pub fn unsupported(what: impl Into<String>) -> Self {
+        Error::Unsupported { what: what.into() }
+    }
+
     /// True when the same call may succeed if tried again later (a server or
     /// connection failure). Lost leases and bad input are never retryable.
     pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Backend { .. } | Error::Unavailable { .. })
+    }
+
+    /// True when the call may have been applied although it failed
+    /// ([`Error::Backend`]): resend it only with the same identity.
+    pub fn may_have_applied(&self) -> bool {
         matches!(self, Error::Backend { .. })
     }
 

@@ -252,3 +252,24 @@ pub enum Released {
     /// Attempts were exhausted, so it went Dead instead.
     Dead,
 }
+
+/// What became of a lease whose last call's reply was lost, as
+/// [`crate::Backend::lease_fate`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseFate {
+    /// The token still holds the item: the lost call did not end the lease
+    /// (it did not run, or it was an extend). Send it again.
+    Held,
+    /// The token no longer holds the item and the lease had not expired on
+    /// the backend's clock, so only this lease's own call can have ended it:
+    /// the lost call landed. `state` is where the item is now (`None`: gone,
+    /// i.e. acked).
+    Finished {
+        /// The item's state now, `None` when it no longer exists.
+        state: Option<ItemState>,
+    },
+    /// The token no longer holds the item and the lease had expired, so
+    /// another reaper or worker may have ended it: report the lease lost.
+    Lost,
+}

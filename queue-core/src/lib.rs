@@ -37,6 +37,7 @@ mod item;
 pub mod layer;
 pub mod limits;
 mod report;
+pub mod settle;
 mod typed;
 mod worker;
 
@@ -46,7 +47,7 @@ pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
 pub use hooks::{IndexSnapshot, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
-pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseKey, NewItem, Released};
+pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
 pub use layer::Layer;
 pub use limits::{ClaimSpec, LeaseTtl, Limits};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Error, NewItem, Result};
+use crate::{Error, LeaseToken, NewItem, Result};
 
 /// The most items one claim may ask for.
 pub const MAX_CLAIM: u32 = 1_000;
@@ -94,11 +94,31 @@ impl TryFrom<Duration> for LeaseTtl {
 pub struct ClaimSpec {
     max: u32,
     ttl: LeaseTtl,
+    request: LeaseToken,
 }
 
+/// How long a backend remembers an [`crate::Backend::enqueue_once`]
+/// request, so a resend within this window writes nothing twice.
+pub const REQUEST_MEMORY: Duration = Duration::from_secs(600);
+
 impl ClaimSpec {
+    /// The bits of a token that name its claim (the family); the low 32
+    /// bits number the slots.
+    pub const FAMILY_MASK: u128 = !0xFFFF_FFFF;
+
     /// Validates the request: `max` in 1..=[`MAX_CLAIM`] and a valid ttl.
+    /// The claim gets a fresh random identity ([`ClaimSpec::request`]):
+    /// sending the same spec again after a lost reply names the same
+    /// tokens, so [`crate::Backend::recover_claim`] can find what it leased.
     pub fn new(max: u32, ttl: Duration) -> Result<Self> {
+        let family = LeaseToken::random().as_u128() & Self::FAMILY_MASK;
+        Self::with_request(max, ttl, LeaseToken::from_u128(family))
+    }
+
+    /// Like [`ClaimSpec::new`] with a chosen identity: slot `i` gets token
+    /// `request + i` (within `request`'s family of 2^32 tokens). Layers use
+    /// it to give sub-claims tokens of their caller's family.
+    pub fn with_request(max: u32, ttl: Duration, request: LeaseToken) -> Result<Self> {
         if max == 0 {
             return Err(Error::invalid("claim of 0 items"));
         }
@@ -107,10 +127,40 @@ impl ClaimSpec {
                 "claim of {max} items is over the limit of {MAX_CLAIM}"
             )));
         }
+        let slots = u128::from(max);
+        if (request.as_u128() & 0xFFFF_FFFF) + slots > 0x1_0000_0000 {
+            return Err(Error::invalid(
+                "the claim's tokens would leave its request's family",
+            ));
+        }
         Ok(ClaimSpec {
             max,
             ttl: LeaseTtl::new(ttl)?,
+            request,
         })
+    }
+
+    /// The claim's identity: its first token.
+    pub fn request(&self) -> LeaseToken {
+        self.request
+    }
+
+    /// The token of slot `i` (`i < max`): `request + i`.
+    pub fn token(&self, i: u32) -> LeaseToken {
+        LeaseToken::from_u128(self.request.as_u128().wrapping_add(u128::from(i)))
+    }
+
+    /// True when `token` belongs to this claim's family (its top 96 bits
+    /// match the request's), as every token of this claim, and of
+    /// sub-claims a layer made from it, does.
+    pub fn owns(&self, token: LeaseToken) -> bool {
+        token.as_u128() & Self::FAMILY_MASK == self.request.as_u128() & Self::FAMILY_MASK
+    }
+
+    /// The family's prefix as 24 lowercase hex digits (the first 24 of a
+    /// token's 32), for backends that store tokens as text.
+    pub fn family_hex(&self) -> String {
+        format!("{:024x}", self.request.as_u128() >> 32)
     }
 
     /// The most items to claim.

@@ -27,8 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer, LeaseKey,
-    LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
+    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer, LeaseFate,
+    LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
+    Timestamp,
 };
 
 /// An operation a fault can target.
@@ -39,8 +40,14 @@ pub enum Op {
     Now,
     /// [`Backend::enqueue`]
     Enqueue,
+    /// [`Backend::enqueue_once`]
+    EnqueueOnce,
     /// [`Backend::claim`]
     Claim,
+    /// [`Backend::recover_claim`]
+    RecoverClaim,
+    /// [`Backend::lease_fate`]
+    LeaseFate,
     /// [`Backend::ack`]
     Ack,
     /// [`Backend::ack_many`]
@@ -84,6 +91,9 @@ struct Armed {
     op: Op,
     fault: Fault,
     left: u32,
+    /// Hits one call in `every` (1: every call).
+    every: u32,
+    seen: u32,
 }
 
 /// A layer that injects [`Fault`]s into chosen [`Op`]s of its inner backend;
@@ -120,11 +130,20 @@ impl<B: Backend> Faults<B> {
     /// Arms `fault` for the next `times` calls of `op` (`u32::MAX`: every
     /// call). Faults armed for one op fire in the order they were armed.
     pub fn inject(&self, op: Op, fault: Fault, times: u32) {
+        self.inject_every(op, fault, 1, times);
+    }
+
+    /// Arms `fault` for one call of `op` in `every` (the `every`-th,
+    /// `2 * every`-th, …), `times` times in all (`u32::MAX`: no end): a
+    /// steady rate of faults for a storm, the same on every run.
+    pub fn inject_every(&self, op: Op, fault: Fault, every: u32, times: u32) {
         if times > 0 {
             self.lock().push(Armed {
                 op,
                 fault,
                 left: times,
+                every: every.max(1),
+                seen: 0,
             });
         }
     }
@@ -147,6 +166,10 @@ impl<B: Backend> Faults<B> {
     fn take(&self, op: Op) -> Option<Fault> {
         let mut armed = self.lock();
         let pos = armed.iter().position(|a| a.op == op)?;
+        armed[pos].seen = armed[pos].seen.wrapping_add(1);
+        if armed[pos].seen % armed[pos].every != 0 {
+            return None;
+        }
         let fault = armed[pos].fault;
         if armed[pos].left != u32::MAX {
             armed[pos].left -= 1;
@@ -169,7 +192,7 @@ impl<B: Backend> Faults<B> {
                 tokio::time::sleep(d).await;
                 call.await
             }
-            Some(Fault::Refuse) => Err(Error::backend(
+            Some(Fault::Refuse) => Err(Error::unavailable(
                 format!("{op:?} refused by an injected fault"),
                 InjectedFault(op, "refused before it ran"),
             )),
@@ -211,8 +234,28 @@ impl<B: Backend> Layer for Faults<B> {
         self.run(Op::Enqueue, self.inner.enqueue(queue, items))
             .await
     }
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.run(
+            Op::EnqueueOnce,
+            self.inner.enqueue_once(queue, request, items),
+        )
+        .await
+    }
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.run(Op::Claim, self.inner.claim(queue, spec)).await
+    }
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        self.run(Op::RecoverClaim, self.inner.recover_claim(queue, spec))
+            .await
+    }
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        self.run(Op::LeaseFate, self.inner.lease_fate(lease, held_until))
+            .await
     }
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         self.run(Op::Ack, self.inner.ack(lease)).await

@@ -61,9 +61,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseKey,
-    LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
-    Timestamp,
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate,
+    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
+    Result, TestHooks, Timestamp,
 };
 
 /// A backend that wraps an inner backend. Override what the layer changes;
@@ -100,9 +100,29 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().enqueue(queue, items).await
     }
 
+    /// [`Backend::enqueue_once`], forwarded by default.
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.inner().enqueue_once(queue, request, items).await
+    }
+
     /// [`Backend::claim`], forwarded by default.
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.inner().claim(queue, spec).await
+    }
+
+    /// [`Backend::recover_claim`], forwarded by default.
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        self.inner().recover_claim(queue, spec).await
+    }
+
+    /// [`Backend::lease_fate`], forwarded by default.
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        self.inner().lease_fate(lease, held_until).await
     }
 
     /// [`Backend::ack`], forwarded by default.
@@ -192,8 +212,22 @@ impl<L: Layer> Backend for L {
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
         Layer::enqueue(self, queue, items).await
     }
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        Layer::enqueue_once(self, queue, request, items).await
+    }
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         Layer::claim(self, queue, spec).await
+    }
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        Layer::recover_claim(self, queue, spec).await
+    }
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        Layer::lease_fate(self, lease, held_until).await
     }
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         Layer::ack(self, lease).await
@@ -257,8 +291,22 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
         (**self).enqueue(queue, items).await
     }
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        (**self).enqueue_once(queue, request, items).await
+    }
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         (**self).claim(queue, spec).await
+    }
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        (**self).recover_claim(queue, spec).await
+    }
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        (**self).lease_fate(lease, held_until).await
     }
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         (**self).ack(lease).await

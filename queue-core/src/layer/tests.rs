@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use super::Layer;
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
-    TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Result, TestHooks, Timestamp,
 };
 
 /// The method names declared in the block that opens with `header` (up to
@@ -85,8 +85,22 @@ impl Backend for Recorder {
     async fn enqueue(&self, _: &QueueName, _: Vec<NewItem>) -> Result<Vec<Enqueued>> {
         self.hit("enqueue")
     }
+    async fn enqueue_once(
+        &self,
+        _: &QueueName,
+        _: LeaseToken,
+        _: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.hit("enqueue_once")
+    }
     async fn claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
         self.hit("claim")
+    }
+    async fn recover_claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
+        self.hit("recover_claim")
+    }
+    async fn lease_fate(&self, _: &LeaseKey, _: Timestamp) -> Result<LeaseFate> {
+        self.hit("lease_fate")
     }
     async fn ack(&self, _: &LeaseKey) -> Result<()> {
         self.hit("ack")
@@ -155,7 +169,12 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.limits();
     let _ = b.now().await;
     let _ = b.enqueue(&q, vec![NewItem::new("x")]).await;
+    let _ = b
+        .enqueue_once(&q, LeaseToken::random(), vec![NewItem::new("x")])
+        .await;
     let _ = b.claim(&q, spec).await;
+    let _ = b.recover_claim(&q, spec).await;
+    let _ = b.lease_fate(&lease, Timestamp::from_millis(1)).await;
     let _ = b.ack(&lease).await;
     let _ = b.ack_many(std::slice::from_ref(&lease)).await;
     let _ = b.extend(&lease, ttl).await;

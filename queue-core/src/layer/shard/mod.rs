@@ -55,11 +55,11 @@ use tokio::task::JoinSet;
 pub use ids::{sharded_id, split_id};
 use rotation::{shares, Rotation};
 
-use crate::limits::{check_ack_batch, check_batch, check_delay};
+use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
-    LeaseKey, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport, Released, Repair,
-    Result, TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport,
+    Released, Repair, Result, TestHooks, Timestamp,
 };
 
 /// The most shards one logical queue may have.
@@ -241,6 +241,64 @@ impl<B: Backend> Sharded<B> {
             .collect())
     }
 
+    /// Enqueues `items` split over the shards: a dedup key picks its
+    /// shard; other items go round robin, from a turn counter or, for an
+    /// `enqueue_once` request, from a start the request fixes.
+    async fn enqueue_split(
+        &self,
+        queue: &QueueName,
+        items: Vec<NewItem>,
+        request: Option<LeaseToken>,
+    ) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.inner.limits())?;
+        let total = items.len();
+        let k = usize::from(self.shards);
+        let start = request.map(|r| usize::try_from(r.as_u128() % k as u128).unwrap_or(0));
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); k];
+        let mut batches: Vec<Vec<NewItem>> = vec![Vec::new(); k];
+        for (pos, item) in items.into_iter().enumerate() {
+            let shard = match (item.get_dedup_key(), start) {
+                (Some(key), _) => usize::from(ids::dedup_shard(key, self.shards)),
+                (None, Some(start)) => (start + pos) % k,
+                (None, None) => usize::from(self.enqueue_turn.next(self.shards)),
+            };
+            positions[shard].push(pos);
+            batches[shard].push(item);
+        }
+        let touched: Vec<u16> = self
+            .all()
+            .into_iter()
+            .filter(|&i| !batches[usize::from(i)].is_empty())
+            .collect();
+        let done = self
+            .on_shards(queue, &touched, |i, b, q| {
+                let batch = std::mem::take(&mut batches[usize::from(i)]);
+                async move {
+                    match request {
+                        Some(r) => b.enqueue_once(&q, r, batch).await,
+                        None => b.enqueue(&q, batch).await,
+                    }
+                }
+            })
+            .await?;
+        let mut out: Vec<Option<Enqueued>> = vec![None; total];
+        for (shard, results) in done {
+            for (&pos, e) in positions[usize::from(shard)].iter().zip(results) {
+                out[pos] = Some(Enqueued {
+                    id: sharded_id(self.shards, shard, e.id)?,
+                    deduplicated: e.deduplicated,
+                });
+            }
+        }
+        out.into_iter()
+            .map(|e| {
+                e.ok_or_else(|| Error::Corrupt {
+                    what: "a shard answered fewer items than it was given".into(),
+                })
+            })
+            .collect()
+    }
+
     /// Every shard, in order.
     fn all(&self) -> Vec<u16> {
         (0..self.shards).collect()
@@ -264,51 +322,25 @@ impl<B: Backend> Layer for Sharded<B> {
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        check_batch(&items, &self.inner.limits())?;
-        let total = items.len();
-        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); usize::from(self.shards)];
-        let mut batches: Vec<Vec<NewItem>> = vec![Vec::new(); usize::from(self.shards)];
-        for (pos, item) in items.into_iter().enumerate() {
-            let shard = usize::from(match item.get_dedup_key() {
-                Some(key) => ids::dedup_shard(key, self.shards),
-                None => self.enqueue_turn.next(self.shards),
-            });
-            positions[shard].push(pos);
-            batches[shard].push(item);
-        }
-        let touched: Vec<u16> = self
-            .all()
-            .into_iter()
-            .filter(|&i| !batches[usize::from(i)].is_empty())
-            .collect();
-        let done = self
-            .on_shards(queue, &touched, |i, b, q| {
-                let batch = std::mem::take(&mut batches[usize::from(i)]);
-                async move { b.enqueue(&q, batch).await }
-            })
-            .await?;
-        let mut out: Vec<Option<Enqueued>> = vec![None; total];
-        for (shard, results) in done {
-            for (&pos, e) in positions[usize::from(shard)].iter().zip(results) {
-                out[pos] = Some(Enqueued {
-                    id: sharded_id(self.shards, shard, e.id)?,
-                    deduplicated: e.deduplicated,
-                });
-            }
-        }
-        out.into_iter()
-            .map(|e| {
-                e.ok_or_else(|| Error::Corrupt {
-                    what: "a shard answered fewer items than it was given".into(),
-                })
-            })
-            .collect()
+        self.enqueue_split(queue, items, None).await
+    }
+
+    /// Splits the batch as a pure function of the request and the items,
+    /// so a resend sends each shard the very batch it saw the first time.
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.enqueue_split(queue, items, Some(request)).await
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         let mut out = Claimed::default();
         let mut pending = self.claim_turn.order(self.shards);
         let ttl = spec.ttl().get();
+        let mut rounds = 0u32;
         loop {
             let have = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
             let round = shares(spec.max().saturating_sub(have), &pending);
@@ -316,18 +348,24 @@ impl<B: Backend> Layer for Sharded<B> {
                 return Ok(out);
             }
             let asked: Vec<u16> = round.iter().map(|&(shard, _)| shard).collect();
+            let k = u32::from(self.shards);
             let answers = self
                 .on_shards(queue, &asked, |i, b, q| {
                     let want = round
                         .iter()
                         .find(|&&(shard, _)| shard == i)
                         .map_or(0, |&(_, n)| n);
+                    // Sub-claims take tokens of the caller's family, so
+                    // `recover_claim` finds them on every shard.
+                    let offset = (rounds * k + u32::from(i)) * MAX_CLAIM;
+                    let sub = ClaimSpec::with_request(want, ttl, spec.token(offset));
                     async move {
-                        let got = b.claim(&q, ClaimSpec::new(want, ttl)?).await?;
+                        let got = b.claim(&q, sub?).await?;
                         Ok((want, got))
                     }
                 })
                 .await?;
+            rounds += 1;
             for (shard, (want, got)) in answers {
                 // A shard that came up short has nothing more to give.
                 if got.leases.len() < usize::try_from(want).unwrap_or(usize::MAX) {
@@ -342,6 +380,31 @@ impl<B: Backend> Layer for Sharded<B> {
             }
             // Shards that were not asked this round move to the front.
             pending.sort_by_key(|p| asked.contains(p));
+        }
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let found = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.recover_claim(&q, spec).await
+            })
+            .await?;
+        let mut out = Claimed::default();
+        for (shard, got) in found {
+            for mut lease in got.leases {
+                lease.key.id = sharded_id(self.shards, shard, lease.key.id)?;
+                lease.key.queue = queue.clone();
+                out.leases.push(lease);
+            }
+            out.repairs.extend(self.repairs(shard, got.repairs)?);
+        }
+        Ok(out)
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        match self.inner_lease(lease)? {
+            Some(l) => self.inner.lease_fate(&l, held_until).await,
+            None => Ok(LeaseFate::Lost),
         }
     }
 

@@ -1,0 +1,356 @@
+//! Calls whose reply may be lost, settled: each helper sends an operation
+//! and, when its outcome is unknown ([`Error::Backend`]: it may have been
+//! applied), finds out what happened through the call's own identity
+//! instead of sending a new call. The worker uses it for every claim, ack,
+//! release and fail; producers use [`Settle::enqueue`].
+//!
+//! | operation | identity | after an unknown outcome |
+//! |---|---|---|
+//! | claim | the [`ClaimSpec`]'s token family | [`Backend::recover_claim`]: the leases it made, or claim again with the same spec |
+//! | ack, ack_many, release, fail | the lease's token | [`Backend::lease_fate`]: held (send again), finished by this lease (it landed), or lost |
+//! | enqueue | a request id | [`Backend::enqueue_once`] again with the same id |
+//! | extend | the lease's token | send again (extending twice is harmless) |
+//!
+//! An [`Error::Unavailable`] (refused before it ran) is simply sent again.
+//! Each helper gives up after [`Settle::attempts`] tries and returns the
+//! last error; on a backend without `recover_claim` / `lease_fate`
+//! ([`Error::Unsupported`]) it returns the original error, as before.
+//!
+//! ```
+//! use leaseq_core::settle::Settle;
+//! let settle = Settle::new().attempts(4);
+//! assert_eq!(settle.get_attempts(), 4);
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{
+    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemState, LeaseFate, LeaseKey, LeaseToken,
+    NewItem, QueueName, Released, Result, Timestamp,
+};
+
+/// Called with each error that a helper answers by trying again.
+pub type RetryObserver = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// How hard to try: attempts and the pause between them (doubling).
+#[derive(Clone)]
+pub struct Settle {
+    attempts: u32,
+    first_pause: Duration,
+    max_pause: Duration,
+    observer: Option<RetryObserver>,
+}
+
+impl fmt::Debug for Settle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settle")
+            .field("attempts", &self.attempts)
+            .field("first_pause", &self.first_pause)
+            .field("max_pause", &self.max_pause)
+            .finish()
+    }
+}
+
+impl Default for Settle {
+    fn default() -> Self {
+        Settle::new()
+    }
+}
+
+/// One lease to finish, with the latest expiry its holder knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The lease.
+    pub key: LeaseKey,
+    /// Its expiry as of the claim or the last extend (backend clock).
+    pub until: Timestamp,
+}
+
+impl Settle {
+    /// 6 attempts, pauses from 20 ms doubling to at most 1 s.
+    pub fn new() -> Self {
+        Settle {
+            attempts: 6,
+            first_pause: Duration::from_millis(20),
+            max_pause: Duration::from_secs(1),
+            observer: None,
+        }
+    }
+
+    /// Tries at most `n` times (at least once).
+    #[must_use]
+    pub fn attempts(mut self, n: u32) -> Self {
+        self.attempts = n.max(1);
+        self
+    }
+
+    /// The first pause between tries, and the cap the doubling stops at.
+    #[must_use]
+    pub fn pauses(mut self, first: Duration, max: Duration) -> Self {
+        self.first_pause = first;
+        self.max_pause = max.max(first);
+        self
+    }
+
+    /// Calls `observer` with every error a helper answers by trying again.
+    #[must_use]
+    pub fn on_retry(mut self, observer: RetryObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The most tries.
+    pub fn get_attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    async fn pause(&self, try_no: u32, e: &Error) {
+        if let Some(o) = &self.observer {
+            o(e);
+        }
+        let factor = 2u32.saturating_pow(try_no.min(16));
+        let d = self.first_pause.saturating_mul(factor).min(self.max_pause);
+        tokio::time::sleep(d).await;
+    }
+
+    /// [`Backend::claim`], settled: a claim whose reply was lost returns
+    /// the leases it made ([`Backend::recover_claim`]), never leases more.
+    pub async fn claim(
+        &self,
+        b: &dyn Backend,
+        queue: &QueueName,
+        spec: ClaimSpec,
+    ) -> Result<Claimed> {
+        let mut last = None;
+        for try_no in 0..self.attempts {
+            let e = match b.claim(queue, spec).await {
+                Ok(c) => return Ok(c),
+                Err(e) if !e.is_retryable() => return Err(e),
+                Err(e) => e,
+            };
+            if e.may_have_applied() {
+                match self.recover(b, queue, spec).await {
+                    Ok(c) if !c.leases.is_empty() => return Ok(c),
+                    Ok(_) => {} // it leased nothing: claim again, same tokens
+                    Err(Error::Unsupported { .. }) => return Err(e),
+                    Err(e2) if !e2.is_retryable() => return Err(e2),
+                    Err(_) => return Err(e),
+                }
+            }
+            self.pause(try_no, &e).await;
+            last = Some(e);
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+    }
+
+    async fn recover(
+        &self,
+        b: &dyn Backend,
+        queue: &QueueName,
+        spec: ClaimSpec,
+    ) -> Result<Claimed> {
+        let mut last = None;
+        for try_no in 0..self.attempts {
+            match b.recover_claim(queue, spec).await {
+                Err(e) if e.is_retryable() => {
+                    self.pause(try_no, &e).await;
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+    }
+
+    /// [`Backend::enqueue_once`] under `request`, settled: sent again with
+    /// the same request after any retryable error, so it is written once.
+    pub async fn enqueue(
+        &self,
+        b: &dyn Backend,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        let mut last = None;
+        for try_no in 0..self.attempts {
+            match b.enqueue_once(queue, request, items.clone()).await {
+                Err(e) if e.is_retryable() => {
+                    self.pause(try_no, &e).await;
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+    }
+
+    /// What became of `lease`; retryable errors are tried again.
+    async fn fate(&self, b: &dyn Backend, lease: &Held) -> Result<LeaseFate> {
+        let mut last = None;
+        for try_no in 0..self.attempts {
+            match b.lease_fate(&lease.key, lease.until).await {
+                Err(e) if e.is_retryable() => {
+                    self.pause(try_no, &e).await;
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+    }
+
+    /// Runs a fenced call on `lease`; after an unknown outcome asks
+    /// [`Backend::lease_fate`]: held → send again; finished by this lease →
+    /// `landed(state)`; lost → [`Error::LeaseLost`].
+    async fn fenced<T, F, Fut>(
+        &self,
+        b: &dyn Backend,
+        lease: &Held,
+        mut send: F,
+        landed: impl Fn(Option<ItemState>) -> T,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut last = None;
+        let mut maybe_sent = false;
+        for try_no in 0..self.attempts {
+            let e = match send().await {
+                Ok(v) => return Ok(v),
+                // A resend of a call that landed finds the lease gone.
+                Err(e) if e.is_lease_lost() && maybe_sent => {
+                    return match self.fate(b, lease).await {
+                        Ok(LeaseFate::Finished { state }) => Ok(landed(state)),
+                        _ => Err(e),
+                    }
+                }
+                Err(e) if !e.is_retryable() => return Err(e),
+                Err(e) => e,
+            };
+            if e.may_have_applied() {
+                maybe_sent = true;
+                match self.fate(b, lease).await {
+                    Ok(LeaseFate::Held) => {}
+                    Ok(LeaseFate::Finished { state }) => return Ok(landed(state)),
+                    Ok(LeaseFate::Lost) => return Err(Error::LeaseLost { id: lease.key.id }),
+                    Err(Error::Unsupported { .. }) => {}
+                    Err(e2) if !e2.is_retryable() => return Err(e2),
+                    Err(_) => {}
+                }
+            }
+            self.pause(try_no, &e).await;
+            last = Some(e);
+        }
+        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+    }
+
+    /// [`Backend::ack`], settled.
+    pub async fn ack(&self, b: &dyn Backend, lease: &Held) -> Result<()> {
+        self.fenced(b, lease, || b.ack(&lease.key), |_| ()).await
+    }
+
+    /// [`Backend::release`], settled.
+    pub async fn release(
+        &self,
+        b: &dyn Backend,
+        lease: &Held,
+        delay: Duration,
+    ) -> Result<Released> {
+        self.fenced(b, lease, || b.release(&lease.key, delay), released_as)
+            .await
+    }
+
+    /// [`Backend::fail`], settled.
+    pub async fn fail(&self, b: &dyn Backend, lease: &Held, reason: &str) -> Result<()> {
+        self.fenced(b, lease, || b.fail(&lease.key, reason), |_| ())
+            .await
+    }
+
+    /// [`Backend::ack_many`], settled: after an unknown outcome each lease's
+    /// fate decides its slot, and only the leases still held are sent again.
+    pub async fn ack_many(&self, b: &dyn Backend, leases: &[Held]) -> Result<Vec<Result<()>>> {
+        let mut out: Vec<Option<Result<()>>> = leases.iter().map(|_| None).collect();
+        let mut open: Vec<usize> = (0..leases.len()).collect();
+        let mut maybe_sent = false;
+        let mut last = None;
+        for try_no in 0..self.attempts {
+            if open.is_empty() {
+                break;
+            }
+            let keys: Vec<LeaseKey> = open.iter().map(|&i| leases[i].key.clone()).collect();
+            let e = match b.ack_many(&keys).await {
+                Ok(results) if results.len() == keys.len() => {
+                    for (&i, r) in open.iter().zip(results) {
+                        out[i] = Some(match r {
+                            // A resend that finds the lease gone may have
+                            // found its own first send's work.
+                            Err(e) if e.is_lease_lost() && maybe_sent => {
+                                match self.fate(b, &leases[i]).await {
+                                    Ok(LeaseFate::Finished { .. }) => Ok(()),
+                                    _ => Err(e),
+                                }
+                            }
+                            r => r,
+                        });
+                    }
+                    open.clear();
+                    break;
+                }
+                Ok(results) => {
+                    return Err(Error::Corrupt {
+                        what: format!(
+                            "the backend answered an ack of {} leases with {} results",
+                            keys.len(),
+                            results.len()
+                        ),
+                    })
+                }
+                Err(e) if !e.is_retryable() => return Err(e),
+                Err(e) => e,
+            };
+            if e.may_have_applied() {
+                maybe_sent = true;
+                let mut still = Vec::with_capacity(open.len());
+                for &i in &open {
+                    match self.fate(b, &leases[i]).await {
+                        Ok(LeaseFate::Held) => still.push(i),
+                        Ok(LeaseFate::Finished { .. }) => out[i] = Some(Ok(())),
+                        Ok(LeaseFate::Lost) => {
+                            out[i] = Some(Err(Error::LeaseLost {
+                                id: leases[i].key.id,
+                            }))
+                        }
+                        Err(Error::Unsupported { .. }) => return Err(e),
+                        Err(e2) if !e2.is_retryable() => return Err(e2),
+                        Err(_) => return Err(e),
+                    }
+                }
+                open = still;
+            }
+            if !open.is_empty() {
+                self.pause(try_no, &e).await;
+            }
+            last = Some(e);
+        }
+        if !open.is_empty() {
+            return Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")));
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::invalid("no result"))))
+            .collect())
+    }
+}
+
+/// What a release that landed did, judged from where the item is now.
+fn released_as(state: Option<ItemState>) -> Released {
+    match state {
+        Some(ItemState::Scheduled) => Released::Scheduled,
+        Some(ItemState::Dead) => Released::Dead,
+        // Ready, or already claimed again or acked by someone else.
+        _ => Released::Ready,
+    }
+}
