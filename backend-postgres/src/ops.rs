@@ -4,18 +4,21 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{
+    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+};
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Lease, LeaseKey, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
-    Repair, Result, TestHooks, Timestamp,
+    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
+    ReapReport, Released, Repair, Result, TestHooks, Timestamp,
 };
 
 use crate::rows::{
     col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts,
 };
 use crate::PgBackend;
-use sqlx::PgPool;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgPool};
 
 /// Rows one reap or promotion statement handles; the reaper loops while a
 /// batch comes back full.
@@ -43,6 +46,17 @@ impl PgBackend {
         &self.inner.pool
     }
 
+    /// `conn`, for one statement on `queue` inside a transaction (counted
+    /// like [`PgBackend::statement_on`]).
+    fn statement_in<'c>(
+        &self,
+        queue: &QueueName,
+        conn: &'c mut PgConnection,
+    ) -> &'c mut PgConnection {
+        let _ = self.statement_on([queue]);
+        conn
+    }
+
     fn lost(key: &LeaseKey) -> Error {
         Error::LeaseLost { id: key.id }
     }
@@ -52,6 +66,7 @@ impl PgBackend {
     /// item must be tried again.
     async fn insert_round(
         &self,
+        conn: &mut PgConnection,
         queue: &QueueName,
         items: &[(usize, &NewItem)],
     ) -> Result<Vec<Option<Enqueued>>> {
@@ -68,7 +83,7 @@ impl PgBackend {
         let delays: Vec<i64> = items.iter().map(|(_, i)| millis(i.get_delay())).collect();
         if items.iter().all(|(_, i)| i.get_dedup_key().is_none()) {
             return self
-                .insert_plain(queue, &payloads, &priorities, &attempts, &delays)
+                .insert_plain(conn, queue, &payloads, &priorities, &attempts, &delays)
                 .await;
         }
         let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
@@ -80,7 +95,7 @@ impl PgBackend {
             .bind(&keys)
             .bind(&delays)
             .bind(&self.inner.channel)
-            .fetch_all(self.statement_on([queue]))
+            .fetch_all(self.statement_in(queue, conn))
             .await
             .map_err(db("enqueue"))?;
         if rows.len() != items.len() {
@@ -112,7 +127,7 @@ impl PgBackend {
         let holders: HashMap<String, i64> = sqlx::query(&s.dedup_holders)
             .bind(queue.as_str())
             .bind(&wanted)
-            .fetch_all(self.statement_on([queue]))
+            .fetch_all(self.statement_in(queue, conn))
             .await
             .map_err(db("enqueue: looking up dedup holders"))?
             .iter()
@@ -136,6 +151,7 @@ impl PgBackend {
     /// order) map to the items in order.
     async fn insert_plain(
         &self,
+        conn: &mut PgConnection,
         queue: &QueueName,
         payloads: &[&[u8]],
         priorities: &[i32],
@@ -149,7 +165,7 @@ impl PgBackend {
             .bind(attempts)
             .bind(delays)
             .bind(&self.inner.channel)
-            .fetch_one(self.statement_on([queue]))
+            .fetch_one(self.statement_in(queue, conn))
             .await
             .map_err(db("enqueue"))?;
         let ids: Vec<i64> = col::<Option<Vec<i64>>>(&row, 0)?.unwrap_or_default();
@@ -172,12 +188,148 @@ impl PgBackend {
             .collect()
     }
 
-    /// One claim statement: leases plus the missing-item rows it deleted.
-    async fn claim_round(&self, queue: &QueueName, max: u32, ttl: LeaseTtl) -> Result<Claimed> {
+    /// [`check_batch`], plus what PostgreSQL cannot store: `text` cannot
+    /// hold a NUL character.
+    fn check_items(&self, items: &[NewItem]) -> Result<()> {
+        check_batch(items, &self.limits())?;
+        if let Some(i) = items
+            .iter()
+            .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
+        {
+            return Err(Error::invalid(format!(
+                "item {i}: a dedup key with a NUL character cannot be stored in PostgreSQL"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Enqueues a checked batch on `conn` (in a transaction or not).
+    async fn enqueue_on(
+        &self,
+        conn: &mut PgConnection,
+        queue: &QueueName,
+        items: &[NewItem],
+    ) -> Result<Vec<Enqueued>> {
+        let mut results: Vec<Option<Enqueued>> = vec![None; items.len()];
+        let mut pending: Vec<(usize, &NewItem)> = items.iter().enumerate().collect();
+        for _ in 0..DEDUP_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            let round = self.insert_round(conn, queue, &pending).await?;
+            let mut next = Vec::new();
+            for ((idx, item), got) in pending.into_iter().zip(round) {
+                match got {
+                    Some(e) => results[idx] = Some(e),
+                    None => next.push((idx, item)),
+                }
+            }
+            pending = next;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.ok_or_else(|| {
+                    Error::backend(
+                        "postgres: enqueue",
+                        "a dedup key's holder kept vanishing; try again",
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The statements of [`Backend::enqueue_once`] inside its transaction
+    /// `tx`: claims the request's row (waiting for a concurrent first call
+    /// of the same request), then either recalls the results stored with it
+    /// or enqueues the batch and stores its results. The caller commits or
+    /// rolls back.
+    async fn enqueue_once_in(
+        &self,
+        tx: &mut PgConnection,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: &[NewItem],
+    ) -> Result<Recalled> {
+        let s = &self.inner.sql;
+        let row = sqlx::query(&s.request_begin)
+            .bind(queue.as_str())
+            .bind(sql_token(request))
+            .bind(millis(REQUEST_MEMORY))
+            .fetch_one(self.statement_in(queue, tx))
+            .await
+            .map_err(db("enqueue_once: claiming the request"))?;
+        let ids: Option<Vec<i64>> = col(&row, 0)?;
+        let flags: Option<Vec<bool>> = col(&row, 1)?;
+        if let (Some(ids), Some(flags)) = (ids, flags) {
+            if ids.len() != flags.len() {
+                return Err(Error::Corrupt {
+                    what: format!(
+                        "request {request} stored {} ids and {} dedup flags",
+                        ids.len(),
+                        flags.len()
+                    ),
+                });
+            }
+            if ids.len() != items.len() {
+                return Err(Error::invalid(format!(
+                    "request {request} was first sent with {} items, now with {}",
+                    ids.len(),
+                    items.len()
+                )));
+            }
+            let results = ids
+                .into_iter()
+                .zip(flags)
+                .map(|(id, deduplicated)| {
+                    Ok(Enqueued {
+                        id: item_id(id)?,
+                        deduplicated,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(Recalled::Before(results));
+        }
+        let results = if items.is_empty() {
+            Vec::new()
+        } else {
+            self.enqueue_on(tx, queue, items).await?
+        };
+        let ids = results
+            .iter()
+            .map(|e| sql_id(e.id))
+            .collect::<Result<Vec<i64>>>()?;
+        let flags: Vec<bool> = results.iter().map(|e| e.deduplicated).collect();
+        sqlx::query(&s.request_done)
+            .bind(queue.as_str())
+            .bind(sql_token(request))
+            .bind(&ids)
+            .bind(&flags)
+            .execute(self.statement_in(queue, tx))
+            .await
+            .map_err(db("enqueue_once: storing the results"))?;
+        Ok(Recalled::Now(results))
+    }
+
+    /// One claim statement of `spec`'s claim, whose first `first` leases
+    /// were handed out by earlier rounds: up to `max` leases, the n-th
+    /// getting `spec.token(first + n)`, plus the missing-item rows it
+    /// deleted.
+    async fn claim_round(
+        &self,
+        queue: &QueueName,
+        spec: &ClaimSpec,
+        first: u32,
+        max: u32,
+    ) -> Result<Claimed> {
+        let tokens: Vec<uuid::Uuid> = (first..first.saturating_add(max))
+            .map(|i| sql_token(spec.token(i)))
+            .collect();
         let rows = sqlx::query(&self.inner.sql.claim)
             .bind(queue.as_str())
             .bind(i64::from(max))
-            .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
+            .bind(&tokens)
             .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("claim"))?;
@@ -194,20 +346,7 @@ impl PgBackend {
                 out.repairs.push(repair);
                 continue;
             }
-            let tok: uuid::Uuid = col(row, 1)?;
-            let payload: Vec<u8> = col(row, 2)?;
-            out.leases.push(Lease {
-                key: LeaseKey {
-                    queue: queue.clone(),
-                    id,
-                    token: token(tok),
-                },
-                payload: Bytes::from(payload),
-                attempts: count(col(row, 3)?, "attempts")?,
-                max_attempts: count(col(row, 4)?, "max_attempts")?,
-                priority: col(row, 5)?,
-                expires_at: ts(col(row, 6)?),
-            });
+            out.leases.push(lease(queue, row)?);
         }
         out.leases
             .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
@@ -252,62 +391,120 @@ impl Backend for PgBackend {
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        check_batch(&items, &self.limits())?;
-        // PostgreSQL `text` cannot hold a NUL character.
-        if let Some(i) = items
-            .iter()
-            .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
-        {
-            return Err(Error::invalid(format!(
-                "item {i}: a dedup key with a NUL character cannot be stored in PostgreSQL"
-            )));
+        self.check_items(&items)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
         }
-        let mut results: Vec<Option<Enqueued>> = vec![None; items.len()];
-        let mut pending: Vec<(usize, &NewItem)> = items.iter().enumerate().collect();
-        for _ in 0..DEDUP_ROUNDS {
-            if pending.is_empty() {
-                break;
+        // One connection for the call's statements; each commits on its own.
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(db("enqueue: acquiring a connection"))?;
+        self.enqueue_on(&mut conn, queue, &items).await
+    }
+
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.check_items(&items)?;
+        let mut tx = self
+            .statement_on([queue])
+            .begin()
+            .await
+            .map_err(db("enqueue_once: begin"))?;
+        let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
+            Ok(done) => done,
+            // Not committed: the transaction is rolled back whatever went
+            // wrong (on the server when the connection is gone), so nothing
+            // of this call was applied.
+            Err(Error::Backend { message, source }) => {
+                return Err(Error::Unavailable { message, source })
             }
-            let round = self.insert_round(queue, &pending).await?;
-            let mut next = Vec::new();
-            for ((idx, item), got) in pending.into_iter().zip(round) {
-                match got {
-                    Some(e) => results[idx] = Some(e),
-                    None => next.push((idx, item)),
-                }
+            Err(e) => return Err(e),
+        };
+        match done {
+            Recalled::Before(results) => {
+                // Nothing to keep: this call wrote nothing.
+                let _ = self.statement_on([queue]);
+                tx.rollback().await.map_err(db("enqueue_once: rollback"))?;
+                Ok(results)
             }
-            pending = next;
+            Recalled::Now(results) => {
+                let _ = self.statement_on([queue]);
+                tx.commit().await.map_err(db("enqueue_once: commit"))?;
+                Ok(results)
+            }
         }
-        results
-            .into_iter()
-            .map(|r| {
-                r.ok_or_else(|| {
-                    Error::backend(
-                        "postgres: enqueue",
-                        "a dedup key's holder kept vanishing; try again",
-                    )
-                })
-            })
-            .collect()
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        let max = spec.max() as usize;
-        let mut out = self.claim_round(queue, spec.max(), spec.ttl()).await?;
+        let max = spec.max();
+        let mut out = self.claim_round(queue, &spec, 0, max).await?;
         let mut last_repairs = out.repairs.len();
         // Entries without items took places in the last round: claim the
-        // shortfall, so a repair never makes a claim come back short.
+        // shortfall, so a repair never makes a claim come back short. The
+        // tokens go on counting from the leases handed out so far.
         for _ in 0..REPAIR_ROUNDS {
-            if last_repairs == 0 || out.leases.len() >= max {
+            let got = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
+            if last_repairs == 0 || got >= max {
                 break;
             }
-            let want = u32::try_from(max - out.leases.len()).unwrap_or(1);
-            let more = self.claim_round(queue, want, spec.ttl()).await?;
+            let more = self.claim_round(queue, &spec, got, max - got).await?;
             last_repairs = more.repairs.len();
             out.leases.extend(more.leases);
             out.repairs.extend(more.repairs);
         }
         Ok(out)
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
+        let last = first | !ClaimSpec::FAMILY_MASK;
+        let rows = sqlx::query(&self.inner.sql.recover_claim)
+            .bind(queue.as_str())
+            .bind(uuid::Uuid::from_u128(first))
+            .bind(uuid::Uuid::from_u128(last))
+            .fetch_all(self.statement_on([queue]))
+            .await
+            .map_err(db("recover_claim"))?;
+        let leases = rows
+            .iter()
+            .map(|row| lease(queue, row))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Claimed {
+            leases,
+            repairs: Vec::new(),
+        })
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        // An id out of the stored range names no row: the item is gone.
+        let id = sql_id(lease.id).unwrap_or(-1);
+        let row = sqlx::query(&self.inner.sql.lease_fate)
+            .bind(id)
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
+            .fetch_one(self.statement_on([&lease.queue]))
+            .await
+            .map_err(db("lease_fate"))?;
+        let fate: String = col(&row, 0)?;
+        let st: Option<String> = col(&row, 1)?;
+        match fate.as_str() {
+            "held" => Ok(LeaseFate::Held),
+            "finished" => Ok(LeaseFate::Finished {
+                state: st.as_deref().map(state).transpose()?,
+            }),
+            "lost" => Ok(LeaseFate::Lost),
+            other => Err(Error::Corrupt {
+                what: format!("lease_fate returned {other:?}"),
+            }),
+        }
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
@@ -451,6 +648,18 @@ impl Backend for PgBackend {
             .await?
             >= REAP_BATCH
         {}
+        // Forget `enqueue_once` requests whose memory ran out.
+        loop {
+            let done = sqlx::query(&self.inner.sql.reap_requests)
+                .bind(queue.as_str())
+                .bind(REAP_BATCH)
+                .execute(self.statement_on([queue]))
+                .await
+                .map_err(db("reaping expired requests"))?;
+            if done.rows_affected() < REAP_BATCH.unsigned_abs() {
+                break;
+            }
+        }
         Ok(report)
     }
 
@@ -539,4 +748,30 @@ impl Backend for PgBackend {
             .test_hooks
             .then_some(self as &dyn TestHooks)
     }
+}
+
+/// What [`Backend::enqueue_once`] found under its request.
+enum Recalled {
+    /// The results stored by an earlier call: nothing was written.
+    Before(Vec<Enqueued>),
+    /// The results of the batch this call wrote.
+    Now(Vec<Enqueued>),
+}
+
+/// A row of the lease columns (claim, recover_claim) as a [`Lease`].
+fn lease(queue: &QueueName, row: &PgRow) -> Result<Lease> {
+    let tok: uuid::Uuid = col(row, 1)?;
+    let payload: Vec<u8> = col(row, 2)?;
+    Ok(Lease {
+        key: LeaseKey {
+            queue: queue.clone(),
+            id: item_id(col(row, 0)?)?,
+            token: token(tok),
+        },
+        payload: Bytes::from(payload),
+        attempts: count(col(row, 3)?, "attempts")?,
+        max_attempts: count(col(row, 4)?, "max_attempts")?,
+        priority: col(row, 5)?,
+        expires_at: ts(col(row, 6)?),
+    })
 }

@@ -4,9 +4,55 @@ use leaseq_core::{Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, Result,
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
-/// Wraps a client or server error with what was being done.
+/// Wraps a client or server error with what was being done, as
+/// [`Error::Unavailable`] when the statement certainly did not run (or was
+/// rolled back, so sending it again is safe; see [`certainly_not_applied`]),
+/// otherwise as [`Error::Backend`] (its outcome is unknown).
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::backend(format!("postgres: {what}"), e)
+    move |e| {
+        let message = format!("postgres: {what}");
+        if certainly_not_applied(&e) {
+            Error::unavailable(message, e)
+        } else {
+            Error::backend(message, e)
+        }
+    }
+}
+
+/// Whether `e` proves that the statement it came from changed nothing:
+///
+/// - No connection could be had: the pool timed out waiting for one (the
+///   server refused or did not answer the connect) or is closed, the
+///   connect was refused, or the TLS handshake failed. Nothing was sent.
+/// - The server answered with an error of SQLSTATE class 08 (connection
+///   exception), 40 (transaction rollback: serialization failure,
+///   deadlock; not 40003, "statement completion unknown"), 53
+///   (insufficient resources) or 57 (operator intervention: admin
+///   shutdown, cannot connect now, a cancelled statement). PostgreSQL
+///   raises these before the statement's transaction commits (interrupts
+///   are held while a commit runs, and an autocommit statement of the
+///   extended protocol commits only at the `Sync` after it), so the
+///   transaction they end is rolled back.
+///
+/// Everything else is unknown: an IO error or a connection dropped while
+/// the statement was in flight, a client-side timeout, a protocol or decode
+/// error, and any other server error.
+pub(crate) fn certainly_not_applied(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+        sqlx::Error::Database(d) => d.code().is_some_and(|code| refused_sqlstate(&code)),
+        _ => false,
+    }
+}
+
+/// SQLSTATEs after which nothing was applied (see [`certainly_not_applied`]).
+fn refused_sqlstate(code: &str) -> bool {
+    match code.get(..2) {
+        Some("08" | "53" | "57") => true,
+        Some("40") => code != "40003",
+        _ => false,
+    }
 }
 
 /// Reads column `idx` of `row`, as a backend error when it fails.

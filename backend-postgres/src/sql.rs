@@ -16,6 +16,11 @@ pub(crate) struct Sql {
     pub(crate) enqueue_plain: String,
     pub(crate) dedup_holders: String,
     pub(crate) claim: String,
+    pub(crate) recover_claim: String,
+    pub(crate) lease_fate: String,
+    pub(crate) request_begin: String,
+    pub(crate) request_done: String,
+    pub(crate) reap_requests: String,
     pub(crate) ack: String,
     pub(crate) ack_many: String,
     pub(crate) extend: String,
@@ -50,6 +55,7 @@ impl Sql {
     /// Renders every statement for `schema` (already validated).
     pub(crate) fn new(schema: &str) -> Self {
         let t = format!("\"{schema}\".leaseq_items");
+        let r = format!("\"{schema}\".leaseq_requests");
         let seq = format!("'\"{schema}\".leaseq_item_id'");
         let fence = "id = $1 AND queue = $2 AND token = $3 AND state = 'leased'";
         let info = info_columns();
@@ -123,32 +129,39 @@ impl Sql {
             dedup_holders: format!(
                 "SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
             ),
-            // $1 queue, $2 max, $3 ttl (ms). The Ready head and the due
-            // Scheduled head are each locked through their own index, merged
-            // in one claim order, and the first $2 leased. A row without a
-            // payload (an entry whose item is missing) is deleted instead.
+            // $1 queue, $2 max, $3 ttl (ms), $4 tokens (uuid[], one per
+            // slot of this round, in claim order). The Ready head and the
+            // due Scheduled head are each locked through their own index,
+            // merged in one claim order, and the first $2 leased. A row
+            // without a payload (an entry whose item is missing) is deleted
+            // instead. `slot` numbers the rows that get a lease, in claim
+            // order (a running count that skips the ghosts), so the n-th
+            // lease of the round gets the n-th token.
             claim: format!(
                 "WITH ready AS MATERIALIZED ( \
-                   SELECT id, priority FROM {t} \
+                   SELECT id, priority, payload IS NULL AS ghost FROM {t} \
                    WHERE queue = $1 AND state = 'ready' \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), due AS MATERIALIZED ( \
-                   SELECT id, priority FROM {t} \
+                   SELECT id, priority, payload IS NULL AS ghost FROM {t} \
                    WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), pick AS MATERIALIZED ( \
-                   SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) c \
-                   ORDER BY priority DESC, id LIMIT $2 \
+                   SELECT id, ghost, \
+                          (count(*) FILTER (WHERE NOT ghost) \
+                             OVER (ORDER BY priority DESC, id))::int AS slot \
+                   FROM (SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) c \
+                         ORDER BY priority DESC, id LIMIT $2) h \
                  ), ghosts AS ( \
                    DELETE FROM {t} g USING pick \
-                   WHERE g.id = pick.id AND g.payload IS NULL \
+                   WHERE g.id = pick.id AND pick.ghost AND g.payload IS NULL \
                    RETURNING g.id, g.state \
                  ), leased AS ( \
-                   UPDATE {t} i SET state = 'leased', token = gen_random_uuid(), \
+                   UPDATE {t} i SET state = 'leased', token = ($4::uuid[])[pick.slot], \
                           attempts = i.attempts + 1, \
                           lease_expires_at = now() + $3 * interval '1 millisecond' \
                    FROM pick \
-                   WHERE i.id = pick.id AND i.payload IS NOT NULL \
+                   WHERE i.id = pick.id AND NOT pick.ghost AND i.payload IS NOT NULL \
                      AND i.state IN ('ready', 'scheduled') \
                    RETURNING i.id, i.token, i.payload, i.attempts, i.max_attempts, i.priority, \
                              {exp} AS expires_ms \
@@ -158,6 +171,61 @@ impl Sql {
                  UNION ALL \
                  SELECT id, NULL, NULL, 0, 0, 0, 0, state FROM ghosts",
                 exp = ms("i.lease_expires_at"),
+            ),
+            // $1 queue, $2 and $3 the first and last token of the claim's
+            // family. Uuids compare as big-endian bytes, i.e. as the u128
+            // the token is, so the family is one range and token order is
+            // slot (claim) order. It walks the queue's live leases through
+            // the leased index: its cost grows with them, which is fine for
+            // a call made only after a lost reply.
+            recover_claim: format!(
+                "SELECT id, token, payload, attempts, max_attempts, priority, {exp} AS expires_ms \
+                 FROM {t} \
+                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
+                   AND token BETWEEN $2 AND $3 AND payload IS NOT NULL \
+                 ORDER BY token",
+                exp = ms("lease_expires_at"),
+            ),
+            // $1 id, $2 queue, $3 token, $4 held until (epoch ms). One row
+            // always: the fate, and the item's (effective) state or NULL.
+            lease_fate: format!(
+                "SELECT CASE WHEN i.state = 'leased' AND i.token = $3 THEN 'held' \
+                             WHEN {now} < $4 THEN 'finished' ELSE 'lost' END AS fate, \
+                        CASE WHEN i.state = 'scheduled' AND i.available_at <= now() \
+                             THEN 'ready' ELSE i.state END AS state \
+                 FROM (VALUES (1)) AS one(x) \
+                 LEFT JOIN {t} i ON i.id = $1 AND i.queue = $2 AND i.payload IS NOT NULL",
+                now = ms("now()"),
+            ),
+            // $1 queue, $2 request, $3 memory (ms). Inserts the request's
+            // row, or locks the existing one (waiting for a concurrent first
+            // call to finish). A row whose memory ran out starts afresh.
+            // Returns the stored results: NULL for a new request.
+            request_begin: format!(
+                "INSERT INTO {r} AS r (queue, request, expires_at) \
+                 VALUES ($1, $2, now() + $3 * interval '1 millisecond') \
+                 ON CONFLICT (queue, request) DO UPDATE SET \
+                   ids = CASE WHEN r.expires_at > now() THEN r.ids END, \
+                   deduplicated = CASE WHEN r.expires_at > now() THEN r.deduplicated END, \
+                   expires_at = CASE WHEN r.expires_at > now() THEN r.expires_at \
+                                     ELSE EXCLUDED.expires_at END \
+                 RETURNING ids, deduplicated"
+            ),
+            // $1 queue, $2 request, $3 ids, $4 deduplicated flags.
+            request_done: format!(
+                "UPDATE {r} SET ids = $3::bigint[], deduplicated = $4::boolean[] \
+                 WHERE queue = $1 AND request = $2"
+            ),
+            // $1 queue, $2 batch. Through the expiry index: the cost follows
+            // the expired rows only.
+            reap_requests: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT request FROM {r} \
+                   WHERE queue = $1 AND expires_at <= now() \
+                   ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ) \
+                 DELETE FROM {r} d USING c \
+                 WHERE d.queue = $1 AND d.request = c.request AND d.expires_at <= now()"
             ),
             // $1 id, $2 queue, $3 token.
             ack: format!("DELETE FROM {t} WHERE {fence}"),

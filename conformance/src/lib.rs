@@ -121,6 +121,10 @@ macro_rules! __with_checks {
             recovery::concurrent_claims_each_once
             recovery::reap_touches_only_expired
             recovery::no_redelivery_after_ack
+            replies::claim_recovers_its_own_leases
+            replies::lease_fate_names_what_happened
+            replies::enqueue_once_writes_once
+            replies::lost_replies_settle_truthfully
             storm::storm_no_loss
             healing::claim_heals_dangling_id
             healing::acked_ghost_is_removed

@@ -9,7 +9,7 @@ mod teeth {
 
 use std::sync::Arc;
 
-use leaseq_conformance::checks::{batch, fencing, healing, recovery, storm};
+use leaseq_conformance::checks::{batch, fencing, healing, recovery, replies, storm};
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
 use leaseq_core::ManualClock;
@@ -180,5 +180,14 @@ fn a_batch_ack_looped_per_lease_is_caught() {
         "ack_many looped over ack (a wrapper that does not forward it)",
         &[Rule::Contract("batches")],
         || batch::batches_are_single_steps(&FaultyFactory(Fault::LoopedBatchAck)),
+    );
+}
+
+#[test]
+fn a_backend_that_forgets_what_a_lost_call_did_is_caught() {
+    caught(
+        "recover_claim and lease_fate that know nothing",
+        &[Rule::Contract("lost replies")],
+        || replies::lost_replies_settle_truthfully(&FaultyFactory(Fault::Amnesia)),
     );
 }

@@ -188,10 +188,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - Highest priority first, FIFO by enqueue order within a priority
     ///   (INV-8). Due Scheduled items are claimable.
-    /// - The `i`-th lease handed out (in claim order) gets token
-    ///   [`ClaimSpec::token`]`(i)`, `attempts + 1`, and expires at
-    ///   `now + ttl` on the backend's clock. Tokens come from the caller's
-    ///   spec so that a claim whose reply was lost can be recovered
+    /// - Each lease gets a distinct token of the spec's family
+    ///   ([`ClaimSpec::owns`]; a plain backend gives the `i`-th lease in
+    ///   claim order [`ClaimSpec::token`]`(i)`, a layer may use other
+    ///   tokens of the family), `attempts + 1`, and expires at `now + ttl`
+    ///   on the backend's clock. Tokens come from the caller's spec so that
+    ///   a claim whose reply was lost can be recovered
     ///   ([`Backend::recover_claim`]).
     /// - MUST NOT return an item whose lease is live (INV-2).
     /// - An index entry without its item, or with corrupt data, is removed,

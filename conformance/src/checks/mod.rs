@@ -10,4 +10,5 @@ pub mod input;
 pub mod lifecycle;
 pub mod ordering;
 pub mod recovery;
+pub mod replies;
 pub mod storm;

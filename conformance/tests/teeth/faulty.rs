@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, ItemId, Layer, Lease, LeaseKey, LeaseToken, QueueName, Result,
-    TestHooks,
+    Backend, ClaimSpec, Claimed, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken, QueueName,
+    Result, TestHooks, Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -30,6 +30,10 @@ pub(crate) enum Fault {
     /// `ack_many` loops over `ack`, as the trait's default does: what a
     /// wrapper that does not forward batch operations silently runs.
     LoopedBatchAck,
+    /// `recover_claim` finds nothing and `lease_fate` says every lease is
+    /// still held: a backend that cannot tell what a lost call did, so a
+    /// caller claims again and resends finished calls.
+    Amnesia,
 }
 
 /// `inner` with `fault`.
@@ -107,6 +111,20 @@ impl Layer for Faulty {
             }
         }
         self.inner.ack(lease).await
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        if self.fault == Fault::Amnesia {
+            return Ok(Claimed::default());
+        }
+        self.inner.recover_claim(queue, spec).await
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        if self.fault == Fault::Amnesia {
+            return Ok(LeaseFate::Held);
+        }
+        self.inner.lease_fate(lease, held_until).await
     }
 
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {

@@ -356,8 +356,11 @@ impl<B: Backend> Layer for Sharded<B> {
                         .find(|&&(shard, _)| shard == i)
                         .map_or(0, |&(_, n)| n);
                     // Sub-claims take tokens of the caller's family, so
-                    // `recover_claim` finds them on every shard.
-                    let offset = (rounds * k + u32::from(i)) * MAX_CLAIM;
+                    // `recover_claim` finds them on every shard, rising in
+                    // the order the leases are returned.
+                    let pos = asked.iter().position(|&s| s == i).unwrap_or(0);
+                    let pos = u32::try_from(pos).unwrap_or(0);
+                    let offset = (rounds * k + pos) * MAX_CLAIM;
                     let sub = ClaimSpec::with_request(want, ttl, spec.token(offset));
                     async move {
                         let got = b.claim(&q, sub?).await?;
@@ -398,6 +401,8 @@ impl<B: Backend> Layer for Sharded<B> {
             }
             out.repairs.extend(self.repairs(shard, got.repairs)?);
         }
+        // Tokens rise in the order the claim returned its leases.
+        out.leases.sort_by_key(|l| l.key.token.as_u128());
         Ok(out)
     }
 

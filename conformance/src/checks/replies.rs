@@ -1,0 +1,291 @@
+//! Lost replies: every operation can be settled after a reply is lost, by
+//! its own identity (a claim's token family, a lease's token, an enqueue's
+//! request id), so nothing is delivered twice and every outcome reported
+//! matches the store. A backend that does not implement `recover_claim`,
+//! `lease_fate` or `enqueue_once` fails these checks: without them a lost
+//! reply loses an attempt or duplicates a batch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_core::layer::fault::{Fault, Faults, Op};
+use leaseq_core::settle::{Held, Settle};
+use leaseq_core::{
+    Backend, ClaimSpec, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, NewItem,
+    Released, Timestamp,
+};
+
+use crate::cx::{run, Cx, Needs, LONG};
+use crate::outcome::{ensure, OrFail};
+use crate::{BackendFactory, CheckResult, Rule, Violation};
+
+fn unsupported(what: &str, e: &Error) -> Option<Violation> {
+    matches!(e, Error::Unsupported { .. }).then(|| {
+        Violation::new(
+            Rule::Contract("lost replies"),
+            format!("the backend does not implement {what} ({e}): a call whose reply is lost cannot be settled"),
+        )
+    })
+}
+
+fn held(l: &Lease) -> Held {
+    Held {
+        key: l.key.clone(),
+        until: l.expires_at,
+    }
+}
+
+/// `recover_claim` returns exactly the live leases a claim with that spec
+/// made, with the spec's tokens in claim order, and claims nothing; another
+/// spec recovers nothing.
+pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(factory, "claim_recovers_its_own_leases", rule, Needs::NONE, |cx| async move {
+        cx.push_n(5).await?;
+        let spec = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
+        let claimed = cx.b.claim(&cx.q, spec).await.or_fail(rule, "claim")?;
+        ensure!(claimed.leases.len() == 3, rule, "a claim of 3 over 5 items returned {}", claimed.leases.len());
+        let mut tokens: Vec<u128> = claimed.leases.iter().map(|l| l.token().as_u128()).collect();
+        for (i, l) in claimed.leases.iter().enumerate() {
+            ensure!(spec.owns(l.token()), rule, "lease {i} has token {}, not of the spec's family {} (claim must use the spec's tokens, ClaimSpec::token(i))", l.token(), spec.request());
+        }
+        tokens.sort_unstable();
+        tokens.dedup();
+        ensure!(tokens.len() == claimed.leases.len(), rule, "the claim handed out one token twice: {:?}", claimed.leases);
+        let again = match cx.b.recover_claim(&cx.q, spec).await {
+            Err(e) => return Err(unsupported("recover_claim", &e).unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}")))),
+            Ok(c) => c,
+        };
+        let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
+        ensure!(keys(&again.leases) == keys(&claimed.leases), rule, "recover_claim returned {:?}; the claim made {:?}", keys(&again.leases), keys(&claimed.leases));
+        cx.expect_stats([2, 0, 3, 0], "after recover_claim (it must claim nothing)").await?;
+        let other = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
+        let none = cx.b.recover_claim(&cx.q, other).await.or_fail(rule, "recover_claim of another spec")?;
+        ensure!(none.leases.is_empty(), rule, "another spec recovered {:?}", keys(&none.leases));
+        cx.b.ack(&claimed.leases[0].key).await.or_fail(rule, "ack")?;
+        let rest = cx.b.recover_claim(&cx.q, spec).await.or_fail(rule, "recover_claim after an ack")?;
+        ensure!(keys(&rest.leases) == keys(&claimed.leases[1..]), rule, "after acking the first lease recover_claim returned {:?}", keys(&rest.leases));
+        Ok(())
+    })
+    .await
+}
+
+async fn fate(cx: &Cx, key: &LeaseKey, until: Timestamp) -> Result<LeaseFate, Violation> {
+    cx.b.lease_fate(key, until).await.map_err(|e| {
+        unsupported("lease_fate", &e).unwrap_or_else(|| cx.fail(format!("lease_fate failed: {e}")))
+    })
+}
+
+/// `lease_fate` says Held while the token holds the item; Finished (with
+/// the item's state) after the lease's own ack, release or fail; Lost
+/// once the lease has expired and another may have ended it.
+pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("lease_fate");
+    run(factory, "lease_fate_names_what_happened", rule, Needs::NONE, |cx| async move {
+        cx.push_n(4).await?;
+        let ls = cx.claim(4, LONG).await?;
+        ensure!(ls.len() == 4, rule, "claimed {} of 4", ls.len());
+        let until = ls[0].expires_at;
+        let f = fate(&cx, &ls[0].key, until).await?;
+        ensure!(f == LeaseFate::Held, rule, "a live lease's fate is {f:?}, expected Held");
+        cx.b.ack(&ls[0].key).await.or_fail(rule, "ack")?;
+        let f = fate(&cx, &ls[0].key, until).await?;
+        ensure!(f == LeaseFate::Finished { state: None }, rule, "after its own ack the fate is {f:?}, expected Finished {{ state: None }}");
+        cx.b.release(&ls[1].key, Duration::ZERO).await.or_fail(rule, "release")?;
+        let f = fate(&cx, &ls[1].key, until).await?;
+        ensure!(f == LeaseFate::Finished { state: Some(ItemState::Ready) }, rule, "after its own release the fate is {f:?}, expected Finished in Ready");
+        cx.b.fail(&ls[2].key, "no").await.or_fail(rule, "fail")?;
+        let f = fate(&cx, &ls[2].key, until).await?;
+        ensure!(f == LeaseFate::Finished { state: Some(ItemState::Dead) }, rule, "after its own fail the fate is {f:?}, expected Finished in Dead");
+        let forged = LeaseKey { token: LeaseToken::random(), ..ls[3].key.clone() };
+        let past = cx.now().await?;
+        cx.wait_past(past).await?;
+        let f = fate(&cx, &forged, past).await?;
+        ensure!(f == LeaseFate::Lost, rule, "a token that does not hold the item, past its expiry, has fate {f:?}, expected Lost");
+        let f = fate(&cx, &ls[0].key, past).await?;
+        ensure!(f == LeaseFate::Lost, rule, "an acked lease asked about after its expiry has fate {f:?}, expected Lost (another may have ended it)");
+        Ok(())
+    })
+    .await
+}
+
+/// `enqueue_once` sent twice with one request writes the batch once and
+/// returns the first results; a new request writes again.
+pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("enqueue_once");
+    run(
+        factory,
+        "enqueue_once_writes_once",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let batch = || {
+                (0..3)
+                    .map(|i| NewItem::new(format!("once-{i}")))
+                    .collect::<Vec<_>>()
+            };
+            let req = LeaseToken::random();
+            let first = match cx.b.enqueue_once(&cx.q, req, batch()).await {
+                Err(e) => {
+                    return Err(unsupported("enqueue_once", &e)
+                        .unwrap_or_else(|| cx.fail(format!("enqueue_once failed: {e}"))))
+                }
+                Ok(v) => v,
+            };
+            let again =
+                cx.b.enqueue_once(&cx.q, req, batch())
+                    .await
+                    .or_fail(rule, "enqueue_once sent again")?;
+            ensure!(
+                first == again,
+                rule,
+                "the resend returned {again:?}; the first call returned {first:?}"
+            );
+            cx.expect_stats([3, 0, 0, 0], "after one batch sent twice under one request")
+                .await?;
+            let other =
+                cx.b.enqueue_once(&cx.q, LeaseToken::random(), batch())
+                    .await
+                    .or_fail(rule, "enqueue_once under a new request")?;
+            ensure!(
+                other.iter().all(|e| !first.iter().any(|f| f.id == e.id)),
+                rule,
+                "a new request reused ids: {other:?} vs {first:?}"
+            );
+            cx.expect_stats([6, 0, 0, 0], "after a second request")
+                .await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// With the reply of each operation lost once (the call ran, the caller
+/// saw an error), [`Settle`] still delivers each item once and reports
+/// what the store holds: an enqueue is written once, a claim leases once,
+/// and ack, `ack_many`, release and fail report that they landed.
+pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("lost replies");
+    run(
+        factory,
+        "lost_replies_settle_truthfully",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let faults = Arc::new(Faults::new(cx.b.clone()));
+            let b: &dyn Backend = faults.as_ref();
+            let settle = Settle::new().pauses(Duration::from_millis(1), Duration::from_millis(20));
+            let q = &cx.q;
+            let lost = |op| faults.inject(op, Fault::LoseReply, 1);
+
+            lost(Op::EnqueueOnce);
+            let items: Vec<NewItem> = (0..6)
+                .map(|i| NewItem::new(format!("lr-{i}")).max_attempts(1))
+                .collect();
+            let done = settle
+                .enqueue(b, q, LeaseToken::random(), items)
+                .await
+                .or_fail(rule, "settled enqueue")?;
+            ensure!(
+                done.len() == 6 && done.iter().all(|e| !e.deduplicated),
+                rule,
+                "a settled enqueue returned {done:?}"
+            );
+            cx.expect_stats([6, 0, 0, 0], "after an enqueue whose reply was lost")
+                .await?;
+
+            lost(Op::Claim);
+            lost(Op::RecoverClaim);
+            let spec = ClaimSpec::new(5, LONG).or_fail(rule, "spec")?;
+            let c = settle
+                .claim(b, q, spec)
+                .await
+                .or_fail(rule, "settled claim")?;
+            ensure!(
+                c.leases.len() == 5,
+                rule,
+                "a settled claim of 5 after a lost reply returned {} leases",
+                c.leases.len()
+            );
+            cx.expect_stats(
+                [1, 0, 5, 0],
+                "after a claim whose reply was lost (it must not lease more)",
+            )
+            .await?;
+            let ids: Vec<ItemId> = c.leases.iter().map(Lease::id).collect();
+
+            lost(Op::AckMany);
+            let r = settle
+                .ack_many(b, &[held(&c.leases[0]), held(&c.leases[1])])
+                .await
+                .or_fail(rule, "settled ack_many")?;
+            ensure!(
+                r.iter().all(|x| x.is_ok()),
+                rule,
+                "ack_many whose reply was lost reported {r:?}; both acks landed"
+            );
+            lost(Op::Ack);
+            settle
+                .ack(b, &held(&c.leases[2]))
+                .await
+                .or_fail(rule, "settled ack (it landed)")?;
+            lost(Op::Release);
+            let rel = settle
+                .release(b, &held(&c.leases[3]), Duration::ZERO)
+                .await
+                .or_fail(rule, "settled release (it landed)")?;
+            ensure!(
+                rel == Released::Dead,
+                rule,
+                "a release on the last attempt reported {rel:?}; the item went Dead"
+            );
+            lost(Op::Fail);
+            settle
+                .fail(b, &held(&c.leases[4]), "gave up")
+                .await
+                .or_fail(rule, "settled fail (it landed)")?;
+            cx.expect_stats(
+                [1, 0, 0, 2],
+                "after ack_many, ack, release and fail whose replies were lost",
+            )
+            .await?;
+            for (id, gone) in ids.iter().zip([true, true, true, false, false]) {
+                let info = cx.item(*id).await?;
+                ensure!(
+                    info.is_none() == gone,
+                    rule,
+                    "item {id}: expected {}, found {info:?}",
+                    if gone { "acked" } else { "Dead" }
+                );
+                if let Some(info) = info {
+                    ensure!(
+                        info.attempts == 1,
+                        rule,
+                        "item {id} spent {} attempts; it was claimed once",
+                        info.attempts
+                    );
+                }
+            }
+            ensure!(
+                faults.fired() == 7,
+                rule,
+                "the fault layer lost {} replies, expected 7",
+                faults.fired()
+            );
+
+            faults.inject(Op::Claim, Fault::Refuse, 1);
+            let last = settle
+                .claim(b, q, ClaimSpec::new(2, LONG).or_fail(rule, "spec")?)
+                .await
+                .or_fail(rule, "claim after a refusal")?;
+            ensure!(
+                last.leases.len() == 1,
+                rule,
+                "a claim sent again after a refusal returned {} leases, expected the 1 left",
+                last.leases.len()
+            );
+            Ok(())
+        },
+    )
+    .await
+}
