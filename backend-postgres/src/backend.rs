@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::notify::Wakeups;
-use crate::rows::db;
+use crate::rows::{db, refused};
 use crate::sql::Sql;
 use crate::PgOptions;
 
@@ -49,8 +49,9 @@ impl PgBackend {
     /// `postgres://user@host:5432/db`) with a pool of its own, and runs the
     /// migrations unless [`PgOptions::migrate_on_connect`] is off.
     ///
-    /// A bad URL or schema name is [`Error::InvalidInput`]; an unreachable
-    /// server is [`Error::Backend`].
+    /// A bad URL or schema name is [`Error::InvalidInput`]; a server that
+    /// cannot be reached (or refuses the connection) is
+    /// [`Error::Unavailable`]; a failed migration is [`Error::Backend`].
     pub async fn connect(url: &str, options: PgOptions) -> Result<Self> {
         let connect: PgConnectOptions = url
             .parse()
@@ -70,7 +71,7 @@ impl PgBackend {
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await
-            .map_err(db("connecting"))?;
+            .map_err(refused("connecting"))?;
         Self::from_pool(pool, options).await
     }
 
@@ -105,7 +106,7 @@ impl PgBackend {
         let schema = &self.inner.options.schema;
         let mut conn = PgConnection::connect_with(&self.inner.pool.connect_options())
             .await
-            .map_err(db("connecting to migrate"))?;
+            .map_err(refused("connecting to migrate"))?;
         let result = migrate_on(&mut conn, schema).await;
         // Closing ends the session, which releases the advisory lock even
         // when a step failed.

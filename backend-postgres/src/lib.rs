@@ -58,13 +58,23 @@
 //! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
 //! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
 //!
+//! A second table, `leaseq_requests`, remembers recent
+//! [`leaseq_core::Backend::enqueue_once`] requests: primary key `(queue,
+//! request)`, the first call's `ids` and `deduplicated` flags (arrays in
+//! batch order), and `expires_at` (`now()` +
+//! [`leaseq_core::limits::REQUEST_MEMORY`]), indexed by `(queue,
+//! expires_at)` for the reaper.
+//!
 //! # How each operation keeps the contract
 //! - **Claim** is one statement: the head of the Ready index and the head
 //!   of the due Scheduled items are each locked `FOR UPDATE SKIP LOCKED`
 //!   through their own index, merged in claim order (priority, then id) and
-//!   the first `max` updated to Leased with a fresh `gen_random_uuid()`
-//!   token, `attempts + 1` and `lease_expires_at = now() + ttl`. Concurrent
-//!   claimers skip each other's rows instead of waiting.
+//!   the first `max` updated to Leased with `attempts + 1` and
+//!   `lease_expires_at = now() + ttl`. The tokens come from the caller's
+//!   [`leaseq_core::ClaimSpec`], passed as a `uuid[]`: the rows are
+//!   numbered in claim order, so the `i`-th lease (counted across the
+//!   rounds of one call) gets `spec.token(i)`. Concurrent claimers skip
+//!   each other's rows instead of waiting.
 //! - **Ack, extend, release, fail** are one statement each, fenced by
 //!   `id AND queue AND token AND state = 'leased'`; zero rows means
 //!   [`leaseq_core::Error::LeaseLost`]. Release and reap clear the token, so
@@ -81,6 +91,28 @@
 //!   one row, whose id the others get back. A batch in which no item has a
 //!   dedup key takes a plain `INSERT … SELECT FROM unnest` instead: no
 //!   conflict arbitration, and its ids come back as one array.
+//! - **Lost replies.** `recover_claim` is one `SELECT` of the queue's live
+//!   leases (`lease_expires_at > now()`, through the leased index) whose
+//!   token lies in the spec's family: uuids compare as big-endian bytes, so
+//!   the family (the top 96 bits) is one range and token order is claim
+//!   order. Its cost grows with the queue's live leases; it runs only after
+//!   a lost reply. `lease_fate` is one `SELECT`: held while the row is
+//!   leased under the token, otherwise finished (with the row's state, or
+//!   none when it is gone) if `now()` is before the caller's `held_until`,
+//!   otherwise lost. `enqueue_once` runs in one transaction: an
+//!   `INSERT … ON CONFLICT DO UPDATE` on the request's row (a concurrent
+//!   resend waits on that row until the first call commits), then either
+//!   the stored results (nothing written; a batch of another size is
+//!   [`leaseq_core::Error::InvalidInput`]) or the enqueue statements and the
+//!   results stored on the row, and the commit. `reap` deletes request rows
+//!   whose memory ran out, in bounded batches through the expiry index.
+//! - **Errors.** A call that certainly did not run or was rolled back
+//!   (no connection to be had, connection refused, SQLSTATE classes 08, 40,
+//!   53 and 57) is [`leaseq_core::Error::Unavailable`]: sending it again is
+//!   safe. Anything else, above all a connection lost while a statement was
+//!   in flight, is [`leaseq_core::Error::Backend`]: it may have been
+//!   applied. An `enqueue_once` that fails before its commit is
+//!   `Unavailable` (its transaction is rolled back).
 //! - **Time** is always the server's: `now()` in every statement,
 //!   `clock_timestamp()` for [`leaseq_core::Backend::now`].
 //! - **Repairs.** A table has no separate index that could hold an id

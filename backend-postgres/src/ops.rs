@@ -14,7 +14,7 @@ use leaseq_core::{
 };
 
 use crate::rows::{
-    col, count, db, info, item_id, limit, millis, sql_id, sql_token, state, token, ts,
+    col, count, db, info, item_id, limit, millis, refused, sql_id, sql_token, state, token, ts,
 };
 use crate::PgBackend;
 use sqlx::postgres::PgRow;
@@ -401,7 +401,7 @@ impl Backend for PgBackend {
             .pool
             .acquire()
             .await
-            .map_err(db("enqueue: acquiring a connection"))?;
+            .map_err(refused("enqueue: acquiring a connection"))?;
         self.enqueue_on(&mut conn, queue, &items).await
     }
 
@@ -416,7 +416,7 @@ impl Backend for PgBackend {
             .statement_on([queue])
             .begin()
             .await
-            .map_err(db("enqueue_once: begin"))?;
+            .map_err(refused("enqueue_once: beginning a transaction"))?;
         let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
             Ok(done) => done,
             // Not committed: the transaction is rolled back whatever went
@@ -429,9 +429,14 @@ impl Backend for PgBackend {
         };
         match done {
             Recalled::Before(results) => {
-                // Nothing to keep: this call wrote nothing.
+                // This call wrote nothing: roll back at once, so the lock on
+                // the request's row goes now. Should that fail, the server
+                // rolls back when the connection goes, and the results
+                // stand either way.
                 let _ = self.statement_on([queue]);
-                tx.rollback().await.map_err(db("enqueue_once: rollback"))?;
+                if let Err(e) = tx.rollback().await {
+                    tracing::debug!(error = %e, "leaseq-postgres: enqueue_once: rollback failed");
+                }
                 Ok(results)
             }
             Recalled::Now(results) => {

@@ -19,6 +19,13 @@ pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     }
 }
 
+/// Wraps an error met before anything was sent for the call (acquiring or
+/// opening a connection, beginning a transaction): always
+/// [`Error::Unavailable`], since nothing can have been applied.
+pub(crate) fn refused(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::unavailable(format!("postgres: {what}"), e)
+}
+
 /// Whether `e` proves that the statement it came from changed nothing:
 ///
 /// - No connection could be had: the pool timed out waiting for one (the

@@ -1,7 +1,7 @@
 //! The key layout: every key of one queue shares the hash tag `{prefix:queue}`,
 //! so every script touches one slot (valid on Redis Cluster).
 
-use leaseq_core::{Error, ItemId, QueueName, Result};
+use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 
 /// The keys of one queue.
 ///
@@ -16,6 +16,7 @@ use leaseq_core::{Error, ItemId, QueueName, Result};
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
+/// | `{p:q}:req:<request>` | string | the results of one `enqueue_once` request, kept for [`leaseq_core::limits::REQUEST_MEMORY`] (`PX`) |
 ///
 /// Index members are ids written as 20 zero-padded decimal digits
 /// ([`KeyLayout::member`]), so members with equal scores sort by id.
@@ -26,6 +27,8 @@ use leaseq_core::{Error, ItemId, QueueName, Result};
 /// let keys = KeyLayout::new("leaseq", &QueueName::new("mail")?)?;
 /// assert_eq!(keys.ready(), "{leaseq:mail}:ready");
 /// assert_eq!(keys.item(ItemId::new(7)), "{leaseq:mail}:item:7");
+/// let request = leaseq_core::LeaseToken::from_u128(0xab);
+/// assert_eq!(keys.request(request), "{leaseq:mail}:req:000000000000000000000000000000ab");
 /// assert_eq!(KeyLayout::member(ItemId::new(7)), "00000000000000000007");
 /// # Ok::<(), leaseq_core::Error>(())
 /// ```
@@ -96,6 +99,13 @@ impl KeyLayout {
     /// One item's hash.
     pub fn item(&self, id: ItemId) -> String {
         format!("{}:item:{}", self.tag, id.get())
+    }
+
+    /// The key that remembers one `enqueue_once` request's results: its
+    /// id as 32 lowercase hex digits after the queue's hash tag, so it
+    /// hashes to the queue's slot.
+    pub fn request(&self, request: LeaseToken) -> String {
+        format!("{}:req:{request}", self.tag)
     }
 
     /// How an id is written as an index member.
@@ -192,6 +202,9 @@ mod tests {
             assert!(key.starts_with("{p:q1}:"), "{key}");
         }
         assert!(k.item(ItemId::new(3)).starts_with(k.tag()));
+        let req = k.request(LeaseToken::random());
+        assert!(req.starts_with("{p:q1}:req:"), "{req}");
+        assert_eq!(key_slot(req.as_bytes()), k.slot());
     }
 
     #[test]

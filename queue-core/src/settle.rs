@@ -106,9 +106,17 @@ impl Settle {
         self.attempts
     }
 
-    async fn pause(&self, try_no: u32, e: &Error) {
+    /// Tells the observer about a retryable error.
+    fn saw(&self, e: &Error) {
         if let Some(o) = &self.observer {
             o(e);
+        }
+    }
+
+    /// Waits before the next try; nothing after the last one.
+    async fn pause(&self, try_no: u32, _e: &Error) {
+        if try_no + 1 >= self.attempts {
+            return;
         }
         let factor = 2u32.saturating_pow(try_no.min(16));
         let d = self.first_pause.saturating_mul(factor).min(self.max_pause);
@@ -128,7 +136,10 @@ impl Settle {
             let e = match b.claim(queue, spec).await {
                 Ok(c) => return Ok(c),
                 Err(e) if !e.is_retryable() => return Err(e),
-                Err(e) => e,
+                Err(e) => {
+                    self.saw(&e);
+                    e
+                }
             };
             if e.may_have_applied() {
                 match self.recover(b, queue, spec).await {
@@ -155,6 +166,7 @@ impl Settle {
         for try_no in 0..self.attempts {
             match b.recover_claim(queue, spec).await {
                 Err(e) if e.is_retryable() => {
+                    self.saw(&e);
                     self.pause(try_no, &e).await;
                     last = Some(e);
                 }
@@ -177,6 +189,7 @@ impl Settle {
         for try_no in 0..self.attempts {
             match b.enqueue_once(queue, request, items.clone()).await {
                 Err(e) if e.is_retryable() => {
+                    self.saw(&e);
                     self.pause(try_no, &e).await;
                     last = Some(e);
                 }
@@ -192,6 +205,7 @@ impl Settle {
         for try_no in 0..self.attempts {
             match b.lease_fate(&lease.key, lease.until).await {
                 Err(e) if e.is_retryable() => {
+                    self.saw(&e);
                     self.pause(try_no, &e).await;
                     last = Some(e);
                 }
@@ -228,7 +242,10 @@ impl Settle {
                     }
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
-                Err(e) => e,
+                Err(e) => {
+                    self.saw(&e);
+                    e
+                }
             };
             if e.may_have_applied() {
                 maybe_sent = true;
@@ -309,7 +326,10 @@ impl Settle {
                     })
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
-                Err(e) => e,
+                Err(e) => {
+                    self.saw(&e);
+                    e
+                }
             };
             if e.may_have_applied() {
                 maybe_sent = true;

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::builder::Shared;
-use super::job::with_retries;
 use crate::limits::MAX_ACK_BATCH;
-use crate::{Error, LeaseKey};
+use crate::settle::Held;
+use crate::Error;
 
 /// How one lease's ack ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl AckResult {
 /// One lease waiting to be acked, and where its result goes.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    key: LeaseKey,
+    lease: Held,
     reply: oneshot::Sender<AckResult>,
 }
 
@@ -55,9 +55,9 @@ impl Acker {
     }
 
     /// Acks `key` in the next batch and waits for its own result.
-    pub(crate) async fn ack(&self, key: LeaseKey) -> AckResult {
+    pub(crate) async fn ack(&self, lease: Held) -> AckResult {
         let (reply, result) = oneshot::channel();
-        if self.0.send(Pending { key, reply }).is_err() {
+        if self.0.send(Pending { lease, reply }).is_err() {
             return stopped();
         }
         result.await.unwrap_or_else(|_| stopped())
@@ -74,8 +74,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     let limit = MAX_ACK_BATCH.min(shared.concurrency).max(1);
     let mut batch = Vec::with_capacity(limit);
     while queue.recv_many(&mut batch, limit).await > 0 {
-        let keys: Vec<LeaseKey> = batch.iter().map(|p| p.key.clone()).collect();
-        let results = ack_batch(&shared, &keys).await;
+        let leases: Vec<Held> = batch.iter().map(|p| p.lease.clone()).collect();
+        let results = ack_batch(&shared, &leases).await;
         for (pending, result) in batch.drain(..).zip(results) {
             // A job that went away (a hard stop) no longer wants its result.
             let _ = pending.reply.send(result);
@@ -83,11 +83,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     }
 }
 
-/// One result per key, in order. A failed batch is tried again a few times:
-/// each ack is fenced, so a repeat of one that went through gets
-/// `LeaseLost` and changes nothing.
-async fn ack_batch(shared: &Shared, keys: &[LeaseKey]) -> Vec<AckResult> {
-    match with_retries(shared, || shared.backend.ack_many(keys)).await {
+/// One result per lease, in order. A batch whose reply was lost is settled
+/// lease by lease ([`crate::settle::Settle::ack_many`]): an ack that landed
+/// reports `Acked`, never `LeaseLost`.
+async fn ack_batch(shared: &Shared, keys: &[Held]) -> Vec<AckResult> {
+    match shared.settle.ack_many(shared.backend.as_ref(), keys).await {
         Ok(results) if results.len() == keys.len() => results
             .iter()
             .map(|r| match r {

@@ -28,6 +28,9 @@ pub(crate) struct Shared {
     pub(crate) idle_wait: Duration,
     pub(crate) metrics: WorkerMetrics,
     pub(crate) events: EventSink,
+    /// How calls whose reply is lost are settled (retries count as
+    /// backend errors in the metrics).
+    pub(crate) settle: crate::settle::Settle,
 }
 
 impl std::fmt::Debug for dyn Handler<Bytes> {
@@ -207,9 +210,22 @@ impl WorkerBuilder {
                 shutdown_deadline: self.shutdown_deadline,
                 reap_interval: self.reap_interval,
                 idle_wait: self.idle_wait.max(Duration::from_millis(1)),
+                settle: settle_for(&self.metrics),
                 metrics: self.metrics,
                 events: self.events,
             }),
         })
     }
+}
+
+/// Four tries, 50 ms doubling; every retry counts as a backend error.
+fn settle_for(metrics: &WorkerMetrics) -> crate::settle::Settle {
+    let metrics = metrics.clone();
+    crate::settle::Settle::new()
+        .attempts(4)
+        .pauses(Duration::from_millis(50), Duration::from_secs(1))
+        .on_retry(Arc::new(move |e| {
+            metrics.inc(super::metrics::Counter::BackendErrors);
+            tracing::warn!(error = %e, "backend call failed; settling it");
+        }))
 }

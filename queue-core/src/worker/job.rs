@@ -14,7 +14,8 @@ use super::acker::{AckResult, Acker};
 use super::builder::Shared;
 use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
-use crate::{BoxError, Error, Lease, Released};
+use crate::settle::Held;
+use crate::{BoxError, Error, Lease, Released, Timestamp};
 
 /// Aborts the handler's task when the job task goes away (a crash of the
 /// worker, or shutdown's deadline).
@@ -66,13 +67,16 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
     let mut beat = interval_at(start, shared.heartbeat);
     beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut lost = false;
+    // The latest expiry the backend gave this lease: what settling a lost
+    // reply compares against.
+    let mut held_until = lease.expires_at;
     let ran = loop {
         tokio::select! {
             res = &mut handle.0 => break Ran::Done(res),
             _ = abandon.cancelled() => break Ran::Abandoned,
             _ = beat.tick(), if !lost => {
                 match shared.backend.extend(&lease.key, shared.ttl).await {
-                    Ok(_) => {}
+                    Ok(until) => held_until = until,
                     Err(e) if e.is_lease_lost() => {
                         tracing::warn!("lease lost while the handler ran; its result will be discarded");
                         shared.metrics.inc(Counter::LeaseLost);
@@ -98,7 +102,7 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
                     .events
                     .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
             } else {
-                release_unfinished(shared, &lease).await;
+                release_unfinished(shared, &lease, held_until).await;
             }
         }
         Ran::Done(res) => {
@@ -118,18 +122,28 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
-            record(shared, &lease, outcome, acker).await;
+            record(shared, &lease, held_until, outcome, acker).await;
         }
     }
 }
 
 /// Acks (in a batch, through `acker`), retries or kills the item according
 /// to the handler's result.
-async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>, acker: &Acker) {
-    let key = &lease.key;
+async fn record(
+    shared: &Shared,
+    lease: &Lease,
+    held_until: Timestamp,
+    outcome: Result<(), BoxError>,
+    acker: &Acker,
+) {
+    let held = Held {
+        key: lease.key.clone(),
+        until: held_until,
+    };
+    let b = shared.backend.as_ref();
     let (id, attempts) = (lease.id(), lease.attempts);
     match outcome {
-        Ok(()) => match acker.ack(key.clone()).await {
+        Ok(()) => match acker.ack(held).await {
             AckResult::Acked => {
                 shared.metrics.inc(Counter::Acked);
                 tracing::debug!("acked");
@@ -143,7 +157,7 @@ async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>, a
             let permanent = err.downcast_ref::<Permanent>().is_some();
             if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
                 let reason = text;
-                match with_retries(shared, || shared.backend.fail(key, &reason)).await {
+                match shared.settle.fail(b, &held, &reason).await {
                     Ok(()) => {
                         shared.metrics.inc(Counter::Dead);
                         tracing::warn!(error = %reason, "job failed for good; item is Dead");
@@ -155,7 +169,7 @@ async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>, a
                 }
             } else {
                 let delay = shared.retry.delay_for(attempts);
-                match with_retries(shared, || shared.backend.release(key, delay)).await {
+                match shared.settle.release(b, &held, delay).await {
                     Ok(Released::Dead) => {
                         shared.metrics.inc(Counter::Dead);
                         let reason = "attempts exhausted".to_string();
@@ -177,9 +191,13 @@ async fn record(shared: &Shared, lease: &Lease, outcome: Result<(), BoxError>, a
 }
 
 /// Gives an unfinished job's lease back at shutdown.
-async fn release_unfinished(shared: &Shared, lease: &Lease) {
-    let key = &lease.key;
-    match with_retries(shared, || shared.backend.release(key, Duration::ZERO)).await {
+async fn release_unfinished(shared: &Shared, lease: &Lease, held_until: Timestamp) {
+    let held = Held {
+        key: lease.key.clone(),
+        until: held_until,
+    };
+    let b = shared.backend.as_ref();
+    match shared.settle.release(b, &held, Duration::ZERO).await {
         Ok(_) => {
             shared.metrics.inc(Counter::Released);
             tracing::info!("shutdown deadline passed; lease released");
@@ -212,29 +230,6 @@ fn not_recorded(shared: &Shared, lease: &Lease, error: String) {
     shared
         .events
         .emit(lease.id(), lease.attempts, JobOutcome::Unrecorded { error });
-}
-
-/// Runs a fenced call, trying again a few times on a server or connection
-/// error (the fence makes a repeat harmless).
-pub(super) async fn with_retries<T, F, Fut>(shared: &Shared, mut call: F) -> crate::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = crate::Result<T>>,
-{
-    let mut wait = Duration::from_millis(50);
-    let mut tries = 0;
-    loop {
-        match call().await {
-            Err(e) if e.is_retryable() && tries < 3 => {
-                shared.metrics.inc(Counter::BackendErrors);
-                tracing::warn!(error = %e, "backend call failed; trying again");
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-                tries += 1;
-            }
-            other => return other,
-        }
-    }
 }
 
 fn panic_text(join: JoinError) -> String {

@@ -98,7 +98,13 @@ async fn claim_loop(
         }
         let spec = ClaimSpec::new(permits.len() as u32, shared.ttl.get())?;
         // A claim is never cut short: its leases would dangle until expiry.
-        let claimed = match shared.backend.claim(&shared.queue, spec).await {
+        // A claim whose reply was lost is recovered by its spec, never
+        // claimed again on top.
+        let claimed = match shared
+            .settle
+            .claim(shared.backend.as_ref(), &shared.queue, spec)
+            .await
+        {
             Ok(c) => c,
             Err(e @ Error::InvalidInput { .. }) => return Err(e),
             Err(e) => {
