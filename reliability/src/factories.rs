@@ -32,6 +32,21 @@ impl BackendFactory for MemoryFactory {
     }
 }
 
+/// A fresh memory backend per case, on the system clock (for storms that
+/// run real workers).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemoryRealClock;
+
+#[async_trait]
+impl BackendFactory for MemoryRealClock {
+    fn name(&self) -> &str {
+        "memory"
+    }
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        Ok(TestBackend::real(Arc::new(MemoryBackend::new())))
+    }
+}
+
 /// Which Redis client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedisClient {
