@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use leaseq_core::{Clock, Limits, QueueName, SystemClock};
+use leaseq_core::{Clock, Limits, QueueName, StepCounter, SystemClock};
 use tokio::sync::Notify;
 
 use crate::state::QueueState;
@@ -24,12 +24,17 @@ pub struct MemoryBackend {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) limits: Limits,
     pub(crate) test_hooks: bool,
+    /// Critical sections per queue, counted with test hooks on.
+    pub(crate) steps: Arc<StepCounter>,
 }
 
 /// What every clone of one backend shares.
 #[derive(Default)]
 pub(crate) struct Shared {
     queues: RwLock<HashMap<QueueName, Arc<Queue>>>,
+    /// The last id handed out, in any queue (0 is never handed out, so
+    /// planted entries can sort before every real one).
+    last_id: AtomicU64,
 }
 
 /// One queue: its state under a lock, and its wake-up signal.
@@ -39,8 +44,6 @@ pub(crate) struct Queue {
     notify: Notify,
     /// Tasks inside `wait_for_work`; wake-ups are skipped while there are none.
     waiters: AtomicUsize,
-    /// Critical sections entered: the steps [`leaseq_core::TestHooks::steps`] reports.
-    steps: AtomicU64,
 }
 
 impl Queue {
@@ -48,13 +51,7 @@ impl Queue {
     /// indexes half-updated (no transition panics), so a poisoned lock is
     /// taken over rather than passed on as a panic.
     pub(crate) fn lock(&self) -> MutexGuard<'_, QueueState> {
-        self.steps.fetch_add(1, Ordering::Relaxed);
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Critical sections entered so far.
-    pub(crate) fn steps(&self) -> u64 {
-        self.steps.load(Ordering::Relaxed)
     }
 
     /// Wakes every task waiting for work on this queue.
@@ -98,6 +95,7 @@ impl MemoryBackend {
             clock,
             limits: Limits::default(),
             test_hooks: false,
+            steps: Arc::new(StepCounter::new(false)),
         }
     }
 
@@ -107,6 +105,7 @@ impl MemoryBackend {
     #[must_use]
     pub fn with_test_hooks(mut self) -> Self {
         self.test_hooks = true;
+        self.steps = Arc::new(StepCounter::new(true));
         self
     }
 
@@ -124,6 +123,7 @@ impl MemoryBackend {
 
     /// Runs `f` on the queue if it exists.
     pub(crate) fn existing<R>(&self, name: &QueueName, f: impl FnOnce(&Queue) -> R) -> Option<R> {
+        self.steps.count(name);
         let map = self
             .shared
             .queues
@@ -134,6 +134,7 @@ impl MemoryBackend {
 
     /// Runs `f` on the queue, creating it first if needed.
     pub(crate) fn ensure<R>(&self, name: &QueueName, f: impl FnOnce(&Queue) -> R) -> R {
+        self.steps.count(name);
         {
             let map = self
                 .shared
@@ -150,6 +151,43 @@ impl MemoryBackend {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         f(map.entry(name.clone()).or_default())
+    }
+
+    /// The next item id: unique across this backend's queues and never
+    /// reused, so a purged or forgotten queue cannot hand an old id out
+    /// again.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.shared.last_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Forgets the queue when nothing is left in it and nobody holds it
+    /// (no waiter): memory stays bounded with dynamic queue names. The map's
+    /// write lock keeps every operation out, and the count shows no waiter
+    /// holds a handle, so no item can land in a forgotten queue.
+    pub(crate) fn forget_if_idle(&self, name: &QueueName) {
+        let now = self.now_ms();
+        let mut map = self
+            .shared
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let idle = map.get(name).is_some_and(|q| {
+            Arc::strong_count(q) == 1
+                && q.waiters.load(Ordering::SeqCst) == 0
+                && q.lock().is_idle(now)
+        });
+        if idle {
+            map.remove(name);
+        }
+    }
+
+    /// How many queues this backend keeps in memory.
+    pub fn queues_in_memory(&self) -> usize {
+        self.shared
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// A handle on the queue, creating it first if needed.

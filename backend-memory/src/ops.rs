@@ -56,7 +56,7 @@ impl Backend for MemoryBackend {
         let now = self.now_ms();
         Ok(self.ensure(queue, |q| {
             let mut st = q.lock();
-            let (out, woke) = insert_batch(&mut st, &items, now);
+            let (out, woke) = insert_batch(&mut st, &items, now, || self.next_id());
             drop(st);
             if woke {
                 q.wake();
@@ -86,7 +86,7 @@ impl Backend for MemoryBackend {
                 }
                 return Ok(done);
             }
-            let (out, woke) = insert_batch(&mut st, &items, now);
+            let (out, woke) = insert_batch(&mut st, &items, now, || self.next_id());
             st.requests.remember(request, out.clone(), remember);
             drop(st);
             if woke {
@@ -194,17 +194,22 @@ impl Backend for MemoryBackend {
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         let id = lease.id.get();
-        self.existing(&lease.queue, |q| {
-            let mut st = q.lock();
-            match st.fence(id, lease.token) {
-                Fence::Held(_, expires) => {
-                    st.remove_leased(id, expires);
-                    Ok(())
+        let (done, emptied) = self
+            .existing(&lease.queue, |q| {
+                let mut st = q.lock();
+                match st.fence(id, lease.token) {
+                    Fence::Held(_, expires) => {
+                        st.remove_leased(id, expires);
+                        (Ok(()), st.items.is_empty())
+                    }
+                    Fence::Lost => (Err(lost(lease)), false),
                 }
-                Fence::Lost => Err(lost(lease)),
-            }
-        })
-        .unwrap_or_else(|| Err(lost(lease)))
+            })
+            .unwrap_or_else(|| (Err(lost(lease)), false));
+        if emptied {
+            self.forget_if_idle(&lease.queue);
+        }
+        done
     }
 
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
@@ -219,7 +224,7 @@ impl Backend for MemoryBackend {
             }
         }
         for (queue, at) in groups {
-            self.existing(queue, |q| {
+            let emptied = self.existing(queue, |q| {
                 let mut st = q.lock();
                 for i in at {
                     let lease = &leases[i];
@@ -229,7 +234,11 @@ impl Backend for MemoryBackend {
                         out[i] = Ok(());
                     }
                 }
+                st.items.is_empty()
             });
+            if emptied == Some(true) {
+                self.forget_if_idle(queue);
+            }
         }
         Ok(out)
     }
@@ -381,10 +390,25 @@ impl Backend for MemoryBackend {
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        Ok(self.existing(queue, |q| q.lock().purge()).unwrap_or(0))
+        let n = self.existing(queue, |q| q.lock().purge()).unwrap_or(0);
+        self.forget_if_idle(queue);
+        Ok(n)
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.wait_on(queue, timeout).await;
+        // The wait may have made the queue; drop it again if it is idle.
+        self.forget_if_idle(queue);
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        self.test_hooks.then_some(self as &dyn TestHooks)
+    }
+}
+
+impl MemoryBackend {
+    /// Waits for a wake-up of `queue` (or for its earliest due item).
+    async fn wait_on(&self, queue: &QueueName, timeout: Duration) {
         let q = self.handle(queue);
         let _waiter = q.waiter();
         let notified = q.notify().notified();
@@ -403,10 +427,6 @@ impl Backend for MemoryBackend {
             }
         };
         let _ = tokio::time::timeout(wait, notified).await;
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.test_hooks.then_some(self as &dyn TestHooks)
     }
 }
 
@@ -434,7 +454,12 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
 
 /// Inserts `items` into `st` at `now`: their results, and whether any is
 /// Ready at once (so waiters should wake).
-fn insert_batch(st: &mut QueueState, items: &[NewItem], now: u64) -> (Vec<Enqueued>, bool) {
+fn insert_batch(
+    st: &mut QueueState,
+    items: &[NewItem],
+    now: u64,
+    next_id: impl Fn() -> u64,
+) -> (Vec<Enqueued>, bool) {
     let mut out = Vec::with_capacity(items.len());
     let mut woke = false;
     for item in items {
@@ -463,6 +488,7 @@ fn insert_batch(st: &mut QueueState, items: &[NewItem], now: u64) -> (Vec<Enqueu
                 due,
             },
             now,
+            next_id(),
         );
         out.push(Enqueued {
             id: ItemId::new(id),

@@ -78,9 +78,6 @@ pub(crate) struct QueueState {
     pub(crate) leased: BTreeSet<(u64, u64)>,
     pub(crate) dead: BTreeSet<(u64, u64)>,
     pub(crate) dedup: HashMap<Arc<str>, u64>,
-    /// Next id and enqueue sequence (they are the same counter; 0 is never
-    /// handed out, so planted entries can sort before every real one).
-    next_seq: u64,
     next_death: u64,
     /// `enqueue_once` requests seen lately, with their results.
     pub(crate) requests: Requests,
@@ -112,6 +109,12 @@ impl Requests {
         self.done.get(&request.as_u128()).cloned()
     }
 
+    /// True when no request is remembered at `now`.
+    pub(crate) fn is_empty(&mut self, now: u64) -> bool {
+        let _ = self.recall(LeaseToken::from_u128(0), now);
+        self.done.is_empty()
+    }
+
     /// Remembers `request`'s results until `until` (ms).
     pub(crate) fn remember(
         &mut self,
@@ -133,10 +136,10 @@ pub(crate) enum Fence<'a> {
 }
 
 impl QueueState {
-    /// Adds an item; returns its id.
-    pub(crate) fn insert(&mut self, fresh: Fresh, now: u64) -> u64 {
-        self.next_seq += 1;
-        let id = self.next_seq;
+    /// Adds an item under `id` (from the backend's counter, which never
+    /// hands out an id twice, also across purges and forgotten queues, and
+    /// rises in the order of this queue's lock); returns it.
+    pub(crate) fn insert(&mut self, fresh: Fresh, now: u64, id: u64) -> u64 {
         let slot = match fresh.due {
             Some(due) if due > now => {
                 self.scheduled.insert((due, id, id));
@@ -353,6 +356,12 @@ impl QueueState {
     }
 
     /// Deletes every item and index entry; returns how many items there were.
+    /// Nothing left to keep: no item, no dedup key, no remembered request
+    /// (as of `now`). Such a queue may be forgotten.
+    pub(crate) fn is_idle(&mut self, now: u64) -> bool {
+        self.items.is_empty() && self.dedup.is_empty() && self.requests.is_empty(now)
+    }
+
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.items.len() as u64;
         self.items = IdMap::default();
@@ -417,8 +426,8 @@ mod tests {
     #[test]
     fn reap_stops_at_the_first_live_lease() {
         let mut st = QueueState::default();
-        for _ in 0..10_000 {
-            st.insert(fresh(0), 0);
+        for id in 1..=10_000 {
+            st.insert(fresh(0), 0, id);
         }
         let mut repairs = Vec::new();
         for i in 0..10_000u64 {
@@ -435,8 +444,8 @@ mod tests {
     #[test]
     fn a_retry_keeps_its_place_in_enqueue_order() {
         let mut st = QueueState::default();
-        let a = st.insert(fresh(0), 0);
-        let b = st.insert(fresh(0), 0);
+        let a = st.insert(fresh(0), 0, 1);
+        let b = st.insert(fresh(0), 0, 2);
         let token = LeaseToken::from_u128(1);
         let (id, _) = st.lease_next(10, token, &mut Vec::new()).expect("a");
         assert_eq!(id, a);

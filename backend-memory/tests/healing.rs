@@ -188,3 +188,35 @@ async fn capabilities_say_full_but_not_durable_or_shared() {
     assert!(format!("{:?}", f.backend).contains("MemoryBackend"));
     let _ = QueueName::new("x");
 }
+
+#[tokio::test]
+async fn emptied_queues_are_forgotten_and_ids_never_come_back() {
+    use leaseq_core::{BackendExt, ClaimSpec};
+    let b = leaseq_memory::MemoryBackend::new();
+    let ttl = std::time::Duration::from_secs(30);
+    let mut last = 0;
+    for i in 0..2_000 {
+        let q = QueueName::new(format!("dyn-{i}")).expect("name");
+        let id = b.push(&q, "x").await.expect("enqueue");
+        assert!(id.get() > last, "id {id} handed out again (last {last})");
+        last = id.get();
+        if i % 2 == 0 {
+            assert_eq!(b.purge(&q).await.expect("purge"), 1);
+        } else {
+            let c = b
+                .claim(&q, ClaimSpec::new(1, ttl).expect("spec"))
+                .await
+                .expect("claim");
+            b.ack(&c.leases[0].key).await.expect("ack");
+        }
+        b.wait_for_work(&q, std::time::Duration::ZERO).await;
+    }
+    assert_eq!(b.queues_in_memory(), 0, "emptied queues stay in memory");
+    // A queue that still holds an item is kept.
+    let kept = QueueName::new("kept").expect("name");
+    b.push(&kept, "y").await.expect("enqueue");
+    b.purge(&QueueName::new("other").expect("name"))
+        .await
+        .expect("purge");
+    assert_eq!(b.queues_in_memory(), 1);
+}
