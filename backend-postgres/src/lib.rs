@@ -106,12 +106,12 @@
 //!   [`leaseq_core::Error::InvalidInput`]) or the enqueue statements and the
 //!   results stored on the row, and the commit. `reap` deletes request rows
 //!   whose memory ran out, in bounded batches through the expiry index.
-//! - **Errors.** A call that certainly did not run or was rolled back
-//!   (no connection to be had, connection refused, SQLSTATE classes 08, 40,
-//!   53 and 57) is [`leaseq_core::Error::Unavailable`]: sending it again is
-//!   safe. Anything else, above all a connection lost while a statement was
-//!   in flight, is [`leaseq_core::Error::Backend`]: it may have been
-//!   applied. An `enqueue_once` that fails before its commit is
+//! - **Errors.** A call that certainly did not run or was rolled back (no
+//!   connection to be had, connection refused, SQLSTATE classes 08, 40 but
+//!   40003, 53 and 57) is [`leaseq_core::Error::Unavailable`]: sending it
+//!   again is safe. Anything else, above all a connection lost while a
+//!   statement was in flight, is [`leaseq_core::Error::Backend`]: it may
+//!   have been applied. An `enqueue_once` that fails before its commit is
 //!   `Unavailable` (its transaction is rolled back).
 //! - **Time** is always the server's: `now()` in every statement,
 //!   `clock_timestamp()` for [`leaseq_core::Backend::now`].

@@ -139,3 +139,44 @@ pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
         last_error: col(row, 8)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_that_prove_nothing_was_applied() {
+        for code in [
+            "08000", "08006", "08P01", "40001", "40P01", "53100", "53200", "53300", "57014",
+            "57P01", "57P03",
+        ] {
+            assert!(refused_sqlstate(code), "{code}");
+        }
+        for code in ["40003", "23505", "42P01", "55P03", "XX000", "", "4"] {
+            assert!(!refused_sqlstate(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn client_errors_are_classified_by_when_they_happen() {
+        use std::io::{Error as Io, ErrorKind};
+        assert!(certainly_not_applied(&sqlx::Error::PoolTimedOut));
+        assert!(certainly_not_applied(&sqlx::Error::PoolClosed));
+        assert!(certainly_not_applied(&sqlx::Error::Io(Io::from(
+            ErrorKind::ConnectionRefused
+        ))));
+        for kind in [
+            ErrorKind::ConnectionReset,
+            ErrorKind::BrokenPipe,
+            ErrorKind::UnexpectedEof,
+            ErrorKind::TimedOut,
+        ] {
+            assert!(!certainly_not_applied(&sqlx::Error::Io(Io::from(kind))));
+        }
+        assert!(!certainly_not_applied(&sqlx::Error::Protocol("x".into())));
+        let e = db("testing")(sqlx::Error::PoolTimedOut);
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        let e = db("testing")(sqlx::Error::Io(Io::from(ErrorKind::UnexpectedEof)));
+        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+    }
+}

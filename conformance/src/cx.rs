@@ -32,6 +32,8 @@ pub(crate) struct Needs {
     pub(crate) global_order: bool,
     /// Test hooks that count steps ([`TestHooks::steps`]).
     pub(crate) steps: bool,
+    /// A backend on a real clock ([`TimeControl::Real`]).
+    pub(crate) real_time: bool,
 }
 
 impl Needs {
@@ -42,6 +44,7 @@ impl Needs {
         delays: false,
         global_order: false,
         steps: false,
+        real_time: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -64,6 +67,10 @@ impl Needs {
         steps: true,
         ..Needs::NONE
     };
+    pub(crate) const REAL_TIME: Needs = Needs {
+        real_time: true,
+        ..Needs::NONE
+    };
     pub(crate) const GLOBAL_ORDER: Needs = Needs {
         global_order: true,
         ..Needs::NONE
@@ -78,6 +85,7 @@ impl Needs {
             delays: self.delays || other.delays,
             global_order: self.global_order || other.global_order,
             steps: self.steps || other.steps,
+            real_time: self.real_time || other.real_time,
         }
     }
 
@@ -120,6 +128,9 @@ pub(crate) struct Cx {
     pub(crate) b: Arc<dyn Backend>,
     pub(crate) q: QueueName,
     pub(crate) rule: Rule,
+    /// Set once the check plants corruption: until then a repair reported
+    /// by a claim or a reap is a failure (a transition left a stray entry).
+    planted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Runs `body` on a fresh backend and queue, then purges the queue (also
@@ -142,6 +153,11 @@ where
     if let Some(reason) = needs.missing(tb.backend.as_ref()) {
         return Ok(Outcome::Skipped(reason));
     }
+    if needs.real_time && tb.is_manual() {
+        return Ok(Outcome::Skipped(
+            "the backend runs on a manual clock the suite moves".into(),
+        ));
+    }
     let name = format!("conf-{}-{:016x}", check, Rng::seeded().next());
     let q = QueueName::new(&name).or_fail(Rule::Contract("QueueName"), "naming the queue")?;
     let cx = Cx {
@@ -149,6 +165,7 @@ where
         tb,
         q,
         rule,
+        planted: Arc::default(),
     };
     let result = body(cx.clone()).await;
     let purged = cx.b.purge(&cx.q).await;
@@ -158,6 +175,30 @@ where
 }
 
 impl Cx {
+    /// Marks that this check plants corrupt entries: repairs are expected
+    /// from here on.
+    pub(crate) fn mark_planted(&self) {
+        self.planted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Fails (as INV-1) on repairs no check planted: a repair where nothing
+    /// was corrupted means a transition left a stray entry that a later
+    /// call cleaned up, which a clean snapshot would otherwise hide.
+    pub(crate) fn no_unplanted_repairs(
+        &self,
+        repairs: &[leaseq_core::Repair],
+        by: &str,
+    ) -> Result<(), Violation> {
+        let planted = self.planted.load(std::sync::atomic::Ordering::SeqCst);
+        ensure!(
+            planted || repairs.is_empty(),
+            Rule::Inv1,
+            "{by} reported repairs though this check planted no corruption: {repairs:?} (an earlier transition left a stray or dangling entry)"
+        );
+        Ok(())
+    }
+
     /// The backend's test hooks, if any.
     pub(crate) fn hooks(&self) -> Option<&dyn TestHooks> {
         self.b.test_hooks()
@@ -217,6 +258,7 @@ impl Cx {
             .claim(&self.q, spec)
             .await
             .or_fail(self.rule, "claim")?;
+        self.no_unplanted_repairs(&claimed.repairs, "a claim")?;
         ensure!(
             claimed.leases.len() <= max as usize,
             self.rule,
@@ -340,13 +382,18 @@ impl Cx {
 
     /// One reap.
     pub(crate) async fn reap(&self) -> Result<ReapReport, Violation> {
-        self.b.reap(&self.q).await.or_fail(self.rule, "reap")
+        let r = self.b.reap(&self.q).await.or_fail(self.rule, "reap")?;
+        self.no_unplanted_repairs(&r.repairs, "a reap")?;
+        Ok(r)
     }
 
-    /// Reaps until a reap recovers nothing; the reports summed.
+    /// Reaps until a reap recovers nothing; the reports summed. Checks
+    /// expire at most a few thousand leases, so a reap that still recovers
+    /// after 100 calls is recovering the same leases again: that fails at
+    /// once, with the indexes' state attached.
     pub(crate) async fn reap_all(&self) -> Result<ReapReport, Violation> {
         let mut total = ReapReport::default();
-        for _ in 0..10_000 {
+        for _ in 0..100 {
             let r = self.reap().await?;
             if r.recovered() == 0 && r.repairs.is_empty() {
                 return Ok(total);
@@ -355,7 +402,20 @@ impl Cx {
             total.dead += r.dead;
             total.repairs.extend(r.repairs);
         }
-        Err(self.fail("reap kept recovering leases after 10,000 calls"))
+        let snapshot = match self.hooks() {
+            Some(h) => match h.snapshot(&self.q).await {
+                Ok(s) => format!("index violations: {:?}", s.violations()),
+                Err(e) => format!("snapshot failed: {e}"),
+            },
+            None => "no test hooks for a snapshot".into(),
+        };
+        Err(Violation::new(
+            Rule::Inv4,
+            format!(
+                "reap recovered leases on each of 100 calls ({} in all): a recovered lease stays in the Leased index, so every reap recovers it again; {snapshot}",
+                total.recovered()
+            ),
+        ))
     }
 
     /// With hooks: fails (as INV-1) unless the indexes are consistent.

@@ -139,6 +139,9 @@ macro_rules! __with_checks {
             input::bad_enqueue_writes_nothing
             input::bad_release_keeps_lease
             input::edge_payloads_round_trip
+            isolation::queues_are_isolated
+            isolation::clock_follows_real_time
+            ordering::order_holds_after_every_return_to_ready
         }
     };
 }

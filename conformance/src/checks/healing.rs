@@ -14,7 +14,9 @@ fn ghost_id(rng: &mut Rng) -> ItemId {
     ItemId::new((1 << 40) + rng.below(1 << 20))
 }
 
+/// The hooks, to plant corruption with: repairs are expected from here on.
 fn hooks(cx: &Cx) -> Result<&dyn TestHooks, Violation> {
+    cx.mark_planted();
     cx.hooks().ok_or_else(|| cx.fail("test hooks vanished"))
 }
 

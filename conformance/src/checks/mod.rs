@@ -7,6 +7,7 @@ pub mod dedup;
 pub mod fencing;
 pub mod healing;
 pub mod input;
+pub mod isolation;
 pub mod lifecycle;
 pub mod ordering;
 pub mod recovery;

@@ -3,7 +3,7 @@
 
 use leaseq_core::{ItemId, ItemState, NewItem};
 
-use crate::cx::{run, Needs, LONG};
+use crate::cx::{run, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
 use crate::{BackendFactory, CheckResult, Rule};
 
@@ -91,6 +91,96 @@ pub async fn priority_then_fifo<F: BackendFactory>(factory: &F) -> CheckResult {
                 got == vec![late_high, late_low],
                 cx.rule,
                 "a later, higher priority item was not first: {got:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// An item back in Ready keeps its place: after a release, a reap, a
+/// redrive, and a delay falling due, claims still follow priority, then
+/// enqueue order (INV-8), and a due Scheduled item competes with Ready ones
+/// by that same order.
+pub async fn order_holds_after_every_return_to_ready<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    run(
+        factory,
+        "order_holds_after_every_return_to_ready",
+        Rule::Inv8,
+        Needs::GLOBAL_ORDER.and(Needs::DELAYS),
+        |cx| async move {
+            let order = |ls: &[leaseq_core::Lease]| ls.iter().map(|l| l.id()).collect::<Vec<_>>();
+            // Release: the two first items go back and come out first again.
+            let ids = cx.push_n(4).await?;
+            let held = cx.claim(2, LONG).await?;
+            for l in held.iter().rev() {
+                cx.b.release(&l.key, std::time::Duration::ZERO)
+                    .await
+                    .or_fail(cx.rule, "release")?;
+            }
+            let got = cx.claim(4, SHORT).await?;
+            ensure!(
+                order(&got) == ids,
+                cx.rule,
+                "after releases, claim order {:?} is not enqueue order {ids:?}",
+                order(&got)
+            );
+            // Reap: the same four, expired and recovered in one reap.
+            cx.expire(&got).await?;
+            cx.reap_all().await?;
+            let got = cx.claim(4, LONG).await?;
+            ensure!(
+                order(&got) == ids,
+                cx.rule,
+                "after a reap, claim order {:?} is not enqueue order {ids:?}",
+                order(&got)
+            );
+            // Redrive: the first two fail, the last two are acked; a new
+            // item comes after the redriven ones.
+            cx.b.fail(&got[1].key, "x").await.or_fail(cx.rule, "fail")?;
+            cx.b.fail(&got[0].key, "x").await.or_fail(cx.rule, "fail")?;
+            for l in &got[2..] {
+                cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+            }
+            let later = cx.enqueue(vec![NewItem::new("later")]).await?[0];
+            cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
+            let got = cx.claim(3, LONG).await?;
+            let want = vec![ids[0], ids[1], later];
+            ensure!(
+                order(&got) == want,
+                cx.rule,
+                "after a redrive, claim order {:?}, expected {want:?}",
+                order(&got)
+            );
+            for l in &got {
+                cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+            }
+            // A delay falling due: enqueued first, it is claimed first.
+            let delayed = cx
+                .enqueue(vec![
+                    NewItem::new("delayed").delay(std::time::Duration::from_millis(300))
+                ])
+                .await?[0];
+            let ready = cx.push_n(2).await?;
+            match (cx.tb.is_manual(), cx.hooks()) {
+                (false, Some(h)) => {
+                    h.make_due(&cx.q).await.or_fail(cx.rule, "make_due hook")?;
+                }
+                _ => {
+                    let until = cx.now().await?.as_millis() + 300;
+                    cx.wait_past(leaseq_core::Timestamp::from_millis(until))
+                        .await?;
+                }
+            }
+            let got = cx.claim(3, LONG).await?;
+            let want = vec![delayed, ready[0], ready[1]];
+            ensure!(
+                order(&got) == want,
+                cx.rule,
+                "a due Scheduled item among Ready ones: claim order {:?}, expected {want:?}",
+                order(&got)
             );
             Ok(())
         },
