@@ -9,10 +9,12 @@ mod teeth {
 
 use std::sync::Arc;
 
-use leaseq_conformance::checks::{batch, fencing, healing, recovery, replies, storm};
+use leaseq_conformance::checks::{
+    batch, fencing, healing, isolation, lifecycle, ordering, recovery, replies, storm,
+};
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
-use leaseq_core::ManualClock;
+use leaseq_core::{ManualClock, SystemClock};
 use leaseq_memory::MemoryBackend;
 use teeth::faulty::{Fault, Faulty};
 use teeth::two_list::TwoList;
@@ -190,4 +192,78 @@ fn a_backend_that_forgets_what_a_lost_call_did_is_caught() {
         &[Rule::Contract("lost replies")],
         || replies::lost_replies_settle_truthfully(&FaultyFactory(Fault::Amnesia)),
     );
+}
+
+/// The memory backend on the wall clock behind a seeded fault.
+struct RealClockFaultyFactory(Fault);
+
+#[leaseq_core::async_trait]
+impl BackendFactory for RealClockFaultyFactory {
+    fn name(&self) -> &str {
+        "faulty-memory-real-clock"
+    }
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let inner = MemoryBackend::with_clock(Arc::new(SystemClock)).with_test_hooks();
+        Ok(TestBackend::real(Arc::new(Faulty::new(
+            Arc::new(inner),
+            self.0,
+        ))))
+    }
+}
+
+#[test]
+fn a_stray_entry_left_by_reap_is_caught_though_a_later_call_repairs_it() {
+    caught(
+        "a reap that leaves a stray Ready entry",
+        &[Rule::Inv1],
+        || lifecycle::reap_requeues_expired(&FaultyFactory(Fault::StrayAfterReap)),
+    );
+}
+
+#[test]
+fn a_clock_that_ticks_once_a_second_is_caught() {
+    caught(
+        "a clock cut to whole seconds",
+        &[Rule::Contract("now")],
+        || isolation::clock_follows_real_time(&RealClockFaultyFactory(Fault::CoarseClock)),
+    );
+}
+
+#[test]
+fn dedup_keys_shared_across_queues_are_caught() {
+    caught(
+        "dedup keys global across queues",
+        &[Rule::Contract("queue isolation")],
+        || isolation::queues_are_isolated(&FaultyFactory(Fault::GlobalDedup)),
+    );
+}
+
+#[test]
+fn a_release_that_requeues_at_the_back_is_caught() {
+    caught(
+        "a release that requeues a copy at the back",
+        &[Rule::Inv8],
+        || ordering::order_holds_after_every_return_to_ready(&FaultyFactory(Fault::ReleaseToBack)),
+    );
+}
+
+#[test]
+fn the_new_checks_pass_without_a_fault() {
+    for r in [
+        block_on(lifecycle::reap_requeues_expired(&FaultyFactory(
+            Fault::None,
+        ))),
+        block_on(isolation::clock_follows_real_time(&RealClockFaultyFactory(
+            Fault::None,
+        ))),
+        block_on(isolation::queues_are_isolated(&FaultyFactory(Fault::None))),
+        block_on(ordering::order_holds_after_every_return_to_ready(
+            &FaultyFactory(Fault::None),
+        )),
+        block_on(replies::lost_replies_settle_truthfully(&FaultyFactory(
+            Fault::None,
+        ))),
+    ] {
+        passes("a new check on the wrapper without a fault", r);
+    }
 }

@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken, QueueName,
-    Result, TestHooks, Timestamp,
+    Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
+    NewItem, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -34,6 +35,17 @@ pub(crate) enum Fault {
     /// still held: a backend that cannot tell what a lost call did, so a
     /// caller claims again and resends finished calls.
     Amnesia,
+    /// A reap leaves a stray entry in Ready (planted after each reap), which
+    /// the next claim or reap cleans up and reports as a repair.
+    StrayAfterReap,
+    /// The clock ticks once a second (`now` is cut to whole seconds).
+    CoarseClock,
+    /// Dedup keys are global: a key held in any queue deduplicates an item
+    /// of another queue.
+    GlobalDedup,
+    /// A release requeues the job as a new item at the back of the queue
+    /// (ack, then enqueue a copy).
+    ReleaseToBack,
 }
 
 /// `inner` with `fault`.
@@ -45,6 +57,8 @@ pub(crate) struct Faulty {
     current: Mutex<HashMap<(QueueName, ItemId), LeaseToken>>,
     /// Leases handed out, for the double claim to hand out again.
     handed: Mutex<Vec<Lease>>,
+    /// Dedup keys seen, by key: the item holding it (for GlobalDedup).
+    keys: Mutex<HashMap<String, ItemId>>,
 }
 
 impl Faulty {
@@ -54,6 +68,7 @@ impl Faulty {
             fault,
             current: Mutex::new(HashMap::new()),
             handed: Mutex::new(Vec::new()),
+            keys: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -111,6 +126,73 @@ impl Layer for Faulty {
             }
         }
         self.inner.ack(lease).await
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        let t = self.inner.now().await?;
+        if self.fault == Fault::CoarseClock {
+            return Ok(Timestamp::from_millis(t.as_millis() / 1000 * 1000));
+        }
+        Ok(t)
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        if self.fault != Fault::GlobalDedup {
+            return self.inner.enqueue(queue, items).await;
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let key = item.get_dedup_key().map(str::to_owned);
+            let held = key.as_ref().and_then(|k| {
+                self.keys
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(k)
+                    .copied()
+            });
+            if let Some(id) = held {
+                out.push(Enqueued {
+                    id,
+                    deduplicated: true,
+                });
+                continue;
+            }
+            let e = self.inner.enqueue(queue, vec![item]).await?;
+            if let (Some(k), Some(first)) = (key, e.first()) {
+                self.keys
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(k, first.id);
+            }
+            out.extend(e);
+        }
+        Ok(out)
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let r = self.inner.reap(queue).await?;
+        if self.fault == Fault::StrayAfterReap && r.recovered() > 0 {
+            if let Some(h) = self.inner.test_hooks() {
+                h.plant_dangling_ready(queue, ItemId::new(u64::MAX / 2))
+                    .await?;
+            }
+        }
+        Ok(r)
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        if self.fault != Fault::ReleaseToBack {
+            return self.inner.release(lease, delay).await;
+        }
+        let info = self.inner.item(&lease.queue, lease.id).await?;
+        self.inner.ack(lease).await?;
+        self.inner
+            .enqueue(
+                &lease.queue,
+                vec![NewItem::new(info.payload).priority(info.priority)],
+            )
+            .await?;
+        Ok(Released::Ready)
     }
 
     async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
