@@ -74,12 +74,31 @@ impl<C: ScriptClient> RedisBackend<C> {
         queue: &QueueName,
         args: Vec<Bytes>,
     ) -> Result<Reply> {
+        self.run_with_keys(script, queue, Vec::new(), args).await
+    }
+
+    /// [`RedisBackend::run`] with `extra` keys declared after the queue's
+    /// own (`KEYS[9]` on); each must carry the queue's hash tag, so the
+    /// script still touches one slot.
+    pub(crate) async fn run_with_keys(
+        &self,
+        script: &Script,
+        queue: &QueueName,
+        extra: Vec<String>,
+        args: Vec<Bytes>,
+    ) -> Result<Reply> {
         let keys = self.keys(queue)?;
+        if let Some(k) = extra.iter().find(|k| !k.starts_with(keys.tag())) {
+            return Err(Error::invalid(format!(
+                "key {k:?} is outside the hash tag of queue {queue}"
+            )));
+        }
         self.steps.count(queue);
         let mut full = Vec::with_capacity(args.len() + 1);
         full.push(Bytes::from(keys.item_prefix()));
         full.extend(args);
-        let script_keys = keys.script_keys();
+        let mut script_keys = keys.script_keys();
+        script_keys.extend(extra);
         let deadline = tokio::time::Instant::now() + self.config.response_timeout;
         let mut pause = Duration::from_millis(2);
         loop {
@@ -98,6 +117,11 @@ impl<C: ScriptClient> RedisBackend<C> {
     }
 }
 
+/// The first word of a server error line: its code (`"MOVED"`, `"OOM"`).
+fn error_code(msg: &str) -> &str {
+    msg.split_ascii_whitespace().next().unwrap_or("")
+}
+
 /// Replies that prove the script did not run, so sending it again (to
 /// whichever node owns the slot by then) cannot apply it twice:
 /// - `MOVED` / `ASK`: the node refused the command before running it
@@ -109,19 +133,61 @@ impl<C: ScriptClient> RedisBackend<C> {
 ///   stopped before any other command;
 /// - `CLUSTERDOWN`: the cluster refused every command.
 ///
+/// [`RedisBackend::run`] sends these again for up to the response timeout.
 /// Connection failures and timeouts are never retried here: the script may
 /// have run, and sending it again could apply it twice.
 pub(crate) fn not_run(e: &ClientError) -> bool {
     let Some(msg) = &e.server_message else {
         return false;
     };
-    ["TRYAGAIN", "MOVED ", "ASK ", "CLUSTERDOWN"]
-        .iter()
-        .any(|p| msg.starts_with(p))
+    matches!(
+        error_code(msg),
+        "TRYAGAIN" | "MOVED" | "ASK" | "CLUSTERDOWN"
+    )
 }
 
-/// Server replies that name corrupt data become [`Error::Corrupt`]; every
-/// other failure is [`Error::Backend`] with the client's error kept.
+/// Failures that prove the script did not run (so nothing was applied),
+/// reported as [`Error::Unavailable`]:
+/// - the command never reached a server ([`ClientError::unsent`]: the
+///   connection was refused, no node served the slot, or the client failed
+///   it before writing it);
+/// - the [`not_run`] replies, once [`RedisBackend::run`] stopped sending
+///   the script again;
+/// - server refusals: `OOM` (the server refuses a script's first write, and
+///   only its first, when over `maxmemory`), `LOADING` (the dataset is
+///   still loading), `BUSY` (another script is running), `MASTERDOWN` (a
+///   replica that lost its master), `READONLY` (a replica; its first write
+///   is refused and it has made none), `NOSCRIPT` (the script is unknown
+///   even after `EVAL`), `MISCONF` and `NOREPLICAS` (writes refused while
+///   the last save failed or too few replicas are in sync: a state that
+///   cannot change while a script runs, so its first write was refused).
+///
+/// Everything else (timeouts, dropped connections, I/O errors after the
+/// command was written, script runtime errors) may have been applied.
+pub(crate) fn refused_before_run(e: &ClientError) -> bool {
+    if e.unsent || not_run(e) {
+        return true;
+    }
+    let Some(msg) = &e.server_message else {
+        return false;
+    };
+    matches!(
+        error_code(msg),
+        "OOM"
+            | "LOADING"
+            | "BUSY"
+            | "MASTERDOWN"
+            | "READONLY"
+            | "NOSCRIPT"
+            | "MISCONF"
+            | "NOREPLICAS"
+    )
+}
+
+/// Server replies that name corrupt data become [`Error::Corrupt`];
+/// failures that prove nothing ran ([`refused_before_run`]) become
+/// [`Error::Unavailable`]; every other failure is [`Error::Backend`] (the
+/// outcome is unknown). The client's error is kept as the source.
 pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> Error {
     if let Some(msg) = &e.server_message {
         if let Some(what) = msg.strip_prefix("LEASEQ_CORRUPT ") {
@@ -134,6 +200,9 @@ pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> E
                 what: format!("queue {queue}: {op}: {msg}"),
             };
         }
+    }
+    if refused_before_run(&e) {
+        return Error::unavailable(format!("redis {op} on queue {queue}"), e);
     }
     Error::backend(format!("redis {op} on queue {queue}"), e)
 }
@@ -172,5 +241,44 @@ mod tests {
         assert!(!not_run(&other));
         let e = map_client_error("ack", &q, other);
         assert!(e.is_retryable());
+        assert!(e.may_have_applied(), "{e:?}");
+    }
+
+    #[test]
+    fn refusals_are_unavailable_and_unknown_outcomes_are_backend() {
+        let q = QueueName::new("q").expect("valid");
+        let unavailable =
+            |e: ClientError| matches!(map_client_error("claim", &q, e), Error::Unavailable { .. });
+        for line in [
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script.",
+            "MASTERDOWN Link with MASTER is down",
+            "READONLY You can't write against a read only replica.",
+            "NOSCRIPT No matching script.",
+            "MISCONF Redis is configured to save RDB snapshots",
+            "NOREPLICAS Not enough good replicas to write.",
+            "MOVED 3999 127.0.0.1:6381",
+            "ASK 3999 127.0.0.1:6381",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+        ] {
+            assert!(unavailable(ClientError::server(line, "x")), "{line}");
+        }
+        assert!(unavailable(ClientError::unsent("connection refused")));
+        for line in [
+            "ERR user_script:3: attempt to compare nil with number",
+            "BUSYKEY Target key name already exists.",
+            "NOPERM this user has no permissions",
+        ] {
+            assert!(!unavailable(ClientError::server(line, "x")), "{line}");
+        }
+        let e = map_client_error(
+            "ack",
+            &q,
+            ClientError::transport(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        );
+        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+        assert!(e.may_have_applied());
     }
 }

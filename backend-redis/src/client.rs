@@ -16,15 +16,33 @@ pub struct ClientError {
     /// when the server answered with an error; `None` for connection,
     /// timeout and protocol failures.
     pub server_message: Option<String>,
+    /// True when the command certainly never reached a server: no
+    /// connection could be made (refused, no node for the slot), or the
+    /// client failed it before writing it. Such a failure becomes
+    /// [`leaseq_core::Error::Unavailable`]; any other transport failure may
+    /// have been applied and becomes [`leaseq_core::Error::Backend`].
+    pub unsent: bool,
     /// The client's error.
     pub source: BoxError,
 }
 
 impl ClientError {
-    /// A failure that is not a server error reply.
+    /// A failure that is not a server error reply, after which the command
+    /// may have reached the server (a dropped connection, a timeout).
     pub fn transport(source: impl Into<BoxError>) -> Self {
         ClientError {
             server_message: None,
+            unsent: false,
+            source: source.into(),
+        }
+    }
+
+    /// A failure before the command was written to any server (see
+    /// [`ClientError::unsent`]).
+    pub fn unsent(source: impl Into<BoxError>) -> Self {
+        ClientError {
+            server_message: None,
+            unsent: true,
             source: source.into(),
         }
     }
@@ -33,6 +51,7 @@ impl ClientError {
     pub fn server(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         ClientError {
             server_message: Some(message.into()),
+            unsent: false,
             source: source.into(),
         }
     }

@@ -118,9 +118,10 @@ impl FredClient {
         };
         base.fail_fast = true;
         let main = build(&base, config.response_timeout, config.connect_timeout)?;
+        // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
-            .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
         Ok(FredClient {
             cluster: config.is_cluster().then(cluster_options),
             main,
@@ -155,6 +156,31 @@ fn cluster_options() -> Options {
     }
 }
 
+impl FredClient {
+    /// On one server: waits (up to the connect timeout) while the client is
+    /// reconnecting, and fails without sending when it is still not
+    /// connected. A command handed to fred while it reconnects waits in its
+    /// buffer, and when it then times out nobody can tell whether it was
+    /// written; a command never handed over certainly was not.
+    async fn connected(&self) -> std::result::Result<(), ClientError> {
+        if self.main.is_connected() {
+            return Ok(());
+        }
+        let waited = tokio::time::timeout(self.connect_timeout, self.main.wait_for_connect()).await;
+        if self.main.is_connected() {
+            return Ok(());
+        }
+        let server = &self.base.server;
+        Err(ClientError::unsent(match waited {
+            Ok(Err(e)) => format!("not connected to {server:?}: {e}"),
+            _ => format!(
+                "not connected to {server:?} (still reconnecting after {:?})",
+                self.connect_timeout
+            ),
+        }))
+    }
+}
+
 /// A clustered client config for `config`'s seed nodes.
 fn cluster_config(config: &RedisConfig) -> Result<Config> {
     let mut hosts = Vec::with_capacity(config.seeds.len());
@@ -176,7 +202,18 @@ fn cluster_config(config: &RedisConfig) -> Result<Config> {
     })
 }
 
+/// The error fred gives a `fail_fast` command while the client is not
+/// connected: it fails the command before handing it to its router, so the
+/// command was never written. (A connection error handed to a command that
+/// was in flight is not this one: that command may have run.)
+fn is_unsent(e: &FredError) -> bool {
+    *e.kind() == ErrorKind::Canceled && e.details() == "Connection closed unexpectedly."
+}
+
 fn client_error(e: FredError) -> ClientError {
+    if is_unsent(&e) {
+        return ClientError::unsent(e);
+    }
     match e.kind() {
         ErrorKind::IO
         | ErrorKind::Timeout
@@ -234,6 +271,9 @@ impl ScriptClient for FredClient {
         keys: &[String],
         args: &[Bytes],
     ) -> std::result::Result<Reply, ClientError> {
+        if self.cluster.is_none() {
+            self.connected().await?;
+        }
         let keys: Vec<String> = keys.to_vec();
         let vals: Vec<Value> = args.iter().cloned().map(Value::Bytes).collect();
         let first = match &self.cluster {

@@ -87,9 +87,10 @@ impl RedisRsClient {
             .set_connection_timeout(Some(config.connect_timeout))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_millis(500));
+        // No call was made yet, so a failure here applied nothing.
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
-            .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
         // Blocking pops answer when their own timeout passes: no response
         // timeout on those connections (the caller bounds the wait).
         let wait_config = AsyncConnectionConfig::new()
@@ -116,7 +117,7 @@ impl RedisRsClient {
         let connection = client
             .get_async_connection()
             .await
-            .map_err(|e| Error::backend(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
         // Blocking pops answer when their own timeout passes; the caller's
         // guard covers a node that stopped answering.
         let waits = cluster_builder(config)
@@ -168,7 +169,19 @@ impl RedisRsClient {
     }
 }
 
+/// Failures that prove the command was never written: the connection was
+/// refused (only a connection attempt is refused; an established connection
+/// that breaks is reset), or the cluster connection had no node to send it
+/// to. Timeouts are not among them: a connect timeout and a response
+/// timeout look alike.
+fn is_unsent(e: &RedisError) -> bool {
+    e.is_connection_refusal() || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+}
+
 fn client_error(e: RedisError) -> ClientError {
+    if is_unsent(&e) {
+        return ClientError::unsent(e);
+    }
     match e.code() {
         Some(code) => {
             let msg = match e.detail() {

@@ -25,6 +25,14 @@ fn state_of(r: &Reply) -> Result<ItemState> {
     })
 }
 
+/// A state name, or nil for none (an item that is gone).
+pub(crate) fn opt_state(r: &Reply) -> Result<Option<ItemState>> {
+    match r {
+        Reply::Nil => Ok(None),
+        _ => state_of(r).map(Some),
+    }
+}
+
 /// `{ id, token, payload, attempts, max attempts, priority, expires at }`.
 pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
     let f = r.tuple(7)?;
@@ -104,6 +112,13 @@ mod tests {
         assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
         let bad = Reply::Array(vec![Reply::Int(4)]);
         assert!(lease(&q, &bad).is_err());
+    }
+
+    #[test]
+    fn a_state_or_none_decodes() {
+        assert_eq!(opt_state(&Reply::Nil).ok(), Some(None));
+        assert_eq!(opt_state(&d("dead")).ok(), Some(Some(ItemState::Dead)));
+        assert!(opt_state(&d("gone")).is_err());
     }
 
     #[test]

@@ -55,9 +55,10 @@
 //!
 //! # Transitions
 //! - claim: promotes due Scheduled items (one bounded batch), then takes
-//!   Ready entries in order; each gets a client-generated 128-bit token,
-//!   `attempts + 1` and `expiry = TIME + ttl`, all in one script. Batch
-//!   enqueue and `claim(max)` are one round trip each.
+//!   Ready entries in order; the `i`-th lease of the claim gets the spec's
+//!   token [`leaseq_core::ClaimSpec::token`]`(i)`, `attempts + 1` and
+//!   `expiry = TIME + ttl`, all in one script. Batch enqueue and
+//!   `claim(max)` are one round trip each.
 //! - ack / extend / release / fail check the item's current token and its
 //!   state in the same script, so a stale lease gets `LeaseLost` and changes
 //!   nothing.
@@ -65,7 +66,36 @@
 //!   in bounded batches: its cost grows with expired leases, not live ones.
 //!   Any number of reapers may run: each script sees the others' effects.
 //!
-//! No script unpacks or walks an unbounded set: every batch is bounded.
+//! No script unpacks or walks an unbounded set: every batch is bounded
+//! (the one walk over live leases, `recover_claim`'s, goes page by page).
+//!
+//! # Lost replies
+//! A call whose reply is lost is settled by its own identity
+//! ([`leaseq_core::settle`]), each one script:
+//! - `recover_claim` pages through the live part of the Leased index
+//!   (expiry after `TIME`) and returns the leases whose token is of the
+//!   claim's family (the first 24 of its 32 stored hex digits), sorted by
+//!   token, i.e. in claim order. Its cost grows with the queue's live
+//!   leases; it runs only after a claim whose reply was lost.
+//! - `lease_fate` reads the item's state and token and the server's clock.
+//! - `enqueue_once` looks up the request's key (`{prefix:queue}:req:<id>`,
+//!   in the queue's slot); when present it returns the stored results and
+//!   writes nothing, else it enqueues and stores the results there with
+//!   `PX` = [`leaseq_core::limits::REQUEST_MEMORY`], in the same script.
+//!
+//! Failures are classified by what they prove:
+//! [`leaseq_core::Error::Unavailable`] when the script certainly did not
+//! run (the connection was refused, no cluster node served the slot, the
+//! client failed the command before writing it, or the server refused it
+//! before it ran: `OOM`, `LOADING`, `BUSY`, `MASTERDOWN`, `READONLY`,
+//! `NOSCRIPT`, `MISCONF`, `NOREPLICAS`, and `MOVED` / `ASK` / `TRYAGAIN` /
+//! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::Backend`]
+//! when it may have run (timeouts, connections dropped after sending,
+//! script runtime errors). A failed `connect` is `Unavailable`. On one
+//! server the `fred` adapter hands a script to its client only while that
+//! client is connected (it waits up to the connect timeout for a reconnect,
+//! then fails `Unavailable`), since a command left waiting in the client's
+//! buffer and then timed out could not tell whether it was written.
 //!
 //! # Self-healing
 //! A claim or reap that meets an index entry whose item hash is missing, a

@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use leaseq_core::limits::{check_ack_batch, check_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{
+    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+};
 use leaseq_core::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
-    Result, TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Result, TestHooks, Timestamp,
 };
 
 use crate::backend::arg;
@@ -19,6 +21,12 @@ use crate::{decode, RedisBackend, ScriptClient};
 pub const MAX_PEEK: usize = 10_000;
 const REDRIVE_BATCH: usize = 500;
 const PURGE_BATCH: usize = 500;
+
+/// A claim slot as [`ClaimSpec::token`] numbers it (a claim has at most
+/// [`leaseq_core::limits::MAX_CLAIM`] slots).
+fn slot(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
 
 fn ms_ceil(d: Duration) -> u64 {
     let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
@@ -31,6 +39,37 @@ fn ms_ceil(d: Duration) -> u64 {
 
 fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
+}
+
+/// The enqueue script's batch arguments: `n`, then five per item.
+fn batch_args(items: &[NewItem], args: &mut Vec<Bytes>) {
+    args.reserve(1 + items.len() * 5);
+    args.push(arg(items.len()));
+    for item in items {
+        args.push(item.get_payload().clone());
+        args.push(arg(item.get_priority()));
+        args.push(arg(ms_ceil(item.get_delay())));
+        args.push(arg(item.get_max_attempts()));
+        args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
+    }
+}
+
+/// `{ id, deduplicated }` rows, one per item of a batch of `n`.
+fn enqueued(rows: &[crate::Reply], n: usize) -> Result<Vec<Enqueued>> {
+    if rows.len() != n {
+        return Err(Error::Corrupt {
+            what: format!("enqueue of {n} items answered {}", rows.len()),
+        });
+    }
+    rows.iter()
+        .map(|row| {
+            let f = row.tuple(2)?;
+            Ok(Enqueued {
+                id: ItemId::new(f[0].uint()?),
+                deduplicated: f[1].int()? == 1,
+            })
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -57,42 +96,53 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let mut args = Vec::with_capacity(1 + items.len() * 5);
-        args.push(arg(items.len()));
-        for item in &items {
-            args.push(item.get_payload().clone());
-            args.push(arg(item.get_priority()));
-            args.push(arg(ms_ceil(item.get_delay())));
-            args.push(arg(item.get_max_attempts()));
-            args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
-        }
+        let mut args = Vec::new();
+        batch_args(&items, &mut args);
         let r = self.run(&self.scripts.enqueue, queue, args).await?;
-        let rows = r.array()?;
-        if rows.len() != items.len() {
-            return Err(Error::Corrupt {
-                what: format!("enqueue of {} items answered {}", items.len(), rows.len()),
-            });
+        enqueued(r.array()?, items.len())
+    }
+
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        check_batch(&items, &self.config.limits)?;
+        // The request's key carries the queue's hash tag: one slot, one
+        // script that looks the request up, writes the batch and remembers
+        // its results.
+        let key = self.keys(queue)?.request(request);
+        let memory_ms = u64::try_from(REQUEST_MEMORY.as_millis()).unwrap_or(u64::MAX);
+        let mut args = vec![arg(memory_ms)];
+        batch_args(&items, &mut args);
+        let r = self
+            .run_with_keys(&self.scripts.enqueue_once, queue, vec![key], args)
+            .await?;
+        let f = r.tuple(2)?;
+        let rows = f[1].array()?;
+        if f[0].int()? == 1 && rows.len() != items.len() {
+            return Err(Error::invalid(format!(
+                "request {request} was first sent with {} items, now with {}",
+                rows.len(),
+                items.len()
+            )));
         }
-        rows.iter()
-            .map(|row| {
-                let f = row.tuple(2)?;
-                Ok(Enqueued {
-                    id: ItemId::new(f[0].uint()?),
-                    deduplicated: f[1].int()? == 1,
-                })
-            })
-            .collect()
+        enqueued(rows, items.len())
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         let mut out = Claimed::default();
         let max = spec.max() as usize;
         loop {
-            let want = max - out.leases.len();
+            let done = out.leases.len();
+            let want = max - done;
             let mut args = Vec::with_capacity(2 + want);
             args.push(arg(spec.ttl().as_millis()));
             args.push(arg(want));
-            args.extend((0..want).map(|_| arg(LeaseToken::random())));
+            // Slot `i` of the whole claim (counted across its rounds) gets
+            // the spec's token `i`, so a lost reply can be recovered.
+            args.extend((done..max).map(|i| arg(spec.token(slot(i)))));
             let r = self.run(&self.scripts.claim, queue, args).await?;
             let f = r.tuple(3)?;
             for l in f[0].array()? {
@@ -103,6 +153,47 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             if f[2].int()? != 1 || out.leases.len() >= max {
                 return Ok(out);
             }
+        }
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let r = self
+            .run(
+                &self.scripts.recover_claim,
+                queue,
+                vec![arg(spec.family_hex())],
+            )
+            .await?;
+        let mut leases = r
+            .array()?
+            .iter()
+            .map(|l| decode::lease(queue, l))
+            .collect::<Result<Vec<_>>>()?;
+        // A claim hands out its spec's tokens in slot order: token order is
+        // claim order.
+        leases.sort_by_key(|l| l.token().as_u128());
+        Ok(Claimed {
+            leases,
+            repairs: Vec::new(),
+        })
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        let mut args = lease_args(lease);
+        args.push(arg(held_until.as_millis()));
+        let r = self
+            .run(&self.scripts.lease_fate, &lease.queue, args)
+            .await?;
+        let f = r.tuple(2)?;
+        match f[0].int()? {
+            1 => Ok(LeaseFate::Held),
+            2 => Ok(LeaseFate::Finished {
+                state: decode::opt_state(&f[1])?,
+            }),
+            3 => Ok(LeaseFate::Lost),
+            other => Err(Error::Corrupt {
+                what: format!("unexpected lease fate {other} from the server"),
+            }),
         }
     }
 

@@ -1,15 +1,17 @@
 //! The Lua scripts, one per state transition, each prefixed with the shared
-//! prelude (`scripts/common.lua`) at build time.
+//! prelude (`scripts/common.lua`) at build time, and with the shared parts it
+//! names (`scripts/enqueue_batch.lua` for both enqueues).
 
 use std::fmt;
 
 macro_rules! script {
-    ($name:literal) => {
+    ($name:literal $(, $part:literal)*) => {
         Script::new(
             $name,
             concat!(
                 include_str!("scripts/common.lua"),
                 "\n",
+                $(include_str!(concat!("scripts/", $part, ".lua")), "\n",)*
                 include_str!(concat!("scripts/", $name, ".lua"))
             ),
         )
@@ -62,7 +64,10 @@ impl fmt::Debug for Script {
 #[derive(Debug, Clone)]
 pub(crate) struct Scripts {
     pub(crate) enqueue: Script,
+    pub(crate) enqueue_once: Script,
     pub(crate) claim: Script,
+    pub(crate) recover_claim: Script,
+    pub(crate) lease_fate: Script,
     pub(crate) ack: Script,
     pub(crate) ack_many: Script,
     pub(crate) extend: Script,
@@ -84,8 +89,11 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            enqueue: script!("enqueue"),
+            enqueue: script!("enqueue", "enqueue_batch"),
+            enqueue_once: script!("enqueue_once", "enqueue_batch"),
             claim: script!("claim"),
+            recover_claim: script!("recover_claim"),
+            lease_fate: script!("lease_fate"),
             ack: script!("ack"),
             ack_many: script!("ack_many"),
             extend: script!("extend"),
@@ -117,6 +125,10 @@ mod tests {
         assert!(s.claim.source().contains("ZRANGE"));
         assert_eq!(s.claim.sha().len(), 40);
         assert_ne!(s.claim.sha(), s.ack.sha());
+        for script in [&s.enqueue, &s.enqueue_once] {
+            assert!(script.source().contains("local function enqueue_batch"));
+        }
+        assert_ne!(s.enqueue.sha(), s.enqueue_once.sha());
     }
 
     #[test]
@@ -126,7 +138,9 @@ mod tests {
         let s = Scripts::new();
         for script in [
             &s.enqueue,
+            &s.enqueue_once,
             &s.claim,
+            &s.recover_claim,
             &s.ack_many,
             &s.reap,
             &s.redrive,

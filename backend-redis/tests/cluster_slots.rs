@@ -6,12 +6,13 @@
 
 mod common;
 
-use leaseq_core::{ItemId, QueueName};
+use leaseq_core::{ItemId, LeaseToken, QueueName};
 use leaseq_redis::{key_slot, KeyLayout};
 
 fn every_key(layout: &KeyLayout) -> Vec<String> {
     let mut keys = layout.script_keys();
     keys.push(format!("{}0", layout.item_prefix()));
+    keys.push(layout.request(LeaseToken::random()));
     for id in [1u64, 42, 1 << 40, (1 << 53) - 1] {
         keys.push(layout.item(ItemId::new(id)));
     }
@@ -35,7 +36,7 @@ fn every_key_of_a_queue_hashes_to_one_slot() {
     ] {
         let layout = KeyLayout::new(prefix, &QueueName::new(queue).expect("name")).expect("layout");
         let keys = every_key(&layout);
-        assert_eq!(keys.len(), 13);
+        assert_eq!(keys.len(), 14);
         for key in &keys {
             assert_eq!(key_slot(key.as_bytes()), layout.slot(), "{key}");
             #[cfg(feature = "fred")]

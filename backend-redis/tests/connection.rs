@@ -68,7 +68,8 @@ async fn wait_without_work_times_out(which: Which) {
     assert!(start.elapsed() >= Duration::from_millis(100));
 }
 
-/// Killed connections surface as `Backend` (or are already healed), and the
+/// Killed connections surface as `Backend` (the call may have run) or
+/// `Unavailable` (it was never sent), or are already healed, and the
 /// backend reconnects by itself; nothing is lost.
 async fn killed_connections_reconnect(which: Which) {
     let server = match PrivateServer::start() {
@@ -94,7 +95,8 @@ async fn killed_connections_reconnect(which: Which) {
             Ok(s) => break s,
             Err(e) => {
                 assert!(
-                    matches!(e, Error::Backend { .. }) && e.is_retryable(),
+                    matches!(e, Error::Backend { .. } | Error::Unavailable { .. })
+                        && e.is_retryable(),
                     "{e:?}"
                 );
                 assert!(Instant::now() < deadline, "never reconnected: {e}");
@@ -105,8 +107,9 @@ async fn killed_connections_reconnect(which: Which) {
     assert_eq!(stats.ready, 2);
 }
 
-/// A server that is gone gives `Backend` errors, promptly, never a hang or
-/// a panic; once it is back the same backend works again.
+/// A server that is gone gives `Backend` errors (a call cut off may have
+/// run) or `Unavailable` ones (the connection was refused), promptly, never
+/// a hang or a panic; once it is back the same backend works again.
 async fn gone_server_is_a_backend_error(which: Which) {
     let mut server = match PrivateServer::start() {
         Ok(s) => s,
@@ -129,7 +132,10 @@ async fn gone_server_is_a_backend_error(which: Which) {
     .await
     .expect("a failed call returns")
     .expect_err("no server");
-    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Backend { .. } | Error::Unavailable { .. }),
+        "{err:?}"
+    );
     // The wake-up wait falls back to a poll.
     b.wait_for_work(&q, Duration::from_millis(50)).await;
     server.restart().expect("restart");
@@ -148,14 +154,15 @@ async fn gone_server_is_a_backend_error(which: Which) {
     b.ack(&lease.key).await.expect("ack");
 }
 
-/// Unreachable servers and bad settings are typed errors at connect time.
+/// Unreachable servers and bad settings are typed errors at connect time
+/// (a failed connect applied nothing: `Unavailable`).
 async fn bad_settings_are_typed_errors(which: Which) {
     let refused =
         RedisConfig::new("redis://127.0.0.1:1").connect_timeout(Duration::from_millis(300));
     let err = common::connect(which, refused)
         .await
         .expect_err("nothing listens on port 1");
-    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
     let bad_url = RedisConfig::new("not a url");
     let err = common::connect(which, bad_url).await.expect_err("bad url");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");

@@ -130,6 +130,7 @@ macro_rules! __with_checks {
             healing::acked_ghost_is_removed
             healing::dangling_ids_never_stall_a_claim
             healing::indexes_stay_consistent
+            healing::poison_is_quarantined
             ordering::fifo_within_priority
             ordering::priority_then_fifo
             dedup::dedup_returns_holder

@@ -70,6 +70,15 @@ pub trait TestHooks: Send + Sync {
     /// The raw contents of the queue's indexes.
     async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot>;
 
+    /// Poisons item `id` of the queue with `poison`: a value the store can
+    /// hold but the backend cannot use. Returns `false` when this store
+    /// cannot hold that poison at all (a typed column, a schema check), so
+    /// the suite skips that kind. The default plants nothing.
+    async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
+        let _ = (queue, id, poison);
+        Ok(false)
+    }
+
     /// How many atomic steps (server round trips, SQL statements, critical
     /// sections) the backend has spent on `queue` so far, or `None` when it
     /// does not count them. The suite compares counts before and after one
@@ -79,6 +88,40 @@ pub trait TestHooks: Send + Sync {
         let _ = queue;
         None
     }
+}
+
+/// A value a store can hold that the backend cannot use: what
+/// [`TestHooks::plant_poison`] writes into an item, and what a claim must
+/// move aside (to Dead with a reason, reported as a [`crate::Repair`])
+/// without leasing it or stalling healthy items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Poison {
+    /// The attempt counter at the largest value the store holds, so a claim
+    /// cannot add one.
+    AttemptsAtLimit,
+    /// A negative attempt counter.
+    NegativeAttempts,
+    /// A negative or zero max attempts.
+    BadMaxAttempts,
+    /// A priority outside `i32`.
+    PriorityOutOfRange,
+    /// A numeric field holding text.
+    NotANumber,
+    /// An item record whose payload is missing.
+    MissingPayload,
+}
+
+impl Poison {
+    /// Every kind.
+    pub const ALL: [Poison; 6] = [
+        Poison::AttemptsAtLimit,
+        Poison::NegativeAttempts,
+        Poison::BadMaxAttempts,
+        Poison::PriorityOutOfRange,
+        Poison::NotANumber,
+        Poison::MissingPayload,
+    ];
 }
 
 /// Per-queue step counts for [`TestHooks::steps`]: a backend calls

@@ -45,7 +45,7 @@ pub use backend::{Backend, Capabilities, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
-pub use hooks::{IndexSnapshot, StepCounter, TestHooks};
+pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
 pub use layer::Layer;

@@ -215,3 +215,75 @@ async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
     }
     Ok(())
 }
+
+/// Poison is quarantined, never contagious: an item whose stored values
+/// the backend cannot use (planted with `TestHooks::plant_poison`, each
+/// kind the store can hold) is moved aside by the claim that meets it (to
+/// Dead, or removed), reported as a repair, and never leased; the healthy
+/// items behind it are claimed by that same claim, each on its first
+/// attempt.
+pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "poison_is_quarantined",
+        Rule::Inv6,
+        Needs::HOOKS,
+        |cx| async move {
+            for poison in leaseq_core::Poison::ALL {
+                let victim = cx.enqueue(vec![NewItem::new("victim")]).await?[0];
+                let healthy = cx.push_n(3).await?;
+                let planted = hooks(&cx)?
+                    .plant_poison(&cx.q, victim, poison)
+                    .await
+                    .or_fail(cx.rule, "plant_poison hook")?;
+                if !planted {
+                    cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
+                    continue;
+                }
+                let spec = leaseq_core::ClaimSpec::new(3, LONG).or_fail(cx.rule, "spec")?;
+                let claimed = match cx.b.claim(&cx.q, spec).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return Err(cx.fail(format!(
+                            "{poison:?} in one item made the claim fail ({e}): poison must be moved aside, not stall the queue"
+                        )))
+                    }
+                };
+                let mut got: Vec<ItemId> = claimed.leases.iter().map(|l| l.id()).collect();
+                got.sort_unstable();
+                ensure!(
+                    got == healthy,
+                    cx.rule,
+                    "with {poison:?} in item {victim}, a claim of 3 returned {got:?}; expected the healthy {healthy:?}"
+                );
+                ensure!(
+                    claimed.leases.iter().all(|l| l.attempts == 1),
+                    cx.rule,
+                    "healthy items spent attempts on poison: {:?}",
+                    claimed.leases
+                );
+                ensure!(
+                    claimed.repairs.iter().any(|r| r.id == victim),
+                    cx.rule,
+                    "the claim moved {poison:?} item {victim} aside without reporting it (repairs {:?})",
+                    claimed.repairs
+                );
+                if let Some(info) = cx.item(victim).await? {
+                    ensure!(
+                        info.state == ItemState::Dead,
+                        cx.rule,
+                        "the {poison:?} item is {:?}, expected Dead (quarantined) or removed",
+                        info.state
+                    );
+                }
+                for l in &claimed.leases {
+                    cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+                }
+                cx.check_indexes(&format!("after quarantining {poison:?}")).await?;
+                cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 
 use super::{sharded_id, split_id, Sharded};
-use crate::{Backend, Error, IndexSnapshot, ItemId, QueueName, Result, TestHooks};
+use crate::{Backend, Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
 
 impl<B: Backend> Sharded<B> {
     fn inner_hooks(&self) -> Result<&dyn TestHooks> {
@@ -58,6 +58,13 @@ impl<B: Backend> TestHooks for Sharded<B> {
             }
         }
         Ok(out)
+    }
+
+    async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
+        let (shard, inner) = split_id(self.shards, id);
+        self.inner_hooks()?
+            .plant_poison(&self.shard(queue, shard)?, inner, poison)
+            .await
     }
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {

@@ -1,0 +1,28 @@
+-- enqueue_once: KEYS[9] = the request's key; ARGV[2] = how long to remember
+-- the request (ms); ARGV[3] = n, then per item what `enqueue` takes.
+-- Returns { seen, results }: seen = 1 when the request was already written
+-- (its stored results come back and nothing is written), else 0 and the
+-- batch is written as `enqueue` writes it and its results are stored under
+-- the request's key, with an expiry, in this same script.
+-- Results are stored as "id:dedup,id:dedup,...".
+local K_REQ = KEYS[9]
+local t = key_type(K_REQ)
+if t == 'string' then
+  local s = redis.call('GET', K_REQ)
+  if (string.gsub(s, '%d+:[01],?', '')) ~= '' then
+    return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REQ .. ' holds no enqueue results')
+  end
+  local out = {}
+  for id, d in string.gmatch(s, '(%d+):([01])') do
+    out[#out + 1] = { tonumber(id), tonumber(d) }
+  end
+  return { 1, out }
+elseif t ~= 'none' then
+  return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REQ .. ' holds a ' .. t .. ', expected a string')
+end
+local out = enqueue_batch(3)
+if out.err then return out end
+local parts = {}
+for i, r in ipairs(out) do parts[i] = fmt_int(r[1]) .. ':' .. fmt_int(r[2]) end
+redis.call('SET', K_REQ, table.concat(parts, ','), 'PX', ARGV[2])
+return { 0, out }
