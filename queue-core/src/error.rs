@@ -68,6 +68,18 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The store is full (a server at its memory limit): the call was
+    /// refused before it ran, nothing was written. Consumers keep working
+    /// and free space; try again later.
+    #[error("store full: {message}")]
+    Full {
+        /// What was refused.
+        message: String,
+        /// The underlying client or server error.
+        #[source]
+        source: BoxError,
+    },
+
     /// The backend does not offer this operation.
     #[error("unsupported by this backend: {what}")]
     Unsupported {
@@ -107,6 +119,14 @@ impl Error {
         }
     }
 
+    /// Builds [`Error::Full`].
+    pub fn full(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Full {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
     /// Builds [`Error::Unsupported`].
     pub fn unsupported(what: impl Into<String>) -> Self {
         Error::Unsupported { what: what.into() }
@@ -115,7 +135,10 @@ impl Error {
     /// True when the same call may succeed if tried again later (a server or
     /// connection failure). Lost leases and bad input are never retryable.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Backend { .. } | Error::Unavailable { .. })
+        matches!(
+            self,
+            Error::Backend { .. } | Error::Unavailable { .. } | Error::Full { .. }
+        )
     }
 
     /// True when the call may have been applied although it failed
