@@ -54,10 +54,19 @@
 //!   guessed sleep). With test hooks, `expire_leases` and `make_due` are
 //!   used where they save waiting.
 //! - **Skips are loud.** A check that needs a capability or test hooks the
-//!   backend lacks prints `SKIPPED <check> on <backend>: <reason>` to
-//!   stderr (run with `--nocapture` to see them). A factory that returns
-//!   [`Unavailable`] prints `SKIPPED: <backend> unavailable: <reason>`; when
-//!   the environment variable `CI` is `true` that is a failure instead.
+//!   backend lacks prints `SKIPPED <check> on <backend>: <reason>` to the
+//!   process's stderr, past the test harness's capture, so a plain
+//!   `cargo test` shows it. A factory that returns [`Unavailable`] prints
+//!   `SKIPPED: <backend> unavailable: <reason>`; when the environment
+//!   variable `CI` is `true` that is a failure instead.
+//! - **Strict mode.** `LEASEQ_CONFORMANCE_STRICT=1` turns every skip into a
+//!   failure: a backend author's green then means every check ran.
+//! - **The reference model runs too.** `suite!` adds a `reference_model`
+//!   test: random operation sequences compared with a pure model of the
+//!   contract (`LEASEQ_MODEL_CASES`, 32 by default). It finds what single
+//!   checks miss, e.g. ids reused after `purge`.
+//! - **Failures say where.** A failure names the check, the backend, the
+//!   rule broken (invariant or contract clause) and the check's source file.
 //! - **Repetitions.** Race checks repeat; `LEASEQ_CONFORMANCE_SCALE=N`
 //!   multiplies their rounds and the storm's size by N (default 1).
 //!
@@ -156,8 +165,9 @@ macro_rules! __suite_tests {
             fn $check() {
                 let factory = $factory;
                 let result = $crate::runner::block_on($crate::checks::$module::$check(&factory));
-                $crate::runner::conclude(
+                $crate::runner::conclude_at(
                     stringify!($check),
+                    concat!("leaseq-conformance: src/checks/", stringify!($module), ".rs"),
                     $crate::BackendFactory::name(&factory),
                     result,
                 );
@@ -185,5 +195,21 @@ pub const CHECKS: &[&str] = __with_checks!(__check_names!());
 macro_rules! suite {
     ($factory:expr) => {
         $crate::__with_checks!(__suite_tests!($factory));
+
+        /// The reference model: random operation sequences compared step
+        /// by step with a pure model of the contract
+        /// (`LEASEQ_MODEL_CASES` cases, 32 by default).
+        #[test]
+        fn reference_model() {
+            let factory = $factory;
+            let config = $crate::model::ModelConfig::from_env(32).max_steps(40);
+            let result = $crate::model::check_model(&factory, &config);
+            $crate::runner::conclude_at(
+                "reference_model",
+                "leaseq-conformance: src/model/",
+                $crate::BackendFactory::name(&factory),
+                result,
+            );
+        }
     };
 }

@@ -28,15 +28,47 @@ pub fn block_on<T>(fut: impl Future<Output = T>) -> T {
 /// # Panics
 /// On a violation, and on an unavailable backend in CI.
 pub fn conclude(check: &str, backend: &str, result: CheckResult) {
+    conclude_at(check, "", backend, result);
+}
+
+/// [`conclude`], naming the check's source file in a failure.
+///
+/// Skips go to the process's stderr directly, past the test harness's
+/// capture, so they show in a plain `cargo test` run. With
+/// `LEASEQ_CONFORMANCE_STRICT=1` every skip is a failure.
+///
+/// # Panics
+/// On a violation, on an unavailable backend in CI, and on any skip in
+/// strict mode.
+pub fn conclude_at(check: &str, file: &str, backend: &str, result: CheckResult) {
+    let at = if file.is_empty() {
+        String::new()
+    } else {
+        format!(" [{file}]")
+    };
+    let strict = std::env::var("LEASEQ_CONFORMANCE_STRICT").is_ok_and(|v| v == "1" || v == "true");
     match result {
         Ok(Outcome::Passed) => {}
-        Ok(Outcome::Skipped(reason)) => eprintln!("SKIPPED {check} on {backend}: {reason}"),
-        Ok(Outcome::Unavailable(reason)) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{backend} unavailable in CI: {reason}");
+        Ok(Outcome::Skipped(reason)) => {
+            let line = format!("SKIPPED {check} on {backend}: {reason}");
+            if strict {
+                panic!("{line}{at} (LEASEQ_CONFORMANCE_STRICT: a skip is a failure)");
             }
-            eprintln!("SKIPPED: {backend} unavailable: {reason} (check {check} did not run)");
+            loud(&line);
         }
-        Err(v) => panic!("{check} on {backend}: {v}"),
+        Ok(Outcome::Unavailable(reason)) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") || strict {
+                panic!("{backend} unavailable: {reason}{at}");
+            }
+            loud(&format!(
+                "SKIPPED: {backend} unavailable: {reason} (check {check} did not run)"
+            ));
+        }
+        Err(v) => panic!("{check} on {backend}{at}: {v}"),
     }
+}
+
+fn loud(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

@@ -44,7 +44,15 @@ pub fn skip(what: &str, why: impl Display) {
     if in_ci() {
         panic!("{msg} (CI=true: a missing server is a failure)");
     }
-    eprintln!("{msg}");
+    loud(&msg);
+}
+
+/// Writes `line` to the process's stderr directly, past the test
+/// harness's output capture (which takes only `print!`/`eprint!`), so a
+/// skip shows in a plain `cargo test` run.
+pub fn loud(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// True when `probe` (the outcome of reaching the `name` server at `url`)

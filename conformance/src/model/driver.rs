@@ -422,8 +422,14 @@ pub fn check_model<F: BackendFactory>(factory: &F, config: &ModelConfig) -> Chec
         Ok(rt) => rt,
         Err(e) => panic!("cannot build a tokio runtime for the model: {e}"),
     };
-    if let Err(u) = rt.block_on(factory.backend()) {
-        return Ok(Outcome::Unavailable(u.0));
+    match rt.block_on(factory.backend()) {
+        Err(u) => return Ok(Outcome::Unavailable(u.0)),
+        Ok(tb) if tb.backend.capabilities().order != leaseq_core::Order::Global => {
+            return Ok(Outcome::Skipped(
+                "the model keeps one claim order over the whole queue; the backend keeps it per shard".into(),
+            ))
+        }
+        Ok(_) => {}
     }
     let mut pc = Config {
         cases: config.cases,
