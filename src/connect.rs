@@ -116,7 +116,79 @@ impl std::error::Error for ConnectError {
     }
 }
 
-/// Connects to the backend `url` names and checks that it answers.
+/// How [`connect_with`] sets a backend up, beyond what the URL says.
+///
+/// - **Namespace**: the PostgreSQL schema or the Redis key prefix. Also
+///   accepted in the URL as `?schema=NAME` (postgres) or `?prefix=NAME`
+///   (redis); an explicit value here wins. Defaults: schema `leaseq`, key
+///   prefix `leaseq`.
+/// - **Migrate**: whether connecting may create or upgrade the PostgreSQL
+///   schema (it needs `CREATE` on the database). [`connect`] does; admin
+///   tools and read-only roles pass `migrate(false)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    namespace: Option<String>,
+    migrate: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            namespace: None,
+            migrate: true,
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// No namespace override; migrations on connect.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The schema (PostgreSQL) or key prefix (Redis) to use.
+    #[must_use]
+    pub fn namespace(mut self, name: impl Into<String>) -> Self {
+        self.namespace = Some(name.into());
+        self
+    }
+
+    /// Whether connecting may create or upgrade the schema.
+    #[must_use]
+    pub fn migrate(mut self, yes: bool) -> Self {
+        self.migrate = yes;
+        self
+    }
+}
+
+/// Splits `?schema=` / `?prefix=` (the namespace) off a server URL; other
+/// query parameters (e.g. `sslmode`) stay.
+fn take_namespace(url: &str, key: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut found = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == key => {
+                found = Some(v.to_string());
+                false
+            }
+            _ => !kv.is_empty(),
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, found)
+}
+
+/// Connects to the backend `url` names and checks that it answers. On
+/// PostgreSQL it also creates or upgrades the schema (migrations): a role
+/// without `CREATE` uses [`connect_with`] and `migrate(false)`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -128,9 +200,28 @@ impl std::error::Error for ConnectError {
 /// # }
 /// ```
 pub async fn connect(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+    connect_with(url, &ConnectOptions::default()).await
+}
+
+/// [`connect`] with [`ConnectOptions`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), leaseq::ConnectError> {
+/// use leaseq::ConnectOptions;
+/// let options = ConnectOptions::new().namespace("billing").migrate(false);
+/// let backend = leaseq::connect_with("memory://", &options).await?;
+/// assert!(backend.test_hooks().is_none());
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect_with(
+    url: &str,
+    options: &ConnectOptions,
+) -> Result<Arc<dyn Backend>, ConnectError> {
     let parsed = BackendUrl::parse(url)?;
     let kind = parsed.kind();
-    let backend = open(parsed).await?;
+    let backend = open(parsed, options).await?;
     backend
         .now()
         .await
@@ -141,11 +232,19 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
     Ok(backend)
 }
 
-async fn open(url: BackendUrl) -> Result<Arc<dyn Backend>, ConnectError> {
+async fn open(url: BackendUrl, options: &ConnectOptions) -> Result<Arc<dyn Backend>, ConnectError> {
     match url {
         BackendUrl::Memory => open_memory(),
-        BackendUrl::Redis(url) => open_redis(&url).await,
-        BackendUrl::Postgres(url) => open_postgres(&url).await,
+        BackendUrl::Redis(url) => {
+            let (url, prefix) = take_namespace(&url, "prefix");
+            let prefix = options.namespace.clone().or(prefix);
+            open_redis(&url, prefix).await
+        }
+        BackendUrl::Postgres(url) => {
+            let (url, schema) = take_namespace(&url, "schema");
+            let schema = options.namespace.clone().or(schema);
+            open_postgres(&url, schema, options.migrate).await
+        }
     }
 }
 
@@ -174,9 +273,18 @@ fn open_memory() -> Result<Arc<dyn Backend>, ConnectError> {
     })
 }
 
-#[cfg(feature = "redis")]
-async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+#[cfg(any(feature = "redis", feature = "fred"))]
+fn redis_config(url: &str, prefix: Option<String>) -> leaseq_redis::RedisConfig {
     let config = leaseq_redis::RedisConfig::new(url);
+    match prefix {
+        Some(p) => config.prefix(p),
+        None => config,
+    }
+}
+
+#[cfg(feature = "redis")]
+async fn open_redis(url: &str, prefix: Option<String>) -> Result<Arc<dyn Backend>, ConnectError> {
+    let config = redis_config(url, prefix);
     leaseq_redis::RedisRsBackend::connect(config)
         .await
         .map(|b| Arc::new(b) as Arc<dyn Backend>)
@@ -184,8 +292,8 @@ async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 }
 
 #[cfg(all(feature = "fred", not(feature = "redis")))]
-async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
-    let config = leaseq_redis::RedisConfig::new(url);
+async fn open_redis(url: &str, prefix: Option<String>) -> Result<Arc<dyn Backend>, ConnectError> {
+    let config = redis_config(url, prefix);
     leaseq_redis::FredBackend::connect(config)
         .await
         .map(|b| Arc::new(b) as Arc<dyn Backend>)
@@ -193,7 +301,7 @@ async fn open_redis(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 }
 
 #[cfg(not(any(feature = "redis", feature = "fred")))]
-async fn open_redis(_url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+async fn open_redis(_url: &str, _prefix: Option<String>) -> Result<Arc<dyn Backend>, ConnectError> {
     Err(ConnectError::NotCompiled {
         backend: "redis",
         feature: "redis",
@@ -201,9 +309,17 @@ async fn open_redis(_url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 }
 
 #[cfg(feature = "postgres")]
-async fn open_postgres(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
-    let options =
-        leaseq_postgres::PgOptions::new().acquire_timeout(std::time::Duration::from_secs(5));
+async fn open_postgres(
+    url: &str,
+    schema: Option<String>,
+    migrate: bool,
+) -> Result<Arc<dyn Backend>, ConnectError> {
+    let mut options = leaseq_postgres::PgOptions::new()
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .migrate_on_connect(migrate);
+    if let Some(schema) = schema {
+        options = options.schema(schema);
+    }
     leaseq_postgres::PgBackend::connect(url, options)
         .await
         .map(|b| Arc::new(b) as Arc<dyn Backend>)
@@ -211,9 +327,37 @@ async fn open_postgres(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn open_postgres(_url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
+async fn open_postgres(
+    _url: &str,
+    _schema: Option<String>,
+    _migrate: bool,
+) -> Result<Arc<dyn Backend>, ConnectError> {
     Err(ConnectError::NotCompiled {
         backend: "postgres",
         feature: "postgres",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_namespace;
+
+    #[test]
+    fn the_namespace_comes_off_the_url_and_the_rest_stays() {
+        assert_eq!(
+            take_namespace("postgres://u@h/db?schema=app&sslmode=require", "schema"),
+            (
+                "postgres://u@h/db?sslmode=require".to_string(),
+                Some("app".to_string())
+            )
+        );
+        assert_eq!(
+            take_namespace("redis://h:6379?prefix=jobs", "prefix"),
+            ("redis://h:6379".to_string(), Some("jobs".to_string()))
+        );
+        assert_eq!(
+            take_namespace("redis://h:6379", "prefix"),
+            ("redis://h:6379".to_string(), None)
+        );
+    }
 }

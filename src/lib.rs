@@ -57,7 +57,7 @@ pub use leaseq_redis as redis;
 
 mod connect;
 
-pub use connect::{connect, BackendUrl, ConnectError};
+pub use connect::{connect, connect_with, BackendUrl, ConnectError, ConnectOptions};
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[cfg(all(doctest, feature = "memory"))]

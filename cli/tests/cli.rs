@@ -142,44 +142,38 @@ fn a_bad_queue_name_is_a_usage_error() {
 }
 
 #[test]
-fn an_unknown_queue_is_reported_unless_empty_is_allowed() {
+fn admin_commands_refuse_the_one_shot_memory_backend() {
     for args in [
-        &["stats", "nosuch"][..],
-        &["peek", "nosuch"],
-        &["dead", "list", "nosuch"],
-        &["dead", "redrive", "nosuch"],
+        &["stats", "jobs"][..],
+        &["enqueue", "jobs", "a", "b"],
+        &["peek", "jobs"],
+        &["dead", "list", "jobs"],
+        &["dead", "redrive", "jobs"],
+        &["reap", "jobs"],
+        &["purge", "jobs", "--yes"],
+        &["migrate"],
     ] {
         leaseq()
             .args(args)
             .assert()
-            .code(3)
-            .stderr(contains("queue \"nosuch\" not found"));
+            .code(2)
+            .stdout(predicates::str::is_empty())
+            .stderr(contains("memory:// lives inside one process"));
     }
-    leaseq()
-        .args(["stats", "nosuch", "--allow-empty"])
-        .assert()
-        .success()
-        .stdout(is_match(r"(?m)^ready\s+0$").expect("regex"))
-        .stdout(is_match(r"(?m)^total\s+0$").expect("regex"));
 }
 
 #[test]
-fn enqueue_prints_ids_and_checks_its_options() {
-    leaseq()
-        .args(["enqueue", "jobs", "one", "two", "--priority", "-3"])
-        .assert()
-        .success()
-        .stdout(is_match(r"^\d+\n\d+\n$").expect("regex"));
-    leaseq()
-        .args(["enqueue", "jobs", "x", "--max-attempts", "0"])
-        .assert()
-        .code(2)
-        .stderr(contains("max_attempts is 0"));
+fn enqueue_checks_its_options_before_connecting() {
     leaseq()
         .args(["enqueue", "jobs", "a", "b", "--dedup-key", "k"])
         .assert()
         .code(2)
         .stderr(contains("single payload"));
+    leaseq()
+        .args(["enqueue", "jobs", "a", "--file", "x"])
+        .assert()
+        .code(2)
+        .stderr(contains("cannot be used with"));
 }
 
 #[test]
@@ -189,28 +183,4 @@ fn peek_rejects_an_unknown_state() {
         .assert()
         .code(2)
         .stderr(contains("unknown state"));
-}
-
-#[test]
-fn reap_and_purge_work_on_the_memory_backend() {
-    leaseq()
-        .args(["reap", "jobs"])
-        .assert()
-        .success()
-        .stdout(contains("requeued 0, dead 0, repaired 0"));
-    leaseq()
-        .args(["purge", "jobs", "--yes"])
-        .assert()
-        .success()
-        .stdout(contains("purged 0 items from jobs"));
-}
-
-#[test]
-fn purge_without_yes_and_without_a_terminal_refuses() {
-    leaseq()
-        .args(["purge", "jobs"])
-        .write_stdin("y\n")
-        .assert()
-        .code(2)
-        .stderr(contains("without --yes"));
 }

@@ -16,10 +16,7 @@ fn leaseq(url: &str) -> Command {
 
 /// True when the server answers; otherwise skips loudly (fails under CI).
 fn reachable(url: &str) -> bool {
-    let out = leaseq(url)
-        .args(["reap", "probe"])
-        .output()
-        .expect("run leaseq");
+    let out = leaseq(url).arg("migrate").output().expect("run leaseq");
     let probe = if out.status.success() {
         Ok(())
     } else {
@@ -28,10 +25,59 @@ fn reachable(url: &str) -> bool {
     leaseq_testkit::env::require_server("server", url, probe)
 }
 
+/// The flag that puts a run in a namespace of its own on `url`'s server.
+fn namespace_flag(url: &str) -> &'static str {
+    if url.starts_with("postgres") {
+        "--schema"
+    } else {
+        "--prefix"
+    }
+}
+
+/// A namespace (schema or key prefix) of its own, removed when dropped.
+struct Namespace {
+    url: String,
+    name: String,
+}
+
+impl Namespace {
+    fn new(url: &str, tag: &str) -> Self {
+        let name = format!("lq_{tag}_{}", leaseq_testkit::env::tag());
+        Namespace {
+            url: url.to_string(),
+            name,
+        }
+    }
+
+    /// `leaseq --backend URL --schema|--prefix NAME`.
+    fn leaseq(&self) -> Command {
+        let mut cmd = leaseq(&self.url);
+        cmd.args([namespace_flag(&self.url), &self.name]);
+        cmd
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        if self.url.starts_with("postgres") {
+            leaseq_testkit::pg_schema::drop_schema_blocking(&self.url, &self.name);
+        } else {
+            leaseq_testkit::redis_prefix::delete_prefix(&self.url, &self.name);
+        }
+    }
+}
+
 fn admin_round_trip(url: &str) {
     if !reachable(url) {
         return;
     }
+    let ns = Namespace::new(url, "cli_admin");
+    let leaseq = |_: &str| ns.leaseq();
+    leaseq(url)
+        .arg("migrate")
+        .assert()
+        .success()
+        .stdout(contains("up to date"));
     let queue = format!("cli-admin-{}", std::process::id());
     leaseq(url)
         .args(["enqueue", &queue, "one", "two"])
@@ -70,6 +116,90 @@ fn admin_round_trip(url: &str) {
         .success()
         .stdout(contains("purged 2 items"));
     leaseq(url).args(["stats", &queue]).assert().code(3);
+
+    // One exit code for an unknown (empty) queue, whatever the command.
+    for args in [
+        &["stats", "nosuch"][..],
+        &["peek", "nosuch"],
+        &["dead", "list", "nosuch"],
+        &["dead", "redrive", "nosuch"],
+        &["reap", "nosuch"],
+        &["purge", "nosuch", "--yes"],
+    ] {
+        leaseq(url)
+            .args(args)
+            .assert()
+            .code(3)
+            .stderr(contains("queue \"nosuch\" not found"));
+    }
+    leaseq(url)
+        .args(["reap", "nosuch", "--allow-empty"])
+        .assert()
+        .success()
+        .stdout(contains("requeued 0, dead 0, repaired 0"));
+    leaseq(url)
+        .args(["stats", "nosuch", "--allow-empty"])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^total\s+0$").expect("regex"));
+
+    // Options: a negative priority, a payload that starts with '-', a
+    // payload from standard input; bad values are usage errors.
+    leaseq(url)
+        .args(["enqueue", &queue, "-5", "--priority", "-3"])
+        .assert()
+        .success()
+        .stdout(is_match(r"^\d+\n$").expect("regex"));
+    leaseq(url)
+        .args(["enqueue", &queue, "--file", "-"])
+        .write_stdin(vec![b'x'; 300_000])
+        .assert()
+        .success();
+    leaseq(url)
+        .args(["enqueue", &queue, "x", "--max-attempts", "0"])
+        .assert()
+        .code(2)
+        .stderr(contains("max_attempts is 0"));
+    leaseq(url)
+        .args(["peek", &queue])
+        .assert()
+        .success()
+        .stdout(contains("-5"));
+    leaseq(url)
+        .args(["purge", &queue])
+        .write_stdin("y\n")
+        .assert()
+        .code(2)
+        .stderr(contains("without --yes"));
+    leaseq(url)
+        .args(["purge", &queue, "--yes"])
+        .assert()
+        .success()
+        .stdout(contains("purged 2 items"));
+
+    // The namespace separates: the same queue under the default one is unknown.
+    leaseq(url)
+        .args(["enqueue", &queue, "z"])
+        .assert()
+        .success();
+    let plain = |_: &str| leaseq_plain(url);
+    plain(url).args(["stats", &queue]).assert().code(3);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let key = if url.starts_with("postgres") {
+        "schema"
+    } else {
+        "prefix"
+    };
+    leaseq_plain(&format!("{url}{sep}{key}={}", ns.name))
+        .args(["stats", &queue])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^ready\s+1$").expect("regex"));
+}
+
+/// `leaseq --backend URL` with no namespace flag.
+fn leaseq_plain(url: &str) -> Command {
+    leaseq(url)
 }
 
 fn demo(url: &str) {
@@ -126,4 +256,60 @@ fn admin_commands_on_postgres() {
 #[test]
 fn demo_on_postgres_loses_nothing_and_acks_nothing_twice() {
     demo(&postgres_url());
+}
+
+/// A role with SELECT only (no CREATE, no writes) runs stats, peek and
+/// dead list: admin commands never migrate or write to the schema.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_read_only_role_can_inspect_queues() {
+    let url = postgres_url();
+    if !reachable(&url) {
+        return;
+    }
+    let ns = Namespace::new(&url, "cli_ro");
+    ns.leaseq().arg("migrate").assert().success();
+    ns.leaseq()
+        .args(["enqueue", "ro-q", "one"])
+        .assert()
+        .success();
+    let role = format!("leaseq_ro_{}", std::process::id());
+    let psql = |sql: &str| {
+        let ok = std::process::Command::new("psql")
+            .args([url.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "psql failed: {sql}");
+    };
+    psql(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN"
+    ));
+    psql(&format!(
+        "GRANT USAGE ON SCHEMA {s} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {role}",
+        s = ns.name
+    ));
+    let ro_url = url.replacen("postgres@", &format!("{role}@"), 1);
+    let ro = |args: &[&str]| {
+        let mut cmd = leaseq(&ro_url);
+        cmd.args(["--schema", &ns.name]).args(args);
+        cmd
+    };
+    ro(&["stats", "ro-q"])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^ready\s+1$").expect("regex"));
+    ro(&["peek", "ro-q"])
+        .assert()
+        .success()
+        .stdout(contains("one"));
+    ro(&["dead", "list", "ro-q"])
+        .assert()
+        .success()
+        .stdout(contains("(no items)"));
+    // A write names its real cause.
+    ro(&["enqueue", "ro-q", "two"])
+        .assert()
+        .code(1)
+        .stderr(contains("permission denied"));
+    psql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"));
 }

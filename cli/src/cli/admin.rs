@@ -7,15 +7,21 @@ use std::time::Duration;
 use clap::Args;
 use leaseq::{Backend, ItemInfo, ItemState, NewItem, QueueName};
 
-use super::{CliError, QueueArgs};
+use super::{CliError, QueueArgs, Target};
 
 #[derive(Debug, Args)]
 pub(crate) struct EnqueueArgs {
     /// The queue's name.
     queue: String,
-    /// One item per payload (text).
-    #[arg(required = true)]
+    /// One item per payload (text); negative numbers (e.g. `-5`) are
+    /// payloads too.
+    #[arg(required_unless_present = "file", allow_negative_numbers = true)]
     payloads: Vec<String>,
+    /// One item whose payload is this file's bytes (`-`: standard input),
+    /// for payloads too large or binary for the command line (at most the
+    /// backend's payload limit, 1 MiB by default).
+    #[arg(long, conflicts_with = "payloads")]
+    file: Option<std::path::PathBuf>,
     /// Higher is claimed first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i32,
@@ -53,22 +59,25 @@ pub(crate) struct ListArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct PurgeArgs {
-    /// The queue's name.
-    queue: String,
+    #[command(flatten)]
+    queue: QueueArgs,
     /// Do not ask for confirmation.
     #[arg(long, short)]
     yes: bool,
 }
 
-async fn open(url: &str, queue: &str) -> Result<(Arc<dyn Backend>, QueueName), CliError> {
+/// Connects without touching the schema: admin commands read and change
+/// items only, so a role without `CREATE` can run them.
+async fn open(url: &Target, queue: &str) -> Result<(Arc<dyn Backend>, QueueName), CliError> {
     let queue = QueueName::new(queue)?;
-    let backend = leaseq::connect(url).await?;
+    url.shared_only()?;
+    let backend = url.connect(false).await?;
     Ok((backend, queue))
 }
 
 /// Opens the queue and checks that it holds something (unless allowed not to).
 async fn open_known(
-    url: &str,
+    url: &Target,
     q: &QueueArgs,
 ) -> Result<(Arc<dyn Backend>, QueueName, leaseq::QueueStats), CliError> {
     let (backend, queue) = open(url, &q.queue).await?;
@@ -79,7 +88,7 @@ async fn open_known(
     Ok((backend, queue, stats))
 }
 
-pub(crate) async fn stats(url: &str, q: QueueArgs) -> Result<(), CliError> {
+pub(crate) async fn stats(url: &Target, q: QueueArgs) -> Result<(), CliError> {
     let (_, queue, stats) = open_known(url, &q).await?;
     println!("queue {queue}");
     println!("{:<10} {:>12}", "state", "items");
@@ -90,16 +99,23 @@ pub(crate) async fn stats(url: &str, q: QueueArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub(crate) async fn enqueue(url: &str, args: EnqueueArgs) -> Result<(), CliError> {
+pub(crate) async fn enqueue(url: &Target, args: EnqueueArgs) -> Result<(), CliError> {
     if args.dedup_key.is_some() && args.payloads.len() > 1 {
         return Err(CliError::Usage("--dedup-key takes a single payload".into()));
     }
     let (backend, queue) = open(url, &args.queue).await?;
-    let items = args
-        .payloads
-        .iter()
+    let payloads: Vec<Vec<u8>> = match &args.file {
+        Some(path) => vec![read_payload(path)?],
+        None => args
+            .payloads
+            .iter()
+            .map(|p| p.clone().into_bytes())
+            .collect(),
+    };
+    let items = payloads
+        .into_iter()
         .map(|p| {
-            let item = NewItem::new(p.clone().into_bytes())
+            let item = NewItem::new(p)
                 .priority(args.priority)
                 .delay(Duration::from_millis(args.delay_ms))
                 .max_attempts(args.max_attempts);
@@ -119,7 +135,7 @@ pub(crate) async fn enqueue(url: &str, args: EnqueueArgs) -> Result<(), CliError
     Ok(())
 }
 
-pub(crate) async fn peek(url: &str, args: PeekArgs) -> Result<(), CliError> {
+pub(crate) async fn peek(url: &Target, args: PeekArgs) -> Result<(), CliError> {
     let state: ItemState = args.state.parse()?;
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, state, args.limit).await?;
@@ -127,22 +143,22 @@ pub(crate) async fn peek(url: &str, args: PeekArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub(crate) async fn dead_list(url: &str, args: ListArgs) -> Result<(), CliError> {
+pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, ItemState::Dead, args.limit).await?;
     print_items(&items);
     Ok(())
 }
 
-pub(crate) async fn dead_redrive(url: &str, args: ListArgs) -> Result<(), CliError> {
+pub(crate) async fn dead_redrive(url: &Target, args: ListArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let moved = backend.redrive(&queue, args.limit).await?;
     println!("redrove {moved} dead items of {queue} back to ready");
     Ok(())
 }
 
-pub(crate) async fn reap(url: &str, q: QueueArgs) -> Result<(), CliError> {
-    let (backend, queue) = open(url, &q.queue).await?;
+pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
+    let (backend, queue, _) = open_known(url, &q).await?;
     let report = backend.reap(&queue).await?;
     println!(
         "requeued {}, dead {}, repaired {}",
@@ -156,10 +172,9 @@ pub(crate) async fn reap(url: &str, q: QueueArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub(crate) async fn purge(url: &str, args: PurgeArgs) -> Result<(), CliError> {
-    let (backend, queue) = open(url, &args.queue).await?;
+pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
+    let (backend, queue, stats) = open_known(url, &args.queue).await?;
     if !args.yes {
-        let stats = backend.stats(&queue).await?;
         if !confirm(&format!(
             "purge all {} items of queue {queue}? [y/N] ",
             stats.total()
@@ -171,6 +186,26 @@ pub(crate) async fn purge(url: &str, args: PurgeArgs) -> Result<(), CliError> {
     let n = backend.purge(&queue).await?;
     println!("purged {n} items from {queue}");
     Ok(())
+}
+
+pub(crate) async fn migrate(url: &Target) -> Result<(), CliError> {
+    url.shared_only()?;
+    url.connect(true).await?;
+    println!("{}: schema created or already up to date", url.url());
+    Ok(())
+}
+
+/// A file's bytes, or standard input's for `-`.
+fn read_payload(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().lock().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    read.map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    Ok(bytes)
 }
 
 fn confirm(prompt: &str) -> Result<bool, CliError> {

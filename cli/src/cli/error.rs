@@ -16,6 +16,8 @@ pub(crate) enum CliError {
     Backend(String),
     /// The demo's verdict failed: 1.
     Verdict(String),
+    /// SIGINT or SIGTERM stopped the command: 130.
+    Interrupted(String),
 }
 
 impl CliError {
@@ -24,6 +26,7 @@ impl CliError {
             CliError::Usage(_) => ExitCode::from(2),
             CliError::UnknownQueue(_) => ExitCode::from(3),
             CliError::Backend(_) | CliError::Verdict(_) => ExitCode::FAILURE,
+            CliError::Interrupted(_) => ExitCode::from(130),
         }
     }
 }
@@ -31,7 +34,10 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Usage(m) | CliError::Backend(m) | CliError::Verdict(m) => f.write_str(m),
+            CliError::Usage(m)
+            | CliError::Backend(m)
+            | CliError::Verdict(m)
+            | CliError::Interrupted(m) => f.write_str(m),
             CliError::UnknownQueue(q) => write!(
                 f,
                 "queue {q:?} not found: it holds no items in any state \

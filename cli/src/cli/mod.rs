@@ -3,6 +3,7 @@
 mod admin;
 mod demo;
 mod error;
+mod signals;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -21,6 +22,16 @@ pub(crate) struct Cli {
         default_value = "memory://"
     )]
     backend: String,
+
+    /// The PostgreSQL schema to use (default `leaseq`); also `?schema=` in
+    /// the URL.
+    #[arg(long, global = true, env = "LEASEQ_SCHEMA")]
+    schema: Option<String>,
+
+    /// The Redis key prefix to use (default `leaseq`); also `?prefix=` in
+    /// the URL.
+    #[arg(long, global = true, env = "LEASEQ_PREFIX")]
+    prefix: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -49,6 +60,9 @@ enum Command {
     Reap(QueueArgs),
     /// Deletes every item of a queue (asks first unless --yes).
     Purge(admin::PurgeArgs),
+    /// Creates or upgrades the PostgreSQL schema (the only command that
+    /// writes to it; admin commands never do).
+    Migrate,
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,16 +83,71 @@ pub(crate) struct QueueArgs {
     allow_empty: bool,
 }
 
+/// Where and how a command connects.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    url: String,
+    namespace: Option<String>,
+}
+
+impl Target {
+    /// Connects; `migrate` lets it create or upgrade the schema.
+    pub(crate) async fn connect(
+        &self,
+        migrate: bool,
+    ) -> Result<std::sync::Arc<dyn leaseq::Backend>, CliError> {
+        let mut options = leaseq::ConnectOptions::new().migrate(migrate);
+        if let Some(ns) = &self.namespace {
+            options = options.namespace(ns.clone());
+        }
+        Ok(leaseq::connect_with(&self.url, &options).await?)
+    }
+
+    /// The URL as given.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Refuses `memory://` for a one-shot command: its queues live in this
+    /// process only, so the command would act on an empty queue that
+    /// vanishes when it exits.
+    pub(crate) fn shared_only(&self) -> Result<(), CliError> {
+        if matches!(
+            leaseq::BackendUrl::parse(&self.url),
+            Ok(leaseq::BackendUrl::Memory)
+        ) {
+            return Err(CliError::Usage(
+                "memory:// lives inside one process: an admin command would see an empty queue \
+                 that vanishes when it exits; name a server with --backend or LEASEQ_BACKEND \
+                 (redis://… or postgres://…)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
-    let url = cli.backend;
+    if cli.schema.is_some() && cli.prefix.is_some() {
+        return Err(CliError::Usage(
+            "--schema is for PostgreSQL and --prefix for Redis: give one".into(),
+        ));
+    }
+    let target = Target {
+        url: cli.backend,
+        namespace: cli.schema.or(cli.prefix),
+    };
+    let shutdown = signals::shutdown_token();
+    let url = &target;
     match cli.command {
-        Command::Demo(args) => demo::run(&url, args).await,
-        Command::Stats(q) => admin::stats(&url, q).await,
-        Command::Enqueue(args) => admin::enqueue(&url, args).await,
-        Command::Peek(args) => admin::peek(&url, args).await,
-        Command::Dead(DeadCommand::List(args)) => admin::dead_list(&url, args).await,
-        Command::Dead(DeadCommand::Redrive(args)) => admin::dead_redrive(&url, args).await,
-        Command::Reap(q) => admin::reap(&url, q).await,
-        Command::Purge(args) => admin::purge(&url, args).await,
+        Command::Demo(args) => demo::run(url, args, shutdown).await,
+        Command::Stats(q) => admin::stats(url, q).await,
+        Command::Enqueue(args) => admin::enqueue(url, args).await,
+        Command::Peek(args) => admin::peek(url, args).await,
+        Command::Dead(DeadCommand::List(args)) => admin::dead_list(url, args).await,
+        Command::Dead(DeadCommand::Redrive(args)) => admin::dead_redrive(url, args).await,
+        Command::Reap(q) => admin::reap(url, q).await,
+        Command::Purge(args) => admin::purge(url, args).await,
+        Command::Migrate => admin::migrate(url).await,
     }
 }

@@ -65,8 +65,13 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
-    let backend = leaseq::connect(url).await?;
+pub(crate) async fn run(
+    target: &super::Target,
+    args: DemoArgs,
+    shutdown: leaseq::CancellationToken,
+) -> Result<(), CliError> {
+    let url = target.url();
+    let backend = target.connect(true).await?;
     let stamp = leaseq::Timestamp::now_system().as_millis();
     let queue = QueueName::new(format!("leaseq-demo-{}-{stamp}", std::process::id()))?;
     let args = Arc::new(args);
@@ -96,7 +101,7 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     }
 
     let bar = progress_bar(args.items, args.no_progress);
-    let end = watch(&ctx, &args, &bar, &mut tasks).await;
+    let end = watch(&ctx, &args, &bar, &mut tasks, &shutdown).await;
     let finished = matches!(end, End::Drained);
     let elapsed = started.elapsed();
     bar.finish_and_clear();
@@ -121,8 +126,14 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
     let stats = backend.stats(&queue).await?;
     let verdict = ctx.tally.verdict(&dead, &remaining, stats);
     let _ = backend.purge(&queue).await;
-    report::print(&ctx, &verdict, elapsed, finished);
+    report::print(&ctx, &verdict, elapsed, end);
 
+    if end == End::Interrupted {
+        return Err(CliError::Interrupted(format!(
+            "interrupted after {:.1} s: the verdict above is for the work done so far; queue {queue} was removed",
+            elapsed.as_secs_f64()
+        )));
+    }
     if let Some(e) = first_error {
         return Err(CliError::from(e));
     }
@@ -141,7 +152,7 @@ pub(crate) async fn run(url: &str, args: DemoArgs) -> Result<(), CliError> {
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(crate) enum End {
     /// Every item enqueued and the queue holds nothing but Dead items.
     Drained,
     /// `--duration` passed first.
@@ -160,6 +171,7 @@ async fn watch(
     args: &DemoArgs,
     bar: &ProgressBar,
     tasks: &mut JoinSet<leaseq::Result<()>>,
+    shutdown: &leaseq::CancellationToken,
 ) -> End {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.duration);
@@ -168,7 +180,7 @@ async fn watch(
         tokio::select! {
             _ = tick.tick() => {}
             _ = tokio::time::sleep_until(deadline) => return End::TimedOut,
-            _ = tokio::signal::ctrl_c() => {
+            _ = shutdown.cancelled() => {
                 eprintln!("interrupted: stopping the workers");
                 return End::Interrupted;
             }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::fleet::Ctx;
 use super::tally::Verdict;
-use super::DemoArgs;
+use super::{DemoArgs, End};
 
 pub(crate) fn header(url: &str, args: &DemoArgs, ttl: Duration) {
     println!(
@@ -20,7 +20,8 @@ pub(crate) fn header(url: &str, args: &DemoArgs, ttl: Duration) {
     );
 }
 
-pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, finished: bool) {
+pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, end: End) {
+    let finished = end == End::Drained;
     let t = &ctx.tally;
     let m = ctx.metrics.snapshot();
     let secs = elapsed.as_secs_f64().max(1e-9);
@@ -94,6 +95,12 @@ pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, finished: bool) {
     let expected = v.enqueued.max(1);
     if v.passed(expected) && finished {
         println!("PASS: every item was acked or dead exactly once; nothing lost, nothing twice");
+    } else if end == End::Interrupted && v.lost == 0 && v.acked_twice == 0 && v.acked_and_dead == 0
+    {
+        println!(
+            "INTERRUPTED: so far nothing lost, nothing twice ({} items were still in the queue)",
+            v.left_in_queue
+        );
     } else {
         println!("FAIL");
     }
