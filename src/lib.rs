@@ -46,13 +46,16 @@
 pub use leaseq_core::*;
 
 #[cfg(feature = "memory")]
+#[doc(inline)]
 pub use leaseq_memory as memory;
 #[cfg(feature = "memory")]
 pub use leaseq_memory::MemoryBackend;
 
 #[cfg(feature = "postgres")]
+#[doc(inline)]
 pub use leaseq_postgres as postgres;
 #[cfg(any(feature = "redis", feature = "fred"))]
+#[doc(inline)]
 pub use leaseq_redis as redis;
 
 mod connect;

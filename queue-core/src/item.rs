@@ -174,6 +174,7 @@ pub struct LeaseKey {
 
 /// One claimed item: the fence plus what a worker needs to run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a lease that is dropped dangles until it expires and spends an attempt"]
 pub struct Lease {
     /// Queue, id and token.
     pub key: LeaseKey,

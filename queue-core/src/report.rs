@@ -29,6 +29,7 @@ impl fmt::Display for Repair {
 
 /// The result of a claim: the leases, plus any repairs made on the way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "leases that are dropped dangle until they expire and spend an attempt"]
 pub struct Claimed {
     /// The items claimed, in claim order (highest priority, then oldest).
     pub leases: Vec<Lease>,

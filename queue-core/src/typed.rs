@@ -57,6 +57,17 @@ pub struct TypedQueue<T, C = JsonCodec> {
     _t: PhantomData<fn(&T)>,
 }
 
+impl<T, C: Clone> Clone for TypedQueue<T, C> {
+    fn clone(&self) -> Self {
+        TypedQueue {
+            backend: Arc::clone(&self.backend),
+            queue: self.queue.clone(),
+            codec: self.codec.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
 impl<T, C: fmt::Debug> fmt::Debug for TypedQueue<T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TypedQueue")

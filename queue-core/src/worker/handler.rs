@@ -78,7 +78,8 @@ pub struct JobContext {
 }
 
 impl JobContext {
-    pub(crate) fn new(lease: LeaseKey) -> Self {
+    /// A context for `lease`, e.g. to unit-test a handler without a worker.
+    pub fn new(lease: LeaseKey) -> Self {
         JobContext {
             lease,
             cancel: CancellationToken::new(),

@@ -70,6 +70,7 @@ use crate::{Backend, QueueName, Result};
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+#[must_use = "a worker does nothing until `run` is awaited"]
 pub struct Worker {
     shared: Arc<builder::Shared>,
 }
