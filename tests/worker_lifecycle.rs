@@ -17,8 +17,12 @@ use tokio::sync::{mpsc, Notify};
 async fn shutdown_releases_unfinished_leases_at_the_deadline() {
     let backend = tokio_backend();
     let q = queue("stuck");
+    // Both on their last attempt: a shutdown must not dead-letter them.
     for p in ["a", "b"] {
-        backend.push(&q, p).await.expect("enqueue");
+        backend
+            .enqueue_one(&q, leaseq::NewItem::new(p).max_attempts(1))
+            .await
+            .expect("enqueue");
     }
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let (on_event, mut events) = events();
@@ -51,8 +55,12 @@ async fn shutdown_releases_unfinished_leases_at_the_deadline() {
         "waited for the deadline"
     );
     // Released at once, long before the 60 s leases would expire.
+    // Given back without spending the attempt: Ready, attempts 0, not Dead.
     let stats = backend.stats(&q).await.expect("stats");
-    assert_eq!((stats.ready, stats.leased), (2, 0));
+    assert_eq!((stats.ready, stats.leased, stats.dead), (2, 0, 0));
+    for item in backend.peek(&q, leaseq::ItemState::Ready, 10).await.expect("peek") {
+        assert_eq!(item.attempts, 0, "{item:?}");
+    }
     assert_eq!(metrics.snapshot().released, 2);
     assert_eq!(events.next().await.outcome, JobOutcome::Released);
     assert_eq!(events.next().await.outcome, JobOutcome::Released);

@@ -259,6 +259,26 @@ impl Backend for MemoryBackend {
         .unwrap_or_else(|| Err(lost(lease)))
     }
 
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        let id = lease.id.get();
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            let now = self.now_ms();
+            let expires = match st.fence(id, lease.token) {
+                Fence::Held(item, expires) => {
+                    item.attempts = item.attempts.saturating_sub(1);
+                    expires
+                }
+                Fence::Lost => return Err(lost(lease)),
+            };
+            st.requeue_leased(id, expires, now, now);
+            drop(st);
+            q.wake();
+            Ok(())
+        })
+        .unwrap_or_else(|| Err(lost(lease)))
+    }
+
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         check_delay(delay)?;
         let id = lease.id.get();

@@ -114,6 +114,7 @@ macro_rules! __with_checks {
             lifecycle::reap_requeues_expired
             lifecycle::reap_final_attempt_goes_dead
             lifecycle::expired_unreaped_lease_still_works
+            lifecycle::give_back_spends_no_attempt
             fencing::stale_token_after_reap
             fencing::stale_token_after_reclaim
             fencing::forged_token_is_rejected

@@ -297,6 +297,25 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// [`crate::limits::check_delay`].
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released>;
 
+    /// Gives the item back to Ready without spending an attempt: what a
+    /// worker does with a job it never ran to the end (shutdown, a lease it
+    /// stopped heartbeating). Unlike [`Backend::release`] it takes back the
+    /// attempt its claim counted, so a deploy never dead-letters work.
+    ///
+    /// # Contract
+    /// - Fenced like [`Backend::ack`].
+    /// - The item goes to Ready at its place by enqueue order, with
+    ///   `attempts - 1` (never below 0), and never to Dead.
+    /// - Which operations spend an attempt: only a claim (counted when it
+    ///   hands the item out). `release`, `fail` and reaping spend none of
+    ///   their own; `give_back` returns the claim's; `redrive` resets to 0.
+    /// - The default returns [`crate::Error::Unsupported`] (callers then use
+    ///   `release`).
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        let _ = lease;
+        Err(crate::Error::unsupported("give_back"))
+    }
+
     /// Sends the item to Dead with `reason` (cut to
     /// [`crate::limits::MAX_REASON_LEN`] bytes).
     ///

@@ -280,6 +280,12 @@ impl Settle {
             .await
     }
 
+    /// [`Backend::give_back`], settled.
+    pub async fn give_back(&self, b: &dyn Backend, lease: &Held) -> Result<()> {
+        self.fenced(b, lease, || b.give_back(&lease.key), |_| ())
+            .await
+    }
+
     /// [`Backend::fail`], settled.
     pub async fn fail(&self, b: &dyn Backend, lease: &Held, reason: &str) -> Result<()> {
         self.fenced(b, lease, || b.fail(&lease.key, reason), |_| ())

@@ -466,3 +466,37 @@ pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) 
     )
     .await
 }
+
+/// `give_back` returns the item to Ready without spending an attempt: on
+/// its last attempt it does not go Dead, its place in the queue is kept,
+/// and a stale token changes nothing.
+pub async fn give_back_spends_no_attempt<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("give_back");
+    run(factory, "give_back_spends_no_attempt", rule, Needs::NONE, |cx| async move {
+        let ids = cx.enqueue(vec![NewItem::new("last").max_attempts(1)]).await?;
+        let l = cx.claim_one(LONG).await?;
+        ensure!(l.id() == ids[0] && l.attempts == 1, rule, "claimed {:?}", l);
+        cx.enqueue(vec![NewItem::new("next")]).await?;
+        match cx.b.give_back(&l.key).await {
+            Ok(()) => {}
+            Err(leaseq_core::Error::Unsupported { .. }) => {
+                return Err(cx.fail("the backend does not implement give_back: a graceful shutdown would spend (and on the last attempt dead-letter) every running job's attempt"))
+            }
+            Err(e) => return Err(cx.fail(format!("give_back failed: {e}"))),
+        }
+        let info = cx.must_item(ids[0]).await?;
+        ensure!(info.state == ItemState::Ready && info.attempts == 0, rule, "after give_back on its only attempt the item is {:?} with {} attempts; expected Ready with 0", info.state, info.attempts);
+        crate::cx::expect_lost(cx.b.give_back(&l.key).await, "a second give_back with the spent token")?;
+        let again = cx.claim(2, LONG).await?;
+        let back = again.iter().find(|l| l.id() == ids[0]);
+        ensure!(back.is_some_and(|l| l.attempts == 1), rule, "after give_back a claim of 2 returned {again:?}; expected the item given back among them, on attempt 1");
+        if cx.b.capabilities().order == leaseq_core::Order::Global {
+            ensure!(again[0].id() == ids[0], rule, "the item given back lost its place: the claim returned {again:?}");
+        }
+        for l in &again {
+            cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+        }
+        Ok(())
+    })
+    .await
+}

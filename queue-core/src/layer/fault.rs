@@ -56,6 +56,8 @@ pub enum Op {
     Extend,
     /// [`Backend::release`]
     Release,
+    /// [`Backend::give_back`]
+    GiveBack,
     /// [`Backend::fail`]
     Fail,
     /// [`Backend::reap`]
@@ -269,6 +271,9 @@ impl<B: Backend> Layer for Faults<B> {
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         self.run(Op::Release, self.inner.release(lease, delay))
             .await
+    }
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        self.run(Op::GiveBack, self.inner.give_back(lease)).await
     }
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         self.run(Op::Fail, self.inner.fail(lease, reason)).await

@@ -146,6 +146,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().release(lease, delay).await
     }
 
+    /// [`Backend::give_back`], forwarded by default.
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        self.inner().give_back(lease).await
+    }
+
     /// [`Backend::fail`], forwarded by default.
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         self.inner().fail(lease, reason).await
@@ -241,6 +246,9 @@ impl<L: Layer> Backend for L {
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         Layer::release(self, lease, delay).await
     }
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        Layer::give_back(self, lease).await
+    }
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         Layer::fail(self, lease, reason).await
     }
@@ -319,6 +327,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         (**self).release(lease, delay).await
+    }
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        (**self).give_back(lease).await
     }
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         (**self).fail(lease, reason).await

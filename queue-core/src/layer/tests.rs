@@ -114,6 +114,9 @@ impl Backend for Recorder {
     async fn release(&self, _: &LeaseKey, _: Duration) -> Result<Released> {
         self.hit("release")
     }
+    async fn give_back(&self, _: &LeaseKey) -> Result<()> {
+        self.hit("give_back")
+    }
     async fn fail(&self, _: &LeaseKey, _: &str) -> Result<()> {
         self.hit("fail")
     }
@@ -179,6 +182,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.ack_many(std::slice::from_ref(&lease)).await;
     let _ = b.extend(&lease, ttl).await;
     let _ = b.release(&lease, Duration::ZERO).await;
+    let _ = b.give_back(&lease).await;
     let _ = b.fail(&lease, "r").await;
     let _ = b.reap(&q).await;
     let _ = b.stats(&q).await;

@@ -197,10 +197,22 @@ async fn release_unfinished(shared: &Shared, lease: &Lease, held_until: Timestam
         until: held_until,
     };
     let b = shared.backend.as_ref();
-    match shared.settle.release(b, &held, Duration::ZERO).await {
-        Ok(_) => {
+    // The job never ran to its end: give the attempt back too, so a deploy
+    // never dead-letters work. A backend without give_back gets a release.
+    let given = match shared.settle.give_back(b, &held).await {
+        Err(Error::Unsupported { .. }) => shared
+            .settle
+            .release(b, &held, Duration::ZERO)
+            .await
+            .map(|_| ()),
+        other => other,
+    };
+    match given {
+        Ok(()) => {
             shared.metrics.inc(Counter::Released);
-            tracing::info!("shutdown deadline passed; lease released");
+            tracing::info!(
+                "shutdown deadline passed; lease given back without spending the attempt"
+            );
             shared
                 .events
                 .emit(lease.id(), lease.attempts, JobOutcome::Released);

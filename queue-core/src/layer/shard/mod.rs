@@ -454,6 +454,11 @@ impl<B: Backend> Layer for Sharded<B> {
         .await
     }
 
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        self.on_lease(lease, |l| async move { self.inner.give_back(&l).await })
+            .await
+    }
+
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         self.on_lease(lease, |l| async move { self.inner.fail(&l, reason).await })
             .await
