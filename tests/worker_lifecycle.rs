@@ -58,7 +58,11 @@ async fn shutdown_releases_unfinished_leases_at_the_deadline() {
     // Given back without spending the attempt: Ready, attempts 0, not Dead.
     let stats = backend.stats(&q).await.expect("stats");
     assert_eq!((stats.ready, stats.leased, stats.dead), (2, 0, 0));
-    for item in backend.peek(&q, leaseq::ItemState::Ready, 10).await.expect("peek") {
+    for item in backend
+        .peek(&q, leaseq::ItemState::Ready, 10)
+        .await
+        .expect("peek")
+    {
         assert_eq!(item.attempts, 0, "{item:?}");
     }
     assert_eq!(metrics.snapshot().released, 2);

@@ -31,6 +31,7 @@ mod backend;
 mod clock;
 mod error;
 mod ext;
+mod gauges;
 mod hooks;
 mod ids;
 mod item;
@@ -45,6 +46,7 @@ pub use backend::{Backend, Capabilities, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
+pub use gauges::export_queue_gauges;
 pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
@@ -53,8 +55,8 @@ pub use limits::{ClaimSpec, LeaseTtl, Limits};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};
 pub use worker::{
-    handler_fn, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome, MetricsSnapshot,
-    Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
+    handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
+    MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
 };
 
 pub use async_trait::async_trait;

@@ -174,6 +174,7 @@ impl WorkerBuilder {
 
     fn finish(self, handler: Arc<dyn Handler<Bytes>>) -> Result<Worker> {
         let queue = QueueName::new(&self.queue)?;
+        self.metrics.export_as(queue.as_str());
         let ttl = LeaseTtl::new(self.ttl)?;
         if self.concurrency == 0 {
             return Err(Error::invalid("worker concurrency is 0"));

@@ -59,6 +59,8 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
     let handler = shared.handler.clone();
     let job = Job::from_lease(&lease);
     let task_ctx = ctx.clone();
+    let ran_since = Instant::now();
+    shared.metrics.in_flight(1.0);
     let mut handle = AbortOnDrop(tokio::spawn(
         async move { handler.handle(job, task_ctx).await }.in_current_span(),
     ));
@@ -92,6 +94,8 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
         }
     };
 
+    shared.metrics.in_flight(-1.0);
+    shared.metrics.ran_for(ran_since.elapsed());
     match ran {
         Ran::Abandoned => {
             ctx.cancel();

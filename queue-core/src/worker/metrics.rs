@@ -7,6 +7,77 @@ use std::time::Duration;
 
 use crate::ItemId;
 
+/// The names the worker reports through the [`metrics`] facade, each with
+/// a `queue` label: one table, also in the crate docs.
+pub mod names {
+    /// Counter: items claimed.
+    pub const CLAIMED: &str = "leaseq_jobs_claimed_total";
+    /// Counter: items acked after their handler succeeded.
+    pub const ACKED: &str = "leaseq_jobs_acked_total";
+    /// Counter: failed jobs released for another attempt.
+    pub const RETRIED: &str = "leaseq_jobs_retried_total";
+    /// Counter: items sent Dead.
+    pub const DEAD: &str = "leaseq_jobs_dead_total";
+    /// Counter: leases found lost.
+    pub const LEASE_LOST: &str = "leaseq_jobs_lease_lost_total";
+    /// Counter: corrupt entries removed (self-healing).
+    pub const REPAIRED: &str = "leaseq_repairs_total";
+    /// Counter: expired leases this worker's reaper recovered.
+    pub const REAPED: &str = "leaseq_leases_reaped_total";
+    /// Counter: handlers that panicked.
+    pub const PANICKED: &str = "leaseq_handler_panics_total";
+    /// Counter: leases given back unfinished at shutdown.
+    pub const RELEASED: &str = "leaseq_jobs_released_total";
+    /// Counter: backend calls that failed.
+    pub const BACKEND_ERRORS: &str = "leaseq_backend_errors_total";
+    /// Gauge: handlers running now.
+    pub const IN_FLIGHT: &str = "leaseq_jobs_in_flight";
+    /// Histogram: handler run time, seconds.
+    pub const DURATION: &str = "leaseq_job_duration_seconds";
+    /// Gauge (from [`crate::export_queue_gauges`]): items per state, with a
+    /// `state` label too.
+    pub const ITEMS: &str = "leaseq_queue_items";
+}
+
+/// The worker's handles in the installed `metrics` recorder, made once
+/// when the worker is built (install the recorder before that).
+#[derive(Debug)]
+struct Exported {
+    claimed: metrics::Counter,
+    acked: metrics::Counter,
+    retried: metrics::Counter,
+    dead: metrics::Counter,
+    lease_lost: metrics::Counter,
+    repaired: metrics::Counter,
+    reaped: metrics::Counter,
+    panicked: metrics::Counter,
+    released: metrics::Counter,
+    backend_errors: metrics::Counter,
+    in_flight: metrics::Gauge,
+    duration: metrics::Histogram,
+}
+
+impl Exported {
+    fn new(queue: &str) -> Self {
+        let q = queue.to_owned();
+        let c = |name: &'static str| metrics::counter!(name, "queue" => q.clone());
+        Exported {
+            claimed: c(names::CLAIMED),
+            acked: c(names::ACKED),
+            retried: c(names::RETRIED),
+            dead: c(names::DEAD),
+            lease_lost: c(names::LEASE_LOST),
+            repaired: c(names::REPAIRED),
+            reaped: c(names::REAPED),
+            panicked: c(names::PANICKED),
+            released: c(names::RELEASED),
+            backend_errors: c(names::BACKEND_ERRORS),
+            in_flight: metrics::gauge!(names::IN_FLIGHT, "queue" => q.clone()),
+            duration: metrics::histogram!(names::DURATION, "queue" => q.clone()),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     claimed: AtomicU64,
@@ -19,6 +90,7 @@ struct Counters {
     panicked: AtomicU64,
     released: AtomicU64,
     backend_errors: AtomicU64,
+    exported: std::sync::OnceLock<Exported>,
 }
 
 /// A live handle on one worker's counters; clones share them. Read them with
@@ -102,6 +174,41 @@ impl WorkerMetrics {
             Counter::BackendErrors => &c.backend_errors,
         };
         a.fetch_add(n, Ordering::Relaxed);
+        if let Some(e) = c.exported.get() {
+            let h = match counter {
+                Counter::Claimed => &e.claimed,
+                Counter::Acked => &e.acked,
+                Counter::Retried => &e.retried,
+                Counter::Dead => &e.dead,
+                Counter::LeaseLost => &e.lease_lost,
+                Counter::Repaired => &e.repaired,
+                Counter::Reaped => &e.reaped,
+                Counter::Panicked => &e.panicked,
+                Counter::Released => &e.released,
+                Counter::BackendErrors => &e.backend_errors,
+            };
+            h.increment(n);
+        }
+    }
+
+    /// Reports through the `metrics` facade too, labelled with `queue`
+    /// (the first call wins).
+    pub(crate) fn export_as(&self, queue: &str) {
+        let _ = self.0.exported.get_or_init(|| Exported::new(queue));
+    }
+
+    /// A handler started (`+1`) or ended (`-1`).
+    pub(crate) fn in_flight(&self, delta: f64) {
+        if let Some(e) = self.0.exported.get() {
+            e.in_flight.increment(delta);
+        }
+    }
+
+    /// A handler ran for `d`.
+    pub(crate) fn ran_for(&self, d: Duration) {
+        if let Some(e) = self.0.exported.get() {
+            e.duration.record(d.as_secs_f64());
+        }
     }
 
     pub(crate) fn inc(&self, counter: Counter) {

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use builder::WorkerBuilder;
 pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent};
-pub use metrics::{JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
+pub use metrics::{names as metric_names, JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
 pub use retry::RetryPolicy;
 
 use crate::{Backend, QueueName, Result};

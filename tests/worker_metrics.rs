@@ -1,0 +1,109 @@
+//! The worker reports through the `metrics` facade: per-queue counters,
+//! the in-flight gauge and the handler-duration histogram, and
+//! `export_queue_gauges` reports items per state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq::{
+    handler_fn, metric_names, Backend, BackendExt, CancellationToken, Job, JobContext,
+    MemoryBackend, NewItem, QueueName, Worker,
+};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::MetricKind;
+
+fn value<'a>(
+    snapshot: &'a [(
+        metrics_util::CompositeKey,
+        Option<metrics::Unit>,
+        Option<metrics::SharedString>,
+        DebugValue,
+    )],
+    kind: MetricKind,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<&'a DebugValue> {
+    snapshot.iter().find_map(|(key, _, _, v)| {
+        let k = key.key();
+        let ok = key.kind() == kind
+            && k.name() == name
+            && labels
+                .iter()
+                .all(|(l, val)| k.labels().any(|x| x.key() == *l && x.value() == *val));
+        ok.then_some(v)
+    })
+}
+
+#[test]
+fn the_worker_and_the_gauge_task_report_through_the_metrics_facade() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+            let q = QueueName::new("metered").expect("name");
+            for i in 0..10 {
+                let item = NewItem::new(format!("{i}")).max_attempts(1);
+                backend.enqueue_one(&q, item).await.expect("enqueue");
+            }
+            let worker = Worker::builder(backend.clone(), "metered")
+                .concurrency(4)
+                .build(handler_fn(|job: Job, _ctx: JobContext| async move {
+                    if job.payload.as_ref() == b"3" {
+                        return Err(std::io::Error::other("fails for good"));
+                    }
+                    Ok(())
+                }))
+                .expect("worker");
+            let stop = CancellationToken::new();
+            let run = tokio::spawn(worker.run(stop.clone()));
+            let gauges = tokio::spawn(leaseq::export_queue_gauges(
+                backend.clone(),
+                vec![q.clone()],
+                Duration::from_millis(20),
+                stop.clone(),
+            ));
+            for _ in 0..500 {
+                let s = backend.stats(&q).await.expect("stats");
+                if s.ready + s.leased == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            stop.cancel();
+            run.await.expect("join").expect("run");
+            gauges.await.expect("join");
+        });
+    });
+    let snap = snapshotter.snapshot().into_vec();
+    let q = [("queue", "metered")];
+    let counter = |name| match value(&snap, MetricKind::Counter, name, &q) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(counter(metric_names::CLAIMED), 10);
+    assert_eq!(counter(metric_names::ACKED), 9);
+    assert_eq!(counter(metric_names::DEAD), 1);
+    match value(&snap, MetricKind::Gauge, metric_names::IN_FLIGHT, &q) {
+        Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 0.0),
+        other => panic!("in flight: {other:?}"),
+    }
+    match value(&snap, MetricKind::Histogram, metric_names::DURATION, &q) {
+        Some(DebugValue::Histogram(h)) => assert_eq!(h.len(), 10),
+        other => panic!("duration: {other:?}"),
+    }
+    match value(
+        &snap,
+        MetricKind::Gauge,
+        metric_names::ITEMS,
+        &[("queue", "metered"), ("state", "dead")],
+    ) {
+        Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 1.0),
+        other => panic!("items in dead: {other:?}"),
+    }
+}
