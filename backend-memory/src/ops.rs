@@ -381,7 +381,7 @@ impl Backend for MemoryBackend {
                 ItemState::Dead => Box::new(st.dead.iter().map(|e| e.1)),
             };
             ids.filter_map(|id| info(st, id))
-                .take(limit)
+                .take(limit.min(leaseq_core::limits::MAX_PEEK))
                 .collect::<Vec<_>>()
         });
         Ok(infos.unwrap_or_default())

@@ -150,6 +150,7 @@ macro_rules! __with_checks {
             input::bad_enqueue_writes_nothing
             input::bad_release_keeps_lease
             input::edge_payloads_round_trip
+            input::hostile_inputs_have_one_answer
             isolation::queues_are_isolated
             isolation::clock_follows_real_time
             ordering::order_holds_after_every_return_to_ready

@@ -340,6 +340,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Up to `limit` items in `state`, in the order that state's index keeps
     /// (claim order for Ready, due time for Scheduled, expiry for Leased,
     /// death order for Dead).
+    ///
+    /// # Contract
+    /// A `limit` over [`crate::limits::MAX_PEEK`] is cut to it.
     async fn peek(
         &self,
         queue: &QueueName,
@@ -348,6 +351,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Vec<ItemInfo>>;
 
     /// One item, or [`crate::Error::NotFound`].
+    ///
+    /// # Contract
+    /// An id no backend can have handed out (e.g. over `i64::MAX` on a
+    /// store of signed ids) is `NotFound`, as is any other unknown id; a
+    /// fenced call naming such an id is `LeaseLost`.
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo>;
 
     /// Moves up to `limit` Dead items (oldest death first) back to Ready with

@@ -16,7 +16,10 @@ pub const MAX_ENQUEUE_BATCH: usize = 1_000;
 pub const MAX_LEASE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The longest delay (enqueue or release) accepted.
 pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
-/// The longest dedup key, in bytes.
+/// The most items one `peek` returns: a larger limit is cut to it, on
+/// every backend.
+pub const MAX_PEEK: usize = 10_000;
+/// The longest dedup key, in bytes (no NUL).
 pub const MAX_DEDUP_KEY_LEN: usize = 512;
 /// Failure reasons longer than this many bytes are cut to it (on a character
 /// boundary); a reason is for people, not for payloads.
@@ -199,6 +202,12 @@ pub fn check_batch(items: &[NewItem], limits: &Limits) -> Result<()> {
             if key.is_empty() || key.len() > MAX_DEDUP_KEY_LEN {
                 return Err(Error::invalid(format!(
                     "item {i}: dedup key must be 1 to {MAX_DEDUP_KEY_LEN} bytes"
+                )));
+            }
+            // Every store can keep a key without NUL; not every store a key with one.
+            if key.contains('\0') {
+                return Err(Error::invalid(format!(
+                    "item {i}: a dedup key must not contain NUL"
                 )));
             }
         }

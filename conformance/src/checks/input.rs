@@ -168,3 +168,67 @@ pub async fn edge_payloads_round_trip<F: BackendFactory>(factory: &F) -> CheckRe
     )
     .await
 }
+
+/// One answer per hostile input, the same on every backend: a NUL in a
+/// dedup key is `InvalidInput` and writes nothing; a peek over
+/// `MAX_PEEK` returns `MAX_PEEK` items; an id over `i64::MAX` is
+/// `NotFound` for `item` and `LeaseLost` for a fenced call.
+pub async fn hostile_inputs_have_one_answer<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("hostile input");
+    run(
+        factory,
+        "hostile_inputs_have_one_answer",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            match cx
+                .b
+                .enqueue(
+                    &cx.q,
+                    vec![NewItem::new("x"), NewItem::new("y").dedup_key("a\0b")],
+                )
+                .await
+            {
+                Err(leaseq_core::Error::InvalidInput { .. }) => {}
+                other => {
+                    return Err(cx.fail(format!(
+                        "a NUL in a dedup key returned {other:?}; expected InvalidInput"
+                    )))
+                }
+            }
+            cx.expect_stats([0, 0, 0, 0], "after a refused batch")
+                .await?;
+            let huge = leaseq_core::ItemId::new(u64::MAX);
+            match cx.b.item(&cx.q, huge).await {
+                Err(leaseq_core::Error::NotFound { .. }) => {}
+                other => {
+                    return Err(cx.fail(format!(
+                        "item({huge}) returned {other:?}; expected NotFound"
+                    )))
+                }
+            }
+            let lease = leaseq_core::LeaseKey {
+                queue: cx.q.clone(),
+                id: huge,
+                token: leaseq_core::LeaseToken::random(),
+            };
+            crate::cx::expect_lost(cx.b.ack(&lease).await, "an ack naming an id over i64::MAX")?;
+            let n = leaseq_core::limits::MAX_PEEK + 1;
+            cx.push_n(n).await?;
+            let got =
+                cx.b.peek(&cx.q, ItemState::Ready, n * 2)
+                    .await
+                    .or_fail(rule, "peek")?;
+            ensure!(
+                got.len() == leaseq_core::limits::MAX_PEEK,
+                rule,
+                "a peek of {} over {n} Ready items returned {}; expected MAX_PEEK = {}",
+                n * 2,
+                got.len(),
+                leaseq_core::limits::MAX_PEEK
+            );
+            Ok(())
+        },
+    )
+    .await
+}

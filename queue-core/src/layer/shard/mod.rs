@@ -507,6 +507,7 @@ impl<B: Backend> Layer for Sharded<B> {
         state: ItemState,
         limit: usize,
     ) -> Result<Vec<ItemInfo>> {
+        let limit = limit.min(crate::limits::MAX_PEEK);
         let mut out = Vec::new();
         for shard in self.all() {
             if out.len() >= limit {
