@@ -179,6 +179,11 @@ impl Run {
                 let now = self.window().await?;
                 self.model.release(&key, ms, now, &got)
             }
+            Verb::GiveBack => {
+                let got = b.give_back(&key).await;
+                self.window().await?;
+                self.model.give_back(&key, &got)
+            }
             Verb::Fail(long) => {
                 let reason = if long {
                     "é".repeat(MAX_REASON_LEN / 2 + 7)

@@ -41,6 +41,8 @@ pub enum Verb {
     Release(Option<Span>),
     /// `fail`; `true` for a reason longer than the limit (it is cut).
     Fail(bool),
+    /// `give_back`: Ready again without spending the attempt.
+    GiveBack,
 }
 
 /// One step of a run. Leases are picked by index (modulo the number of
@@ -166,6 +168,7 @@ fn verb() -> impl Strategy<Value = Verb> {
         2 => span().prop_map(Verb::Extend),
         3 => prop::option::weighted(0.4, span()).prop_map(Verb::Release),
         1 => any::<bool>().prop_map(Verb::Fail),
+        1 => Just(Verb::GiveBack),
     ]
 }
 

@@ -474,6 +474,20 @@ impl Model {
         Ok(())
     }
 
+    /// `give_back(key)` answered `got`: Ready again, the claim's attempt
+    /// returned.
+    pub fn give_back(&mut self, key: &LeaseKey, got: &Result<()>) -> Result<(), Violation> {
+        if !self.is_current(key) {
+            return Self::expect_lost(key, "give_back", got);
+        }
+        Self::expect_ok(key, "give_back", got)?;
+        let e = self.entry_mut(key.id)?;
+        e.attempts = e.attempts.saturating_sub(1);
+        e.slot = Slot::Ready;
+        e.note = Note::Free;
+        Ok(())
+    }
+
     /// `release(key, delay)` at `now` answered `got`.
     pub fn release(
         &mut self,
