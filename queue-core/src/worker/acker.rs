@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::builder::Shared;
+use super::shared::Shared;
 use crate::limits::MAX_ACK_BATCH;
 use crate::settle::Held;
 use crate::Error;

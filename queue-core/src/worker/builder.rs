@@ -7,37 +7,11 @@ use bytes::Bytes;
 
 use super::handler::Handler;
 use super::metrics::{EventSink, JobEvent, WorkerMetrics};
+use super::shared::{settle_for, Shared};
 use super::{RetryPolicy, Worker};
 use crate::limits::MAX_CLAIM;
 use crate::typed::{Codec, Decoding, JsonCodec};
 use crate::{Backend, Error, LeaseTtl, QueueName, Result};
-
-/// Everything a running worker shares between its tasks.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) queue: QueueName,
-    pub(crate) handler: Arc<dyn Handler<Bytes>>,
-    pub(crate) ttl: LeaseTtl,
-    pub(crate) heartbeat: Duration,
-    pub(crate) concurrency: usize,
-    pub(crate) prefetch: u32,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) shutdown_deadline: Duration,
-    pub(crate) reap_interval: Option<Duration>,
-    pub(crate) idle_wait: Duration,
-    pub(crate) metrics: WorkerMetrics,
-    pub(crate) events: EventSink,
-    /// How calls whose reply is lost are settled (retries count as
-    /// backend errors in the metrics).
-    pub(crate) settle: crate::settle::Settle,
-}
-
-impl std::fmt::Debug for dyn Handler<Bytes> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Handler")
-    }
-}
 
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
@@ -217,16 +191,4 @@ impl WorkerBuilder {
             }),
         })
     }
-}
-
-/// Four tries, 50 ms doubling; every retry counts as a backend error.
-fn settle_for(metrics: &WorkerMetrics) -> crate::settle::Settle {
-    let metrics = metrics.clone();
-    crate::settle::Settle::new()
-        .attempts(4)
-        .pauses(Duration::from_millis(50), Duration::from_secs(1))
-        .on_retry(Arc::new(move |e| {
-            metrics.inc(super::metrics::Counter::BackendErrors);
-            tracing::warn!(error = %e, "backend call failed; settling it");
-        }))
 }

@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::acker::{AckResult, Acker};
-use super::builder::Shared;
 use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
+use super::shared::Shared;
 use crate::settle::Held;
 use crate::{BoxError, Error, Lease, Released, Timestamp};
 
@@ -77,7 +77,12 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
             res = &mut handle.0 => break Ran::Done(res),
             _ = abandon.cancelled() => break Ran::Abandoned,
             _ = beat.tick(), if !lost => {
-                match shared.backend.extend(&lease.key, shared.ttl).await {
+                // A heartbeat that hangs must not outlive the next one.
+                let beat = tokio::time::timeout(shared.heartbeat, shared.backend.extend(&lease.key, shared.ttl));
+                let res = beat.await.unwrap_or_else(|_| {
+                    Err(Error::backend("heartbeat", std::io::Error::new(std::io::ErrorKind::TimedOut, "extend took longer than a heartbeat interval")))
+                });
+                match res {
                     Ok(until) => held_until = until,
                     Err(e) if e.is_lease_lost() => {
                         tracing::warn!("lease lost while the handler ran; its result will be discarded");

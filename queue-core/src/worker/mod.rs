@@ -18,6 +18,7 @@ mod metrics;
 mod reaper;
 mod retry;
 mod run;
+mod shared;
 
 use std::sync::Arc;
 
@@ -72,7 +73,7 @@ use crate::{Backend, QueueName, Result};
 #[derive(Debug)]
 #[must_use = "a worker does nothing until `run` is awaited"]
 pub struct Worker {
-    shared: Arc<builder::Shared>,
+    shared: Arc<shared::Shared>,
 }
 
 impl Worker {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::builder::Shared;
 use super::metrics::Counter;
+use super::shared::Shared;
 
 /// Reaps every `every` until `stop` fires.
 pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {

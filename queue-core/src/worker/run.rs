@@ -9,8 +9,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::acker::{self, Acker};
-use super::builder::Shared;
 use super::metrics::Counter;
+use super::shared::Shared;
 use super::{job, reaper};
 use crate::{ClaimSpec, Error, Result};
 
