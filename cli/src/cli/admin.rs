@@ -174,14 +174,10 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 
 pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
     let (backend, queue, stats) = open_known(url, &args.queue).await?;
-    if !args.yes {
-        if !confirm(&format!(
-            "purge all {} items of queue {queue}? [y/N] ",
-            stats.total()
-        ))? {
-            println!("nothing purged");
-            return Ok(());
-        }
+    let prompt = format!("purge all {} items of queue {queue}? [y/N] ", stats.total());
+    if !args.yes && !confirm(&prompt)? {
+        println!("nothing purged");
+        return Ok(());
     }
     let n = backend.purge(&queue).await?;
     println!("purged {n} items from {queue}");
