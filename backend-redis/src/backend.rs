@@ -1,11 +1,12 @@
 //! The backend: a client adapter plus the shared scripts and key layout.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use leaseq_core::{Error, QueueName, Result, StepCounter};
+use leaseq_core::{Error, ItemId, QueueName, Result, StepCounter};
 
 use crate::scripts::Scripts;
 use crate::{ClientError, KeyLayout, RedisConfig, Reply, Script, ScriptClient};
@@ -18,6 +19,49 @@ pub struct RedisBackend<C: ScriptClient> {
     pub(crate) scripts: Arc<Scripts>,
     /// Scripts run per queue, counted only with test hooks on.
     pub(crate) steps: Arc<StepCounter>,
+    /// The highest id this handle has seen per queue (see [`IdFloors`]).
+    pub(crate) floors: Arc<IdFloors>,
+    /// What [`RedisBackend::verify_server`] found: every node persists each
+    /// write before answering.
+    pub(crate) durable: bool,
+}
+
+/// The highest item id a backend handle has seen per queue (handed out by
+/// its enqueues, or leased by its claims). Each enqueue sends it along: a
+/// server that came back from an older snapshot has taken its id counter
+/// back, and the script re-seeds the counter past this floor, so the handle
+/// never sees one id given to two items. Best effort and bounded: at most
+/// [`IdFloors::CAP`] queues are remembered (the map starts over when full).
+#[derive(Debug, Default)]
+pub(crate) struct IdFloors {
+    seen: Mutex<HashMap<String, u64>>,
+}
+
+impl IdFloors {
+    /// The most queues remembered.
+    pub(crate) const CAP: usize = 65_536;
+
+    /// The floor of `queue` (0: nothing seen).
+    pub(crate) fn get(&self, queue: &QueueName) -> u64 {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(queue.as_str()).copied().unwrap_or(0)
+    }
+
+    /// Records ids seen in `queue`.
+    pub(crate) fn saw(&self, queue: &QueueName, ids: impl IntoIterator<Item = ItemId>) {
+        let Some(top) = ids.into_iter().map(ItemId::get).max() else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(floor) = seen.get_mut(queue.as_str()) {
+            *floor = (*floor).max(top);
+            return;
+        }
+        if seen.len() >= Self::CAP {
+            seen.clear();
+        }
+        seen.insert(queue.as_str().to_owned(), top);
+    }
 }
 
 impl<C: ScriptClient> Clone for RedisBackend<C> {
@@ -27,6 +71,8 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             config: Arc::clone(&self.config),
             scripts: Arc::clone(&self.scripts),
             steps: Arc::clone(&self.steps),
+            floors: Arc::clone(&self.floors),
+            durable: self.durable,
         }
     }
 }
@@ -41,7 +87,9 @@ impl<C: ScriptClient> fmt::Debug for RedisBackend<C> {
 }
 
 impl<C: ScriptClient> RedisBackend<C> {
-    /// A backend over an already connected client adapter.
+    /// A backend over an already connected client adapter. It checks no
+    /// server setting and reports the backend not durable: call
+    /// [`RedisBackend::verify_server`] (as `connect` does) for both.
     pub fn with_client(client: C, config: RedisConfig) -> Result<Self> {
         config.check()?;
         Ok(RedisBackend {
@@ -49,7 +97,28 @@ impl<C: ScriptClient> RedisBackend<C> {
             client: Arc::new(client),
             config: Arc::new(config),
             scripts: Arc::new(Scripts::new()),
+            floors: Arc::new(IdFloors::default()),
+            durable: false,
         })
+    }
+
+    /// The checks `connect` makes, through [`ScriptClient::admin`], on the
+    /// one server or every master of a cluster:
+    /// - Redis 7.0 or later (the scripts carry script flags), else
+    ///   [`Error::Unsupported`];
+    /// - `maxmemory-policy noeviction`: any evicting policy is refused with
+    ///   [`Error::InvalidInput`] unless [`RedisConfig::allow_eviction`]
+    ///   (then a warning is logged);
+    /// - durability: [`leaseq_core::Capabilities::durable`] is reported
+    ///   only when every node runs `appendonly yes` with `appendfsync
+    ///   always` (and [`RedisConfig::durable`] is not `false`).
+    ///
+    /// A server where `CONFIG` or `INFO` is disabled, renamed or denied is
+    /// accepted with a warning (and reported not durable).
+    pub async fn verify_server(mut self) -> Result<Self> {
+        let facts = crate::server::inspect(self.client.as_ref(), &self.config).await?;
+        self.durable = facts.durable;
+        Ok(self)
     }
 
     /// The client adapter.
@@ -147,14 +216,16 @@ pub(crate) fn not_run(e: &ClientError) -> bool {
 }
 
 /// Failures that prove the script did not run (so nothing was applied),
-/// reported as [`Error::Unavailable`]:
+/// reported as [`Error::Unavailable`] (`OOM` as [`Error::Full`]):
 /// - the command never reached a server ([`ClientError::unsent`]: the
 ///   connection was refused, no node served the slot, or the client failed
 ///   it before writing it);
 /// - the [`not_run`] replies, once [`RedisBackend::run`] stopped sending
 ///   the script again;
-/// - server refusals: `OOM` (the server refuses a script's first write, and
-///   only its first, when over `maxmemory`), `LOADING` (the dataset is
+/// - server refusals: `OOM` (over `maxmemory`, the server refuses a script
+///   that carries no `allow-oom` flag at its first write, and only its
+///   first: the enqueues, whose first write comes before any item),
+///   `LOADING` (the dataset is
 ///   still loading), `BUSY` (another script is running), `MASTERDOWN` (a
 ///   replica that lost its master), `READONLY` (a replica; its first write
 ///   is refused and it has made none), `NOSCRIPT` (the script is unknown
@@ -184,16 +255,24 @@ pub(crate) fn refused_before_run(e: &ClientError) -> bool {
     )
 }
 
-/// Server replies that name corrupt data become [`Error::Corrupt`];
-/// failures that prove nothing ran ([`refused_before_run`]) become
-/// [`Error::Unavailable`]; every other failure is [`Error::Backend`] (the
-/// outcome is unknown). The client's error is kept as the source.
+/// Server replies that name corrupt data become [`Error::Corrupt`]; `OOM`
+/// (a server at `maxmemory` refused the script's first write, so it wrote
+/// nothing) becomes [`Error::Full`]; other failures that prove nothing ran
+/// ([`refused_before_run`]) become [`Error::Unavailable`]; every other
+/// failure is [`Error::Backend`] (the outcome is unknown). The client's
+/// error is kept as the source.
 pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> Error {
     if let Some(msg) = &e.server_message {
         if let Some(what) = msg.strip_prefix("LEASEQ_CORRUPT ") {
             return Error::Corrupt {
                 what: format!("queue {queue}: {what}"),
             };
+        }
+        if error_code(msg) == "OOM" {
+            return Error::full(
+                format!("redis {op} on queue {queue}: the server is at its maxmemory limit, nothing was written"),
+                e,
+            );
         }
         if msg.contains("WRONGTYPE") {
             return Error::Corrupt {
@@ -249,8 +328,17 @@ mod tests {
         let q = QueueName::new("q").expect("valid");
         let unavailable =
             |e: ClientError| matches!(map_client_error("claim", &q, e), Error::Unavailable { .. });
+        let full = map_client_error(
+            "enqueue",
+            &q,
+            ClientError::server(
+                "OOM command not allowed when used memory > 'maxmemory'. script: 1f0e, on @user_script:90.",
+                "x",
+            ),
+        );
+        assert!(matches!(full, Error::Full { .. }), "{full:?}");
+        assert!(full.is_retryable() && !full.may_have_applied());
         for line in [
-            "OOM command not allowed when used memory > 'maxmemory'.",
             "LOADING Redis is loading the dataset in memory",
             "BUSY Redis is busy running a script.",
             "MASTERDOWN Link with MASTER is down",

@@ -72,9 +72,20 @@ impl std::error::Error for ClientError {
     }
 }
 
+/// One node's answer to [`ScriptClient::admin`].
+#[derive(Debug)]
+pub struct NodeReply {
+    /// The node (`host:port` on a cluster, the server URL on one server).
+    pub node: String,
+    /// Its reply (a RESP3 map arrives flattened into an array of key,
+    /// value, key, value...), or its error.
+    pub reply: Result<Reply, ClientError>,
+}
+
 /// What a Redis client must offer the backend: running a script, and a
-/// blocking wait for wake-up markers. Both clients implement it;
-/// everything else (scripts, keys, decoding) is shared.
+/// blocking wait for wake-up markers (and, for the checks made at connect,
+/// plain commands on every node). Both clients implement it; everything
+/// else (scripts, keys, decoding) is shared.
 #[async_trait]
 pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
     /// Runs `script` by `EVALSHA`; on `NOSCRIPT` loads it and runs it again.
@@ -89,6 +100,20 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
     /// connection of its own (so waiting never delays other calls).
     /// `Ok(true)` when a marker was popped, `Ok(false)` on timeout.
     async fn wait_marker(&self, key: &str, timeout: Duration) -> Result<bool, ClientError>;
+
+    /// Runs one plain command with no keys (`CONFIG GET maxmemory-policy`,
+    /// `INFO server`) on every server that holds data: the one server, or
+    /// each master of a cluster. Used once, at connect, to read the
+    /// server's settings (see [`crate::RedisBackend::verify_server`]).
+    ///
+    /// The default runs nothing and fails: the checks then warn that the
+    /// settings could not be read and go on.
+    async fn admin(&self, args: &[&str]) -> Result<Vec<NodeReply>, ClientError> {
+        let _ = args;
+        Err(ClientError::unsent(
+            "this client adapter runs no admin commands",
+        ))
+    }
 }
 
 /// Seconds for a blocking pop: at least 1 ms, whole ms.

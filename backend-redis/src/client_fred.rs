@@ -17,9 +17,10 @@ use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
     Options, ReconnectPolicy, ServerConfig, Value,
 };
+use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
-use crate::client::{block_secs, IdlePool};
+use crate::client::{block_secs, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `fred` crate.
@@ -31,7 +32,9 @@ impl RedisBackend<FredClient> {
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.check()?;
         let client = FredClient::connect(&config).await?;
-        RedisBackend::with_client(client, config)
+        RedisBackend::with_client(client, config)?
+            .verify_server()
+            .await
     }
 }
 
@@ -243,6 +246,28 @@ fn cluster_error(e: FredError) -> ClientError {
     client_error(e)
 }
 
+/// An admin command's reply: [`convert`], plus the shapes only such
+/// commands return (RESP3 maps flattened, doubles).
+fn convert_admin(v: Value) -> std::result::Result<Reply, ClientError> {
+    Ok(match v {
+        Value::Map(map) => {
+            let mut out = Vec::new();
+            for (k, v) in map.inner() {
+                out.push(Reply::Data(k.inner().clone()));
+                out.push(convert_admin(v)?);
+            }
+            Reply::Array(out)
+        }
+        Value::Double(d) => Reply::Data(Bytes::from(d.to_string())),
+        Value::Array(a) => Reply::Array(
+            a.into_iter()
+                .map(convert_admin)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        other => convert(other)?,
+    })
+}
+
 fn convert(v: Value) -> std::result::Result<Reply, ClientError> {
     Ok(match v {
         Value::Null => Reply::Nil,
@@ -312,6 +337,47 @@ impl ScriptClient for FredClient {
             Some(_) => cluster_error(e),
             None => client_error(e),
         })?)
+    }
+
+    async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {
+        let Some((name, rest)) = args.split_first() else {
+            return Ok(Vec::new());
+        };
+        let cmd = || CustomCommand::new(name.to_string(), ClusterHash::Random, false);
+        let rest: Vec<String> = rest.iter().map(|a| a.to_string()).collect();
+        if self.cluster.is_none() {
+            self.connected().await?;
+            let reply = self
+                .main
+                .custom::<Value, _>(cmd(), rest)
+                .await
+                .map_err(client_error)
+                .and_then(convert_admin);
+            return Ok(vec![NodeReply {
+                node: format!("{:?}", self.base.server),
+                reply,
+            }]);
+        }
+        // On a cluster fred holds one connection per master (no replicas).
+        let nodes = self.main.active_connections();
+        if nodes.is_empty() {
+            return Err(ClientError::unsent("no cluster master connected"));
+        }
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let reply = self
+                .main
+                .with_cluster_node(node.clone())
+                .custom::<Value, _>(cmd(), rest.clone())
+                .await
+                .map_err(client_error)
+                .and_then(convert_admin);
+            out.push(NodeReply {
+                node: node.to_string(),
+                reply,
+            });
+        }
+        Ok(out)
     }
 
     async fn wait_marker(

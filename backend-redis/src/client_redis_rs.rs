@@ -19,9 +19,10 @@ use leaseq_core::{Error, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
-use crate::client::{block_secs, IdlePool};
+use crate::client::{block_secs, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `redis` crate.
@@ -33,7 +34,9 @@ impl RedisBackend<RedisRsClient> {
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.check()?;
         let client = RedisRsClient::connect(&config).await?;
-        RedisBackend::with_client(client, config)
+        RedisBackend::with_client(client, config)?
+            .verify_server()
+            .await
     }
 }
 
@@ -198,6 +201,29 @@ fn is_noscript(e: &RedisError) -> bool {
     e.code() == Some("NOSCRIPT")
 }
 
+/// An admin command's reply: [`convert`], plus the shapes only such
+/// commands return (RESP3 maps flattened, verbatim strings, doubles).
+fn convert_admin(v: Value) -> std::result::Result<Reply, ClientError> {
+    Ok(match v {
+        Value::Map(pairs) => {
+            let mut out = Vec::with_capacity(pairs.len() * 2);
+            for (k, v) in pairs {
+                out.push(convert_admin(k)?);
+                out.push(convert_admin(v)?);
+            }
+            Reply::Array(out)
+        }
+        Value::VerbatimString { text, .. } => Reply::Data(Bytes::from(text)),
+        Value::Double(d) => Reply::Data(Bytes::from(d.to_string())),
+        Value::Array(a) => Reply::Array(
+            a.into_iter()
+                .map(convert_admin)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        other => convert(other)?,
+    })
+}
+
 fn convert(v: Value) -> std::result::Result<Reply, ClientError> {
     Ok(match v {
         Value::Nil => Reply::Nil,
@@ -240,6 +266,55 @@ impl ScriptClient for RedisRsClient {
             other => other,
         };
         convert(reply.map_err(client_error)?)
+    }
+
+    async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {
+        let Some((name, rest)) = args.split_first() else {
+            return Ok(Vec::new());
+        };
+        let mut cmd = redis::cmd(name);
+        for a in rest {
+            cmd.arg(*a);
+        }
+        match &self.inner {
+            Inner::Single { manager, .. } => {
+                let reply = cmd
+                    .query_async::<Value>(&mut manager.clone())
+                    .await
+                    .map_err(client_error)
+                    .and_then(convert_admin);
+                Ok(vec![NodeReply {
+                    node: self.server.clone(),
+                    reply,
+                }])
+            }
+            Inner::Cluster { connection, .. } => {
+                // Every master, each reply kept apart (no response policy:
+                // a map of node address to reply or error).
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                let v = connection
+                    .clone()
+                    .route_command(cmd, routing)
+                    .await
+                    .map_err(client_error)?;
+                let Value::Map(nodes) = v else {
+                    return Err(ClientError::transport(format!(
+                        "unexpected reply from every master: {v:?}"
+                    )));
+                };
+                Ok(nodes
+                    .into_iter()
+                    .map(|(node, reply)| NodeReply {
+                        node: match node {
+                            Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+                            Value::SimpleString(s) => s,
+                            other => format!("{other:?}"),
+                        },
+                        reply: convert_admin(reply),
+                    })
+                    .collect())
+            }
+        }
     }
 
     async fn wait_marker(

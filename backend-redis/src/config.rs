@@ -24,7 +24,10 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) reap_batch: u32,
     pub(crate) idle_wait_connections: usize,
-    pub(crate) durable: bool,
+    /// `Some(false)`: report the backend not durable whatever the server
+    /// says (see [`RedisConfig::durable`]).
+    pub(crate) durable: Option<bool>,
+    pub(crate) allow_eviction: bool,
     pub(crate) test_hooks: bool,
 }
 
@@ -59,7 +62,8 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(2),
             reap_batch: 500,
             idle_wait_connections: 4,
-            durable: false,
+            durable: None,
+            allow_eviction: false,
             test_hooks: false,
         }
     }
@@ -137,12 +141,41 @@ impl RedisConfig {
         self
     }
 
-    /// Declares the server durable across a crash (append-only file with
-    /// `appendfsync always`); reported in the capabilities. The backend
-    /// cannot check this itself.
+    /// An override of the durability the backend reports; prefer leaving
+    /// it unset.
+    ///
+    /// [`leaseq_core::Capabilities::durable`] comes from the server: at
+    /// connect the backend reads `appendonly` and `appendfsync` (on every
+    /// master of a cluster) and reports durable only when each has
+    /// `appendonly yes` and `appendfsync always` (see the crate docs,
+    /// "Persistence and what is lost"). `durable(false)` turns that off (the
+    /// backend then reports not durable whatever the server says);
+    /// `durable(true)` is accepted for compatibility with the time this
+    /// setting was a declaration, but cannot make a server durable: the
+    /// server's settings still decide, and a mismatch is logged.
     pub fn durable(mut self, durable: bool) -> Self {
-        self.durable = durable;
+        self.durable = Some(durable);
         self
+    }
+
+    /// Lets [`connect`](crate::RedisRsBackend::connect) accept a server
+    /// whose `maxmemory-policy` evicts keys (anything but `noeviction`), which
+    /// it otherwise refuses with [`leaseq_core::Error::InvalidInput`].
+    ///
+    /// An evicting server deletes keys when it is full: an item, an index,
+    /// the id counter or an `enqueue_once` request's record may vanish, so
+    /// items are lost, or delivered again, silently. With this set the
+    /// backend connects anyway and logs a warning at connect. Off by
+    /// default.
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.allow_eviction = allow;
+        self
+    }
+
+    /// Whether an evicting `maxmemory-policy` is accepted
+    /// ([`RedisConfig::allow_eviction`]).
+    pub fn get_allow_eviction(&self) -> bool {
+        self.allow_eviction
     }
 
     /// The server URL.

@@ -1,4 +1,18 @@
 //! Turning script replies into the core's types.
+//!
+//! # Field limits
+//! The scripts and this decoder agree on what an item may hold (the scripts
+//! check it before they lease or requeue an item, and quarantine an item
+//! outside it to Dead; see `scripts/common.lua`, `unusable`):
+//! - attempts: 0 to [`ATTEMPTS_MAX`] (`i32::MAX`); an item about to be
+//!   claimed at most `ATTEMPTS_MAX - 1`, so the claim's + 1 stays in range;
+//! - max attempts: 1 to [`MAX_ATTEMPTS_MAX`] (`i32::MAX`, the core's
+//!   [`leaseq_core::limits::MAX_ATTEMPTS`]);
+//! - priority: any `i32`;
+//! - a payload present.
+//!
+//! A reply outside these limits is [`Error::Corrupt`]; the scripts never
+//! send one (a unit test keeps the two sets of numbers equal).
 
 use leaseq_core::{
     Error, ItemId, ItemInfo, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair, Result,
@@ -7,16 +21,42 @@ use leaseq_core::{
 
 use crate::Reply;
 
-fn u32_of(r: &Reply) -> Result<u32> {
-    u32::try_from(r.uint()?).map_err(|_| Error::Corrupt {
-        what: format!("count out of range: {r:?}"),
-    })
+/// The most attempts an item may have recorded (`ATT_MAX` in the scripts).
+pub(crate) const ATTEMPTS_MAX: u32 = i32::MAX as u32;
+/// The most max attempts an item may have (`MAX_ATT_MAX` in the scripts).
+pub(crate) const MAX_ATTEMPTS_MAX: u32 = leaseq_core::limits::MAX_ATTEMPTS;
+
+fn ranged(r: &Reply, what: &str, lo: u32, hi: u32) -> Result<u32> {
+    let n = r.int()?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("{what} {n} is outside {lo} to {hi}"),
+        })
+}
+
+fn attempts_of(r: &Reply) -> Result<u32> {
+    ranged(r, "attempts", 0, ATTEMPTS_MAX)
+}
+
+fn max_attempts_of(r: &Reply) -> Result<u32> {
+    ranged(r, "max attempts", 1, MAX_ATTEMPTS_MAX)
 }
 
 fn i32_of(r: &Reply) -> Result<i32> {
     i32::try_from(r.int()?).map_err(|_| Error::Corrupt {
         what: format!("priority out of range: {r:?}"),
     })
+}
+
+/// Text shown to people (a dedup key, a failure reason): never fails on
+/// bytes that are not UTF-8.
+fn opt_lossy(r: &Reply) -> Result<Option<String>> {
+    match r {
+        Reply::Nil => Ok(None),
+        _ => Ok(Some(String::from_utf8_lossy(&r.bytes()?).into_owned())),
+    }
 }
 
 fn state_of(r: &Reply) -> Result<ItemState> {
@@ -46,14 +86,16 @@ pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
             token,
         },
         payload: f[2].bytes()?,
-        attempts: u32_of(&f[3])?,
-        max_attempts: u32_of(&f[4])?,
+        attempts: attempts_of(&f[3])?,
+        max_attempts: max_attempts_of(&f[4])?,
         priority: i32_of(&f[5])?,
         expires_at: Timestamp::from_millis(f[6].uint()?),
     })
 }
 
-/// `{ index, id, problem }` triples, each logged as it is decoded.
+/// `{ index, id, problem }` triples, each logged as it is decoded: entries
+/// repaired, items quarantined, and (from inspection) unusable items left
+/// to their lease holder.
 pub(crate) fn repairs(queue: &QueueName, r: &Reply) -> Result<Vec<Repair>> {
     let mut out = Vec::new();
     for rep in r.array()? {
@@ -64,7 +106,7 @@ pub(crate) fn repairs(queue: &QueueName, r: &Reply) -> Result<Vec<Repair>> {
             problem: f[2].text()?,
         };
         tracing::warn!(queue = %queue, index = %repair.index, id = %repair.id,
-            problem = %repair.problem, "leaseq-redis: repaired corrupt index entry");
+            problem = %repair.problem, "leaseq-redis: corrupt index entry or item met");
         out.push(repair);
     }
     Ok(out)
@@ -78,11 +120,11 @@ pub(crate) fn item(r: &Reply) -> Result<ItemInfo> {
         state: state_of(&f[1])?,
         payload: f[2].bytes()?,
         priority: i32_of(&f[3])?,
-        attempts: u32_of(&f[4])?,
-        max_attempts: u32_of(&f[5])?,
-        dedup_key: f[6].opt_text()?,
+        attempts: attempts_of(&f[4])?,
+        max_attempts: max_attempts_of(&f[5])?,
+        dedup_key: opt_lossy(&f[6])?,
         due_at: f[7].opt_uint()?.map(Timestamp::from_millis),
-        last_error: f[8].opt_text()?,
+        last_error: opt_lossy(&f[8])?,
     })
 }
 
@@ -112,6 +154,67 @@ mod tests {
         assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
         let bad = Reply::Array(vec![Reply::Int(4)]);
         assert!(lease(&q, &bad).is_err());
+    }
+
+    /// A constant of `scripts/common.lua`, `local NAME = value`.
+    fn lua_const(name: &str) -> i64 {
+        let src = include_str!("scripts/common.lua");
+        let line = src
+            .lines()
+            .find(|l| l.starts_with(&format!("local {name} = ")))
+            .unwrap_or_else(|| panic!("no {name} in common.lua"));
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    }
+
+    #[test]
+    fn the_scripts_and_the_decoder_share_the_field_limits() {
+        assert_eq!(lua_const("ATT_MAX"), i64::from(ATTEMPTS_MAX));
+        assert_eq!(lua_const("MAX_ATT_MAX"), i64::from(MAX_ATTEMPTS_MAX));
+        assert_eq!(lua_const("ID_MAX"), (1i64 << 53) - 1);
+        let src = include_str!("scripts/common.lua");
+        assert!(src.contains(&format!(
+            "local PRI_MIN, PRI_MAX = {}, {}",
+            i32::MIN,
+            i32::MAX
+        )));
+    }
+
+    #[test]
+    fn fields_outside_the_limits_are_corrupt() {
+        let q = QueueName::new("q").expect("valid");
+        let tok = LeaseToken::random();
+        let lease_with = |att: i64, max: i64, pri: i64| {
+            Reply::Array(vec![
+                Reply::Int(4),
+                d(&tok.to_string()),
+                d("p"),
+                Reply::Int(att),
+                Reply::Int(max),
+                Reply::Int(pri),
+                Reply::Int(1),
+            ])
+        };
+        assert!(lease(&q, &lease_with(1, 1, 0)).is_ok());
+        let top = i64::from(i32::MAX);
+        assert!(lease(&q, &lease_with(top, top, i64::from(i32::MIN))).is_ok());
+        for (att, max, pri) in [
+            (top + 1, top, 0),
+            (-1, 3, 0),
+            (1, 0, 0),
+            (1, top + 1, 0),
+            (1, 3, top + 1),
+        ] {
+            assert!(
+                matches!(
+                    lease(&q, &lease_with(att, max, pri)),
+                    Err(Error::Corrupt { .. })
+                ),
+                "{att} {max} {pri}"
+            );
+        }
     }
 
     #[test]

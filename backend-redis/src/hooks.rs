@@ -1,7 +1,7 @@
 //! [`TestHooks`] for the conformance suite, each one script.
 
 use async_trait::async_trait;
-use leaseq_core::{IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks};
+use leaseq_core::{Error, IndexSnapshot, ItemId, ItemState, Poison, QueueName, Result, TestHooks};
 
 use crate::backend::arg;
 use crate::{RedisBackend, ScriptClient};
@@ -43,6 +43,32 @@ impl<C: ScriptClient> TestHooks for RedisBackend<C> {
         }
         snap.items = ids(&f[4])?;
         Ok(snap)
+    }
+
+    /// Every kind can be held: an item is a hash of strings. Attempts at
+    /// the limit is `i32::MAX` (no room for a claim's + 1), a priority out
+    /// of range is `i32::MAX + 1`, not a number is attempts `"many"`.
+    async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
+        let kind = match poison {
+            Poison::AttemptsAtLimit => "attempts_at_limit",
+            Poison::NegativeAttempts => "negative_attempts",
+            Poison::BadMaxAttempts => "bad_max_attempts",
+            Poison::PriorityOutOfRange => "priority_out_of_range",
+            Poison::NotANumber => "not_a_number",
+            Poison::MissingPayload => "missing_payload",
+            _ => return Ok(false),
+        };
+        let r = self
+            .run(
+                &self.scripts.hook_poison,
+                queue,
+                vec![arg(id.get()), arg(kind)],
+            )
+            .await?;
+        match r.int()? {
+            1 => Ok(true),
+            _ => Err(Error::NotFound { id }),
+        }
     }
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {

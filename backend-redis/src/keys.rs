@@ -12,7 +12,8 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:leased` | sorted set | Leased ids; score = lease expiry (ms) |
 /// | `{p:q}:dead` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` |
-/// | `{p:q}:seq` | string | the id counter (`INCR`) |
+/// | `{p:q}:seq` | string | the id counter: the last id handed out |
+/// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
@@ -76,6 +77,14 @@ impl KeyLayout {
         self.key("seq")
     }
 
+    /// A second copy of the id counter, written in the same script as
+    /// [`KeyLayout::seq`]: a counter deleted or set back on its own is
+    /// detected (and re-seeded past the highest id in use) before an
+    /// enqueue writes anything.
+    pub fn id_mark(&self) -> String {
+        self.key("idmark")
+    }
+
     /// The death-order counter.
     pub fn dead_seq(&self) -> String {
         self.key("dseq")
@@ -131,6 +140,7 @@ impl KeyLayout {
             self.dead_seq(),
             self.dedup(),
             self.notify(),
+            self.id_mark(),
         ]
     }
 

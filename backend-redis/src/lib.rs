@@ -1,6 +1,8 @@
 //! The Redis backend of leaseq: every state transition is one Lua script,
 //! so no transition is split across round trips, and the server's `TIME`
-//! decides every lease.
+//! decides every lease. It needs Redis 7.0 or later, with
+//! `maxmemory-policy noeviction` (see [Persistence and what is
+//! lost](#persistence-and-what-is-lost)).
 //!
 //! ```
 //! # #[cfg(feature = "redis-rs")]
@@ -25,7 +27,7 @@
 //! # // Leave nothing behind: the purge keeps the id counter, so ids stay unique.
 //! # let keys = backend.keys(&queue)?;
 //! # let mut raw = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()).expect("raw");
-//! # let _: () = redis::cmd("DEL").arg(keys.seq()).query(&mut raw).expect("del");
+//! # let _: () = redis::cmd("DEL").arg(keys.seq()).arg(keys.id_mark()).query(&mut raw).expect("del");
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "redis-rs"))]
@@ -39,7 +41,8 @@
 //! - feature `fred`: [`FredBackend`], on a `fred` client.
 //!
 //! Each is a thin [`ScriptClient`] adapter: run a script by `EVALSHA`,
-//! loading it on `NOSCRIPT`, and a blocking pop on a connection of its own.
+//! loading it on `NOSCRIPT`, a blocking pop on a connection of its own, and
+//! plain commands on every master for the checks made at connect.
 //! Neither client replays a script cut off by a dropped connection: the call
 //! fails with [`leaseq_core::Error::Backend`] and the next call reconnects.
 //!
@@ -50,12 +53,38 @@
 //! id twice: Ready (score `-priority`, ties broken by the zero-padded id, so
 //! highest priority first and FIFO within one), Scheduled (due time), Leased
 //! (lease expiry), Dead (death order). Each item is one hash with its
-//! payload, attempts, token, state and dedup key. Ids come from `INCR` and
-//! are exact up to 2^53 (Lua numbers are doubles); priorities are any `i32`.
+//! payload, attempts, token, state and dedup key. Ids come from a counter
+//! (with a second copy, see [Ids](#ids)) and are exact up to 2^53 (Lua
+//! numbers are doubles); priorities are any `i32`.
+//!
+//! # Ids
+//! An id is never given to two items, even when the counter is lost or
+//! taken back. The counter (`{p:q}:seq`) and its copy
+//! ([`KeyLayout::id_mark`]) are written together by each enqueue, and the
+//! next id is one more than the highest of: the counter, its copy, and the
+//! highest id this backend handle has seen in the queue (its enqueues and
+//! claims; at most 65,536 queues are remembered). Before an enqueue writes
+//! anything it checks that every new id is free; when the counter and its
+//! copy are both gone while the queue holds items, or a new id's item
+//! already exists (a counter set back), it walks the indexes (in pages;
+//! cost grows with the queue, once) and re-seeds the counter past the
+//! highest id in them, logging a warning. So:
+//! - a counter deleted or set back on its own follows its copy;
+//! - a counter lost with its copy re-seeds past the highest id in use;
+//! - a server restarted from an older snapshot (which takes both back)
+//!   never hands a live handle an id it already saw; a process started
+//!   after that restart can only be kept from ids still in the queue: ids
+//!   of items acked after the snapshot may be handed out again (use
+//!   `appendfsync always`, below).
+//!
+//! A batch is written whole or not at all: when no free ids can be found
+//! (more than 10,000 stray item keys after the counter) the enqueue fails
+//! with [`leaseq_core::Error::Corrupt`] and writes nothing.
 //!
 //! # Transitions
 //! - claim: promotes due Scheduled items (one bounded batch), then takes
-//!   Ready entries in order; the `i`-th lease of the claim gets the spec's
+//!   Ready entries in order (quarantining poison, see
+//!   [Self-healing](#self-healing)); the `i`-th lease of the claim gets the spec's
 //!   token [`leaseq_core::ClaimSpec::token`]`(i)`, `attempts + 1` and
 //!   `expiry = TIME + ttl`, all in one script. Batch enqueue and
 //!   `claim(max)` are one round trip each.
@@ -84,10 +113,12 @@
 //!   `PX` = [`leaseq_core::limits::REQUEST_MEMORY`], in the same script.
 //!
 //! Failures are classified by what they prove:
+//! [`leaseq_core::Error::Full`] when a server at its `maxmemory` refused an
+//! enqueue (`OOM`: nothing was written, see [Memory](#memory));
 //! [`leaseq_core::Error::Unavailable`] when the script certainly did not
 //! run (the connection was refused, no cluster node served the slot, the
 //! client failed the command before writing it, or the server refused it
-//! before it ran: `OOM`, `LOADING`, `BUSY`, `MASTERDOWN`, `READONLY`,
+//! before it ran: `LOADING`, `BUSY`, `MASTERDOWN`, `READONLY`,
 //! `NOSCRIPT`, `MISCONF`, `NOREPLICAS`, and `MOVED` / `ASK` / `TRYAGAIN` /
 //! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::Backend`]
 //! when it may have run (timeouts, connections dropped after sending,
@@ -106,6 +137,40 @@
 //! type (an index that is not a sorted set) cannot be repaired without losing
 //! items: scripts refuse to run and return [`leaseq_core::Error::Corrupt`]
 //! before writing anything.
+//!
+//! Poison is quarantined, never contagious. An item hash whose fields are
+//! outside the limits the decoder accepts is moved to Dead, with the
+//! reason `quarantined: <field> holds <value> (valid: ...)`, by the script
+//! that meets it, in that script, and never leased: a claim reports it as
+//! a [`leaseq_core::Repair`] and goes on to the healthy items behind it (a
+//! claim never leases an item it does not return). The limits, one set
+//! shared by the scripts and the decoder:
+//! - attempts: 0 to `i32::MAX`, and at most `i32::MAX - 1` for an item
+//!   about to be claimed (the claim adds one);
+//! - max attempts: 1 to `i32::MAX` ([`leaseq_core::limits::MAX_ATTEMPTS`]);
+//! - priority: an `i32`;
+//! - the payload present;
+//!
+//! each number a plain decimal integer (`"1e3"`, `"0x10"`, `"nan"` are
+//! not). Where poison is met:
+//! - claim (Ready items) and the promotion of due Scheduled items
+//!   (claim, reap, peek, stats): quarantined, reported by claim and reap;
+//! - reap (expired leases): quarantined instead of requeued;
+//! - `recover_claim`: quarantined instead of returned, reported;
+//! - release of a poisoned lease: quarantined, answered
+//!   [`leaseq_core::Released::Dead`];
+//! - `item` and `peek` never fail on poison: a Ready or Scheduled item is
+//!   quarantined as a claim would do it and shown as Dead (a `peek` of
+//!   Ready or Scheduled leaves it out), with its fields shown at safe values
+//!   (priority 0, attempts 0, max attempts 1, payload empty) and the reason
+//!   as its last error; a Leased one is shown (same safe values) and left
+//!   to its lease holder (an ack still removes it; a reap quarantines it
+//!   once the lease expires). Each is logged as a warning.
+//! - redrive resets attempts, so an item quarantined for its attempts comes
+//!   back; one whose max attempts, priority or payload is still unusable
+//!   stays in Dead (stepped over, logged).
+//!
+//! A dedup key or failure reason that is not UTF-8 is shown lossily.
 //!
 //! # Waiting for work
 //! Enqueue, release, reap and redrive push a marker onto the queue's notify
@@ -141,9 +206,73 @@
 //! queue over K physical queues (`{prefix:queue:0}` … `{prefix:queue:K-1}`);
 //! order then holds per shard only (see its docs).
 //!
-//! # Durability
-//! Items survive a server crash when the server runs with `appendonly yes`
-//! and `appendfsync always`; declare that with [`RedisConfig::durable`].
+//! # Memory
+//! The server must run `maxmemory-policy noeviction`. At its `maxmemory`
+//! it then refuses new data instead of deleting keys, and:
+//! - an enqueue or `enqueue_once` fails with [`leaseq_core::Error::Full`]
+//!   and writes nothing: its script reads first (dedup holders, the id
+//!   counter, whether the new ids are free) and its first write, the id
+//!   counter's, is the one the server refuses, before any item;
+//!   `enqueue_once` still answers a request it already wrote (that path
+//!   only reads);
+//! - every other script (claim, extend, ack, `ack_many`, release, fail,
+//!   reap, redrive, purge, stats, peek, item, `recover_claim`,
+//!   `lease_fate`) carries the Redis 7 script flag `#!lua flags=allow-oom`
+//!   and keeps running: none adds an item, and what they add (a token and
+//!   an expiry per lease, a reason per death, a wake-up marker) is a few
+//!   bytes against the payloads acks free. Consumers drain a full server
+//!   while producers get `Full`; once memory is freed, enqueues work again.
+//!
+//! The flags ride in the script source, so they hold for `EVALSHA` and for
+//! the `EVAL` that loads a script after `NOSCRIPT`, on one server and on
+//! every cluster node, with either client.
+//!
+//! # Checks at connect
+//! `connect` ([`RedisBackend::verify_server`]) reads, on the one server or
+//! every cluster master, `INFO server` and `CONFIG GET maxmemory-policy
+//! appendonly appendfsync`:
+//! - a server older than Redis 7.0 is refused
+//!   ([`leaseq_core::Error::Unsupported`]);
+//! - any `maxmemory-policy` but `noeviction` is refused with
+//!   [`leaseq_core::Error::InvalidInput`] naming the node and the policy,
+//!   unless [`RedisConfig::allow_eviction`]`(true)` (then a warning is
+//!   logged: items can be lost or delivered twice);
+//! - [`leaseq_core::Capabilities::durable`] is reported only when every
+//!   node runs `appendonly yes` with `appendfsync always`
+//!   ([`RedisConfig::durable`]`(false)` turns it off; it cannot turn it on).
+//!
+//! Where `CONFIG` (or `INFO`) is disabled, renamed or denied by an ACL the
+//! backend logs a warning and connects, reporting itself not durable; the
+//! eviction policy is then the operator's to check.
+//!
+//! # Persistence and what is lost
+//! What a crash (or a failover) takes back depends on the server's
+//! persistence; each lost write is lost whole (a script's effects are
+//! persisted and replicated as one transaction), never half a transition.
+//! Writes lost after they were acknowledged mean: items enqueued with an
+//! `Ok` vanish; acked items come back and are delivered again; leases,
+//! releases, failures and redrives are undone (a lease taken back expires
+//! and is reaped: the item is delivered again, attempts as of the last
+//! surviving write); dedup keys and `enqueue_once` records vanish (a resend
+//! writes the items again); the id counter goes back (see [Ids](#ids)).
+//!
+//! | setting | a crash of the Redis process loses | a crash of the machine (power, kernel) loses |
+//! |---|---|---|
+//! | no persistence (`appendonly no`, `save ""`) | everything: every queue restarts empty | the same |
+//! | RDB only (`save <seconds> <changes>`) | every write since the last snapshot (minutes, by the save rules) | the same |
+//! | AOF, `appendfsync everysec` (Redis's default AOF) | nothing acknowledged (the AOF write reaches the OS before the reply), except while the disk stalls (writes then wait up to 2 s) | about the last second of acknowledged writes (up to 2 s) |
+//! | AOF, `appendfsync always` | nothing acknowledged | nothing acknowledged: each script is on disk before its reply; reported as [`leaseq_core::Capabilities::durable`] |
+//! | replicas and failover (Sentinel, Cluster) | a promoted replica lacks the writes it had not received (replication is asynchronous: milliseconds, more under lag), whatever the master's `appendfsync`; `min-replicas-to-write` narrows but does not close that window | the same |
+//!
+//! On Redis Cluster each master is its own server in this table; the
+//! backend reports durable only when every master has `appendfsync
+//! always`, and a failover still loses the replication lag.
+//!
+//! `maxmemory-policy` must be `noeviction` (checked at connect, see
+//! above): any evicting policy deletes keys when memory runs out (items,
+//! index entries, the id counter, `enqueue_once` records: `volatile-*`
+//! policies evict the records, which carry a TTL), silently losing or
+//! duplicating items.
 
 mod backend;
 mod client;
@@ -159,10 +288,11 @@ mod keys;
 mod ops;
 mod reply;
 mod scripts;
+mod server;
 mod sharded;
 
 pub use backend::RedisBackend;
-pub use client::{ClientError, ScriptClient};
+pub use client::{ClientError, NodeReply, ScriptClient};
 #[cfg(feature = "fred")]
 pub use client_fred::{FredBackend, FredClient};
 #[cfg(feature = "redis-rs")]

@@ -41,9 +41,11 @@ fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
 }
 
-/// The enqueue script's batch arguments: `n`, then five per item.
-fn batch_args(items: &[NewItem], args: &mut Vec<Bytes>) {
-    args.reserve(1 + items.len() * 5);
+/// The enqueue script's batch arguments: the id floor (the highest id this
+/// handle has seen in the queue), `n`, then five per item.
+fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
+    args.reserve(2 + items.len() * 5);
+    args.push(arg(floor));
     args.push(arg(items.len()));
     for item in items {
         args.push(item.get_payload().clone());
@@ -52,6 +54,15 @@ fn batch_args(items: &[NewItem], args: &mut Vec<Bytes>) {
         args.push(arg(item.get_max_attempts()));
         args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
     }
+}
+
+/// Logs the enqueue script's note: set when it found the id counter lost or
+/// set back and re-seeded it before writing.
+fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
+    if let Some(note) = note.opt_text()? {
+        tracing::warn!(queue = %queue, problem = %note, "leaseq-redis: id counter re-seeded");
+    }
+    Ok(())
 }
 
 /// `{ id, deduplicated }` rows, one per item of a batch of `n`.
@@ -76,7 +87,7 @@ fn enqueued(rows: &[crate::Reply], n: usize) -> Result<Vec<Enqueued>> {
 impl<C: ScriptClient> Backend for RedisBackend<C> {
     fn capabilities(&self) -> Capabilities {
         Capabilities::all_features()
-            .durable(self.config.durable)
+            .durable(self.durable)
             .shared(true)
     }
 
@@ -97,9 +108,13 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             return Ok(Vec::new());
         }
         let mut args = Vec::new();
-        batch_args(&items, &mut args);
+        batch_args(self.floors.get(queue), &items, &mut args);
         let r = self.run(&self.scripts.enqueue, queue, args).await?;
-        enqueued(r.array()?, items.len())
+        let f = r.tuple(2)?;
+        log_note(queue, &f[1])?;
+        let out = enqueued(f[0].array()?, items.len())?;
+        self.floors.saw(queue, out.iter().map(|e| e.id));
+        Ok(out)
     }
 
     async fn enqueue_once(
@@ -115,11 +130,12 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         let key = self.keys(queue)?.request(request);
         let memory_ms = u64::try_from(REQUEST_MEMORY.as_millis()).unwrap_or(u64::MAX);
         let mut args = vec![arg(memory_ms)];
-        batch_args(&items, &mut args);
+        batch_args(self.floors.get(queue), &items, &mut args);
         let r = self
             .run_with_keys(&self.scripts.enqueue_once, queue, vec![key], args)
             .await?;
-        let f = r.tuple(2)?;
+        let f = r.tuple(3)?;
+        log_note(queue, &f[2])?;
         let rows = f[1].array()?;
         if f[0].int()? == 1 && rows.len() != items.len() {
             return Err(Error::invalid(format!(
@@ -128,7 +144,9 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 items.len()
             )));
         }
-        enqueued(rows, items.len())
+        let out = enqueued(rows, items.len())?;
+        self.floors.saw(queue, out.iter().map(|e| e.id));
+        Ok(out)
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -151,6 +169,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             out.repairs.extend(decode::repairs(queue, &f[1])?);
             // `more`: the script stopped at its repair budget; go on.
             if f[2].int()? != 1 || out.leases.len() >= max {
+                self.floors.saw(queue, out.leases.iter().map(|l| l.id()));
                 return Ok(out);
             }
         }
@@ -164,7 +183,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 vec![arg(spec.family_hex())],
             )
             .await?;
-        let mut leases = r
+        let f = r.tuple(2)?;
+        let mut leases = f[0]
             .array()?
             .iter()
             .map(|l| decode::lease(queue, l))
@@ -172,9 +192,10 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         // A claim hands out its spec's tokens in slot order: token order is
         // claim order.
         leases.sort_by_key(|l| l.token().as_u128());
+        self.floors.saw(queue, leases.iter().map(|l| l.id()));
         Ok(Claimed {
             leases,
-            repairs: Vec::new(),
+            repairs: decode::repairs(queue, &f[1])?,
         })
     }
 
@@ -266,6 +287,22 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         }
     }
 
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        let r = self
+            .run(&self.scripts.give_back, &lease.queue, lease_args(lease))
+            .await?;
+        match r.int()? {
+            1 => Ok(()),
+            2 => {
+                // Settled all the same: the lease is over, the item is in Dead.
+                tracing::warn!(queue = %lease.queue, id = %lease.id,
+                    "leaseq-redis: an item given back had unusable fields: quarantined to Dead");
+                Ok(())
+            }
+            _ => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         let mut args = lease_args(lease);
         args.push(Bytes::from(clamp_reason(reason).to_owned()));
@@ -314,7 +351,10 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         }
         let args = vec![arg(state.as_str()), arg(limit)];
         let r = self.run(&self.scripts.peek, queue, args).await?;
-        r.array()?.iter().map(decode::item).collect()
+        let f = r.tuple(2)?;
+        // Quarantines are logged; the moved items are no longer listed.
+        decode::repairs(queue, &f[1])?;
+        f[0].array()?.iter().map(decode::item).collect()
     }
 
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
@@ -323,22 +363,35 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .await?;
         match r {
             crate::Reply::Int(0) => Err(Error::NotFound { id }),
-            other => decode::item(&other),
+            other => {
+                let f = other.tuple(2)?;
+                decode::repairs(queue, &f[1])?;
+                decode::item(&f[0])
+            }
         }
     }
 
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         let mut moved = 0u64;
         let mut left = limit;
+        // Dead entries left in place by earlier calls (quarantined items
+        // whose fields are still unusable): the next call starts after them.
+        let mut kept = 0u64;
         while left > 0 {
             let batch = left.min(REDRIVE_BATCH);
             let r = self
-                .run(&self.scripts.redrive, queue, vec![arg(batch)])
+                .run(&self.scripts.redrive, queue, vec![arg(batch), arg(kept)])
                 .await?;
-            let f = r.tuple(3)?;
+            let f = r.tuple(4)?;
             let n = f[0].uint()?;
             moved += n;
             decode::repairs(queue, &f[1])?;
+            let k = f[3].uint()?;
+            if k > 0 {
+                tracing::warn!(queue = %queue, left_in_dead = k,
+                    "leaseq-redis: redrive left quarantined items in Dead: their fields are still unusable");
+            }
+            kept += k;
             left = left.saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
             if f[2].int()? != 1 {
                 break;

@@ -1,19 +1,44 @@
 //! The Lua scripts, one per state transition, each prefixed with the shared
 //! prelude (`scripts/common.lua`) at build time, and with the shared parts it
 //! names (`scripts/enqueue_batch.lua` for both enqueues).
+//!
+//! Every script but the two enqueues starts with the Redis 7 shebang
+//! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
+//! still runs it, so consumers keep draining a full server (claim, extend,
+//! ack, release, give back, fail, reap, redrive, purge and inspection add no data, or a
+//! few bytes per item: a token, an expiry, a reason). The enqueues carry no
+//! shebang: the server refuses their first write (the id counter's `SET`,
+//! which comes before any item is written) with `OOM`, so an enqueue on a
+//! full server writes nothing and fails with [`leaseq_core::Error::Full`];
+//! `enqueue_once` still answers a request it has already written (that path
+//! only reads).
 
 use std::fmt;
 
+/// The shebang of every script that may run on a server over `maxmemory`.
+#[cfg(test)]
+const ALLOW_OOM: &str = "#!lua flags=allow-oom\n";
+
 macro_rules! script {
+    (@source $name:literal $(, $part:literal)*) => {
+        concat!(
+            include_str!("scripts/common.lua"),
+            "\n",
+            $(include_str!(concat!("scripts/", $part, ".lua")), "\n",)*
+            include_str!(concat!("scripts/", $name, ".lua"))
+        )
+    };
+    // A script that writes new data: refused on a server over `maxmemory`.
+    (grows $name:literal $(, $part:literal)*) => {
+        Script::new($name, script!(@source $name $(, $part)*))
+    };
+    // Every other script: runs on a server over `maxmemory`.
     ($name:literal $(, $part:literal)*) => {
         Script::new(
             $name,
-            concat!(
-                include_str!("scripts/common.lua"),
-                "\n",
-                $(include_str!(concat!("scripts/", $part, ".lua")), "\n",)*
-                include_str!(concat!("scripts/", $name, ".lua"))
-            ),
+            // `concat!` takes literals only: the shebang is spelled out here
+            // and checked against `ALLOW_OOM` by a test.
+            concat!("#!lua flags=allow-oom\n", script!(@source $name $(, $part)*)),
         )
     };
 }
@@ -40,7 +65,7 @@ impl Script {
         self.name
     }
 
-    /// The full Lua source (prelude included).
+    /// The full Lua source (shebang and prelude included).
     pub fn source(&self) -> &'static str {
         self.source
     }
@@ -72,6 +97,7 @@ pub(crate) struct Scripts {
     pub(crate) ack_many: Script,
     pub(crate) extend: Script,
     pub(crate) release: Script,
+    pub(crate) give_back: Script,
     pub(crate) fail: Script,
     pub(crate) reap: Script,
     pub(crate) stats: Script,
@@ -83,14 +109,15 @@ pub(crate) struct Scripts {
     pub(crate) hook_due: Script,
     pub(crate) hook_dangle: Script,
     pub(crate) hook_snapshot: Script,
+    pub(crate) hook_poison: Script,
     pub(crate) time: Script,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            enqueue: script!("enqueue", "enqueue_batch"),
-            enqueue_once: script!("enqueue_once", "enqueue_batch"),
+            enqueue: script!(grows "enqueue", "enqueue_batch"),
+            enqueue_once: script!(grows "enqueue_once", "enqueue_batch"),
             claim: script!("claim"),
             recover_claim: script!("recover_claim"),
             lease_fate: script!("lease_fate"),
@@ -98,6 +125,7 @@ impl Scripts {
             ack_many: script!("ack_many"),
             extend: script!("extend"),
             release: script!("release"),
+            give_back: script!("give_back"),
             fail: script!("fail"),
             reap: script!("reap"),
             stats: script!("stats"),
@@ -109,6 +137,7 @@ impl Scripts {
             hook_due: script!("hook_due"),
             hook_dangle: script!("hook_dangle"),
             hook_snapshot: script!("hook_snapshot"),
+            hook_poison: script!("hook_poison"),
             time: script!("time"),
         }
     }
@@ -129,6 +158,55 @@ mod tests {
             assert!(script.source().contains("local function enqueue_batch"));
         }
         assert_ne!(s.enqueue.sha(), s.enqueue_once.sha());
+    }
+
+    impl Scripts {
+        fn all(&self) -> Vec<&Script> {
+            vec![
+                &self.enqueue,
+                &self.enqueue_once,
+                &self.claim,
+                &self.recover_claim,
+                &self.lease_fate,
+                &self.ack,
+                &self.ack_many,
+                &self.extend,
+                &self.release,
+                &self.give_back,
+                &self.fail,
+                &self.reap,
+                &self.stats,
+                &self.peek,
+                &self.item,
+                &self.redrive,
+                &self.purge,
+                &self.hook_expire,
+                &self.hook_due,
+                &self.hook_dangle,
+                &self.hook_snapshot,
+                &self.hook_poison,
+                &self.time,
+            ]
+        }
+    }
+
+    #[test]
+    fn only_the_enqueues_are_refused_when_the_server_is_full() {
+        let s = Scripts::new();
+        for script in s.all() {
+            let grows = matches!(script.name(), "enqueue" | "enqueue_once");
+            assert_eq!(
+                !script.source().starts_with(ALLOW_OOM),
+                grows,
+                "{}",
+                script.name()
+            );
+            // A shebang is only valid on the first line.
+            assert_eq!(
+                script.source().matches("#!lua").count(),
+                usize::from(!grows)
+            );
+        }
     }
 
     #[test]

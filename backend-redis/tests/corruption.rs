@@ -356,9 +356,9 @@ async fn wrong_type_index_is_a_typed_error(which: Which) {
         .is_empty());
 }
 
-/// A counter reset behind existing items: a batch skips the ids that are
-/// taken, dedup within the batch still holds, and every item is handed out
-/// once.
+/// A counter reset behind existing items: a batch gets fresh ids past the
+/// taken ones (see tests/ids.rs for the other ways a counter goes back),
+/// dedup within the batch still holds, and every item is handed out once.
 async fn counter_reset_skips_taken_ids(which: Which) {
     let Some(mut c) = case(which, "seqreset").await else {
         return;

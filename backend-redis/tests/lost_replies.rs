@@ -350,9 +350,10 @@ async fn refused_calls_are_unavailable(which: Which) {
     }
 }
 
-/// Server refusals: over `maxmemory` the script's first write is refused,
-/// nothing is written, and the call is `Unavailable`.
-async fn out_of_memory_is_unavailable(which: Which) {
+/// Server refusals: over `maxmemory` an enqueue's first write is refused,
+/// nothing is written, and the call is `Full` (refused before it ran, so
+/// retryable and certainly not applied). See tests/memory.rs for the rest.
+async fn out_of_memory_is_full(which: Which) {
     let server = match PrivateServer::start_volatile() {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
@@ -369,12 +370,14 @@ async fn out_of_memory_is_unavailable(which: Which) {
         .enqueue(&q, vec![NewItem::new("x")])
         .await
         .expect_err("over maxmemory");
-    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    assert!(matches!(err, Error::Full { .. }), "{err:?}");
+    assert!(err.is_retryable() && !err.may_have_applied(), "{err:?}");
     let err = b
         .enqueue_once(&q, LeaseToken::random(), vec![NewItem::new("x")])
         .await
         .expect_err("over maxmemory");
-    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    assert!(matches!(err, Error::Full { .. }), "{err:?}");
+    assert!(err.is_retryable() && !err.may_have_applied(), "{err:?}");
     server
         .command(&["CONFIG", "SET", "maxmemory", "0"])
         .expect("config set");
@@ -469,6 +472,6 @@ for_each_client!(
     enqueue_once_writes_once,
     refused_connect_is_unavailable,
     refused_calls_are_unavailable,
-    out_of_memory_is_unavailable,
+    out_of_memory_is_full,
     busy_server_is_unavailable,
 );

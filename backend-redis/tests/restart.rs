@@ -146,9 +146,12 @@ async fn storm_across_sigkill(which: Which) {
     let config = RedisConfig::new(server.url())
         .prefix("storm")
         .test_hooks(true)
-        .durable(true)
         .response_timeout(Duration::from_secs(1));
     let b = common::connect(which, config).await.expect("connect");
+    assert!(
+        b.capabilities().durable,
+        "read from the server: appendonly yes, appendfsync always"
+    );
     let q = QueueName::new("storm").expect("valid");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let flags = Arc::new(Flags::default());

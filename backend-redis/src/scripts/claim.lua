@@ -2,6 +2,8 @@
 -- Returns { leases, repairs, more } where a lease is
 -- { id, token, payload, attempts, max attempts, priority, expires at } and
 -- more = 1 when the call stopped at its repair budget with slots still open.
+-- An item whose fields are outside the limits (see `unusable`) is
+-- quarantined to Dead and reported as a repair, never leased.
 local bad = guard_indexes()
 if bad then return bad end
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -23,15 +25,18 @@ while #leases < max do
   for _, m in ipairs(ms) do
     examined = examined + 1
     local id, k, f = check_entry('ready', m, repairs, true)
-    if id then
+    local problem = id and unusable(f[2], f[3], f[4], true, type(f[5]) == 'string')
+    if problem then
+      -- Poison: moved aside, never leased (so never handed out unreturned).
+      quarantine(m, id, k, 'ready', problem, repairs)
+    elseif id then
       local token = ARGV[4 + #leases]
-      local att = (tonumber(f[2]) or 0) + 1
+      local att = tonumber(f[2]) + 1
       redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att))
       moved[#moved + 1] = m
       homes[#homes + 1] = exp_s
       homes[#homes + 1] = m
-      leases[#leases + 1] = { id, token, f[5] or '', att, tonumber(f[3]) or 0,
-                              tonumber(f[4]) or 0, exp }
+      leases[#leases + 1] = { id, token, f[5], att, tonumber(f[3]), tonumber(f[4]), exp }
     end
   end
   call_chunked('ZREM', K_READY, moved)

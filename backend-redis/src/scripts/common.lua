@@ -1,9 +1,11 @@
 -- leaseq: shared prelude of every script (prepended at build time).
 -- KEYS: 1 ready, 2 scheduled, 3 leased, 4 dead (sorted sets), 5 id counter,
--- 6 death counter, 7 dedup (hash key -> id), 8 notify (list).
+-- 6 death counter, 7 dedup (hash key -> id), 8 notify (list), 9 id mark (a
+-- second copy of the id counter, see scripts/enqueue_batch.lua).
 -- ARGV[1]: the prefix of item hash keys; script arguments start at ARGV[2].
 local K_READY, K_SCHED, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_SEQ, K_DSEQ, K_DEDUP, K_NOTIFY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_MARK = KEYS[9]
 local ITEM_PREFIX = ARGV[1]
 local INDEX = { ready = K_READY, scheduled = K_SCHED, leased = K_LEASED, dead = K_DEAD }
 local NOTIFY_CAP = 32
@@ -40,6 +42,57 @@ local function member(id) return string.format('%020d', id) end
 local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end
 local function key_type(k) return redis.call('TYPE', k)['ok'] end
 
+-- Field limits: what an item hash must hold to be used. src/decode.rs checks
+-- the same limits on every reply (a unit test keeps the two equal):
+-- - attempts: 0 to ATT_MAX (i32::MAX); an item about to be claimed at most
+--   ATT_MAX - 1, so the claim's + 1 stays within the limit;
+-- - max attempts: 1 to MAX_ATT_MAX (i32::MAX, leaseq_core::limits::MAX_ATTEMPTS);
+-- - priority: PRI_MIN to PRI_MAX (an i32);
+-- - the payload field present.
+-- Each number is a decimal integer as the scripts write it (an optional '-'
+-- and digits), nothing else.
+local ATT_MAX = 2147483647
+local MAX_ATT_MAX = 2147483647
+local PRI_MIN, PRI_MAX = -2147483648, 2147483647
+-- Ids are exact up to 2^53 - 1 (Lua numbers are doubles).
+local ID_MAX = 9007199254740991
+
+-- `s` (a field or key value: a string, or false when missing) as an integer
+-- in [lo, hi], or nil. `tonumber` alone would also take '1e3', '0x10', ' 5',
+-- '1.5', 'inf' and 'nan'.
+local function int_field(s, lo, hi)
+  if type(s) ~= 'string' or #s > 20 or not string.find(s, '^%-?%d+$') then return nil end
+  local n = tonumber(s)
+  if n == nil or n < lo or n > hi then return nil end
+  return n
+end
+
+-- A field's value for a problem report: quoted and cut short, or 'missing'.
+local function shown(s)
+  if type(s) ~= 'string' then return 'missing' end
+  if #s > 40 then s = string.sub(s, 1, 40) .. '...' end
+  return "'" .. s .. "'"
+end
+
+-- Why an item with these fields cannot be used, or nil when it can.
+-- `claimable`: it may be claimed next, so attempts must leave room for one
+-- more. `has_p`: whether the payload field is there (nil: not checked).
+local function unusable(att, maxa, pri, claimable, has_p)
+  local att_hi = ATT_MAX
+  if claimable then att_hi = ATT_MAX - 1 end
+  if not int_field(att, 0, att_hi) then
+    return 'attempts field holds ' .. shown(att) .. ' (valid: 0 to ' .. fmt_int(att_hi) .. ')'
+  end
+  if not int_field(maxa, 1, MAX_ATT_MAX) then
+    return 'max attempts field holds ' .. shown(maxa) .. ' (valid: 1 to ' .. fmt_int(MAX_ATT_MAX) .. ')'
+  end
+  if not int_field(pri, PRI_MIN, PRI_MAX) then
+    return 'priority field holds ' .. shown(pri) .. ' (valid: ' .. fmt_int(PRI_MIN) .. ' to ' .. fmt_int(PRI_MAX) .. ')'
+  end
+  if has_p == false then return 'payload field is missing' end
+  return nil
+end
+
 -- Runs `cmd` (with `head` first when given) over the values of `list`, at
 -- most CALL_CHUNK values per call: one command for a whole batch instead of
 -- one per item. `unpack` only ever sees a bounded slice of a list the script
@@ -63,7 +116,7 @@ end
 
 -- The type each structural key must have.
 local WANT = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
-               [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash' }
+               [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash', [K_MARK] = 'string' }
 
 -- Refuses to run (before any write) when one of the structural keys given
 -- (the ones the script touches) has the wrong type.
@@ -77,9 +130,10 @@ local function guard(...)
   return nil
 end
 
--- `guard` of the four indexes (what `check_entry` may touch) and `...`.
+-- `guard` of the four indexes and the death counter (what `check_entry`
+-- and `quarantine` may touch) and `...`.
 local function guard_indexes(...)
-  return guard(K_READY, K_SCHED, K_LEASED, K_DEAD, ...)
+  return guard(K_READY, K_SCHED, K_LEASED, K_DEAD, K_DSEQ, ...)
 end
 
 -- A coalesced wake-up hint for idle workers; never fails the script.
@@ -141,6 +195,16 @@ local function remove_item(id, m, k, dk, from)
   end
 end
 
+-- Quarantine: moves an item whose fields cannot be used (`problem`, from
+-- `unusable`) from the index of state `from` to Dead with the reason
+-- 'quarantined: <problem>', and records the repair. A quarantined item is
+-- never leased; `redrive` brings it back only once its fields are usable.
+local function quarantine(m, id, k, from, problem, repairs)
+  local reason = 'quarantined: ' .. problem
+  to_dead(m, k, from, reason)
+  add_repair(repairs, from, id, reason .. '; moved to dead')
+end
+
 -- Checks the item an index entry names. Returns (id, item key, fields) when
 -- the entry is sound, where fields = HMGET st, att, max, pri (and p when
 -- `payload`); otherwise repairs it, records the repair, and returns nil.
@@ -193,8 +257,13 @@ local function promote_due(now, repairs)
   for _, m in ipairs(ms) do
     local id, k, f = check_entry('scheduled', m, repairs)
     if id then
-      to_ready(m, k, 'scheduled', f[4])
-      moved = moved + 1
+      local problem = unusable(f[2], f[3], f[4], true)
+      if problem then
+        quarantine(m, id, k, 'scheduled', problem, repairs)
+      else
+        to_ready(m, k, 'scheduled', f[4])
+        moved = moved + 1
+      end
     end
   end
   notify(moved)
@@ -210,12 +279,47 @@ local function fenced(id, token)
   return k, f
 end
 
--- One item as inspection shows it.
+-- The state whose index holds member `m`, or nil.
+local function home_of(m)
+  for _, st in ipairs({ 'ready', 'scheduled', 'leased', 'dead' }) do
+    if redis.call('ZSCORE', INDEX[st], m) then return st end
+  end
+  return nil
+end
+
+-- One item as inspection shows it: { id, state, payload, priority, attempts,
+-- max attempts, dedup key, due, last error }, every number within the field
+-- limits (a field outside them shows as the nearest safe value: priority 0,
+-- attempts 0, max attempts 1; a missing payload as ''). Also returns why the
+-- item cannot be used (nil when it can; never checked for a Dead item) and
+-- its home: the state its record names, else the index holding it.
 local function item_record(id, k, now)
   local f = redis.call('HMGET', k, 'st', 'p', 'pri', 'att', 'max', 'dk', 'due', 'err')
-  local st, due = f[1] or 'ready', tonumber(f[7])
+  local home = f[1]
+  if not INDEX[home] then home = home_of(member(id)) or 'ready' end
+  local problem = nil
+  if home ~= 'dead' then
+    problem = unusable(f[4], f[5], f[3], home == 'ready' or home == 'scheduled', type(f[2]) == 'string')
+  end
+  local st, due = home, int_field(f[7], 0, ID_MAX)
   if st == 'scheduled' and due and due <= now then st = 'ready'; due = false end
   if st ~= 'scheduled' and st ~= 'leased' then due = false end
-  return { id, st, f[2] or '', tonumber(f[3]) or 0, tonumber(f[4]) or 0, tonumber(f[5]) or 0,
-           f[6] or false, due or false, f[8] or false }
+  return { id, st, f[2] or '', int_field(f[3], PRI_MIN, PRI_MAX) or 0, int_field(f[4], 0, ATT_MAX) or 0,
+           int_field(f[5], 1, MAX_ATT_MAX) or 1, f[6] or false, due or false, f[8] or false }, problem, home
+end
+
+-- What inspection does with an item `item_record` found unusable: a Ready
+-- or Scheduled one is quarantined (moved to Dead, repair recorded) and its
+-- record rewritten to match; a Leased one is left to its lease holder (an
+-- ack still removes it; a reap quarantines it once the lease expires) and
+-- noted. Returns true when the item moved. The indexes must be guarded.
+local function inspect_poison(rec, problem, home, repairs)
+  local id = rec[1]
+  if home == 'ready' or home == 'scheduled' then
+    quarantine(member(id), id, item_key(id), home, problem, repairs)
+    rec[2], rec[8], rec[9] = 'dead', false, 'quarantined: ' .. problem
+    return true
+  end
+  add_repair(repairs, home, id, 'unusable fields (' .. problem .. '); left to its lease holder')
+  return false
 end

@@ -1,18 +1,121 @@
 -- The write of one enqueue batch, shared by `enqueue` and `enqueue_once`.
--- ARGV[base] = n, then per item: payload, priority, delay ms, max attempts,
--- dedup key ('' = none). Returns per item { id, deduplicated (0/1) }, or an
--- error reply (a table with `err`) for the caller to return.
+-- ARGV[base] = the highest id the client has seen in this queue (0: none),
+-- ARGV[base + 1] = n, then per item: payload, priority, delay ms, max
+-- attempts, dedup key ('' = none).
+-- Returns (rows, note): per item { id, deduplicated (0/1) }, and a note
+-- (text, or nil) when the id counter had to be re-seeded; or an error reply
+-- (a table with `err`) for the caller to return.
+--
+-- All or nothing: every read comes first (the dedup holders, the counter,
+-- whether each new id is free), so a batch that cannot be written writes
+-- nothing, and the first write (the counter's SET, a command a server over
+-- `maxmemory` refuses as a script's first write) comes before any item.
+--
+-- Ids: K_SEQ holds the last id handed out and K_MARK a second copy of it,
+-- written together. The next id is 1 + the highest of the two and of the
+-- client's floor (the highest id that client has seen in the queue: it
+-- catches a server restarted from an older snapshot, which took both copies
+-- back). When both copies are missing while the indexes hold items, or when
+-- a new id's item key already exists (a counter set back behind existing
+-- items), the indexes are walked for their highest id and the counter
+-- re-seeded past it; item keys in no index above that are stepped over.
+local ID_PAGE = 1000
+local ID_PROBES = 10000
+
+-- The highest id any index holds, 0 when they are empty. Walks every index
+-- by rank in bounded pages: its cost grows with the queue. It runs only when
+-- the counter was lost or set back.
+local function highest_indexed_id()
+  local top = 0
+  for _, key in ipairs({ K_READY, K_SCHED, K_LEASED, K_DEAD }) do
+    local total = redis.call('ZCARD', key)
+    for start = 0, total - 1, ID_PAGE do
+      for _, m in ipairs(redis.call('ZRANGE', key, start, start + ID_PAGE - 1)) do
+        local id = int_field(m, 1, ID_MAX)
+        if id and id > top then top = id end
+      end
+    end
+  end
+  return top
+end
+
+-- How many of the ids after `last` (`n` of them) have an item key.
+local function taken_after(last, n)
+  local ks = {}
+  for id = last + 1, last + n do ks[#ks + 1] = item_key(id) end
+  return call_chunked('EXISTS', nil, ks)
+end
+
+-- `n` new ids, rising, and a note when the counter was re-seeded; or nil and
+-- an error line. Reads only.
+local function new_ids(n, floor)
+  local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX)
+  local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX)
+  local last = math.max(seq or 0, mark or 0)
+  local why, walked = nil, false
+  if seq == nil and mark == nil then
+    local held = redis.call('ZCARD', K_READY) + redis.call('ZCARD', K_SCHED)
+      + redis.call('ZCARD', K_LEASED) + redis.call('ZCARD', K_DEAD)
+    if held > 0 then
+      why = 'the id counter is missing while the queue holds ' .. fmt_int(held) .. ' items'
+      last, walked = highest_indexed_id(), true
+    end
+  elseif seq == nil or seq < last then
+    why = 'the id counter (' .. shown(redis.call('GET', K_SEQ)) .. ') is behind its copy (' .. fmt_int(last) .. ')'
+  end
+  if floor > last then
+    why = why or ('the id counter (' .. fmt_int(last) .. ') is behind id ' .. fmt_int(floor)
+      .. ' this client has seen: the server may have restarted from an older snapshot')
+    last = floor
+  end
+  local taken = taken_after(last, n)
+  if taken > 0 and not walked then
+    why = why or ('the id counter (' .. fmt_int(last) .. ') is behind existing items')
+    local top = highest_indexed_id()
+    walked = true
+    if top > last then
+      last = top
+      taken = taken_after(last, n)
+    end
+  end
+  local ids = {}
+  if taken == 0 then
+    for i = 1, n do ids[i] = last + i end
+  else
+    -- Item keys in no index sit above the highest indexed id: step over them.
+    local id = last
+    for _ = 1, n + ID_PROBES do
+      id = id + 1
+      if redis.call('EXISTS', item_key(id)) == 0 then
+        ids[#ids + 1] = id
+        if #ids == n then break end
+      end
+    end
+    if #ids < n then
+      return nil, 'LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind more than ' .. fmt_int(ID_PROBES)
+        .. ' existing item keys after id ' .. fmt_int(last) .. '; nothing was written'
+    end
+  end
+  if ids[n] > ID_MAX then
+    return nil, 'LEASEQ_CORRUPT ids of queue ' .. K_SEQ .. ' ran past 2^53; nothing was written'
+  end
+  if why then why = why .. '; re-seeded: new ids from ' .. fmt_int(ids[1]) end
+  return ids, why
+end
+
 local function enqueue_batch(base)
-  local bad = guard(K_READY, K_SCHED, K_SEQ, K_DEDUP)
+  local bad = guard(K_READY, K_SCHED, K_LEASED, K_DEAD, K_SEQ, K_MARK, K_DEDUP)
   if bad then return bad end
   local now = now_ms()
   local now_s = fmt_int(now)
-  local n = tonumber(ARGV[base])
+  local floor = int_field(ARGV[base], 0, ID_MAX) or 0
+  local n = tonumber(ARGV[base + 1])
+  local first = base + 2
   -- First pass, reads only: which items a dedup key holder absorbs (an older
   -- item, or the first item of this batch with the key), and how many are new.
   local holder, first_of, fresh = {}, {}, 0
   for i = 0, n - 1 do
-    local dk = ARGV[base + 1 + i * 5 + 4]
+    local dk = ARGV[first + i * 5 + 4]
     if dk ~= '' and first_of[dk] then
       holder[i] = -first_of[dk] - 1
     else
@@ -26,41 +129,21 @@ local function enqueue_batch(base)
       end
     end
   end
-  -- One INCRBY for the batch's ids, and one EXISTS over their keys. When the
-  -- counter was reset behind existing items, ids whose keys exist are skipped
-  -- one by one.
-  local hi = 0
-  if fresh > 0 then hi = redis.call('INCRBY', K_SEQ, fresh) end
-  local nxt = hi - fresh + 1
-  local range_free = false
+  local new, note = {}, nil
   if fresh > 0 then
-    local ks = {}
-    for id = nxt, hi do ks[#ks + 1] = item_key(id) end
-    range_free = call_chunked('EXISTS', nil, ks) == 0
-  end
-  local function next_id()
-    if range_free then
-      local id = nxt
-      nxt = nxt + 1
-      return id
-    end
-    for _ = 1, 10000 do
-      local id
-      if nxt <= hi then
-        id = nxt
-        nxt = nxt + 1
-      else
-        id = redis.call('INCR', K_SEQ)
-        hi, nxt = id, id + 1
-      end
-      if redis.call('EXISTS', item_key(id)) == 0 then return id end
-    end
-    return nil
+    local err
+    new, err = new_ids(fresh, floor)
+    if not new then return redis.error_reply(err) end
+    note = err
+    -- The first write.
+    local hi = fmt_int(new[fresh])
+    redis.call('SET', K_SEQ, hi)
+    redis.call('SET', K_MARK, hi)
   end
   local out, ids, ready, sched = {}, {}, {}, {}
-  local readied = 0
+  local readied, used = 0, 0
   for i = 0, n - 1 do
-    local b = base + 1 + i * 5
+    local b = first + i * 5
     local h = holder[i]
     if h and h >= 0 then
       out[#out + 1] = { h, 1 }
@@ -70,13 +153,8 @@ local function enqueue_batch(base)
       -- Priority and max attempts go on as the client sent them (decimal
       -- integers); Lua numbers would be formatted as floats on every call.
       local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
-      local id = next_id()
-      if not id then
-        -- The items written so far keep their index entries.
-        call_chunked('ZADD', K_READY, ready)
-        call_chunked('ZADD', K_SCHED, sched)
-        return redis.error_reply('LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind existing items')
-      end
+      used = used + 1
+      local id = new[used]
       ids[i] = id
       local k, m = item_key(id), member(id)
       if delay > 0 then
@@ -101,5 +179,5 @@ local function enqueue_batch(base)
   call_chunked('ZADD', K_READY, ready)
   call_chunked('ZADD', K_SCHED, sched)
   notify(readied)
-  return out
+  return out, note
 end

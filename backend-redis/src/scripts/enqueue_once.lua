@@ -1,11 +1,14 @@
--- enqueue_once: KEYS[9] = the request's key; ARGV[2] = how long to remember
--- the request (ms); ARGV[3] = n, then per item what `enqueue` takes.
--- Returns { seen, results }: seen = 1 when the request was already written
--- (its stored results come back and nothing is written), else 0 and the
--- batch is written as `enqueue` writes it and its results are stored under
--- the request's key, with an expiry, in this same script.
+-- enqueue_once: KEYS[10] = the request's key; ARGV[2] = how long to remember
+-- the request (ms); ARGV[3] = the client's id floor, ARGV[4] = n, then per
+-- item what `enqueue` takes.
+-- Returns { seen, results, note }: seen = 1 when the request was already
+-- written (its stored results come back and nothing is written: this path
+-- reads only, so it answers even on a server over `maxmemory`), else 0 and
+-- the batch is written as `enqueue` writes it and its results are stored
+-- under the request's key, with an expiry, in this same script; note as
+-- `enqueue` returns it.
 -- Results are stored as "id:dedup,id:dedup,...".
-local K_REQ = KEYS[9]
+local K_REQ = KEYS[10]
 local t = key_type(K_REQ)
 if t == 'string' then
   local s = redis.call('GET', K_REQ)
@@ -16,13 +19,13 @@ if t == 'string' then
   for id, d in string.gmatch(s, '(%d+):([01])') do
     out[#out + 1] = { tonumber(id), tonumber(d) }
   end
-  return { 1, out }
+  return { 1, out, false }
 elseif t ~= 'none' then
   return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REQ .. ' holds a ' .. t .. ', expected a string')
 end
-local out = enqueue_batch(3)
+local out, note = enqueue_batch(3)
 if out.err then return out end
 local parts = {}
 for i, r in ipairs(out) do parts[i] = fmt_int(r[1]) .. ':' .. fmt_int(r[2]) end
 redis.call('SET', K_REQ, table.concat(parts, ','), 'PX', ARGV[2])
-return { 0, out }
+return { 0, out, note or false }
