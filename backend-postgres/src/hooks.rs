@@ -4,9 +4,12 @@
 //! item. The faithful equivalent is a row that an index still serves as
 //! Ready but whose item data is gone: state `ready`, payload NULL. Claim
 //! meets it first, deletes it, reports the repair and claims on.
+//!
+//! Of the [`Poison`] kinds, the typed columns and the schema's checks hold
+//! only two: an attempt counter at `i32::MAX` and a missing payload.
 
 use async_trait::async_trait;
-use leaseq_core::{Error, IndexSnapshot, ItemId, QueueName, Result, TestHooks};
+use leaseq_core::{Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
 
 use crate::rows::{col, db, item_id, sql_id, state};
 use crate::PgBackend;
@@ -62,6 +65,26 @@ impl TestHooks for PgBackend {
             }
         }
         Ok(snap)
+    }
+
+    async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
+        let sql = match poison {
+            Poison::AttemptsAtLimit => &self.inner.sql.plant_attempts_at_limit,
+            Poison::MissingPayload => &self.inner.sql.plant_missing_payload,
+            // `attempts >= 0` and `max_attempts >= 1` are checks of the
+            // schema; priority and the counters are typed `integer`.
+            _ => return Ok(false),
+        };
+        let planted = sqlx::query(sql)
+            .bind(queue.as_str())
+            .bind(sql_id(id)?)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db("planting poison"))?;
+        match planted {
+            Some(_) => Ok(true),
+            None => Err(Error::NotFound { id }),
+        }
     }
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {

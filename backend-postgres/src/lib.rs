@@ -57,6 +57,15 @@
 //! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
 //! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
 //! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
+//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647` | claim (poison) |
+//!
+//! The last one is empty unless something went wrong (see Repairs below).
+//! Checks hold the core's limits: `max_attempts` 1 to
+//! [`leaseq_core::limits::MAX_ATTEMPTS`], `attempts` at least 0, a queue
+//! name of 1 to [`leaseq_core::QueueName::MAX_LEN`] bytes, a dedup key of
+//! 1 to [`leaseq_core::limits::MAX_DEDUP_KEY_LEN`] bytes, a `last_error`
+//! of at most [`leaseq_core::limits::MAX_REASON_LEN`] bytes (the last three
+//! added `NOT VALID`: rows from before them are not rescanned).
 //!
 //! A second table, `leaseq_requests`, remembers recent
 //! [`leaseq_core::Backend::enqueue_once`] requests: primary key `(queue,
@@ -72,20 +81,31 @@
 //!   the first `max` updated to Leased with `attempts + 1` and
 //!   `lease_expires_at = now() + ttl`. The tokens come from the caller's
 //!   [`leaseq_core::ClaimSpec`], passed as a `uuid[]`: the rows are
-//!   numbered in claim order, so the `i`-th lease (counted across the
-//!   rounds of one call) gets `spec.token(i)`. Concurrent claimers skip
-//!   each other's rows instead of waiting.
-//! - **Ack, extend, release, fail** are one statement each, fenced by
-//!   `id AND queue AND token AND state = 'leased'`; zero rows means
-//!   [`leaseq_core::Error::LeaseLost`]. Release and reap clear the token, so
-//!   a stale holder can never match again.
+//!   numbered in claim order, so the `i`-th lease gets `spec.token(i)`.
+//!   Concurrent claimers skip each other's rows instead of waiting. Both
+//!   heads pass over poison (see Repairs), so it takes no slot.
+//! - **Ack, extend, release, give_back, fail** are one statement each,
+//!   fenced by `id AND queue AND token AND state = 'leased'`; zero rows (or
+//!   an id no row can have, over `i64::MAX`) means
+//!   [`leaseq_core::Error::LeaseLost`]. Release, give_back and reap clear
+//!   the token, so a stale holder can never match again. None of them adds
+//!   to `attempts` (give_back takes one off), so none can overflow it.
 //! - **Reap** locks up to 500 leases expired at `now()` through the leased
-//!   index (`SKIP LOCKED`) and updates them in the same statement,
-//!   re-checking `state = 'leased' AND lease_expires_at <= now()` on every
-//!   row it touches (a row acked or extended in between is left alone); it
-//!   loops while batches come back full. Its cost grows with expired leases
-//!   only, and concurrent reapers recover each lease once. It also promotes
-//!   due Scheduled items to Ready in bounded batches.
+//!   index (`SKIP LOCKED`; the lock re-checks `state = 'leased' AND
+//!   lease_expires_at <= now()` on the row's latest version, so a row acked
+//!   or extended in between is left alone) and updates them, by id, in the
+//!   same statement; it loops while batches come back full, each batch
+//!   starting after the `(lease_expires_at, id)` where the last one
+//!   stopped. So one call walks the index once: the entries that ended
+//!   leases leave behind (acked, released, reaped by the batch before)
+//!   until vacuum removes them are stepped over once per call, not once per
+//!   batch. Its cost grows with expired leases (and those leftovers) only,
+//!   and concurrent reapers recover each lease once. It also promotes due
+//!   Scheduled items to Ready in bounded batches, walking the scheduled
+//!   index the same way; redrive walks the dead index so.
+//! - **Stats** is one pass over the queue's rows, found through the four
+//!   state indexes at once (a `BitmapOr` of the partial indexes): its cost
+//!   follows the queue's own rows, not the table's.
 //! - **Enqueue** inserts a batch with `unnest`; the unique dedup index with
 //!   `ON CONFLICT DO NOTHING` makes concurrent enqueues of one key create
 //!   one row, whose id the others get back. A batch in which no item has a
@@ -118,8 +138,16 @@
 //! - **Repairs.** A table has no separate index that could hold an id
 //!   without its item; the equivalent is a row still served as Ready whose
 //!   payload is gone (NULL), which is what the test hook
-//!   `plant_dangling_ready` writes. Claim deletes such rows, logs them with
-//!   `tracing::warn!`, reports them in `Claimed::repairs` and claims on.
+//!   `plant_dangling_ready` writes. The other poison a typed, checked row
+//!   can hold is an attempt counter at `i32::MAX` (the largest `integer`),
+//!   which a claim cannot add one to. Both are quarantined, never
+//!   contagious: the claim's heads pass over them, and the same statement
+//!   finds up to [`leaseq_core::limits::MAX_CLAIM`] of the queue's Ready
+//!   and due ones through the poison index, deletes the rows without a
+//!   payload and moves the others to Dead (`last_error` "quarantined:
+//!   attempt counter at its limit"). Each is logged with `tracing::warn!`
+//!   and reported in `Claimed::repairs`; none takes a slot, so the healthy
+//!   items behind them are claimed by the same statement.
 //!
 //! # Wake-ups
 //! Enqueue, release, reap and redrive send `pg_notify('leaseq_<schema>',

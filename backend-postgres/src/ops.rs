@@ -16,6 +16,7 @@ use leaseq_core::{
 use crate::rows::{
     col, count, db, info, item_id, limit, millis, refused, sql_id, sql_token, state, token, ts,
 };
+use crate::sql::{QUARANTINED, WALK_START};
 use crate::PgBackend;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
@@ -26,8 +27,6 @@ const REAP_BATCH: i64 = 500;
 /// Rounds of retry when a dedup key's holder vanished between the insert
 /// and the lookup (it was acked meanwhile).
 const DEDUP_ROUNDS: usize = 8;
-/// Rounds of claiming again after repairs left a claim short.
-const REPAIR_ROUNDS: usize = 16;
 
 impl PgBackend {
     /// The pool, for one statement on `queues` (counted for
@@ -311,23 +310,15 @@ impl PgBackend {
         Ok(Recalled::Now(results))
     }
 
-    /// One claim statement of `spec`'s claim, whose first `first` leases
-    /// were handed out by earlier rounds: up to `max` leases, the n-th
-    /// getting `spec.token(first + n)`, plus the missing-item rows it
-    /// deleted.
-    async fn claim_round(
-        &self,
-        queue: &QueueName,
-        spec: &ClaimSpec,
-        first: u32,
-        max: u32,
-    ) -> Result<Claimed> {
-        let tokens: Vec<uuid::Uuid> = (first..first.saturating_add(max))
-            .map(|i| sql_token(spec.token(i)))
-            .collect();
+    /// The claim statement: up to `spec.max()` leases, the n-th getting
+    /// `spec.token(n)`, plus the rows it moved aside (deleted for a missing
+    /// item, quarantined to Dead for an attempt counter at its limit), which
+    /// take no slot.
+    async fn claim_once(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
+        let tokens: Vec<uuid::Uuid> = (0..spec.max()).map(|i| sql_token(spec.token(i))).collect();
         let rows = sqlx::query(&self.inner.sql.claim)
             .bind(queue.as_str())
-            .bind(i64::from(max))
+            .bind(i64::from(spec.max()))
             .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
             .bind(&tokens)
             .fetch_all(self.statement_on([queue]))
@@ -336,13 +327,25 @@ impl PgBackend {
         let mut out = Claimed::default();
         for row in &rows {
             let id = item_id(col(row, 0)?)?;
-            if let Some(ghost) = col::<Option<String>>(row, 7)? {
-                let repair = Repair {
-                    index: state(&ghost)?,
-                    id,
-                    problem: "entry without an item (no payload); deleted".into(),
+            if let Some(was) = col::<Option<String>>(row, 7)? {
+                let kind: Option<String> = col(row, 8)?;
+                let problem = match kind.as_deref() {
+                    Some("missing") => "entry without an item (no payload); deleted".to_owned(),
+                    Some("quarantined") => {
+                        format!("{QUARANTINED} (attempts = {}); moved to Dead", i32::MAX)
+                    }
+                    other => {
+                        return Err(Error::Corrupt {
+                            what: format!("claim reported a repair of kind {other:?}"),
+                        })
+                    }
                 };
-                tracing::warn!(queue = %queue, %repair, "leaseq-postgres: removed a corrupt entry");
+                let repair = Repair {
+                    index: state(&was)?,
+                    id,
+                    problem,
+                };
+                tracing::warn!(queue = %queue, %repair, "leaseq-postgres: moved a corrupt row aside");
                 out.repairs.push(repair);
                 continue;
             }
@@ -353,24 +356,45 @@ impl PgBackend {
         Ok(out)
     }
 
-    async fn batch_count(
+    /// Runs one of the keyset batch statements (reap, promote, redrive) on
+    /// `queue` until a batch locks fewer than `batch` rows or `limit` rows
+    /// were counted, each batch starting after the key where the last one
+    /// stopped; returns the sums of the statement's two counts.
+    async fn walk(
         &self,
         sql: &str,
         queue: &QueueName,
-        n: i64,
+        batch: i64,
+        limit: i64,
         what: &'static str,
-    ) -> Result<i64> {
-        let row = sqlx::query(sql)
-            .bind(queue.as_str())
-            .bind(n)
-            .bind(&self.inner.channel)
-            .fetch_one(self.statement_on([queue]))
-            .await
-            .map_err(db(what))?;
-        col(&row, 0)
+    ) -> Result<(i64, i64)> {
+        let (mut a, mut b) = (0i64, 0i64);
+        let mut after: (String, i64) = (WALK_START.0.to_owned(), WALK_START.1);
+        while a + b < limit {
+            let n = batch.min(limit - a - b);
+            let row = sqlx::query(sql)
+                .bind(queue.as_str())
+                .bind(n)
+                .bind(&self.inner.channel)
+                .bind(&after.0)
+                .bind(after.1)
+                .fetch_one(self.statement_on([queue]))
+                .await
+                .map_err(db(what))?;
+            let locked: i64 = col(&row, 0)?;
+            a += col::<i64>(&row, 1)?;
+            b += col::<i64>(&row, 2)?;
+            match (
+                col::<Option<String>>(&row, 3)?,
+                col::<Option<i64>>(&row, 4)?,
+            ) {
+                (Some(at), Some(id)) if locked >= n => after = (at, id),
+                _ => break,
+            }
+        }
+        Ok((a, b))
     }
 }
-
 #[async_trait]
 impl Backend for PgBackend {
     fn capabilities(&self) -> Capabilities {
@@ -448,23 +472,9 @@ impl Backend for PgBackend {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        let max = spec.max();
-        let mut out = self.claim_round(queue, &spec, 0, max).await?;
-        let mut last_repairs = out.repairs.len();
-        // Entries without items took places in the last round: claim the
-        // shortfall, so a repair never makes a claim come back short. The
-        // tokens go on counting from the leases handed out so far.
-        for _ in 0..REPAIR_ROUNDS {
-            let got = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
-            if last_repairs == 0 || got >= max {
-                break;
-            }
-            let more = self.claim_round(queue, &spec, got, max - got).await?;
-            last_repairs = more.repairs.len();
-            out.leases.extend(more.leases);
-            out.repairs.extend(more.repairs);
-        }
-        Ok(out)
+        // One statement: rows moved aside take no slot, so a repair never
+        // makes a claim come back short.
+        self.claim_once(queue, &spec).await
     }
 
     async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -514,7 +524,7 @@ impl Backend for PgBackend {
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
         let done = sqlx::query(&self.inner.sql.ack)
-            .bind(sql_id(lease.id)?)
+            .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .execute(self.statement_on([&lease.queue]))
@@ -531,10 +541,7 @@ impl Backend for PgBackend {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = leases
-            .iter()
-            .map(|l| sql_id(l.id))
-            .collect::<Result<Vec<i64>>>()?;
+        let ids: Vec<i64> = leases.iter().map(fenced_id).collect();
         let queues: Vec<&str> = leases.iter().map(|l| l.queue.as_str()).collect();
         let tokens: Vec<uuid::Uuid> = leases.iter().map(|l| sql_token(l.token)).collect();
         let rows = sqlx::query(&self.inner.sql.ack_many)
@@ -570,7 +577,7 @@ impl Backend for PgBackend {
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
         let row = sqlx::query(&self.inner.sql.extend)
-            .bind(sql_id(lease.id)?)
+            .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
@@ -586,7 +593,7 @@ impl Backend for PgBackend {
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         check_delay(delay)?;
         let row = sqlx::query(&self.inner.sql.release)
-            .bind(sql_id(lease.id)?)
+            .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(millis(delay))
@@ -607,12 +614,27 @@ impl Backend for PgBackend {
         }
     }
 
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        let row = sqlx::query(&self.inner.sql.give_back)
+            .bind(fenced_id(lease))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(&self.inner.channel)
+            .fetch_one(self.statement_on([&lease.queue]))
+            .await
+            .map_err(db("give_back"))?;
+        if col::<i64>(&row, 0)? == 0 {
+            return Err(Self::lost(lease));
+        }
+        Ok(())
+    }
+
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
         // PostgreSQL `text` cannot hold a NUL character: it is stored as
         // U+FFFD, so a failure is never refused for its wording.
         let reason = reason.replace('\0', "\u{FFFD}");
         let done = sqlx::query(&self.inner.sql.fail)
-            .bind(sql_id(lease.id)?)
+            .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(clamp_reason(&reason))
@@ -626,33 +648,22 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        let mut report = ReapReport::default();
-        loop {
-            let row = sqlx::query(&self.inner.sql.reap)
-                .bind(queue.as_str())
-                .bind(REAP_BATCH)
-                .bind(&self.inner.channel)
-                .fetch_one(self.statement_on([queue]))
-                .await
-                .map_err(db("reap"))?;
-            let requeued: i64 = col(&row, 0)?;
-            let dead: i64 = col(&row, 1)?;
-            report.requeued += u64::try_from(requeued).unwrap_or(0);
-            report.dead += u64::try_from(dead).unwrap_or(0);
-            if requeued + dead < REAP_BATCH {
-                break;
-            }
-        }
-        while self
-            .batch_count(
-                &self.inner.sql.promote,
-                queue,
-                REAP_BATCH,
-                "promoting due items",
-            )
-            .await?
-            >= REAP_BATCH
-        {}
+        let (requeued, dead) = self
+            .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")
+            .await?;
+        let report = ReapReport {
+            requeued: u64::try_from(requeued).unwrap_or(0),
+            dead: u64::try_from(dead).unwrap_or(0),
+            repairs: Vec::new(),
+        };
+        self.walk(
+            &self.inner.sql.promote,
+            queue,
+            REAP_BATCH,
+            i64::MAX,
+            "promoting due items",
+        )
+        .await?;
         // Forget `enqueue_once` requests whose memory ran out.
         loop {
             let done = sqlx::query(&self.inner.sql.reap_requests)
@@ -692,7 +703,7 @@ impl Backend for PgBackend {
         }];
         sqlx::query(sql)
             .bind(queue.as_str())
-            .bind(limit(n))
+            .bind(limit(n.min(leaseq_core::limits::MAX_PEEK)))
             .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("peek"))?
@@ -718,20 +729,16 @@ impl Backend for PgBackend {
     }
 
     async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
-        let mut moved = 0u64;
-        let mut left = limit(n);
-        while left > 0 {
-            let batch = left.min(REAP_BATCH);
-            let done = self
-                .batch_count(&self.inner.sql.redrive, queue, batch, "redrive")
-                .await?;
-            moved += u64::try_from(done).unwrap_or(0);
-            left -= done;
-            if done < batch {
-                break;
-            }
-        }
-        Ok(moved)
+        let (moved, _) = self
+            .walk(
+                &self.inner.sql.redrive,
+                queue,
+                REAP_BATCH,
+                limit(n),
+                "redrive",
+            )
+            .await?;
+        Ok(u64::try_from(moved).unwrap_or(0))
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
@@ -761,6 +768,13 @@ enum Recalled {
     Before(Vec<Enqueued>),
     /// The results of the batch this call wrote.
     Now(Vec<Enqueued>),
+}
+
+/// The id of a fenced call as stored: an id over `i64::MAX` names no row
+/// (ids are never negative), so the call finds nothing and the lease is
+/// lost, as for any other unknown id.
+fn fenced_id(lease: &LeaseKey) -> i64 {
+    sql_id(lease.id).unwrap_or(-1)
 }
 
 /// A row of the lease columns (claim, recover_claim) as a [`Lease`].

@@ -8,6 +8,18 @@ fn ms(expr: &str) -> String {
     format!("(floor(extract(epoch FROM {expr}) * 1000))::bigint")
 }
 
+/// The largest attempt counter the `integer` column holds: a claim cannot
+/// add one to it.
+const ATTEMPTS_LIMIT: &str = "2147483647";
+
+/// `last_error` of a row quarantined because its attempt counter is at
+/// [`ATTEMPTS_LIMIT`].
+pub(crate) const QUARANTINED: &str = "quarantined: attempt counter at its limit";
+
+/// The first key of a keyset walk over a `(timestamptz, id)` index: every
+/// row comes after it. See [`Sql::reap`].
+pub(crate) const WALK_START: (&str, i64) = ("-infinity", 0);
+
 /// Every statement the backend runs, with the table and sequence names of
 /// one schema filled in.
 #[derive(Debug)]
@@ -25,6 +37,7 @@ pub(crate) struct Sql {
     pub(crate) ack_many: String,
     pub(crate) extend: String,
     pub(crate) release: String,
+    pub(crate) give_back: String,
     pub(crate) fail: String,
     pub(crate) reap: String,
     pub(crate) promote: String,
@@ -36,6 +49,8 @@ pub(crate) struct Sql {
     pub(crate) expire_leases: String,
     pub(crate) make_due: String,
     pub(crate) plant_ghost: String,
+    pub(crate) plant_attempts_at_limit: String,
+    pub(crate) plant_missing_payload: String,
     pub(crate) snapshot: String,
 }
 
@@ -59,6 +74,10 @@ impl Sql {
         let seq = format!("'\"{schema}\".leaseq_item_id'");
         let fence = "id = $1 AND queue = $2 AND token = $3 AND state = 'leased'";
         let info = info_columns();
+        let healthy = format!("payload IS NOT NULL AND attempts < {ATTEMPTS_LIMIT}");
+        // The predicate of the poison index, word for word, so the
+        // planner matches it.
+        let poison = format!("(payload IS NULL OR attempts = {ATTEMPTS_LIMIT})");
         let peek_ready = format!(
             "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
              AND (state = 'ready' OR (state = 'scheduled' AND available_at <= now())) \
@@ -130,47 +149,73 @@ impl Sql {
                 "SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
             ),
             // $1 queue, $2 max, $3 ttl (ms), $4 tokens (uuid[], one per
-            // slot of this round, in claim order). The Ready head and the
-            // due Scheduled head are each locked through their own index,
-            // merged in one claim order, and the first $2 leased. A row
-            // without a payload (an entry whose item is missing) is deleted
-            // instead. `slot` numbers the rows that get a lease, in claim
-            // order (a running count that skips the ghosts), so the n-th
-            // lease of the round gets the n-th token.
+            // slot, in claim order). The Ready head and the due Scheduled
+            // head are each locked through their own index, merged in one
+            // claim order, and the first $2 leased; `slot` numbers them in
+            // claim order, so the n-th lease gets the n-th token. Both heads
+            // pass over rows the claim cannot lease (poison: no payload, or
+            // an attempt counter at its limit), so those never take a slot
+            // nor stall the queue. In the same statement, up to
+            // `MAX_CLAIM` poison rows of the queue's Ready and as many of its
+            // due Scheduled rows, found through the poison index by `(queue,
+            // state)` (so the poison already in Dead is never walked), are
+            // moved aside: a row without a payload (an entry
+            // whose item is missing) is deleted, a row whose counter cannot
+            // be incremented goes to Dead with a reason. Both come back as
+            // repairs (`repair_state` the state they were in).
             claim: format!(
                 "WITH ready AS MATERIALIZED ( \
-                   SELECT id, priority, payload IS NULL AS ghost FROM {t} \
-                   WHERE queue = $1 AND state = 'ready' \
+                   SELECT id, priority FROM {t} \
+                   WHERE queue = $1 AND state = 'ready' AND {healthy} \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), due AS MATERIALIZED ( \
-                   SELECT id, priority, payload IS NULL AS ghost FROM {t} \
-                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
+                   SELECT id, priority FROM {t} \
+                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() AND {healthy} \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), pick AS MATERIALIZED ( \
-                   SELECT id, ghost, \
-                          (count(*) FILTER (WHERE NOT ghost) \
-                             OVER (ORDER BY priority DESC, id))::int AS slot \
+                   SELECT id, (row_number() OVER (ORDER BY priority DESC, id))::int AS slot \
                    FROM (SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) c \
                          ORDER BY priority DESC, id LIMIT $2) h \
-                 ), ghosts AS ( \
-                   DELETE FROM {t} g USING pick \
-                   WHERE g.id = pick.id AND pick.ghost AND g.payload IS NULL \
+                 ), bad_ready AS MATERIALIZED ( \
+                   SELECT id, state, payload IS NULL AS missing FROM {t} \
+                   WHERE queue = $1 AND state = 'ready' AND {poison} \
+                   LIMIT {poison_batch} FOR UPDATE SKIP LOCKED \
+                 ), bad_due AS MATERIALIZED ( \
+                   SELECT id, state, payload IS NULL AS missing FROM {t} \
+                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
+                     AND {poison} \
+                   LIMIT {poison_batch} FOR UPDATE SKIP LOCKED \
+                 ), bad AS MATERIALIZED ( \
+                   SELECT * FROM bad_ready UNION ALL SELECT * FROM bad_due \
+                 ), removed AS ( \
+                   DELETE FROM {t} g USING bad \
+                   WHERE g.id = bad.id AND bad.missing AND g.payload IS NULL \
                    RETURNING g.id, g.state \
+                 ), quarantined AS ( \
+                   UPDATE {t} q SET state = 'dead', dead_at = now(), last_error = '{QUARANTINED}', \
+                          token = NULL, lease_expires_at = NULL \
+                   FROM bad \
+                   WHERE q.id = bad.id AND NOT bad.missing AND q.payload IS NOT NULL \
+                     AND q.attempts = {ATTEMPTS_LIMIT} AND q.state IN ('ready', 'scheduled') \
+                   RETURNING q.id, bad.state \
                  ), leased AS ( \
                    UPDATE {t} i SET state = 'leased', token = ($4::uuid[])[pick.slot], \
                           attempts = i.attempts + 1, \
                           lease_expires_at = now() + $3 * interval '1 millisecond' \
                    FROM pick \
-                   WHERE i.id = pick.id AND NOT pick.ghost AND i.payload IS NOT NULL \
-                     AND i.state IN ('ready', 'scheduled') \
+                   WHERE i.id = pick.id AND i.payload IS NOT NULL \
+                     AND i.attempts < {ATTEMPTS_LIMIT} AND i.state IN ('ready', 'scheduled') \
                    RETURNING i.id, i.token, i.payload, i.attempts, i.max_attempts, i.priority, \
                              {exp} AS expires_ms \
                  ) \
                  SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
-                        NULL::text AS ghost_state FROM leased \
+                        NULL::text AS repair_state, NULL::text AS repair FROM leased \
                  UNION ALL \
-                 SELECT id, NULL, NULL, 0, 0, 0, 0, state FROM ghosts",
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'missing' FROM removed \
+                 UNION ALL \
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'quarantined' FROM quarantined",
                 exp = ms("i.lease_expires_at"),
+                poison_batch = leaseq_core::limits::MAX_CLAIM,
             ),
             // $1 queue, $2 and $3 the first and last token of the claim's
             // family. Uuids compare as big-endian bytes, i.e. as the u128
@@ -262,18 +307,49 @@ impl Sql {
                  ) \
                  SELECT r.state FROM r CROSS JOIN hint"
             ),
+            // ... $4 notify channel. Back to Ready (at its place: the Ready
+            // index orders by priority and id) with the claim's attempt
+            // taken back; one row when the fence held.
+            give_back: format!(
+                "WITH r AS ( \
+                   UPDATE {t} SET state = 'ready', attempts = greatest(attempts - 1, 0), \
+                     available_at = now(), token = NULL, lease_expires_at = NULL \
+                   WHERE {fence} RETURNING id \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($4, $2)) AS n FROM r \
+                 ) \
+                 SELECT count(*) FROM r CROSS JOIN hint"
+            ),
             // ... $4 reason.
             fail: format!(
                 "UPDATE {t} SET state = 'dead', dead_at = now(), last_error = $4, \
                    token = NULL, lease_expires_at = NULL \
                  WHERE {fence}"
             ),
-            // $1 queue, $2 batch, $3 notify channel. The UPDATE re-checks the
-            // state and the expiry of every row it touches.
+            // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
+            // (lease_expires_at as text, id) after which this batch starts
+            // ([`WALK_START`] for the first). The batches of one reap walk
+            // the leased index once, each from where the last one stopped:
+            // the index entries of leases that ended earlier (acked, released,
+            // reaped by the batch before) stay in the index until vacuum
+            // removes them, and a batch that started from the front would
+            // step over all of them again (and visit each one's row while an
+            // old snapshot keeps them from being marked dead). The rows are
+            // locked in `c` (which re-checks its conditions on the row's
+            // latest version), so nobody changes them before the UPDATE;
+            // the UPDATE finds them by id alone and re-checks the expiry (a
+            // non-NULL expiry means Leased, by `leaseq_items_lease_fields`).
+            // It names no state on purpose: with `state = 'leased'` the
+            // leased index would serve the UPDATE too, and a planner that
+            // underestimates it (a table never analyzed) walks that whole
+            // index, every queue's expired leases and leftovers, for 500
+            // rows. Returns the rows locked, the counts, and the key of the
+            // last row locked (the next batch's start).
             reap: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT id FROM {t} \
+                   SELECT id, lease_expires_at AS at FROM {t} \
                    WHERE queue = $1 AND state = 'leased' AND lease_expires_at <= now() \
+                     AND (lease_expires_at, id) > ($4::timestamptz, $5::bigint) \
                    ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), r AS ( \
                    UPDATE {t} i SET \
@@ -282,32 +358,48 @@ impl Sql {
                      last_error = CASE WHEN i.attempts >= i.max_attempts \
                                        THEN 'lease expired on final attempt' ELSE i.last_error END, \
                      available_at = now(), token = NULL, lease_expires_at = NULL \
-                   FROM c \
-                   WHERE i.id = c.id AND i.state = 'leased' AND i.lease_expires_at <= now() \
+                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) AND i.lease_expires_at <= now() \
                    RETURNING i.state \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n \
                    FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
+                 ), last AS ( \
+                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
                  ) \
-                 SELECT count(*) FILTER (WHERE r.state = 'ready') AS requeued, \
-                        count(*) FILTER (WHERE r.state = 'dead') AS dead \
+                 SELECT (SELECT count(*) FROM c) AS locked, \
+                        count(*) FILTER (WHERE r.state = 'ready') AS requeued, \
+                        count(*) FILTER (WHERE r.state = 'dead') AS dead, \
+                        (SELECT at::text FROM last), (SELECT id FROM last) \
                  FROM r CROSS JOIN hint"
             ),
-            // $1 queue, $2 batch, $3 notify channel.
+            // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
+            // (available_at as text, id) to start after, as for reap; the
+            // rows locked in `c` are updated by id alone, as for reap.
             promote: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT id FROM {t} \
+                   SELECT id, available_at AS at FROM {t} \
                    WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
+                     AND (available_at, id) > ($4::timestamptz, $5::bigint) \
                    ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), r AS ( \
-                   UPDATE {t} i SET state = 'ready' FROM c \
-                   WHERE i.id = c.id AND i.state = 'scheduled' AND i.available_at <= now() \
-                   RETURNING i.id \
+                   UPDATE {t} i SET state = 'ready' \
+                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+                 ), last AS ( \
+                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
                  ) \
-                 SELECT count(*) FROM r CROSS JOIN hint"
+                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
+                        (SELECT at::text FROM last), (SELECT id FROM last) \
+                 FROM r CROSS JOIN hint"
             ),
+            // $1 queue. One pass over the queue's rows, found through the
+            // four state indexes (the OR of the four states lets the planner
+            // take a BitmapOr of the partial indexes): the cost follows the
+            // queue's rows, not the table's. Four counts each through its
+            // own index would be index-only, but with the visibility map not
+            // set (a busy queue table) and one queue holding most rows, the
+            // planner may take a scan of the whole table for each of them.
             stats: format!(
                 "SELECT \
                    count(*) FILTER (WHERE state = 'ready' \
@@ -315,25 +407,34 @@ impl Sql {
                    count(*) FILTER (WHERE state = 'scheduled' AND available_at > now()), \
                    count(*) FILTER (WHERE state = 'leased'), \
                    count(*) FILTER (WHERE state = 'dead') \
-                 FROM {t} WHERE queue = $1 AND payload IS NOT NULL"
+                 FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
+                   AND (state = 'ready' OR state = 'scheduled' OR state = 'leased' \
+                        OR state = 'dead')"
             ),
             peek: [peek_ready, peek_scheduled, peek_leased, peek_dead],
             item: format!(
                 "SELECT {info} FROM {t} WHERE queue = $1 AND id = $2 AND payload IS NOT NULL"
             ),
-            // $1 queue, $2 limit, $3 notify channel.
+            // $1 queue, $2 limit, $3 notify channel, $4 and $5 the key
+            // (dead_at as text, id) to start after, as for reap; the rows
+            // locked in `c` are updated by id alone, as for reap.
             redrive: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT id FROM {t} WHERE queue = $1 AND state = 'dead' \
+                   SELECT id, dead_at AS at FROM {t} WHERE queue = $1 AND state = 'dead' \
+                     AND (dead_at, id) > ($4::timestamptz, $5::bigint) \
                    ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), r AS ( \
                    UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
                           available_at = now() \
-                   FROM c WHERE i.id = c.id AND i.state = 'dead' RETURNING i.id \
+                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+                 ), last AS ( \
+                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
                  ) \
-                 SELECT count(*) FROM r CROSS JOIN hint"
+                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
+                        (SELECT at::text FROM last), (SELECT id FROM last) \
+                 FROM r CROSS JOIN hint"
             ),
             purge: format!("DELETE FROM {t} WHERE queue = $1"),
             expire_leases: format!(
@@ -352,6 +453,15 @@ impl Sql {
                  INSERT INTO {t} (id, queue, state, priority, payload, max_attempts) \
                  SELECT $1, $2, 'ready', 2147483647, NULL, 1 FROM s \
                  ON CONFLICT (id) DO NOTHING RETURNING id"
+            ),
+            // $1 queue, $2 id: the poison kinds the schema can hold.
+            plant_attempts_at_limit: format!(
+                "UPDATE {t} SET attempts = {ATTEMPTS_LIMIT} \
+                 WHERE queue = $1 AND id = $2 AND payload IS NOT NULL RETURNING id"
+            ),
+            plant_missing_payload: format!(
+                "UPDATE {t} SET payload = NULL \
+                 WHERE queue = $1 AND id = $2 AND payload IS NOT NULL RETURNING id"
             ),
             snapshot: format!(
                 "SELECT id, state, payload IS NOT NULL FROM {t} WHERE queue = $1 \

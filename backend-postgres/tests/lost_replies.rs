@@ -102,7 +102,7 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
 }
 
 #[tokio::test]
-async fn tokens_count_on_across_repair_rounds() {
+async fn tokens_skip_the_rows_a_claim_moves_aside() {
     let Some(db) = common::TestDb::new("lrrep").await else {
         return;
     };
@@ -119,8 +119,8 @@ async fn tokens_count_on_across_repair_rounds() {
         .map(|e| e.id)
         .collect();
     let hooks = b.test_hooks().expect("hooks");
-    // A ghost at the head of the Ready index takes a place in the first
-    // round; the second round claims the shortfall.
+    // A ghost at the head of the Ready index is deleted by the claim and
+    // takes no slot: the three real items get the first three tokens.
     let ghost = ItemId::new(ids[2].get() + 1_000);
     hooks
         .plant_dangling_ready(&queue, ghost)

@@ -7,6 +7,11 @@
 //! `ASK` comes back as `TRYAGAIN`, which the backend sends again (the node
 //! refused the command, so it did not run); it sends nothing twice after a
 //! dropped connection.
+//!
+//! TLS (`rediss://`, `rediss+cluster://`, feature `tls`) is fred's rustls
+//! connector, with the system's roots or [`RedisConfig::tls_root_cert`]
+//! in their place. fred itself reads `rediss://` as plaintext when built
+//! without TLS; [`FredClient::connect`] refuses that (see [`tls_config`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -113,12 +118,17 @@ async fn start(
 impl FredClient {
     /// Connects a client to `config`'s server, or to its cluster.
     pub async fn connect(config: &RedisConfig) -> Result<Self> {
+        #[cfg(feature = "tls")]
+        if config.uses_tls() {
+            crate::config::install_crypto_provider();
+        }
         let mut base = if config.is_cluster() {
             cluster_config(config)?
         } else {
             Config::from_url(&config.url)
                 .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?
         };
+        tls_config(config, &mut base)?;
         base.fail_fast = true;
         let main = build(&base, config.response_timeout, config.connect_timeout)?;
         // No call was made yet, so a failure here applied nothing.
@@ -182,6 +192,35 @@ impl FredClient {
             ),
         }))
     }
+}
+
+/// Sets `base`'s TLS from `config`: for a TLS URL, fred's rustls connector
+/// with the configured roots (else the system's); for any other, none.
+/// A TLS URL left without a connector (no `tls` feature) is an error:
+/// fred would dial it in plaintext.
+fn tls_config(config: &RedisConfig, base: &mut Config) -> Result<()> {
+    #[cfg(feature = "tls")]
+    if config.uses_tls() {
+        use fred::types::config::TlsConnector;
+        let connector = match config.tls_roots()? {
+            Some(roots) => TlsConnector::from(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            ),
+            None => TlsConnector::default_rustls()
+                .map_err(|e| Error::invalid(format!("TLS settings for {}: {e}", config.url)))?,
+        };
+        base.tls = Some(connector.into());
+    }
+    if config.uses_tls() && !base.uses_tls() {
+        return Err(Error::invalid(format!(
+            "redis url {:?} asks for TLS, but leaseq-redis was built without TLS support; \
+             enable the `tls` feature (of `leaseq` or `leaseq-redis`)",
+            config.url
+        )));
+    }
+    Ok(())
 }
 
 /// A clustered client config for `config`'s seed nodes.

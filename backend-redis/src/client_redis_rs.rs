@@ -9,6 +9,9 @@
 //! script did not run (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`) come back
 //! to [`crate::RedisBackend`], which sends the script again after a pause
 //! (the `MOVED` has already made the connection refresh its slot map).
+//!
+//! TLS (`rediss://`, feature `tls`) is the crate's rustls support: the
+//! system's roots, or [`RedisConfig::tls_root_cert`] in their place.
 
 use std::fmt;
 use std::time::Duration;
@@ -71,9 +74,55 @@ impl fmt::Debug for RedisRsClient {
 }
 
 fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(config.seeds.iter().map(String::as_str))
+    let builder = ClusterClientBuilder::new(config.seeds.iter().map(String::as_str))
         .connection_timeout(config.connect_timeout)
-        .retries(0)
+        .retries(0);
+    #[cfg(feature = "tls")]
+    let builder = if config.uses_tls() {
+        let builder = builder.tls(redis::TlsMode::Secure);
+        match config.get_tls_root_cert() {
+            Some(pem) => builder.certs(tls_certificates(pem)),
+            None => builder,
+        }
+    } else {
+        builder
+    };
+    builder
+}
+
+/// The CA certificates of [`RedisConfig::tls_root_cert`], in the crate's
+/// form (no client certificate).
+#[cfg(feature = "tls")]
+fn tls_certificates(pem: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
+    }
+}
+
+/// The client for one server; for a TLS URL, one that speaks TLS (with
+/// the configured roots), or an error, never a plaintext one.
+fn single_client(config: &RedisConfig) -> Result<Client> {
+    let invalid = |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.url));
+    #[cfg(feature = "tls")]
+    let client = match config.get_tls_root_cert() {
+        Some(pem) => Client::build_with_tls(config.url.as_str(), tls_certificates(pem)),
+        None => Client::open(config.url.as_str()),
+    }
+    .map_err(invalid)?;
+    #[cfg(not(feature = "tls"))]
+    let client = Client::open(config.url.as_str()).map_err(invalid)?;
+    let is_tls = matches!(
+        client.get_connection_info().addr(),
+        redis::ConnectionAddr::TcpTls { .. }
+    );
+    if config.uses_tls() && !is_tls {
+        return Err(Error::invalid(format!(
+            "redis url {:?} asks for TLS, which this client cannot give it",
+            config.url
+        )));
+    }
+    Ok(client)
 }
 
 impl RedisRsClient {
@@ -83,8 +132,11 @@ impl RedisRsClient {
         if config.is_cluster() {
             return Self::connect_cluster(config).await;
         }
-        let client = Client::open(config.url.as_str())
-            .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?;
+        #[cfg(feature = "tls")]
+        if config.uses_tls() {
+            crate::config::install_crypto_provider();
+        }
+        let client = single_client(config)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.response_timeout))
             .set_connection_timeout(Some(config.connect_timeout))
@@ -111,6 +163,10 @@ impl RedisRsClient {
     }
 
     async fn connect_cluster(config: &RedisConfig) -> Result<Self> {
+        #[cfg(feature = "tls")]
+        if config.uses_tls() {
+            crate::config::install_crypto_provider();
+        }
         let invalid =
             |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.url));
         let client = cluster_builder(config)

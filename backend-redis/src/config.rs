@@ -29,6 +29,18 @@ pub struct RedisConfig {
     pub(crate) durable: Option<bool>,
     pub(crate) allow_eviction: bool,
     pub(crate) test_hooks: bool,
+    /// The CA certificates (PEM) trusted for TLS instead of the system's.
+    pub(crate) tls_root_cert: Option<RootCert>,
+}
+
+/// PEM bytes of trusted CA certificates (shown by size, not content).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct RootCert(pub(crate) Vec<u8>);
+
+impl std::fmt::Debug for RootCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RootCert({} bytes of PEM)", self.0.len())
+    }
 }
 
 impl RedisConfig {
@@ -41,6 +53,14 @@ impl RedisConfig {
     /// `host:port` is a seed node (one reachable seed is enough; the client
     /// discovers the rest and follows the cluster's slot map).
     ///
+    /// `rediss://…` and `rediss+cluster://…` connect over TLS (feature
+    /// `tls`, on by default), checking the server's certificate and host
+    /// name against the system's trusted roots, or against
+    /// [`RedisConfig::tls_root_cert`]. Such a URL is never dialled in
+    /// plaintext: without the `tls` feature `connect` refuses it with
+    /// [`leaseq_core::Error::InvalidInput`], and a server that does not speak
+    /// TLS fails the handshake.
+    ///
     /// ```
     /// use leaseq_redis::RedisConfig;
     /// let c = RedisConfig::new("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7000");
@@ -49,6 +69,9 @@ impl RedisConfig {
     ///     c.get_seeds(),
     ///     ["redis://app:pw@10.0.0.1:7000", "redis://app:pw@10.0.0.2:7000"]
     /// );
+    /// let tls = RedisConfig::new("rediss+cluster://10.0.0.1:7000");
+    /// assert!(tls.uses_tls());
+    /// assert_eq!(tls.get_seeds(), ["rediss://10.0.0.1:7000"]);
     /// ```
     pub fn new(url: impl Into<String>) -> Self {
         let url = url.into();
@@ -65,12 +88,14 @@ impl RedisConfig {
             durable: None,
             allow_eviction: false,
             test_hooks: false,
+            tls_root_cert: None,
         }
     }
 
     /// Settings for a Redis Cluster reached through `seeds`, each a
     /// `redis://[user:pass@]host:port` URL of one node (a list of any of the
-    /// cluster's nodes; one reachable seed is enough).
+    /// cluster's nodes; one reachable seed is enough). Seeds given as
+    /// `rediss://` connect over TLS; all seeds must then be `rediss://`.
     ///
     /// ```
     /// use leaseq_redis::RedisConfig;
@@ -93,6 +118,41 @@ impl RedisConfig {
     /// The cluster's seed node URLs (empty for a single server).
     pub fn get_seeds(&self) -> &[String] {
         &self.seeds
+    }
+
+    /// True when the URL asks for TLS (`rediss://`, `rediss+cluster://`).
+    pub fn uses_tls(&self) -> bool {
+        crate::cluster_url::wants_tls(&self.url)
+            || self.seeds.iter().any(|s| crate::cluster_url::wants_tls(s))
+    }
+
+    /// Trusts the CA certificates in `pem` (one or more PEM `CERTIFICATE`
+    /// blocks, e.g. the contents of a private CA's `ca.pem`) for TLS
+    /// connections, instead of the system's trusted roots. The server's
+    /// certificate must still chain to one of them and name the host in
+    /// the URL (a DNS name or an IP address).
+    ///
+    /// Both clients honour it. It needs a TLS URL (`rediss://`,
+    /// `rediss+cluster://`): with a `redis://` URL `connect` fails with
+    /// [`leaseq_core::Error::InvalidInput`] rather than connect in
+    /// plaintext. PEM that holds no certificate fails the same way.
+    ///
+    /// ```
+    /// use leaseq_redis::RedisConfig;
+    /// # let ca_pem = b"-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n".to_vec();
+    /// // let ca_pem = std::fs::read("/etc/redis/tls/ca.pem")?;
+    /// let config = RedisConfig::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
+    /// assert!(config.uses_tls());
+    /// assert!(config.get_tls_root_cert().is_some());
+    /// ```
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_cert = Some(RootCert(pem.into()));
+        self
+    }
+
+    /// The CA certificates (PEM) set by [`RedisConfig::tls_root_cert`].
+    pub fn get_tls_root_cert(&self) -> Option<&[u8]> {
+        self.tls_root_cert.as_ref().map(|c| c.0.as_slice())
     }
 
     /// The prefix of every key (1 to 64 ASCII letters, digits, `-_.:`).
@@ -190,7 +250,8 @@ impl RedisConfig {
 
     pub(crate) fn check(&self) -> Result<()> {
         crate::keys::check_prefix(&self.prefix)?;
-        if self.url.starts_with(crate::cluster_url::SCHEME) && self.seeds.is_empty() {
+        self.check_tls()?;
+        if crate::cluster_url::is_cluster_url(&self.url) && self.seeds.is_empty() {
             return Err(leaseq_core::Error::invalid(format!(
                 "cluster url {:?} names no seed host:port",
                 self.url
@@ -205,5 +266,134 @@ impl RedisConfig {
             return Err(leaseq_core::Error::invalid("timeouts must be above zero"));
         }
         Ok(())
+    }
+
+    /// A TLS URL needs TLS support, a root certificate needs a TLS URL, and
+    /// a cluster's seeds all use TLS or none does: whatever asks for TLS
+    /// is refused here rather than dialled in plaintext.
+    fn check_tls(&self) -> Result<()> {
+        use crate::cluster_url::wants_tls;
+        let tls = self.uses_tls();
+        let with_tls = self.seeds.iter().filter(|s| wants_tls(s)).count();
+        if with_tls != 0 && with_tls != self.seeds.len() {
+            return Err(leaseq_core::Error::invalid(format!(
+                "cluster seeds {:?} mix TLS (rediss://) and plaintext (redis://) nodes",
+                self.seeds
+            )));
+        }
+        if tls && !cfg!(feature = "tls") {
+            return Err(leaseq_core::Error::invalid(format!(
+                "redis url {:?} asks for TLS, but leaseq-redis was built without TLS \
+                 support; enable the `tls` feature (of `leaseq` or `leaseq-redis`)",
+                self.url
+            )));
+        }
+        if self.tls_root_cert.is_some() && !tls {
+            return Err(leaseq_core::Error::invalid(format!(
+                "a TLS root certificate is set but redis url {:?} does not ask for TLS; \
+                 use rediss:// (or rediss+cluster://)",
+                self.url
+            )));
+        }
+        #[cfg(feature = "tls")]
+        if tls {
+            self.tls_roots()?;
+        }
+        Ok(())
+    }
+
+    /// The trusted roots of [`RedisConfig::tls_root_cert`], or `None` for
+    /// the system's.
+    #[cfg(feature = "tls")]
+    pub(crate) fn tls_roots(&self) -> Result<Option<rustls::RootCertStore>> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+        let Some(RootCert(pem)) = &self.tls_root_cert else {
+            return Ok(None);
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| {
+                leaseq_core::Error::invalid(format!("TLS root certificate: bad PEM: {e}"))
+            })?;
+            roots
+                .add(cert)
+                .map_err(|e| leaseq_core::Error::invalid(format!("TLS root certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(leaseq_core::Error::invalid(
+                "TLS root certificate: the PEM holds no CERTIFICATE block",
+            ));
+        }
+        Ok(Some(roots))
+    }
+}
+
+/// Makes rustls's `ring` provider the process-wide default unless the
+/// program installed one. The clients build their TLS settings from that
+/// default; with only `ring` compiled in rustls would pick it anyway, and
+/// with several providers compiled in (none installed) it would panic.
+#[cfg(feature = "tls")]
+#[cfg_attr(not(any(feature = "fred", feature = "redis-rs")), allow(dead_code))]
+pub(crate) fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have installed one meanwhile: either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(config: &RedisConfig) -> String {
+        match config.check() {
+            Err(leaseq_core::Error::InvalidInput { what }) => what,
+            other => panic!("expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tls_is_read_from_the_url_and_the_seeds() {
+        assert!(!RedisConfig::new("redis://h:1").uses_tls());
+        assert!(RedisConfig::new("rediss://h:1").uses_tls());
+        assert!(RedisConfig::new("rediss+cluster://h:1,h:2").uses_tls());
+        let c = RedisConfig::cluster(["rediss://h:1", "rediss://h:2"]);
+        assert!(c.uses_tls());
+        assert_eq!(c.get_url(), "rediss+cluster://h:1,h:2");
+    }
+
+    #[test]
+    fn mixed_seeds_are_refused() {
+        let c = RedisConfig::cluster(["rediss://h:1", "redis://h:2"]);
+        assert!(refused(&c).contains("mix TLS"));
+    }
+
+    #[test]
+    fn a_root_certificate_needs_a_tls_url() {
+        let c = RedisConfig::new("redis://h:1").tls_root_cert(b"x".to_vec());
+        assert!(refused(&c).contains("does not ask for TLS"));
+    }
+
+    #[test]
+    fn an_empty_cluster_url_is_refused_for_either_scheme() {
+        assert!(refused(&RedisConfig::new("redis+cluster://")).contains("no seed"));
+        #[cfg(feature = "tls")]
+        assert!(refused(&RedisConfig::new("rediss+cluster://")).contains("no seed"));
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_root_certificate_must_hold_a_certificate() {
+        let c = RedisConfig::new("rediss://h:1").tls_root_cert(b"not pem".to_vec());
+        assert!(refused(&c).contains("no CERTIFICATE"));
+        assert!(RedisConfig::new("rediss://h:1").check().is_ok());
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn without_tls_a_tls_url_names_the_feature() {
+        let what = refused(&RedisConfig::new("rediss://h:1"));
+        assert!(what.contains("`tls` feature"), "{what}");
     }
 }

@@ -46,6 +46,36 @@
 //! Neither client replays a script cut off by a dropped connection: the call
 //! fails with [`leaseq_core::Error::Backend`] and the next call reconnects.
 //!
+//! # TLS
+//! `rediss://host:port` (one server) and `rediss+cluster://host:port,…`
+//! (or [`RedisConfig::cluster`] with `rediss://` seeds) connect over TLS,
+//! on either client, with feature `tls` (on by default): rustls with the
+//! `ring` provider, the server's certificate checked against the system's
+//! roots (which honour `SSL_CERT_FILE`) and its host name (a DNS name or
+//! an IP address) against the URL, or against the CA certificates given to
+//! [`RedisConfig::tls_root_cert`] in their place.
+//!
+//! A URL that asks for TLS is never dialled in plaintext: without the
+//! `tls` feature `connect` refuses it with
+//! [`leaseq_core::Error::InvalidInput`] naming the feature (the `fred`
+//! crate alone would connect in plaintext), and a server that does not
+//! speak TLS, or whose certificate does not check, fails the handshake
+//! ([`leaseq_core::Error::Unavailable`]) before any command is sent. A
+//! root certificate with a `redis://` URL, and cluster seeds that mix
+//! `redis://` and `rediss://`, are refused as contradictory.
+//!
+//! Both clients build their TLS settings from rustls's process-wide
+//! crypto provider: when the program has installed none, `connect`
+//! installs `ring`'s (install your own first to use another).
+//!
+//! ```
+//! use leaseq_redis::RedisConfig;
+//! # let ca_pem: Vec<u8> = Vec::new();
+//! // let ca_pem = std::fs::read("/etc/redis/tls/ca.pem")?;
+//! let config = RedisConfig::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
+//! assert!(config.uses_tls());
+//! ```
+//!
 //! # Layout
 //! Every key of a queue carries the hash tag `{prefix:queue}`, so each script
 //! touches one slot and the layout is valid on Redis Cluster; see

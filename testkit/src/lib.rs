@@ -2,8 +2,11 @@
 //! them: where the servers are and what to do when one is missing
 //! ([`env`](mod@env)), a private `redis-server` that tests may kill and restart
 //! ([`redis_server`], feature `redis`), removal of a test's Redis keys
-//! ([`redis_prefix`], feature `redis`) and a PostgreSQL schema per test
-//! ([`pg_schema`], feature `postgres`).
+//! ([`redis_prefix`], feature `redis`), a PostgreSQL schema per test
+//! ([`pg_schema`], feature `postgres`), a private PostgreSQL server
+//! ([`pg_server`], feature `postgres`) and a throwaway certificate
+//! authority for TLS tests ([`tls`], feature `tls`; with it the private
+//! servers can speak TLS).
 //!
 //! ```
 //! use leaseq_testkit::env;
@@ -22,7 +25,11 @@
 pub mod env;
 #[cfg(feature = "postgres")]
 pub mod pg_schema;
+#[cfg(feature = "postgres")]
+pub mod pg_server;
 #[cfg(feature = "redis")]
 pub mod redis_prefix;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+#[cfg(feature = "tls")]
+pub mod tls;

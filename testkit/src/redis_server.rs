@@ -4,6 +4,10 @@
 //! `appendfsync always` and `save ""`, so every acknowledged write survives
 //! a SIGKILL; [`PrivateRedis::start_volatile`] with no persistence at all.
 //! Dropping it kills the server and removes the dir.
+//!
+//! With the feature `tls`, [`PrivateRedis::start_tls`] runs a server that
+//! speaks TLS only (`--port 0`, `--tls-port`), with a certificate from a
+//! [`crate::tls::TestPki`]; its [`PrivateRedis::url`] is `rediss://`.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -25,6 +29,9 @@ pub struct PrivateRedis {
     port: u16,
     dir: PathBuf,
     persistence: Persistence,
+    /// The CA (PEM) that signed the server's certificate, when the server
+    /// speaks TLS only; its files are in `dir`.
+    tls_ca: Option<Vec<u8>>,
     child: Option<Child>,
 }
 
@@ -46,6 +53,33 @@ pub fn free_port() -> Result<u16, String> {
 /// The connection or command error, as text.
 pub fn command(url: &str, args: &[&str], timeout: Duration) -> Result<redis::Value, String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut c = client
+        .get_connection_with_timeout(timeout)
+        .map_err(|e| e.to_string())?;
+    let mut cmd = redis::cmd(args.first().copied().unwrap_or("PING"));
+    for a in args.iter().skip(1) {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut c).map_err(|e| e.to_string())
+}
+
+/// [`command`] over TLS (`url` is `rediss://…`), trusting only `ca_pem`.
+///
+/// # Errors
+/// The connection, handshake or command error, as text.
+#[cfg(feature = "tls")]
+pub fn command_tls(
+    url: &str,
+    ca_pem: &[u8],
+    args: &[&str],
+    timeout: Duration,
+) -> Result<redis::Value, String> {
+    crate::tls::install_crypto_provider();
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca_pem.to_vec()),
+    };
+    let client = redis::Client::build_with_tls(url, certs).map_err(|e| e.to_string())?;
     let mut c = client
         .get_connection_with_timeout(timeout)
         .map_err(|e| e.to_string())?;
@@ -80,15 +114,48 @@ impl PrivateRedis {
             port: free_port()?,
             dir: crate::env::temp_dir("leaseq-redis")?,
             persistence,
+            tls_ca: None,
             child: None,
         };
         s.spawn()?;
         Ok(s)
     }
 
-    /// The server's URL.
+    /// Starts a volatile server that accepts TLS connections only (no
+    /// plaintext port), presenting `pki`'s server certificate (the files
+    /// are copied to the server's dir) and asking clients for none.
+    ///
+    /// # Errors
+    /// When `redis-server` is not installed, was built without TLS, or
+    /// never answers.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(pki: &crate::tls::TestPki) -> Result<Self, String> {
+        let mut s = PrivateRedis {
+            port: free_port()?,
+            dir: crate::env::temp_dir("leaseq-redis-tls")?,
+            persistence: Persistence::Volatile,
+            tls_ca: Some(pki.ca_pem().to_vec()),
+            child: None,
+        };
+        pki.copy_to(&s.dir)?;
+        s.spawn()?;
+        Ok(s)
+    }
+
+    /// The server's URL: `rediss://127.0.0.1:<port>` for a TLS server,
+    /// else `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls_ca.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA (PEM) that signed a TLS server's certificate.
+    pub fn tls_ca(&self) -> Option<&[u8]> {
+        self.tls_ca.as_deref()
     }
 
     /// The server's port.
@@ -103,7 +170,20 @@ impl PrivateRedis {
 
     fn spawn(&mut self) -> Result<(), String> {
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
+        let port = self.port.to_string();
+        if self.tls_ca.is_some() {
+            cmd.args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(self.dir.join("server.pem"))
+                .arg("--tls-key-file")
+                .arg(self.dir.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(self.dir.join("ca.pem"))
+                .args(["--tls-auth-clients", "no"]);
+        } else {
+            cmd.args(["--port", &port]);
+        }
+        cmd.args(["--bind", "127.0.0.1"]);
         match self.persistence {
             Persistence::Durable => cmd.args([
                 "--appendonly",
@@ -130,7 +210,7 @@ impl PrivateRedis {
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            match command(&self.url(), &["PING"], Duration::from_millis(200)) {
+            match self.command_within(&["PING"], Duration::from_millis(200)) {
                 Ok(_) => return Ok(()),
                 Err(e) if self.exited() => return Err(format!("redis-server exited: {e}")),
                 Err(e) if Instant::now() > deadline => {
@@ -171,7 +251,17 @@ impl PrivateRedis {
     /// # Errors
     /// The connection or command error, as text.
     pub fn command(&self, args: &[&str]) -> Result<redis::Value, String> {
-        command(&self.url(), args, Duration::from_secs(2))
+        self.command_within(args, Duration::from_secs(2))
+    }
+
+    /// [`PrivateRedis::command`], connecting within `timeout` (over TLS,
+    /// trusting the server's CA, for a TLS server).
+    fn command_within(&self, args: &[&str], timeout: Duration) -> Result<redis::Value, String> {
+        #[cfg(feature = "tls")]
+        if let Some(ca) = &self.tls_ca {
+            return command_tls(&self.url(), ca, args, timeout);
+        }
+        command(&self.url(), args, timeout)
     }
 }
 
@@ -201,6 +291,27 @@ mod tests {
         let dir = s.dir().to_path_buf();
         drop(s);
         assert!(!dir.exists(), "dir removed on drop");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_tls_server_answers_over_tls_only() {
+        let pki = crate::tls::TestPki::generate().expect("pki");
+        let s = match PrivateRedis::start_tls(&pki) {
+            Ok(s) => s,
+            Err(e) => return crate::env::skip("a private TLS redis-server", e),
+        };
+        assert!(s.url().starts_with("rediss://"));
+        s.command(&["SET", "k", "v"]).expect("set over TLS");
+        let plain = format!("redis://127.0.0.1:{}", s.port());
+        assert!(command(&plain, &["PING"], Duration::from_secs(2)).is_err());
+        let stranger = command_tls(
+            &s.url(),
+            pki.unrelated_ca_pem(),
+            &["PING"],
+            Duration::from_secs(2),
+        );
+        assert!(stranger.is_err(), "a client trusting another CA refuses it");
     }
 
     #[test]

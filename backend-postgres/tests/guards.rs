@@ -1,0 +1,681 @@
+//! Guards, without timing assertions, for three fixes:
+//!
+//! - Poison is quarantined, never contagious: a row whose attempt counter
+//!   cannot be incremented (or whose item is missing) is moved aside by the
+//!   claim that meets it, takes no slot, and never stalls the queue; release,
+//!   reap and give_back of such a row never overflow. The schema's checks
+//!   hold the core's limits.
+//! - `stats` counts through the state indexes: its plan reads no table scan
+//!   of `leaseq_items`, on a table big enough for the planner to prefer one
+//!   if it could.
+//! - reap (and promotion and redrive) walk their index once per call: each
+//!   batch starts after the key where the last one stopped (the plan's index
+//!   condition says so), and a call of many batches, with ties in the
+//!   ordering key across a batch boundary, handles every row once.
+
+mod common;
+
+use std::time::Duration;
+
+use leaseq_core::layer::shard::Sharded;
+use leaseq_core::limits::{MAX_DEDUP_KEY_LEN, MAX_REASON_LEN};
+use leaseq_core::{
+    Backend, BackendExt, ClaimSpec, Error, ItemId, ItemState, NewItem, Poison, QueueName, Released,
+};
+use leaseq_postgres::PgBackend;
+use sqlx::{Connection, PgConnection, Row};
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).expect("queue name")
+}
+
+fn table(schema: &str) -> String {
+    format!("\"{schema}\".leaseq_items")
+}
+
+async fn push(b: &PgBackend, queue: &QueueName, items: Vec<NewItem>) -> Vec<ItemId> {
+    b.enqueue(queue, items)
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+async fn plant(b: &PgBackend, queue: &QueueName, id: ItemId, poison: Poison) {
+    let hooks = b.test_hooks().expect("hooks");
+    assert!(
+        hooks.plant_poison(queue, id, poison).await.expect("plant"),
+        "{poison:?} is a kind the schema holds"
+    );
+}
+
+#[tokio::test]
+async fn poison_at_the_head_is_quarantined_and_never_stalls_a_claim() {
+    let Some(db) = common::TestDb::new("gpoison").await else {
+        return;
+    };
+    let b = &db.backend;
+    let queue = q("poison");
+    let victim = push(b, &queue, vec![NewItem::new("victim").priority(9)]).await[0];
+    let healthy = push(
+        b,
+        &queue,
+        (0..3).map(|i| NewItem::new(format!("h{i}"))).collect(),
+    )
+    .await;
+    plant(b, &queue, victim, Poison::AttemptsAtLimit).await;
+
+    // The store holds the value, and adding one to it is what used to fail
+    // every claim while the row sat at the head.
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    let overflow = sqlx::query(&format!(
+        "SELECT attempts + 1 FROM {} WHERE id = $1",
+        table(&db.schema)
+    ))
+    .bind(i64::try_from(victim.get()).expect("id"))
+    .fetch_one(&mut c)
+    .await
+    .expect_err("attempts + 1 overflows");
+    assert_eq!(
+        overflow
+            .as_database_error()
+            .and_then(|e| e.code())
+            .as_deref(),
+        Some("22003"),
+        "{overflow}"
+    );
+
+    // The claim of 2 returns two healthy items (first attempt, first
+    // tokens), and reports the poison it moved aside.
+    let spec = ClaimSpec::new(2, LONG).expect("spec");
+    let claimed = b.claim(&queue, spec).await.expect("a claim over poison");
+    let got: Vec<_> = claimed.leases.iter().map(|l| (l.id(), l.token())).collect();
+    assert_eq!(
+        got,
+        vec![(healthy[0], spec.token(0)), (healthy[1], spec.token(1))]
+    );
+    assert!(claimed.leases.iter().all(|l| l.attempts == 1));
+    assert_eq!(claimed.repairs.len(), 1, "{:?}", claimed.repairs);
+    assert_eq!(claimed.repairs[0].id, victim);
+    assert_eq!(claimed.repairs[0].index, ItemState::Ready);
+    assert!(claimed.repairs[0].problem.contains("quarantined"));
+    let info = b.item(&queue, victim).await.expect("the victim is kept");
+    assert_eq!(info.state, ItemState::Dead);
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("quarantined: attempt counter at its limit")
+    );
+    assert_eq!(info.attempts, i32::MAX.unsigned_abs());
+    let s = b.stats(&queue).await.expect("stats");
+    assert_eq!((s.ready, s.scheduled, s.leased, s.dead), (1, 0, 2, 1));
+
+    // A missing item at the head is left out of stats, then deleted by the
+    // claim, which still returns the healthy item behind it.
+    let ghost = push(b, &queue, vec![NewItem::new("ghost").priority(9)]).await[0];
+    plant(b, &queue, ghost, Poison::MissingPayload).await;
+    assert_eq!(b.stats(&queue).await.expect("stats").ready, 1);
+    let c1 = b
+        .claim(&queue, ClaimSpec::new(1, LONG).expect("spec"))
+        .await
+        .expect("claim");
+    assert_eq!(c1.leases.len(), 1);
+    assert_eq!(c1.leases[0].id(), healthy[2]);
+    assert_eq!(c1.repairs.len(), 1, "{:?}", c1.repairs);
+    assert_eq!(c1.repairs[0].id, ghost);
+    assert!(matches!(
+        b.item(&queue, ghost).await,
+        Err(Error::NotFound { .. })
+    ));
+
+    // More poison than the claim asks for, all ahead of one healthy item:
+    // a claim of 1 still gets the item and moves every poisoned row aside.
+    let many = push(
+        b,
+        &queue,
+        (0..5)
+            .map(|i| NewItem::new(format!("p{i}")).priority(5))
+            .collect(),
+    )
+    .await;
+    for id in &many {
+        plant(b, &queue, *id, Poison::AttemptsAtLimit).await;
+    }
+    let last = push(b, &queue, vec![NewItem::new("last")]).await[0];
+    let c2 = b
+        .claim(&queue, ClaimSpec::new(1, LONG).expect("spec"))
+        .await
+        .expect("claim");
+    assert_eq!(
+        c2.leases.iter().map(|l| l.id()).collect::<Vec<_>>(),
+        vec![last]
+    );
+    let mut moved: Vec<ItemId> = c2.repairs.iter().map(|r| r.id).collect();
+    moved.sort_unstable();
+    assert_eq!(moved, many);
+
+    // Poison among due Scheduled items: the same, reported from Scheduled.
+    let later = push(b, &queue, vec![NewItem::new("later").delay(LONG)]).await[0];
+    let hooks = b.test_hooks().expect("hooks");
+    assert_eq!(hooks.make_due(&queue).await.expect("make_due"), 1);
+    plant(b, &queue, later, Poison::AttemptsAtLimit).await;
+    let c3 = b
+        .claim(&queue, ClaimSpec::new(3, LONG).expect("spec"))
+        .await
+        .expect("claim");
+    assert!(c3.leases.is_empty(), "{:?}", c3.leases);
+    assert_eq!(c3.repairs.len(), 1, "{:?}", c3.repairs);
+    assert_eq!(
+        (c3.repairs[0].id, c3.repairs[0].index),
+        (later, ItemState::Scheduled)
+    );
+    let snap = hooks.snapshot(&queue).await.expect("snapshot");
+    assert!(snap.violations().is_empty(), "{:?}", snap.violations());
+    let _ = c.close().await;
+}
+
+#[tokio::test]
+async fn poison_is_quarantined_behind_a_sharded_queue() {
+    let Some(db) = common::TestDb::new("gshard").await else {
+        return;
+    };
+    let b = Sharded::new(db.backend.clone(), 4).expect("sharded");
+    let queue = q("sharded");
+    let victim = b
+        .enqueue(&queue, vec![NewItem::new("victim")])
+        .await
+        .expect("enqueue")[0]
+        .id;
+    let mut healthy: Vec<ItemId> = b
+        .enqueue(
+            &queue,
+            (0..3).map(|i| NewItem::new(format!("h{i}"))).collect(),
+        )
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    let hooks = b.test_hooks().expect("hooks");
+    assert!(hooks
+        .plant_poison(&queue, victim, Poison::AttemptsAtLimit)
+        .await
+        .expect("plant"));
+    // Claims visit the shards in turn: claim until the poison was met and
+    // every healthy item came back.
+    let (mut got, mut met) = (Vec::new(), false);
+    for _ in 0..16 {
+        let c = b
+            .claim(&queue, ClaimSpec::new(3, LONG).expect("spec"))
+            .await
+            .expect("a claim over poison");
+        met |= c.repairs.iter().any(|r| r.id == victim);
+        got.extend(c.leases.iter().map(|l| l.id()));
+        if met && got.len() >= healthy.len() {
+            break;
+        }
+    }
+    got.sort_unstable();
+    healthy.sort_unstable();
+    assert!(met, "no claim reported the poison");
+    assert_eq!(got, healthy);
+    assert_eq!(
+        b.item(&queue, victim).await.expect("item").state,
+        ItemState::Dead
+    );
+}
+
+#[tokio::test]
+async fn poisoned_leases_release_reap_and_give_back_without_overflow() {
+    let Some(db) = common::TestDb::new("gplease").await else {
+        return;
+    };
+    let b = &db.backend;
+    let queue = q("leases");
+    push(
+        b,
+        &queue,
+        (0..3).map(|i| NewItem::new(format!("l{i}"))).collect(),
+    )
+    .await;
+    let ls = b
+        .claim(&queue, ClaimSpec::new(3, LONG).expect("spec"))
+        .await
+        .expect("claim")
+        .leases;
+    assert_eq!(ls.len(), 3);
+    for l in &ls {
+        plant(b, &queue, l.id(), Poison::AttemptsAtLimit).await;
+    }
+    // Release: the attempts are spent (max_attempts is at most i32::MAX).
+    assert_eq!(
+        b.release(&ls[0].key, Duration::ZERO)
+            .await
+            .expect("release"),
+        Released::Dead
+    );
+    // give_back takes one attempt back: the next claim adds it again.
+    b.give_back(&ls[1].key).await.expect("give_back");
+    let back = b
+        .claim(&queue, ClaimSpec::new(1, LONG).expect("spec"))
+        .await
+        .expect("claim after give_back");
+    assert_eq!(back.leases.len(), 1);
+    assert_eq!(back.leases[0].attempts, i32::MAX.unsigned_abs());
+    // Reap: an expired lease at the limit goes Dead.
+    let hooks = b.test_hooks().expect("hooks");
+    assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 2);
+    let r = b.reap(&queue).await.expect("reap");
+    assert_eq!((r.requeued, r.dead), (0, 2));
+    let s = b.stats(&queue).await.expect("stats");
+    assert_eq!((s.ready, s.leased, s.dead), (0, 0, 3));
+}
+
+#[tokio::test]
+async fn schema_checks_hold_the_core_limits() {
+    let Some(db) = common::TestDb::new("gcheck").await else {
+        return;
+    };
+    let t = table(&db.schema);
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    let insert = format!(
+        "INSERT INTO {t} (queue, state, payload, max_attempts, attempts, dedup_key, last_error) \
+         VALUES ($1, 'ready', 'x', $2, $3, $4, $5)"
+    );
+    let code = |e: sqlx::Error| {
+        e.as_database_error()
+            .and_then(|d| d.code())
+            .map(|c| c.into_owned())
+    };
+    let long_key = "k".repeat(MAX_DEDUP_KEY_LEN);
+    let cases: Vec<(&str, String, i32, i32, Option<String>, Option<String>, bool)> = vec![
+        (
+            "ok",
+            "q".into(),
+            3,
+            0,
+            Some(long_key.clone()),
+            Some("e".repeat(MAX_REASON_LEN)),
+            true,
+        ),
+        (
+            "long key",
+            "q".into(),
+            3,
+            0,
+            Some(format!("{long_key}k")),
+            None,
+            false,
+        ),
+        (
+            "empty key",
+            "q".into(),
+            3,
+            0,
+            Some(String::new()),
+            None,
+            false,
+        ),
+        (
+            "long reason",
+            "q".into(),
+            3,
+            0,
+            None,
+            Some("e".repeat(MAX_REASON_LEN + 1)),
+            false,
+        ),
+        (
+            "long queue",
+            "q".repeat(QueueName::MAX_LEN + 1),
+            3,
+            0,
+            None,
+            None,
+            false,
+        ),
+        ("no attempts", "q".into(), 0, 0, None, None, false),
+        ("negative", "q".into(), 3, -1, None, None, false),
+        (
+            "at the limit",
+            "q".into(),
+            i32::MAX,
+            i32::MAX,
+            None,
+            None,
+            true,
+        ),
+    ];
+    for (what, queue, max_attempts, attempts, key, reason, ok) in cases {
+        let done = sqlx::query(&insert)
+            .bind(&queue)
+            .bind(max_attempts)
+            .bind(attempts)
+            .bind(key.as_deref())
+            .bind(reason.as_deref())
+            .execute(&mut c)
+            .await;
+        match done {
+            Ok(_) => assert!(ok, "{what}: the schema took it"),
+            Err(e) => {
+                assert!(!ok, "{what}: {e}");
+                assert_eq!(code(e).as_deref(), Some("23514"), "{what}");
+            }
+        }
+    }
+    // What the backend writes stays inside: a reason over the limit is cut
+    // (after a NUL became U+FFFD, three bytes) and stored.
+    let b = &db.backend;
+    let queue = q("checks");
+    push(b, &queue, vec![NewItem::new("x")]).await;
+    let l = b
+        .claim_one(&queue, LONG)
+        .await
+        .expect("claim")
+        .expect("one");
+    b.fail(&l.key, &"\0é".repeat(MAX_REASON_LEN))
+        .await
+        .expect("fail with a long reason");
+    let _ = c.close().await;
+}
+
+#[tokio::test]
+async fn reap_promote_and_redrive_walk_many_batches_once() {
+    let Some(db) = common::TestDb::new("gwalk").await else {
+        return;
+    };
+    let b = &db.backend;
+    let queue = q("walk");
+    // 1,234 leases, 1,000 of them from one claim statement, so they share
+    // one expiry: batches of 500 cut through the tie.
+    let n = 1_234usize;
+    for chunk in [1_000, 234] {
+        push(
+            b,
+            &queue,
+            (0..chunk)
+                .map(|i| NewItem::new(format!("i{i}")).max_attempts(1))
+                .collect(),
+        )
+        .await;
+    }
+    let ttl = Duration::from_millis(1);
+    let mut leased = 0;
+    for _ in 0..3 {
+        leased += b
+            .claim(&queue, ClaimSpec::new(1_000, ttl).expect("spec"))
+            .await
+            .expect("claim")
+            .leases
+            .len();
+    }
+    assert_eq!(leased, n);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let r = b.reap(&queue).await.expect("reap");
+    assert_eq!((r.requeued, r.dead), (0, n as u64), "{r:?}");
+    assert_eq!(b.reap(&queue).await.expect("reap again").recovered(), 0);
+    // Redrive: a limit inside the second batch, then the rest.
+    assert_eq!(b.redrive(&queue, 700).await.expect("redrive"), 700);
+    assert_eq!(
+        b.redrive(&queue, 10_000).await.expect("redrive"),
+        (n - 700) as u64
+    );
+    let s = b.stats(&queue).await.expect("stats");
+    assert_eq!((s.ready, s.dead), (n as u64, 0));
+    b.purge(&queue).await.expect("purge");
+    // Promotion: 1,100 items due at once (one enqueue statement's now()).
+    for chunk in [1_000, 100] {
+        push(
+            b,
+            &queue,
+            (0..chunk)
+                .map(|i| NewItem::new(format!("d{i}")).delay(Duration::from_millis(1)))
+                .collect(),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    b.reap(&queue).await.expect("reap promotes");
+    let snap = b
+        .test_hooks()
+        .expect("hooks")
+        .snapshot(&queue)
+        .await
+        .expect("snapshot");
+    assert_eq!(
+        snap.indexes.get(&ItemState::Ready).map(Vec::len),
+        Some(1_100)
+    );
+    assert!(!snap.indexes.contains_key(&ItemState::Scheduled));
+}
+
+/// One node of an `EXPLAIN (FORMAT JSON)` plan: its type and the relation,
+/// index and index condition it names.
+#[derive(Debug, Default)]
+struct Node {
+    kind: String,
+    relation: Option<String>,
+    index: Option<String>,
+    cond: Option<String>,
+}
+
+/// The JSON string after `"key": ` in `text`, unescaped.
+fn field(text: &str, key: &str) -> Option<String> {
+    let start = text.find(&format!("\"{key}\": \""))? + key.len() + 5;
+    let mut out = String::new();
+    let mut chars = text[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+/// Every node of the plan. A node's own fields come before its children
+/// (`"Plans"`), so the text from one `"Node Type"` to the next is that
+/// node's.
+fn nodes(plan: &str) -> Vec<Node> {
+    let marker = "\"Node Type\": ";
+    let starts: Vec<usize> = plan.match_indices(marker).map(|(i, _)| i).collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let chunk = &plan[i..starts.get(k + 1).copied().unwrap_or(plan.len())];
+            Node {
+                kind: field(chunk, "Node Type").unwrap_or_default(),
+                relation: field(chunk, "Relation Name"),
+                index: field(chunk, "Index Name"),
+                cond: field(chunk, "Index Cond"),
+            }
+        })
+        .collect()
+}
+
+/// A backend on a pool of one connection, so the statements it prepared
+/// can be read back from that session's `pg_prepared_statements`.
+struct OneConnection {
+    backend: PgBackend,
+    schema: String,
+}
+
+impl Drop for OneConnection {
+    fn drop(&mut self) {
+        common::drop_schema_blocking(self.schema.clone());
+    }
+}
+
+/// The text of the statement the backend prepared that contains `marker`.
+async fn prepared(b: &PgBackend, marker: &str) -> String {
+    let rows =
+        sqlx::query("SELECT statement FROM pg_prepared_statements WHERE strpos(statement, $1) > 0")
+            .bind(marker)
+            .fetch_all(b.pool())
+            .await
+            .expect("pg_prepared_statements");
+    assert_eq!(rows.len(), 1, "statements containing {marker:?}");
+    rows[0].get(0)
+}
+
+/// The plan of `sql` (prepared with `types`, executed with `args`) under
+/// `mode` (`force_custom_plan` or `force_generic_plan`).
+async fn plan(c: &mut PgConnection, sql: &str, types: &str, args: &str, mode: &str) -> Vec<Node> {
+    sqlx::raw_sql(&format!(
+        "SET plan_cache_mode = {mode}; PREPARE guard({types}) AS {sql}"
+    ))
+    .execute(&mut *c)
+    .await
+    .expect("prepare");
+    let row = sqlx::raw_sql(&format!("EXPLAIN (FORMAT JSON) EXECUTE guard({args})"))
+        .fetch_one(&mut *c)
+        .await
+        .expect("explain");
+    let json: String = row.try_get_unchecked(0).expect("plan text");
+    sqlx::raw_sql("DEALLOCATE guard")
+        .execute(&mut *c)
+        .await
+        .expect("deallocate");
+    let found = nodes(&json);
+    assert!(!found.is_empty(), "no nodes in {json}");
+    found
+}
+
+fn no_table_scan(found: &[Node], what: &str) {
+    assert!(
+        !found
+            .iter()
+            .any(|n| n.kind == "Seq Scan" && n.relation.as_deref() == Some("leaseq_items")),
+        "{what} scans all of leaseq_items: {found:#?}"
+    );
+}
+
+fn uses(found: &[Node], index: &str, what: &str) {
+    assert!(
+        found.iter().any(|n| n.index.as_deref() == Some(index)),
+        "{what} does not use {index}: {found:#?}"
+    );
+}
+
+#[tokio::test]
+async fn stats_reap_and_claim_plans_use_the_state_indexes() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("gplan");
+    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
+        .await
+        .expect("connect");
+    let db = OneConnection { backend, schema };
+    let b = &db.backend;
+    let t = table(&db.schema);
+    // 20,000 rows over 500 queues, a quarter in each state, and one queue
+    // of 20,000 expired leases: a table where a scan of everything is what
+    // the planner takes when no index serves the statement.
+    let fill = format!(
+        "INSERT INTO {t} (queue, state, payload, attempts, max_attempts, token, \
+           lease_expires_at, available_at, dead_at) \
+         SELECT q, st, 'x', 1, 3, \
+                CASE WHEN st = 'leased' THEN gen_random_uuid() END, \
+                CASE WHEN st = 'leased' THEN now() - interval '1 hour' END, \
+                CASE WHEN st = 'scheduled' THEN now() + interval '1 hour' ELSE now() END, \
+                CASE WHEN st = 'dead' THEN now() END \
+         FROM (SELECT 'q' || (n % 500) AS q, \
+                      (ARRAY['ready','scheduled','leased','dead'])[1 + (n / 500) % 4] AS st \
+               FROM generate_series(0, 19999) n \
+               UNION ALL \
+               SELECT 'big', 'leased' FROM generate_series(1, 20000)) g"
+    );
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    sqlx::query(&fill).execute(&mut c).await.expect("fill");
+
+    // Run each statement once (on queues with nothing to do) so the
+    // backend's exact text can be read back.
+    let none = q("none");
+    b.stats(&q("q42")).await.expect("stats");
+    b.reap(&none).await.expect("reap");
+    let nothing = b
+        .claim(&none, ClaimSpec::new(10, LONG).expect("spec"))
+        .await
+        .expect("claim");
+    assert!(nothing.leases.is_empty());
+    let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let reap = prepared(b, "lease_expires_at AS at").await;
+    let claim = prepared(b, "bad_ready AS").await;
+
+    // Before any ANALYZE (autovacuum off, or not yet come round) the
+    // planner guesses; after it, it knows. Both, in custom and generic plans.
+    for phase in ["never analyzed", "analyzed"] {
+        if phase == "analyzed" {
+            sqlx::query(&format!("VACUUM ANALYZE {t}"))
+                .execute(&mut c)
+                .await
+                .expect("analyze");
+        }
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            let what = format!("stats, {phase} ({mode})");
+            let found = plan(&mut c, &stats, "text", "'q42'", mode).await;
+            no_table_scan(&found, &what);
+            for index in [
+                "leaseq_items_ready",
+                "leaseq_items_scheduled",
+                "leaseq_items_leased",
+                "leaseq_items_dead",
+            ] {
+                uses(&found, index, &what);
+            }
+
+            for queue in ["q42", "big"] {
+                let what = format!("reap of {queue}, {phase} ({mode})");
+                let args = format!("'{queue}', 500, 'ch', '-infinity', 0");
+                let found = plan(&mut c, &reap, "text, int8, text, text, int8", &args, mode).await;
+                no_table_scan(&found, &what);
+                // The UPDATE finds its rows by id.
+                uses(&found, "leaseq_items_pkey", &what);
+                // The only walk of the leased index is the batch's, and it
+                // starts after the last batch's key.
+                let walks: Vec<&Node> = found
+                    .iter()
+                    .filter(|n| n.index.as_deref() == Some("leaseq_items_leased"))
+                    .collect();
+                assert!(
+                    walks.len() == 1
+                        && walks[0]
+                            .cond
+                            .as_deref()
+                            .is_some_and(|c| c.contains("ROW(lease_expires_at, id) >")),
+                    "{what}: the leased index is not walked once from the key: {found:#?}"
+                );
+            }
+
+            let what = format!("claim, {phase} ({mode})");
+            let found = plan(
+                &mut c,
+                &claim,
+                "text, int8, int8, uuid[]",
+                "'q42', 10, 60000, ARRAY[]::uuid[]",
+                mode,
+            )
+            .await;
+            no_table_scan(&found, &what);
+            for index in [
+                "leaseq_items_ready",
+                "leaseq_items_scheduled",
+                "leaseq_items_poison",
+            ] {
+                uses(&found, index, &what);
+            }
+        }
+    }
+    let _ = c.close().await;
+}
