@@ -85,8 +85,10 @@
 //!   Concurrent claimers skip each other's rows instead of waiting. Both
 //!   heads pass over poison (see Repairs), so it takes no slot.
 //! - **Ack, extend, release, give_back, fail** are one statement each,
-//!   fenced by `id AND queue AND token AND state = 'leased'`; zero rows (or
-//!   an id no row can have, over `i64::MAX`) means
+//!   fenced by `id AND queue AND token AND lease_expires_at IS NOT NULL`
+//!   (a row with a token and an expiry is Leased, by the table's check;
+//!   naming no state keeps the planner on the primary key, off the leased
+//!   index); zero rows (or an id no row can have, over `i64::MAX`) means
 //!   [`leaseq_core::Error::LeaseLost`]. Release, give_back and reap clear
 //!   the token, so a stale holder can never match again. None of them adds
 //!   to `attempts` (give_back takes one off), so none can overflow it.

@@ -395,6 +395,7 @@ impl PgBackend {
         Ok((a, b))
     }
 }
+
 #[async_trait]
 impl Backend for PgBackend {
     fn capabilities(&self) -> Capabilities {

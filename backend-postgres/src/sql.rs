@@ -72,7 +72,16 @@ impl Sql {
         let t = format!("\"{schema}\".leaseq_items");
         let r = format!("\"{schema}\".leaseq_requests");
         let seq = format!("'\"{schema}\".leaseq_item_id'");
-        let fence = "id = $1 AND queue = $2 AND token = $3 AND state = 'leased'";
+        // A held lease: the row, under the token, Leased. Leased is said as
+        // `lease_expires_at IS NOT NULL` (with a token, that is Leased by
+        // the `leaseq_items_lease_fields` check), not `state = 'leased'`:
+        // that would let the planner serve the statement from the leased
+        // index, which it takes when it thinks the index small (a table
+        // never analyzed, or analyzed with few leases), and which then
+        // walks every lease of the queue, and every entry ended leases
+        // left in it, to find one row. Without it only the primary key
+        // serves.
+        let fence = "id = $1 AND queue = $2 AND token = $3 AND lease_expires_at IS NOT NULL";
         let info = info_columns();
         let healthy = format!("payload IS NOT NULL AND attempts < {ATTEMPTS_LIMIT}");
         // The predicate of the poison index, word for word, so the
@@ -155,13 +164,13 @@ impl Sql {
             // claim order, so the n-th lease gets the n-th token. Both heads
             // pass over rows the claim cannot lease (poison: no payload, or
             // an attempt counter at its limit), so those never take a slot
-            // nor stall the queue. In the same statement, up to
-            // `MAX_CLAIM` poison rows of the queue's Ready and as many of its
-            // due Scheduled rows, found through the poison index by `(queue,
+            // nor stall the queue. In the same statement, up to `MAX_CLAIM`
+            // poison rows of the queue's Ready and as many of its due
+            // Scheduled rows, found through the poison index by `(queue,
             // state)` (so the poison already in Dead is never walked), are
-            // moved aside: a row without a payload (an entry
-            // whose item is missing) is deleted, a row whose counter cannot
-            // be incremented goes to Dead with a reason. Both come back as
+            // moved aside: a row without a payload (an entry whose item is
+            // missing) is deleted, a row whose counter cannot be
+            // incremented goes to Dead with a reason. Both come back as
             // repairs (`repair_state` the state they were in).
             claim: format!(
                 "WITH ready AS MATERIALIZED ( \
@@ -280,7 +289,7 @@ impl Sql {
                 "DELETE FROM {t} i USING unnest($1::bigint[], $2::text[], $3::uuid[]) \
                    AS l(id, queue, token) \
                  WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
-                   AND i.state = 'leased' \
+                   AND i.lease_expires_at IS NOT NULL \
                  RETURNING i.id, i.queue, i.token"
             ),
             // ... $4 ttl (ms).

@@ -293,78 +293,76 @@ async fn schema_checks_hold_the_core_limits() {
             .and_then(|d| d.code())
             .map(|c| c.into_owned())
     };
+    /// One row to insert, and whether the schema takes it.
+    struct Case {
+        what: &'static str,
+        queue: String,
+        max_attempts: i32,
+        attempts: i32,
+        key: Option<String>,
+        reason: Option<String>,
+        ok: bool,
+    }
+    let base = |what: &'static str, ok: bool| Case {
+        what,
+        queue: "q".into(),
+        max_attempts: 3,
+        attempts: 0,
+        key: None,
+        reason: None,
+        ok,
+    };
     let long_key = "k".repeat(MAX_DEDUP_KEY_LEN);
-    let cases: Vec<(&str, String, i32, i32, Option<String>, Option<String>, bool)> = vec![
-        (
-            "ok",
-            "q".into(),
-            3,
-            0,
-            Some(long_key.clone()),
-            Some("e".repeat(MAX_REASON_LEN)),
-            true,
-        ),
-        (
-            "long key",
-            "q".into(),
-            3,
-            0,
-            Some(format!("{long_key}k")),
-            None,
-            false,
-        ),
-        (
-            "empty key",
-            "q".into(),
-            3,
-            0,
-            Some(String::new()),
-            None,
-            false,
-        ),
-        (
-            "long reason",
-            "q".into(),
-            3,
-            0,
-            None,
-            Some("e".repeat(MAX_REASON_LEN + 1)),
-            false,
-        ),
-        (
-            "long queue",
-            "q".repeat(QueueName::MAX_LEN + 1),
-            3,
-            0,
-            None,
-            None,
-            false,
-        ),
-        ("no attempts", "q".into(), 0, 0, None, None, false),
-        ("negative", "q".into(), 3, -1, None, None, false),
-        (
-            "at the limit",
-            "q".into(),
-            i32::MAX,
-            i32::MAX,
-            None,
-            None,
-            true,
-        ),
+    let cases = vec![
+        Case {
+            key: Some(long_key.clone()),
+            reason: Some("e".repeat(MAX_REASON_LEN)),
+            ..base("at every limit", true)
+        },
+        Case {
+            key: Some(format!("{long_key}k")),
+            ..base("a dedup key over the limit", false)
+        },
+        Case {
+            key: Some(String::new()),
+            ..base("an empty dedup key", false)
+        },
+        Case {
+            reason: Some("e".repeat(MAX_REASON_LEN + 1)),
+            ..base("a reason over the limit", false)
+        },
+        Case {
+            queue: "q".repeat(QueueName::MAX_LEN + 1),
+            ..base("a queue name over the limit", false)
+        },
+        Case {
+            max_attempts: 0,
+            ..base("no attempts allowed", false)
+        },
+        Case {
+            attempts: -1,
+            ..base("negative attempts", false)
+        },
+        Case {
+            max_attempts: i32::MAX,
+            attempts: i32::MAX,
+            ..base("counters at i32::MAX", true)
+        },
     ];
-    for (what, queue, max_attempts, attempts, key, reason, ok) in cases {
+    for case in cases {
         let done = sqlx::query(&insert)
-            .bind(&queue)
-            .bind(max_attempts)
-            .bind(attempts)
-            .bind(key.as_deref())
-            .bind(reason.as_deref())
+            .bind(&case.queue)
+            .bind(case.max_attempts)
+            .bind(case.attempts)
+            .bind(case.key.as_deref())
+            .bind(case.reason.as_deref())
             .execute(&mut c)
             .await;
+        let what = case.what;
         match done {
-            Ok(_) => assert!(ok, "{what}: the schema took it"),
+            Ok(_) => assert!(case.ok, "{what}: the schema took it"),
             Err(e) => {
-                assert!(!ok, "{what}: {e}");
+                assert!(!case.ok, "{what}: {e}");
                 assert_eq!(code(e).as_deref(), Some("23514"), "{what}");
             }
         }
@@ -609,7 +607,16 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         .await
         .expect("claim");
     assert!(nothing.leases.is_empty());
+    let stranger = leaseq_core::LeaseKey {
+        queue: q("q42"),
+        id: ItemId::new(1),
+        token: leaseq_core::LeaseToken::random(),
+    };
+    assert!(b.ack(&stranger).await.is_err_and(|e| e.is_lease_lost()));
+    assert!(b.ack_many(&[stranger]).await.expect("ack_many")[0].is_err());
     let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let ack = prepared(b, "leaseq_items WHERE id = $1").await;
+    let ack_many = prepared(b, "unnest($1::bigint[]").await;
     let reap = prepared(b, "lease_expires_at AS at").await;
     let claim = prepared(b, "bad_ready AS").await;
 
@@ -655,6 +662,30 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                             .as_deref()
                             .is_some_and(|c| c.contains("ROW(lease_expires_at, id) >")),
                     "{what}: the leased index is not walked once from the key: {found:#?}"
+                );
+            }
+
+            // A fenced call finds its row by the primary key, never by
+            // walking the queue's leases.
+            let zero = "'00000000-0000-0000-0000-000000000000'::uuid";
+            for (what, sql, types, args) in [
+                ("ack", &ack, "int8, text, uuid", format!("1, 'big', {zero}")),
+                (
+                    "ack_many",
+                    &ack_many,
+                    "int8[], text[], uuid[]",
+                    format!("ARRAY[1]::int8[], ARRAY['big'], ARRAY[{zero}]"),
+                ),
+            ] {
+                let what = format!("{what}, {phase} ({mode})");
+                let found = plan(&mut c, sql, types, &args, mode).await;
+                no_table_scan(&found, &what);
+                uses(&found, "leaseq_items_pkey", &what);
+                assert!(
+                    !found
+                        .iter()
+                        .any(|n| n.index.as_deref() == Some("leaseq_items_leased")),
+                    "{what} walks the leased index: {found:#?}"
                 );
             }
 

@@ -134,7 +134,7 @@ impl FredClient {
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
-            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(config.connecting(), e))?;
         Ok(FredClient {
             cluster: config.is_cluster().then(cluster_options),
             main,

@@ -145,7 +145,7 @@ impl RedisRsClient {
         // No call was made yet, so a failure here applied nothing.
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
-            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(config.connecting(), e))?;
         // Blocking pops answer when their own timeout passes: no response
         // timeout on those connections (the caller bounds the wait).
         let wait_config = AsyncConnectionConfig::new()
@@ -176,7 +176,7 @@ impl RedisRsClient {
         let connection = client
             .get_async_connection()
             .await
-            .map_err(|e| Error::unavailable(format!("connecting to {}", config.url), e))?;
+            .map_err(|e| Error::unavailable(config.connecting(), e))?;
         // Blocking pops answer when their own timeout passes; the caller's
         // guard covers a node that stopped answering.
         let waits = cluster_builder(config)

@@ -248,6 +248,21 @@ impl RedisConfig {
         &self.prefix
     }
 
+    /// What a failed first connection was doing, for its error: with TLS
+    /// said so, since a server that does not speak TLS on the port shows
+    /// up as a handshake that times out or breaks.
+    #[cfg_attr(not(any(feature = "fred", feature = "redis-rs")), allow(dead_code))]
+    pub(crate) fn connecting(&self) -> String {
+        if self.uses_tls() {
+            format!(
+                "connecting to {} over TLS (does the server speak TLS on that port?)",
+                self.url
+            )
+        } else {
+            format!("connecting to {}", self.url)
+        }
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
         crate::keys::check_prefix(&self.prefix)?;
         self.check_tls()?;

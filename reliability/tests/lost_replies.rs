@@ -150,7 +150,8 @@ async fn storm(name: &str, backend: Arc<dyn Backend>) {
     }
 
     // The verdict.
-    let ledger = ledger.lock().expect("ledger");
+    // The workers have stopped: take the ledger out of its lock.
+    let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
     let dead_in_store: BTreeSet<ItemId> = backend
         .peek(&q, ItemState::Dead, 10_000)
         .await
