@@ -33,13 +33,15 @@ impl BackendUrl {
                 url: url.to_string(),
                 why: "the memory backend takes no address: use memory://".into(),
             }),
-            "redis" | "rediss" | "redis+cluster" => Ok(BackendUrl::Redis(url.to_string())),
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
+                Ok(BackendUrl::Redis(url.to_string()))
+            }
             "postgres" | "postgresql" => Ok(BackendUrl::Postgres(url.to_string())),
             other => Err(ConnectError::BadUrl {
                 url: url.to_string(),
                 why: format!(
                     "unknown scheme {other:?}; supported are memory, redis, rediss, \
-                     redis+cluster, postgres, postgresql"
+                     redis+cluster, rediss+cluster, postgres, postgresql"
                 ),
             }),
         }
