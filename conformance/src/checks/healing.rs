@@ -231,7 +231,8 @@ pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResul
         |cx| async move {
             for poison in leaseq_core::Poison::ALL {
                 let victim = cx.enqueue(vec![NewItem::new("victim")]).await?[0];
-                let healthy = cx.push_n(3).await?;
+                let mut healthy = cx.push_n(3).await?;
+                healthy.sort_unstable();
                 let planted = hooks(&cx)?
                     .plant_poison(&cx.q, victim, poison)
                     .await

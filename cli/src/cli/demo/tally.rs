@@ -85,7 +85,17 @@ impl Tally {
                 !acked.contains_key(id) && !dead.contains(id) && !remaining.contains(id)
             })
         };
-        let unconfirmed = gone().filter(|id| handled.contains(id)).count() as u64;
+        let mut unconfirmed = gone().filter(|id| handled.contains(id)).count() as u64;
+        let mut lost = gone().filter(|id| !handled.contains(id)).count() as u64;
+        // A peek lists at most MAX_PEEK items: when it could not list every
+        // item still in the queue, count instead of comparing id sets.
+        let left = stats.total() - stats.dead;
+        if (remaining.len() as u64) < left || (dead.len() as u64) < stats.dead {
+            let known = acked.len() as u64 + stats.dead + left;
+            let gone_n = (enqueued.len() as u64).saturating_sub(known);
+            unconfirmed = unconfirmed.min(gone_n);
+            lost = gone_n - unconfirmed;
+        }
         Verdict {
             enqueued: enqueued.len() as u64,
             acked: acked.len() as u64 + unconfirmed,
@@ -93,7 +103,7 @@ impl Tally {
             acked_twice: acked.values().filter(|(n, _)| *n > 1).count() as u64,
             unexpected: acked.keys().filter(|id| !enqueued.contains_key(id)).count() as u64,
             acked_and_dead: acked.keys().filter(|id| dead.contains(id)).count() as u64,
-            lost: gone().filter(|id| !handled.contains(id)).count() as u64,
+            lost,
             dead: stats.dead.max(dead.len() as u64),
             left_in_queue: stats.total() - stats.dead,
             latencies,
