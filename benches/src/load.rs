@@ -218,6 +218,8 @@ async fn consume(
 ) -> Result<Histogram<u64>> {
     let mut hist = new_histogram()?;
     while Instant::now() < end {
+        // One spec per claim: a spec names its claim's tokens.
+        let spec = ClaimSpec::new(spec.max(), spec.ttl().get())?;
         let claimed = b.claim(q, spec).await?;
         if claimed.leases.is_empty() {
             b.wait_for_work(

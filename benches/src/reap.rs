@@ -28,9 +28,9 @@ pub async fn setup(tb: &TestBackend, queue: &QueueName, live: usize) -> Result<(
     let b = tb.backend.as_ref();
     b.purge(queue).await?;
     prefill(b, queue, live).await?;
-    let spec = ClaimSpec::new(MAX_CLAIM, MAX_LEASE_TTL)?;
     let mut claimed = 0;
     while claimed < live {
+        let spec = ClaimSpec::new(MAX_CLAIM, MAX_LEASE_TTL)?;
         let got = b.claim(queue, spec).await?.leases.len();
         if got == 0 {
             break;

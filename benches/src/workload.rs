@@ -104,7 +104,9 @@ impl Workload {
                 prefill(backend, queue, iters as usize * n).await?;
                 let start = Instant::now();
                 for _ in 0..iters {
-                    let claimed = backend.claim(queue, spec).await?;
+                    let claimed = backend
+                        .claim(queue, ClaimSpec::new(spec.max(), spec.ttl().get())?)
+                        .await?;
                     expect_claimed(&claimed.leases, n)?;
                     ack_all(backend, &claimed.leases).await?;
                 }
@@ -114,7 +116,9 @@ impl Workload {
                 let start = Instant::now();
                 for _ in 0..iters {
                     backend.enqueue(queue, items(n)).await?;
-                    let claimed = backend.claim(queue, spec).await?;
+                    let claimed = backend
+                        .claim(queue, ClaimSpec::new(spec.max(), spec.ttl().get())?)
+                        .await?;
                     expect_claimed(&claimed.leases, n)?;
                     ack_all(backend, &claimed.leases).await?;
                 }
@@ -122,7 +126,9 @@ impl Workload {
             }
             Workload::Extend => {
                 backend.enqueue(queue, items(1)).await?;
-                let claimed = backend.claim(queue, spec).await?;
+                let claimed = backend
+                    .claim(queue, ClaimSpec::new(spec.max(), spec.ttl().get())?)
+                    .await?;
                 expect_claimed(&claimed.leases, 1)?;
                 let ttl = spec.ttl();
                 let start = Instant::now();

@@ -110,6 +110,12 @@ impl ClaimSpec {
     pub const FAMILY_MASK: u128 = !0xFFFF_FFFF;
 
     /// Validates the request: `max` in 1..=[`MAX_CLAIM`] and a valid ttl.
+    ///
+    /// **One spec per claim.** A spec names its claim's tokens: make a new
+    /// one for every claim, and send a spec again only to resend the same
+    /// claim after a lost reply. Two claims with one spec on one queue hand
+    /// out the same tokens, so a stale holder could act on a newer lease.
+    ///
     /// The claim gets a fresh random identity ([`ClaimSpec::request`]):
     /// sending the same spec again after a lost reply names the same
     /// tokens, so [`crate::Backend::recover_claim`] can find what it leased.

@@ -155,8 +155,8 @@ async fn names(b: &dyn Backend, tag: &str) -> Result<(), Violation> {
         )?;
         queues.push(q);
     }
-    let spec = ok(ClaimSpec::new(MAX_CLAIM, HOUR), "spec")?;
     for q in &queues {
+        let spec = ok(ClaimSpec::new(MAX_CLAIM, HOUR), "spec")?;
         let got = ok(b.claim(q, spec).await, "claim")?;
         let payloads: Vec<_> = got.leases.iter().map(|l| l.payload.clone()).collect();
         check(
@@ -343,8 +343,10 @@ async fn tokens(b: &dyn Backend, q: &QueueName, other: &QueueName) -> Result<(),
         "enqueue",
     )?;
     ok(b.enqueue(other, vec![NewItem::new("c")]).await, "enqueue")?;
+    // One spec per claim: a spec names its claim's tokens.
     let spec = ok(ClaimSpec::new(2, HOUR), "spec")?;
     let leases = ok(b.claim(q, spec).await, "claim")?.leases;
+    let spec = ok(ClaimSpec::new(2, HOUR), "spec")?;
     let theirs = ok(b.claim(other, spec).await, "claim")?.leases;
     check(leases.len() == 2 && theirs.len() == 1, || {
         "claims came back short".into()
