@@ -1,6 +1,7 @@
 //! Connections: wake-ups, dropped and refused connections, bad settings.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -187,21 +188,6 @@ async fn bad_input_is_refused(which: Which) {
     assert_eq!(b.stats(&q).await.expect("stats").total(), 0);
     let n = b.now().await.expect("now").as_millis();
     assert!(n > 1_600_000_000_000, "the server's clock in ms: {n}");
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

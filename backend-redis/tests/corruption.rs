@@ -2,6 +2,7 @@
 //! and hand out every real item exactly once, on both clients.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeMap;
@@ -398,21 +399,6 @@ async fn stray_entry_elsewhere_is_healed(which: Which) {
     let dead: i64 = c.raw.zcard(c.keys.dead()).await.expect("zcard");
     assert_eq!(dead, 0, "redrive removed the entry of the acked item");
     c.assert_consistent_and_empty().await;
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

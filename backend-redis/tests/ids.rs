@@ -4,6 +4,7 @@
 //! fails with a typed error.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -215,21 +216,6 @@ async fn restart_from_an_older_snapshot(which: Which) {
     let seen: Vec<ItemId> = before.iter().chain(&after).copied().collect();
     let got = enqueue(b.as_ref(), &q, "new", 2).await;
     all_new(&got, &seen, 7);
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

@@ -4,6 +4,7 @@
 //! `Backend`: may have been applied).
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -448,21 +449,6 @@ async fn busy_server_is_unavailable(which: Which) {
         }
     };
     assert_eq!(after, stats(1, 0, 0, 0));
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

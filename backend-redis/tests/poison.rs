@@ -5,6 +5,7 @@
 //! peek), reported, and never leased; healthy items go on.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -271,21 +272,6 @@ async fn redrive_brings_back_only_usable_items(which: Which) {
     assert!(claimed.leases.iter().all(|l| l.attempts == 1));
     assert!(claimed.repairs.is_empty(), "{:?}", claimed.repairs);
     assert_consistent(&b, &q).await;
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

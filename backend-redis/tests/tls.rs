@@ -4,6 +4,7 @@
 //! untrusted server refused before anything is written.
 #![cfg(all(feature = "tls", any(feature = "redis-rs", feature = "fred")))]
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -167,21 +168,6 @@ async fn contradictory_tls_settings_are_refused(which: Which) {
             other => panic!("{config:?}: {:?}", other.map(|_| ())),
         }
     }
-}
-
-macro_rules! for_each_client {
-    ($($case:ident),* $(,)?) => {
-        #[cfg(feature = "redis-rs")]
-        mod redis_rs {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::RedisRs).await })*
-        }
-        #[cfg(feature = "fred")]
-        mod fred {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() { super::$case(super::Which::Fred).await })*
-        }
-    };
 }
 
 for_each_client!(

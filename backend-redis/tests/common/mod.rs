@@ -297,3 +297,21 @@ impl leaseq_conformance::BackendFactory for ClusterFactory {
         }
     }
 }
+
+/// One `#[tokio::test]` per case and client: `case(Which::RedisRs)` and
+/// `case(Which::Fred)`, each in a module named after the client.
+#[allow(unused_macros)]
+macro_rules! for_each_client {
+    ($($case:ident),* $(,)?) => {
+        #[cfg(feature = "redis-rs")]
+        mod redis_rs {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() { super::$case(super::Which::RedisRs).await })*
+        }
+        #[cfg(feature = "fred")]
+        mod fred {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() { super::$case(super::Which::Fred).await })*
+        }
+    };
+}
