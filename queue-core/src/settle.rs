@@ -153,18 +153,20 @@ impl Settle {
             self.pause(try_no, &e).await;
             last = Some(e);
         }
-        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+        Err(last.unwrap_or_else(no_attempt))
     }
 
-    async fn recover(
-        &self,
-        b: &dyn Backend,
-        queue: &QueueName,
-        spec: ClaimSpec,
-    ) -> Result<Claimed> {
+    /// Sends `call` again after each retryable error, up to the attempts:
+    /// for calls that are safe to repeat as they are (reads, and calls
+    /// that carry their own identity).
+    async fn repeating<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let mut last = None;
         for try_no in 0..self.attempts {
-            match b.recover_claim(queue, spec).await {
+            match call().await {
                 Err(e) if e.is_retryable() => {
                     self.saw(&e);
                     self.pause(try_no, &e).await;
@@ -173,7 +175,16 @@ impl Settle {
                 other => return other,
             }
         }
-        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+        Err(last.unwrap_or_else(no_attempt))
+    }
+
+    async fn recover(
+        &self,
+        b: &dyn Backend,
+        queue: &QueueName,
+        spec: ClaimSpec,
+    ) -> Result<Claimed> {
+        self.repeating(|| b.recover_claim(queue, spec)).await
     }
 
     /// [`Backend::enqueue_once`] under `request`, settled: sent again with
@@ -185,34 +196,14 @@ impl Settle {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
-        let mut last = None;
-        for try_no in 0..self.attempts {
-            match b.enqueue_once(queue, request, items.clone()).await {
-                Err(e) if e.is_retryable() => {
-                    self.saw(&e);
-                    self.pause(try_no, &e).await;
-                    last = Some(e);
-                }
-                other => return other,
-            }
-        }
-        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+        self.repeating(|| b.enqueue_once(queue, request, items.clone()))
+            .await
     }
 
     /// What became of `lease`; retryable errors are tried again.
     async fn fate(&self, b: &dyn Backend, lease: &Held) -> Result<LeaseFate> {
-        let mut last = None;
-        for try_no in 0..self.attempts {
-            match b.lease_fate(&lease.key, lease.until).await {
-                Err(e) if e.is_retryable() => {
-                    self.saw(&e);
-                    self.pause(try_no, &e).await;
-                    last = Some(e);
-                }
-                other => return other,
-            }
-        }
-        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+        self.repeating(|| b.lease_fate(&lease.key, lease.until))
+            .await
     }
 
     /// Runs a fenced call on `lease`; after an unknown outcome asks
@@ -261,7 +252,7 @@ impl Settle {
             self.pause(try_no, &e).await;
             last = Some(e);
         }
-        Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")))
+        Err(last.unwrap_or_else(no_attempt))
     }
 
     /// [`Backend::ack`], settled.
@@ -362,7 +353,7 @@ impl Settle {
             last = Some(e);
         }
         if !open.is_empty() {
-            return Err(last.unwrap_or_else(|| Error::invalid("no attempt was made")));
+            return Err(last.unwrap_or_else(no_attempt));
         }
         Ok(out
             .into_iter()
@@ -379,4 +370,10 @@ fn released_as(state: Option<ItemState>) -> Released {
         // Ready, or already claimed again or acked by someone else.
         _ => Released::Ready,
     }
+}
+
+/// The error of a helper that made no attempt (`attempts` is at least 1, so
+/// only a broken invariant gets here).
+fn no_attempt() -> Error {
+    Error::invalid("no attempt was made")
 }
