@@ -15,16 +15,28 @@ pub enum BackendUrl {
     Redis(String),
     /// `postgres://…` or `postgresql://…`.
     Postgres(String),
+    /// `sqlite://path/to/jobs.db` (a file, created if missing) or
+    /// `sqlite::memory:`.
+    Sqlite(String),
 }
 
 impl BackendUrl {
     /// Parses `url` by its scheme.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {
         let url = url.trim();
+        // `sqlite::memory:` and `sqlite:jobs.db` have no `//`.
+        if url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("sqlite:"))
+        {
+            return Ok(BackendUrl::Sqlite(url.to_string()));
+        }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(ConnectError::BadUrl {
                 url: url.to_string(),
-                why: "expected SCHEME://…, e.g. memory://, redis://127.0.0.1:6379 or postgres://user@host/db".into(),
+                why: "expected SCHEME://…, e.g. memory://, redis://127.0.0.1:6379, \
+                      postgres://user@host/db or sqlite://jobs.db"
+                    .into(),
             });
         };
         match scheme.to_ascii_lowercase().as_str() {
@@ -41,7 +53,7 @@ impl BackendUrl {
                 url: url.to_string(),
                 why: format!(
                     "unknown scheme {other:?}; supported are memory, redis, rediss, \
-                     redis+cluster, rediss+cluster, postgres, postgresql"
+                     redis+cluster, rediss+cluster, postgres, postgresql, sqlite"
                 ),
             }),
         }
@@ -53,6 +65,7 @@ impl BackendUrl {
             BackendUrl::Memory => "memory",
             BackendUrl::Redis(_) => "redis",
             BackendUrl::Postgres(_) => "postgres",
+            BackendUrl::Sqlite(_) => "sqlite",
         }
     }
 }
@@ -123,10 +136,11 @@ impl std::error::Error for ConnectError {
 /// - **Namespace**: the PostgreSQL schema or the Redis key prefix. Also
 ///   accepted in the URL as `?schema=NAME` (postgres) or `?prefix=NAME`
 ///   (redis); an explicit value here wins. Defaults: schema `leaseq`, key
-///   prefix `leaseq`.
+///   prefix `leaseq`. SQLite has none: the file is the namespace.
 /// - **Migrate**: whether connecting may create or upgrade the PostgreSQL
-///   schema (it needs `CREATE` on the database). [`connect`] does; admin
-///   tools and read-only roles pass `migrate(false)`.
+///   schema (it needs `CREATE` on the database) or the SQLite file's
+///   tables. [`connect`] does; admin tools and read-only roles pass
+///   `migrate(false)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectOptions {
     namespace: Option<String>,
@@ -247,6 +261,7 @@ async fn open(url: BackendUrl, options: &ConnectOptions) -> Result<Arc<dyn Backe
             let schema = options.namespace.clone().or(schema);
             open_postgres(&url, schema, options.migrate).await
         }
+        BackendUrl::Sqlite(url) => open_sqlite(&url, options.migrate).await,
     }
 }
 
@@ -340,9 +355,43 @@ async fn open_postgres(
     })
 }
 
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn Backend>, ConnectError> {
+    let options = leaseq_sqlite::SqliteOptions::new().migrate_on_connect(migrate);
+    leaseq_sqlite::SqliteBackend::connect(url, options)
+        .await
+        .map(|b| Arc::new(b) as Arc<dyn Backend>)
+        .map_err(|e| setup_error("sqlite", url, e))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(_url: &str, _migrate: bool) -> Result<Arc<dyn Backend>, ConnectError> {
+    Err(ConnectError::NotCompiled {
+        backend: "sqlite",
+        feature: "sqlite",
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::take_namespace;
+    use super::{take_namespace, BackendUrl};
+
+    #[test]
+    fn sqlite_urls_are_recognised_with_and_without_slashes() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://jobs.db",
+            "SQLite:///var/jobs.db",
+            "sqlite:x.db",
+        ] {
+            assert_eq!(
+                BackendUrl::parse(url).map(|u| u.kind()).ok(),
+                Some("sqlite"),
+                "{url}"
+            );
+        }
+        assert!(BackendUrl::parse("sqlite").is_err());
+    }
 
     #[test]
     fn the_namespace_comes_off_the_url_and_the_rest_stays() {

@@ -39,6 +39,7 @@
 //! | `redis` | `leaseq::redis::RedisRsBackend`, on the `redis` crate | `redis://host:6379`, `rediss://…` |
 //! | `fred` | `leaseq::redis::FredBackend`, on the `fred` crate | `redis://…` (when `redis` is off) |
 //! | `postgres` | `leaseq::postgres::PgBackend` (sqlx) | `postgres://user@host/db` |
+//! | `sqlite` | `leaseq::sqlite::SqliteBackend` (sqlx), embedded | `sqlite://path/to/jobs.db`, `sqlite::memory:` |
 //!
 //! [`connect`] turns a backend URL into an `Arc<dyn Backend>`, so one
 //! program runs on any backend compiled in.
@@ -57,6 +58,9 @@ pub use leaseq_postgres as postgres;
 #[cfg(any(feature = "redis", feature = "fred"))]
 #[doc(inline)]
 pub use leaseq_redis as redis;
+#[cfg(feature = "sqlite")]
+#[doc(inline)]
+pub use leaseq_sqlite as sqlite;
 
 mod connect;
 

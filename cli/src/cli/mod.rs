@@ -13,7 +13,8 @@ pub(crate) use error::CliError;
 #[derive(Debug, Parser)]
 #[command(name = "leaseq", version, about, long_about = None)]
 pub(crate) struct Cli {
-    /// The backend: memory://, redis://HOST:PORT or postgres://USER@HOST/DB.
+    /// The backend: memory://, redis://HOST:PORT, postgres://USER@HOST/DB or
+    /// sqlite://PATH/TO/FILE.db.
     #[arg(
         long,
         short,
@@ -112,14 +113,16 @@ impl Target {
     /// process only, so the command would act on an empty queue that
     /// vanishes when it exits.
     pub(crate) fn shared_only(&self) -> Result<(), CliError> {
-        if matches!(
-            leaseq::BackendUrl::parse(&self.url),
-            Ok(leaseq::BackendUrl::Memory)
-        ) {
+        let in_process = match leaseq::BackendUrl::parse(&self.url) {
+            Ok(leaseq::BackendUrl::Memory) => true,
+            Ok(leaseq::BackendUrl::Sqlite(url)) => url.contains(":memory:"),
+            _ => false,
+        };
+        if in_process {
             return Err(CliError::Usage(
                 "memory:// lives inside one process: an admin command would see an empty queue \
                  that vanishes when it exits; name a server with --backend or LEASEQ_BACKEND \
-                 (redis://… or postgres://…)"
+                 (redis://…, postgres://… or sqlite://FILE)"
                     .into(),
             ));
         }

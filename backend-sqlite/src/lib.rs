@@ -1,0 +1,142 @@
+//! An embedded SQLite backend for leaseq, on `sqlx` and tokio: durable jobs
+//! in one file, shared by every process on the machine that opens it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+//! use leaseq_sqlite::{SqliteBackend, SqliteOptions};
+//!
+//! # async fn example() -> leaseq_core::Result<()> {
+//! // A file would be `sqlite://path/to/jobs.db` (created if missing).
+//! let backend = SqliteBackend::connect("sqlite::memory:", SqliteOptions::new()).await?;
+//! let queue = QueueName::new("emails")?;
+//!
+//! backend.enqueue(&queue, vec![NewItem::new(b"welcome #42".to_vec()).priority(5)]).await?;
+//! if let Some(lease) = backend.claim_one(&queue, Duration::from_secs(30)).await? {
+//!     // ... send the mail, then:
+//!     backend.ack(&lease.key).await?;
+//!     // The token is spent: a late second ack changes nothing.
+//!     assert!(backend.ack(&lease.key).await.is_err_and(|e| e.is_lease_lost()));
+//! }
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+//! #     .block_on(example()).unwrap();
+//! ```
+//!
+//! # The file
+//! `sqlite://path/to/jobs.db` opens (or creates) a file in WAL mode:
+//! readers never block the writer, and any number of processes on the same
+//! machine may open it at once (the capability `shared`). SQLite's locks
+//! do not hold over network file systems: keep the file on a local disk.
+//! `sqlite::memory:` is a database private to one handle and its clones,
+//! neither durable nor shared, for tests.
+//!
+//! Durability is chosen with [`SqliteOptions::durability`]:
+//! [`Durability::Full`] (the default, `synchronous=FULL`) survives power
+//! failure; [`Durability::Normal`] (`synchronous=NORMAL`) survives a crash
+//! of every process but may lose the last commits on power failure, so
+//! the backend then does not call itself `durable`.
+//!
+//! Back the file up with [`SqliteBackend::backup`] (SQLite's `VACUUM
+//! INTO`). A plain file copy taken while writers run can be torn;
+//! [`SqliteBackend::verify`] finds that out, with SQLite's report, before
+//! a restored copy is used.
+//!
+//! # Schema
+//! The embedded migrations (run on connect unless
+//! [`SqliteOptions::migrate_on_connect`] is off, each inside one `BEGIN
+//! IMMEDIATE` transaction, so processes opening a new file at once take
+//! turns) create one STRICT table, `leaseq_items`, one row per unfinished
+//! item: `id` (`AUTOINCREMENT`: never reused, and the enqueue order),
+//! `queue`, `state` (`ready`, `scheduled`, `leased`, `dead`), `priority`,
+//! `payload`, `attempts`, `max_attempts`, `dedup_key`, `token` (16 bytes,
+//! big-endian), `enqueued_at`, `available_at`, `lease_expires_at`,
+//! `dead_at` (epoch milliseconds), `last_error`. Acked items are deleted.
+//! Checks hold the core's limits (queue name, dedup key and reason
+//! lengths, counters within `i32`, a token exactly when Leased). Partial
+//! indexes serve each access path, so none reads finished or unrelated
+//! rows:
+//!
+//! | index | columns | where | serves |
+//! |---|---|---|---|
+//! | `leaseq_items_ready` | queue, priority desc, id | `state = 'ready'` | claim |
+//! | `leaseq_items_scheduled` | queue, available_at, id | `state = 'scheduled'` | claim of due items, promotion |
+//! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
+//! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
+//! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
+//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647` | claim (poison) |
+//!
+//! A second table, `leaseq_requests`, remembers recent
+//! [`leaseq_core::Backend::enqueue_once`] requests (their results, until
+//! [`leaseq_core::limits::REQUEST_MEMORY`] passes), indexed by expiry for
+//! the reaper.
+//!
+//! # How each operation keeps the contract
+//! SQLite has one writer per file and no `SKIP LOCKED`. Every write
+//! statement takes the file's write lock before it reads anything, so
+//! claimers in any number of processes are serialized by the file itself:
+//! a claim sees every earlier commit and cannot hand out a live lease.
+//! Within a process, all writes of a backend go through one connection.
+//!
+//! - **Claim** is one `UPDATE … FROM … RETURNING`: the heads of the Ready
+//!   index and of the due Scheduled items, merged in claim order (priority,
+//!   then id), the first `max` leased with `attempts + 1`, `lease_expires_at
+//!   = now + ttl`, and the n-th the n-th token of the caller's
+//!   [`leaseq_core::ClaimSpec`] (a blob of all tokens, cut by slot).
+//! - **Ack, extend, release, give_back, fail** are one statement each,
+//!   fenced by `id AND queue AND token AND lease_expires_at IS NOT NULL`
+//!   through the primary key; no row means
+//!   [`leaseq_core::Error::LeaseLost`]. **ack_many** is one statement for
+//!   the whole batch, each row fenced on its own.
+//! - **Reap** moves up to 500 expired leases per statement, read as the
+//!   prefix of the leased index that lies before now, and loops while a
+//!   batch comes back full: its cost grows with the expired leases only
+//!   (INV-7), and since each statement holds the write lock, concurrent
+//!   reapers recover each lease once (INV-4). Due Scheduled items are
+//!   promoted the same way.
+//! - **Enqueue** of a batch without dedup keys is one `INSERT … SELECT`
+//!   over a `VALUES` list; with dedup keys it is one `BEGIN IMMEDIATE`
+//!   transaction that looks the keys up and inserts what is new, so
+//!   concurrent enqueues of one key create one item (INV-9).
+//!   `enqueue_once` is one such transaction that also stores its results.
+//! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
+//!   read inside each statement (fixed for the whole statement). Every
+//!   process on the file runs on one machine, so they share that clock;
+//!   client-side timers never decide who owns an item.
+//! - **Repairs.** A row served as Ready without its payload (what the test
+//!   hook `plant_dangling_ready` writes) or with an attempt counter at
+//!   `i32::MAX` is poison. The claim statement passes over it and brings
+//!   it back; a second statement deletes the first kind and quarantines
+//!   the second to Dead. Each is logged and reported in
+//!   `Claimed::repairs`, and takes no slot.
+//! - **Errors.** `SQLITE_BUSY` and `SQLITE_LOCKED` (another process held
+//!   the lock past [`SqliteOptions::busy_timeout`]) and a connection that
+//!   could not be had are [`leaseq_core::Error::Unavailable`]: nothing was
+//!   applied and the call may be sent again
+//!   ([`leaseq_core::Error::is_retryable`]). A
+//!   transaction that fails before its commit is rolled back, so it is
+//!   `Unavailable` too. Anything else is [`leaseq_core::Error::Backend`].
+//!
+//! # Wake-ups
+//! Enqueue, release, give_back, reap and redrive wake the waiters of their
+//! queue in this process at once (through every handle on the same file).
+//! SQLite cannot signal another process: waiters also wake after
+//! [`SqliteOptions::poll_interval`] (250 ms by default), which bounds how
+//! late work enqueued by another process is seen.
+//!
+//! Delivery is at-least-once: a worker that outlives its lease may run an
+//! item another worker also runs, so handlers should be idempotent.
+
+mod backend;
+mod enqueue;
+mod hooks;
+mod notify;
+mod ops;
+mod options;
+mod rows;
+mod sql;
+
+pub use backend::SqliteBackend;
+pub use options::{Durability, SqliteOptions};
+pub use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};

@@ -1,0 +1,72 @@
+//! Wake-ups. Inside one process a write that makes work claimable wakes
+//! the waiters of its queue at once, through a [`Notify`] per (database,
+//! queue) shared by every handle on that database in the process. SQLite
+//! cannot signal another process, so waiters also wake after the poll
+//! interval: that bounds how late work from another process is seen.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// Waiters per (database, queue). Entries are weak, so a queue nobody
+/// waits on costs nothing once its waiters are gone.
+type Waiters = Mutex<HashMap<(String, String), Weak<Notify>>>;
+
+/// The waiters of the whole process.
+fn registry() -> &'static Waiters {
+    static REGISTRY: OnceLock<Waiters> = OnceLock::new();
+    REGISTRY.get_or_init(Mutex::default)
+}
+
+/// The wake-ups of one database.
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    /// Names the database: its file's path, or the in-memory database's name.
+    db: String,
+    poll: Duration,
+}
+
+impl Wakeups {
+    pub(crate) fn new(db: String, poll: Duration) -> Self {
+        Wakeups { db, poll }
+    }
+
+    fn key(&self, queue: &str) -> (String, String) {
+        (self.db.clone(), queue.to_owned())
+    }
+
+    /// Waits for a wake-up on `queue`, at most `timeout` and at most the
+    /// poll interval.
+    pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
+        let n = {
+            let mut map = registry().lock().unwrap_or_else(PoisonError::into_inner);
+            let key = self.key(queue);
+            match map.get(&key).and_then(Weak::upgrade) {
+                Some(n) => n,
+                None => {
+                    map.retain(|_, w| w.strong_count() > 0);
+                    let n = Arc::new(Notify::new());
+                    map.insert(key, Arc::downgrade(&n));
+                    n
+                }
+            }
+        };
+        let notified = n.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let _ = tokio::time::timeout(timeout.min(self.poll), notified).await;
+    }
+
+    /// Wakes every waiter of `queue` in this process.
+    pub(crate) fn wake(&self, queue: &str) {
+        let n = {
+            let map = registry().lock().unwrap_or_else(PoisonError::into_inner);
+            map.get(&self.key(queue)).and_then(Weak::upgrade)
+        };
+        if let Some(n) = n {
+            n.notify_waiters();
+        }
+    }
+}

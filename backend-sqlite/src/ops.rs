@@ -1,0 +1,543 @@
+//! The [`Backend`] implementation: one statement (or one `BEGIN IMMEDIATE`
+//! transaction) per transition.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason};
+use leaseq_core::{
+    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
+    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
+    ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+};
+use sqlx::sqlite::SqliteRow;
+use sqlx::Connection;
+
+use crate::enqueue::Recalled;
+use crate::rows::{
+    col, count, db, fenced_id, info, item_id, limit, millis, priority, refused, sql_id, sql_token,
+    state, token, ts,
+};
+use crate::sql::{self, QUARANTINED};
+use crate::{Durability, SqliteBackend};
+
+/// Rows one reap, promotion or redrive statement handles; the caller loops
+/// while a batch comes back full. Bounded so the write lock is never held
+/// long.
+const BATCH: i64 = 500;
+
+impl SqliteBackend {
+    fn lost(key: &LeaseKey) -> Error {
+        Error::LeaseLost { id: key.id }
+    }
+
+    /// Runs one of the batch statements (reap, promote, redrive) until a
+    /// batch comes back short or `most` rows moved; returns the states the
+    /// rows moved to (only the count, for statements returning ids).
+    async fn batches(
+        &self,
+        text: &str,
+        queue: &QueueName,
+        most: i64,
+        what: &'static str,
+    ) -> Result<Vec<SqliteRow>> {
+        let mut all = Vec::new();
+        loop {
+            let left = most - limit(all.len());
+            if left <= 0 {
+                break;
+            }
+            let n = BATCH.min(left);
+            let rows = sqlx::query(text)
+                .bind(queue.as_str())
+                .bind(n)
+                .fetch_all(self.write_on([queue]))
+                .await
+                .map_err(db(what))?;
+            let got = limit(rows.len());
+            all.extend(rows);
+            if got < n {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Moves aside the poison rows a claim met (`(id, state)`): deletes the
+    /// ones without a payload, quarantines to Dead the ones whose attempt
+    /// counter is at its limit. Each is logged and reported.
+    async fn move_aside(&self, queue: &QueueName, poison: &[(i64, String)]) -> Result<Vec<Repair>> {
+        let ids = format!(
+            "[{}]",
+            poison
+                .iter()
+                .map(|(id, _)| id.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let removed = sqlx::query(sql::DROP_MISSING)
+            .bind(queue.as_str())
+            .bind(&ids)
+            .fetch_all(self.write_on([queue]))
+            .await
+            .map_err(db("claim: removing entries without an item"))?;
+        let quarantined = sqlx::query(sql::QUARANTINE)
+            .bind(queue.as_str())
+            .bind(&ids)
+            .fetch_all(self.write_on([queue]))
+            .await
+            .map_err(db("claim: quarantining poison"))?;
+        let was = |id: i64| -> Result<ItemState> {
+            let st = poison
+                .iter()
+                .find(|(p, _)| *p == id)
+                .map(|(_, s)| s.as_str())
+                .unwrap_or("ready");
+            state(st)
+        };
+        let mut repairs = Vec::new();
+        for row in &removed {
+            let id: i64 = col(row, 0)?;
+            repairs.push(Repair {
+                index: state(&col::<String>(row, 1)?)?,
+                id: item_id(id)?,
+                problem: "entry without an item (no payload); deleted".to_owned(),
+            });
+        }
+        for row in &quarantined {
+            let id: i64 = col(row, 0)?;
+            repairs.push(Repair {
+                index: was(id)?,
+                id: item_id(id)?,
+                problem: format!("{QUARANTINED} (attempts = {}); moved to Dead", i32::MAX),
+            });
+        }
+        for repair in &repairs {
+            tracing::warn!(queue = %queue, %repair, "leaseq-sqlite: moved a corrupt row aside");
+        }
+        Ok(repairs)
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn capabilities(&self) -> Capabilities {
+        let durable = !self.inner.in_memory && self.inner.options.durability == Durability::Full;
+        Capabilities::all_features()
+            .durable(durable)
+            .shared(!self.inner.in_memory)
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.options.limits
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        let row = sqlx::query(sql::NOW)
+            .fetch_one(&self.inner.reader)
+            .await
+            .map_err(db("reading the clock"))?;
+        Ok(ts(col(&row, 0)?))
+    }
+
+    async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        self.check_items(&items)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self
+            .inner
+            .writer
+            .acquire()
+            .await
+            .map_err(refused("enqueue: acquiring the writer"))?;
+        if !Self::needs_transaction(&items) {
+            return self.enqueue_on(&mut conn, queue, &items).await;
+        }
+        self.count([queue]);
+        let mut tx = conn
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("enqueue: beginning a transaction"))?;
+        let results = match self.enqueue_on(&mut tx, queue, &items).await {
+            Ok(r) => r,
+            // Not committed: rolled back as the transaction drops.
+            Err(Error::Backend { message, source }) => {
+                return Err(Error::Unavailable { message, source })
+            }
+            Err(e) => return Err(e),
+        };
+        self.count([queue]);
+        tx.commit().await.map_err(db("enqueue: commit"))?;
+        Ok(results)
+    }
+
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        self.check_items(&items)?;
+        self.count([queue]);
+        let mut tx = self
+            .inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("enqueue_once: beginning a transaction"))?;
+        let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
+            Ok(done) => done,
+            Err(Error::Backend { message, source }) => {
+                return Err(Error::Unavailable { message, source })
+            }
+            Err(e) => return Err(e),
+        };
+        match done {
+            Recalled::Before(results) => {
+                // Nothing written: give the lock back at once.
+                self.count([queue]);
+                if let Err(e) = tx.rollback().await {
+                    tracing::debug!(error = %e, "leaseq-sqlite: enqueue_once: rollback failed");
+                }
+                Ok(results)
+            }
+            Recalled::Now(results) => {
+                self.count([queue]);
+                tx.commit().await.map_err(db("enqueue_once: commit"))?;
+                Ok(results)
+            }
+        }
+    }
+
+    async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let tokens: Vec<u8> = (0..spec.max())
+            .flat_map(|i| spec.token(i).as_u128().to_be_bytes())
+            .collect();
+        let rows = sqlx::query(sql::CLAIM)
+            .bind(queue.as_str())
+            .bind(i64::from(spec.max()))
+            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
+            .bind(tokens)
+            .fetch_all(self.write_on([queue]))
+            .await
+            .map_err(db("claim"))?;
+        let mut out = Claimed::default();
+        let mut poison = Vec::new();
+        for row in &rows {
+            let st: String = col(row, 1)?;
+            if st == "leased" {
+                out.leases.push(lease(queue, row)?);
+            } else {
+                poison.push((col::<i64>(row, 0)?, st));
+            }
+        }
+        out.leases
+            .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
+        if !poison.is_empty() {
+            out.repairs = self.move_aside(queue, &poison).await?;
+        }
+        Ok(out)
+    }
+
+    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
+        let last = first | !ClaimSpec::FAMILY_MASK;
+        let rows = sqlx::query(sql::RECOVER_CLAIM)
+            .bind(queue.as_str())
+            .bind(first.to_be_bytes().to_vec())
+            .bind(last.to_be_bytes().to_vec())
+            .fetch_all(self.read_on(queue))
+            .await
+            .map_err(db("recover_claim"))?;
+        let leases = rows
+            .iter()
+            .map(|row| lease(queue, row))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Claimed {
+            leases,
+            repairs: Vec::new(),
+        })
+    }
+
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
+        let row = sqlx::query(sql::LEASE_FATE)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
+            .fetch_one(self.read_on(&lease.queue))
+            .await
+            .map_err(db("lease_fate"))?;
+        let fate: String = col(&row, 0)?;
+        let st: Option<String> = col(&row, 1)?;
+        match fate.as_str() {
+            "held" => Ok(LeaseFate::Held),
+            "finished" => Ok(LeaseFate::Finished {
+                state: st.as_deref().map(state).transpose()?,
+            }),
+            "lost" => Ok(LeaseFate::Lost),
+            other => Err(Error::Corrupt {
+                what: format!("lease_fate returned {other:?}"),
+            }),
+        }
+    }
+
+    async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        let done = sqlx::query(sql::ACK)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .execute(self.write_on([&lease.queue]))
+            .await
+            .map_err(db("ack"))?;
+        if done.rows_affected() == 0 {
+            return Err(Self::lost(lease));
+        }
+        Ok(())
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        check_ack_batch(leases.len())?;
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let text = sql::ack_many(leases.len());
+        let mut q = sqlx::query(&text);
+        for l in leases {
+            q = q
+                .bind(fenced_id(l.id))
+                .bind(l.queue.as_str())
+                .bind(sql_token(l.token));
+        }
+        let rows = q
+            .fetch_all(self.write_on(leases.iter().map(|l| &l.queue)))
+            .await
+            .map_err(db("ack many"))?;
+        let mut deleted = HashSet::with_capacity(rows.len());
+        for row in &rows {
+            deleted.insert((
+                col::<i64>(row, 0)?,
+                col::<String>(row, 1)?,
+                col::<Vec<u8>>(row, 2)?,
+            ));
+        }
+        // A row is deleted once: the first lease naming it takes the
+        // success, a repeat is lost like a second ack.
+        Ok(leases
+            .iter()
+            .map(|l| {
+                let key = (
+                    fenced_id(l.id),
+                    l.queue.as_str().to_owned(),
+                    sql_token(l.token),
+                );
+                if deleted.remove(&key) {
+                    Ok(())
+                } else {
+                    Err(Self::lost(l))
+                }
+            })
+            .collect())
+    }
+
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+        let row = sqlx::query(sql::EXTEND)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+            .fetch_optional(self.write_on([&lease.queue]))
+            .await
+            .map_err(db("extend"))?;
+        match row {
+            Some(row) => Ok(ts(col(&row, 0)?)),
+            None => Err(Self::lost(lease)),
+        }
+    }
+
+    async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        let row = sqlx::query(sql::RELEASE)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(millis(delay))
+            .fetch_optional(self.write_on([&lease.queue]))
+            .await
+            .map_err(db("release"))?;
+        let Some(row) = row else {
+            return Err(Self::lost(lease));
+        };
+        match state(&col::<String>(&row, 0)?)? {
+            ItemState::Ready => {
+                self.inner.wakeups.wake(lease.queue.as_str());
+                Ok(Released::Ready)
+            }
+            ItemState::Scheduled => Ok(Released::Scheduled),
+            ItemState::Dead => Ok(Released::Dead),
+            ItemState::Leased => Err(Error::Corrupt {
+                what: "release left the item leased".into(),
+            }),
+        }
+    }
+
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        let done = sqlx::query(sql::GIVE_BACK)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .execute(self.write_on([&lease.queue]))
+            .await
+            .map_err(db("give_back"))?;
+        if done.rows_affected() == 0 {
+            return Err(Self::lost(lease));
+        }
+        self.inner.wakeups.wake(lease.queue.as_str());
+        Ok(())
+    }
+
+    async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
+        let done = sqlx::query(sql::FAIL)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(clamp_reason(reason))
+            .execute(self.write_on([&lease.queue]))
+            .await
+            .map_err(db("fail"))?;
+        if done.rows_affected() == 0 {
+            return Err(Self::lost(lease));
+        }
+        Ok(())
+    }
+
+    async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let rows = self.batches(sql::REAP, queue, i64::MAX, "reap").await?;
+        let mut report = ReapReport::default();
+        for row in &rows {
+            match col::<String>(row, 0)?.as_str() {
+                "dead" => report.dead += 1,
+                _ => report.requeued += 1,
+            }
+        }
+        let promoted = self
+            .batches(sql::PROMOTE, queue, i64::MAX, "promoting due items")
+            .await?;
+        if report.requeued > 0 || !promoted.is_empty() {
+            self.inner.wakeups.wake(queue.as_str());
+        }
+        // Forget `enqueue_once` requests whose memory ran out.
+        loop {
+            let done = sqlx::query(sql::REAP_REQUESTS)
+                .bind(queue.as_str())
+                .bind(BATCH)
+                .execute(self.write_on([queue]))
+                .await
+                .map_err(db("reaping expired requests"))?;
+            if done.rows_affected() < BATCH.unsigned_abs() {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let row = sqlx::query(sql::STATS)
+            .bind(queue.as_str())
+            .fetch_one(self.read_on(queue))
+            .await
+            .map_err(db("stats"))?;
+        let n = |i: usize| -> Result<u64> { Ok(u64::try_from(col::<i64>(&row, i)?).unwrap_or(0)) };
+        Ok(QueueStats {
+            ready: n(0)?,
+            scheduled: n(1)?,
+            leased: n(2)?,
+            dead: n(3)?,
+        })
+    }
+
+    async fn peek(&self, queue: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
+        let text = sql::PEEK[match st {
+            ItemState::Ready => 0,
+            ItemState::Scheduled => 1,
+            ItemState::Leased => 2,
+            ItemState::Dead => 3,
+        }];
+        sqlx::query(text)
+            .bind(queue.as_str())
+            .bind(limit(n.min(leaseq_core::limits::MAX_PEEK)))
+            .fetch_all(self.read_on(queue))
+            .await
+            .map_err(db("peek"))?
+            .iter()
+            .map(info)
+            .collect()
+    }
+
+    async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let row = sqlx::query(sql::ITEM)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.read_on(queue))
+            .await
+            .map_err(db("item"))?;
+        match row {
+            Some(row) => info(&row),
+            None => Err(Error::NotFound { id }),
+        }
+    }
+
+    async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
+        let moved = self
+            .batches(sql::REDRIVE, queue, limit(n), "redrive")
+            .await?;
+        if !moved.is_empty() {
+            self.inner.wakeups.wake(queue.as_str());
+        }
+        Ok(u64::try_from(moved.len()).unwrap_or(u64::MAX))
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let done = sqlx::query(sql::PURGE)
+            .bind(queue.as_str())
+            .execute(self.write_on([queue]))
+            .await
+            .map_err(db("purge"))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        self.inner
+            .options
+            .test_hooks
+            .then_some(self as &dyn TestHooks)
+    }
+}
+
+/// A row of claim's or recover_claim's columns (id, state, token, payload,
+/// attempts, max attempts, priority, expiry) as a [`Lease`].
+fn lease(queue: &QueueName, row: &SqliteRow) -> Result<Lease> {
+    let tok: Vec<u8> = col(row, 2)?;
+    let payload: Vec<u8> = col(row, 3)?;
+    Ok(Lease {
+        key: LeaseKey {
+            queue: queue.clone(),
+            id: item_id(col(row, 0)?)?,
+            token: token(&tok)?,
+        },
+        payload: Bytes::from(payload),
+        attempts: count(col(row, 4)?, "attempts")?,
+        max_attempts: count(col(row, 5)?, "max_attempts")?,
+        priority: priority(col(row, 6)?)?,
+        expires_at: ts(col(row, 7)?),
+    })
+}

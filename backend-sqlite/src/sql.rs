@@ -1,0 +1,533 @@
+//! The SQL of every operation.
+//!
+//! Each transition is one statement (or, where several statements must
+//! agree, one `BEGIN IMMEDIATE` transaction). Time is always SQLite's own
+//! clock, read by [`now!`] inside the statement: SQLite fixes `'now'` for
+//! the whole of one statement, so every row a statement touches sees one
+//! instant.
+
+/// SQLite's clock as epoch milliseconds: the one clock that judges leases.
+macro_rules! now {
+    () => {
+        "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)"
+    };
+}
+
+/// The largest attempt counter the schema holds (`i32::MAX`): a claim
+/// cannot add one to it.
+macro_rules! attempts_limit {
+    () => {
+        "2147483647"
+    };
+}
+
+/// A row a claim may lease.
+macro_rules! healthy {
+    () => {
+        concat!("payload IS NOT NULL AND attempts < ", attempts_limit!())
+    };
+}
+
+/// The predicate of the poison index, word for word, so the planner uses it.
+macro_rules! poison {
+    () => {
+        concat!("(payload IS NULL OR attempts = ", attempts_limit!(), ")")
+    };
+}
+
+/// A held lease: `?1` id, `?2` queue, `?3` token. A token and an expiry
+/// mean Leased, by the table's `leaseq_items_lease_fields` check.
+macro_rules! fence {
+    () => {
+        "id = ?1 AND queue = ?2 AND token = ?3 AND lease_expires_at IS NOT NULL"
+    };
+}
+
+/// The inspection columns: id, effective state, payload, priority,
+/// attempts, max attempts, dedup key, due time (ms), last error.
+macro_rules! info {
+    () => {
+        concat!(
+            "id, CASE WHEN state = 'scheduled' AND available_at <= ",
+            now!(),
+            " THEN 'ready' ELSE state END, payload, priority, attempts, max_attempts, dedup_key, \
+             CASE WHEN state = 'scheduled' AND available_at > ",
+            now!(),
+            " THEN available_at WHEN state = 'leased' THEN lease_expires_at END, last_error"
+        )
+    };
+}
+
+/// `last_error` of a row quarantined because its attempt counter is at
+/// its limit.
+pub(crate) const QUARANTINED: &str = "quarantined: attempt counter at its limit";
+
+/// The backend's clock.
+pub(crate) const NOW: &str = concat!("SELECT ", now!());
+
+/// `?1` queue, `?2` max, `?3` ttl (ms), `?4` the tokens, 16 bytes each in
+/// slot order. The Ready head and the due Scheduled head, each read through
+/// its own index, are merged in claim order and the first `?2` leased; the
+/// n-th gets the n-th token. Poison rows (found through the poison index)
+/// are touched without a change, so they come back with their state and
+/// the caller moves them aside; they take no slot.
+pub(crate) const CLAIM: &str = concat!(
+    "WITH head AS (",
+    "  SELECT id, priority FROM leaseq_items",
+    "  WHERE queue = ?1 AND state = 'ready' AND ",
+    healthy!(),
+    "  ORDER BY priority DESC, id LIMIT ?2",
+    "), due AS (",
+    "  SELECT id, priority FROM leaseq_items",
+    "  WHERE queue = ?1 AND state = 'scheduled' AND available_at <= ",
+    now!(),
+    "    AND ",
+    healthy!(),
+    "  ORDER BY priority DESC, id LIMIT ?2",
+    "), pick AS (",
+    "  SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS slot",
+    "  FROM (SELECT * FROM head UNION ALL SELECT * FROM due)",
+    "  ORDER BY priority DESC, id LIMIT ?2",
+    "), bad_ready AS (",
+    "  SELECT id FROM leaseq_items INDEXED BY leaseq_items_poison",
+    "  WHERE queue = ?1 AND state = 'ready' AND ",
+    poison!(),
+    "  LIMIT 1000",
+    "), bad_due AS (",
+    "  SELECT id FROM leaseq_items INDEXED BY leaseq_items_poison",
+    "  WHERE queue = ?1 AND state = 'scheduled' AND ",
+    poison!(),
+    "    AND available_at <= ",
+    now!(),
+    "  LIMIT 1000",
+    "), hit AS (",
+    "  SELECT id, slot FROM pick",
+    "  UNION ALL SELECT id, NULL FROM bad_ready",
+    "  UNION ALL SELECT id, NULL FROM bad_due",
+    ") ",
+    "UPDATE leaseq_items SET ",
+    "  state = CASE WHEN hit.slot IS NULL THEN state ELSE 'leased' END,",
+    "  token = CASE WHEN hit.slot IS NULL THEN token",
+    "          ELSE substr(?4, (hit.slot - 1) * 16 + 1, 16) END,",
+    "  attempts = CASE WHEN hit.slot IS NULL THEN attempts ELSE attempts + 1 END,",
+    "  lease_expires_at = CASE WHEN hit.slot IS NULL THEN lease_expires_at",
+    "                     ELSE ",
+    now!(),
+    " + ?3 END ",
+    "FROM hit WHERE leaseq_items.id = hit.id ",
+    "RETURNING id, state, token, payload, attempts, max_attempts, priority, lease_expires_at"
+);
+
+/// `?1` queue, `?2` the ids a claim found poisoned (a JSON array). Deletes
+/// those without a payload that are still Ready or Scheduled.
+pub(crate) const DROP_MISSING: &str = "DELETE FROM leaseq_items \
+     WHERE queue = ?1 AND id IN (SELECT value FROM json_each(?2)) \
+       AND payload IS NULL AND state IN ('ready', 'scheduled') \
+     RETURNING id, state";
+
+/// `?1` queue, `?2` the ids a claim found poisoned (a JSON array). Moves
+/// those whose attempt counter is at its limit to Dead.
+pub(crate) const QUARANTINE: &str = concat!(
+    "UPDATE leaseq_items SET state = 'dead', dead_at = ",
+    now!(),
+    ", last_error = 'quarantined: attempt counter at its limit', ",
+    "token = NULL, lease_expires_at = NULL ",
+    "WHERE queue = ?1 AND id IN (SELECT value FROM json_each(?2)) ",
+    "AND payload IS NOT NULL AND attempts = ",
+    attempts_limit!(),
+    " AND state IN ('ready', 'scheduled') RETURNING id"
+);
+
+/// `?1` queue, `?2` and `?3` the first and last token of the claim's
+/// family (16-byte blobs compare as the u128 they hold, so the family is
+/// one range and token order is slot order).
+pub(crate) const RECOVER_CLAIM: &str = concat!(
+    "SELECT id, state, token, payload, attempts, max_attempts, priority, lease_expires_at ",
+    "FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+    now!(),
+    " AND token BETWEEN ?2 AND ?3 AND payload IS NOT NULL ORDER BY token"
+);
+
+/// `?1` id, `?2` queue, `?3` token, `?4` held until (ms). One row always:
+/// the fate and the item's effective state (NULL when it is gone).
+pub(crate) const LEASE_FATE: &str = concat!(
+    "SELECT CASE WHEN i.state = 'leased' AND i.token = ?3 THEN 'held' ",
+    "WHEN ",
+    now!(),
+    " < ?4 THEN 'finished' ELSE 'lost' END, ",
+    "CASE WHEN i.state = 'scheduled' AND i.available_at <= ",
+    now!(),
+    " THEN 'ready' ELSE i.state END ",
+    "FROM (SELECT 1) AS one LEFT JOIN leaseq_items i ",
+    "ON i.id = ?1 AND i.queue = ?2 AND i.payload IS NOT NULL"
+);
+
+/// `?1` queue, `?2` request. The stored results, while remembered.
+pub(crate) const REQUEST_GET: &str = concat!(
+    "SELECT results FROM leaseq_requests WHERE queue = ?1 AND request = ?2 AND expires_at > ",
+    now!()
+);
+
+/// `?1` queue, `?2` request, `?3` results, `?4` memory (ms). Replaces a
+/// row whose memory ran out.
+pub(crate) const REQUEST_PUT: &str = concat!(
+    "INSERT OR REPLACE INTO leaseq_requests (queue, request, results, expires_at) ",
+    "VALUES (?1, ?2, ?3, ",
+    now!(),
+    " + ?4)"
+);
+
+/// `?1` queue, `?2` batch. Through the expiry index.
+pub(crate) const REAP_REQUESTS: &str = concat!(
+    "DELETE FROM leaseq_requests WHERE rowid IN (",
+    "SELECT rowid FROM leaseq_requests WHERE queue = ?1 AND expires_at <= ",
+    now!(),
+    " ORDER BY expires_at LIMIT ?2)"
+);
+
+/// `?1` id, `?2` queue, `?3` token.
+pub(crate) const ACK: &str = concat!("DELETE FROM leaseq_items WHERE ", fence!());
+
+/// ... `?4` ttl (ms). The new expiry.
+pub(crate) const EXTEND: &str = concat!(
+    "UPDATE leaseq_items SET lease_expires_at = ",
+    now!(),
+    " + ?4 WHERE ",
+    fence!(),
+    " RETURNING lease_expires_at"
+);
+
+/// ... `?4` delay (ms). The state the item went to.
+pub(crate) const RELEASE: &str = concat!(
+    "UPDATE leaseq_items SET ",
+    "state = CASE WHEN attempts >= max_attempts THEN 'dead' ",
+    "             WHEN ?4 > 0 THEN 'scheduled' ELSE 'ready' END, ",
+    "available_at = ",
+    now!(),
+    " + ?4, ",
+    "dead_at = CASE WHEN attempts >= max_attempts THEN ",
+    now!(),
+    " END, ",
+    "last_error = CASE WHEN attempts >= max_attempts THEN 'attempts exhausted' ",
+    "                  ELSE last_error END, ",
+    "token = NULL, lease_expires_at = NULL WHERE ",
+    fence!(),
+    " RETURNING state"
+);
+
+/// Back to Ready at its place (the Ready index orders by priority and id)
+/// with the claim's attempt taken back.
+pub(crate) const GIVE_BACK: &str = concat!(
+    "UPDATE leaseq_items SET state = 'ready', attempts = max(attempts - 1, 0), ",
+    "available_at = ",
+    now!(),
+    ", token = NULL, lease_expires_at = NULL WHERE ",
+    fence!()
+);
+
+/// ... `?4` reason.
+pub(crate) const FAIL: &str = concat!(
+    "UPDATE leaseq_items SET state = 'dead', dead_at = ",
+    now!(),
+    ", last_error = ?4, token = NULL, lease_expires_at = NULL WHERE ",
+    fence!()
+);
+
+/// `?1` queue, `?2` batch. The oldest expired leases, read as a prefix of
+/// the leased index (so the cost follows the expired leases only), back to
+/// Ready, or to Dead on their final attempt. The writer lock makes each
+/// batch see the last one's work: a lease is recovered once.
+pub(crate) const REAP: &str = concat!(
+    "UPDATE leaseq_items SET ",
+    "state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'ready' END, ",
+    "dead_at = CASE WHEN attempts >= max_attempts THEN ",
+    now!(),
+    " END, ",
+    "last_error = CASE WHEN attempts >= max_attempts ",
+    "                  THEN 'lease expired on final attempt' ELSE last_error END, ",
+    "available_at = ",
+    now!(),
+    ", token = NULL, lease_expires_at = NULL ",
+    "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
+    "AND lease_expires_at <= ",
+    now!(),
+    " ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state"
+);
+
+/// `?1` queue, `?2` batch. Due Scheduled items to Ready, through the
+/// scheduled index.
+pub(crate) const PROMOTE: &str = concat!(
+    "UPDATE leaseq_items SET state = 'ready' ",
+    "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'scheduled' ",
+    "AND available_at <= ",
+    now!(),
+    " ORDER BY available_at, id LIMIT ?2) RETURNING id"
+);
+
+/// `?1` queue, `?2` batch. The oldest deaths back to Ready, attempts reset.
+pub(crate) const REDRIVE: &str = concat!(
+    "UPDATE leaseq_items SET state = 'ready', attempts = 0, dead_at = NULL, available_at = ",
+    now!(),
+    " WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'dead' ",
+    "ORDER BY dead_at, id LIMIT ?2) RETURNING id"
+);
+
+/// `?1` queue. Each count through its own partial index.
+pub(crate) const STATS: &str = concat!(
+    "SELECT ",
+    "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'ready' ",
+    " AND payload IS NOT NULL) + ",
+    "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'scheduled' ",
+    " AND available_at <= ",
+    now!(),
+    " AND payload IS NOT NULL), ",
+    "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'scheduled' ",
+    " AND available_at > ",
+    now!(),
+    " AND payload IS NOT NULL), ",
+    "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
+    " AND payload IS NOT NULL), ",
+    "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'dead' ",
+    " AND payload IS NOT NULL)"
+);
+
+/// Peek per state: `?1` queue, `?2` limit, in each state's index order.
+pub(crate) const PEEK: [&str; 4] = [
+    concat!(
+        "SELECT * FROM (",
+        "SELECT * FROM (SELECT ",
+        info!(),
+        " FROM leaseq_items WHERE queue = ?1 AND state = 'ready' AND payload IS NOT NULL ",
+        "ORDER BY priority DESC, id LIMIT ?2) ",
+        "UNION ALL SELECT * FROM (SELECT ",
+        info!(),
+        " FROM leaseq_items WHERE queue = ?1 AND state = 'scheduled' AND available_at <= ",
+        now!(),
+        " AND payload IS NOT NULL ORDER BY priority DESC, id LIMIT ?2)",
+        ") ORDER BY priority DESC, id LIMIT ?2"
+    ),
+    concat!(
+        "SELECT ",
+        info!(),
+        " FROM leaseq_items WHERE queue = ?1 AND state = 'scheduled' AND available_at > ",
+        now!(),
+        " AND payload IS NOT NULL ORDER BY available_at, id LIMIT ?2"
+    ),
+    concat!(
+        "SELECT ",
+        info!(),
+        " FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND payload IS NOT NULL ",
+        "ORDER BY lease_expires_at, id LIMIT ?2"
+    ),
+    concat!(
+        "SELECT ",
+        info!(),
+        " FROM leaseq_items WHERE queue = ?1 AND state = 'dead' AND payload IS NOT NULL ",
+        "ORDER BY dead_at, id LIMIT ?2"
+    ),
+];
+
+/// `?1` queue, `?2` id.
+pub(crate) const ITEM: &str = concat!(
+    "SELECT ",
+    info!(),
+    " FROM leaseq_items WHERE id = ?2 AND queue = ?1 AND payload IS NOT NULL"
+);
+
+/// `?1` queue. Each state's rows through its own index (one OR term each).
+pub(crate) const PURGE: &str = "DELETE FROM leaseq_items WHERE \
+     (queue = ?1 AND state = 'ready') OR (queue = ?1 AND state = 'scheduled') \
+     OR (queue = ?1 AND state = 'leased') OR (queue = ?1 AND state = 'dead')";
+
+/// Test hook: `?1` queue.
+pub(crate) const EXPIRE_LEASES: &str = concat!(
+    "UPDATE leaseq_items SET lease_expires_at = ",
+    now!(),
+    " - 1 WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+    now!(),
+    " - 1"
+);
+
+/// Test hook: `?1` queue.
+pub(crate) const MAKE_DUE: &str = concat!(
+    "UPDATE leaseq_items SET available_at = ",
+    now!(),
+    " - 1 WHERE queue = ?1 AND state = 'scheduled'"
+);
+
+/// Test hook: `?1` id, `?2` queue. A row without its item at the head of
+/// the Ready index; AUTOINCREMENT moves past the id, so no item reuses it.
+pub(crate) const PLANT_GHOST: &str = concat!(
+    "INSERT INTO leaseq_items (id, queue, state, priority, payload, max_attempts, ",
+    "enqueued_at, available_at) VALUES (?1, ?2, 'ready', 2147483647, NULL, 1, ",
+    now!(),
+    ", ",
+    now!(),
+    ") ON CONFLICT (id) DO NOTHING RETURNING id"
+);
+
+/// Test hook: `?1` queue, `?2` id.
+pub(crate) const PLANT_ATTEMPTS_AT_LIMIT: &str = concat!(
+    "UPDATE leaseq_items SET attempts = ",
+    attempts_limit!(),
+    " WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id"
+);
+
+/// Test hook: `?1` queue, `?2` id.
+pub(crate) const PLANT_MISSING_PAYLOAD: &str = "UPDATE leaseq_items SET payload = NULL \
+     WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id";
+
+/// Test hook: `?1` queue.
+pub(crate) const SNAPSHOT: &str = "SELECT id, state, payload IS NOT NULL FROM leaseq_items \
+     WHERE queue = ?1 ORDER BY state, priority DESC, id";
+
+/// Items per insert statement: five parameters each, well under SQLite's
+/// 32,766, and the core's largest batch in one statement.
+pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;
+
+/// An insert of `n` items: `?1` queue, then per item priority, payload,
+/// max attempts, delay (ms), dedup key. Rows go in by batch order (the
+/// ordinal column), so ids rise with it; the new ids come back.
+pub(crate) fn insert(n: usize) -> String {
+    let mut values = String::with_capacity(n * 24);
+    for i in 0..n {
+        if i > 0 {
+            values.push(',');
+        }
+        let p = 2 + i * 5;
+        values.push_str(&format!(
+            "({i},?{},?{},?{},?{},?{})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4
+        ));
+    }
+    format!(
+        "INSERT INTO leaseq_items (queue, state, priority, payload, max_attempts, dedup_key, \
+           enqueued_at, available_at) \
+         SELECT ?1, CASE WHEN v.column5 > 0 THEN 'scheduled' ELSE 'ready' END, \
+           v.column2, v.column3, v.column4, v.column6, n.t, n.t + v.column5 \
+         FROM (SELECT {now} AS t) AS n, (VALUES {values}) AS v \
+         ORDER BY v.column1 \
+         RETURNING id, state",
+        now = now!(),
+    )
+}
+
+/// `?1` queue, then `n` dedup keys: the ids holding them.
+pub(crate) fn dedup_holders(n: usize) -> String {
+    // Numbered: sqlx counts unnumbered `?` from the first argument.
+    let marks = (2..n + 2)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    format!(
+        "SELECT dedup_key, id FROM leaseq_items \
+         WHERE queue = ?1 AND dedup_key IN ({marks}) AND dedup_key IS NOT NULL"
+    )
+}
+
+/// `n` leases as (id, queue, token) parameters: each row deleted when its
+/// own fence holds; the rows deleted come back.
+pub(crate) fn ack_many(n: usize) -> String {
+    let values = (0..n)
+        .map(|i| format!("(?{},?{},?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+        .collect::<Vec<_>>()
+        .join(",");
+    "WITH l(id, queue, token) AS (VALUES ".to_owned()
+        + &values
+        + ") DELETE FROM leaseq_items WHERE id IN (\
+             SELECT i.id FROM l JOIN leaseq_items i \
+             ON i.id = l.id AND i.queue = l.queue AND i.token = l.token \
+             AND i.lease_expires_at IS NOT NULL) \
+           RETURNING id, queue, token"
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, Row, SqliteConnection};
+
+    /// The query plan of `text` on a migrated in-memory database, one
+    /// line per step.
+    async fn plan(text: &str) -> String {
+        let mut conn = SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("open");
+        super::super::backend::migrator()
+            .run(&mut conn)
+            .await
+            .expect("migrate");
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {text}"))
+            .fetch_all(&mut conn)
+            .await
+            .expect("explain");
+        // Indent each step under its parent.
+        let mut depth = std::collections::HashMap::new();
+        rows.iter()
+            .map(|r| {
+                let (id, parent) = (r.get::<i64, _>(0), r.get::<i64, _>(1));
+                let d = depth.get(&parent).map_or(0, |d| d + 1);
+                depth.insert(id, d);
+                format!("{}{}", "  ".repeat(d), r.get::<String, _>(3))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Fails when `plan` reads the whole items table.
+    fn no_full_scan(plan: &str) {
+        assert!(
+            !plan.lines().any(|l| l.trim() == "SCAN leaseq_items"),
+            "{plan}"
+        );
+    }
+
+    #[tokio::test]
+    async fn claim_reads_only_the_heads_of_its_indexes() {
+        let p = plan(super::CLAIM).await;
+        for index in [
+            "leaseq_items_ready",
+            "leaseq_items_scheduled",
+            "leaseq_items_poison",
+        ] {
+            assert!(p.contains(index), "{index} unused:\n{p}");
+        }
+        no_full_scan(&p);
+    }
+
+    #[tokio::test]
+    async fn every_statement_goes_through_an_index() {
+        let ack_many = super::ack_many(3);
+        let cases: [(&str, &str); 10] = [
+            (
+                super::REAP,
+                "leaseq_items_leased (queue=? AND lease_expires_at<?)",
+            ),
+            (
+                super::PROMOTE,
+                "leaseq_items_scheduled (queue=? AND available_at<?)",
+            ),
+            (super::REDRIVE, "leaseq_items_dead (queue=?)"),
+            (super::STATS, "leaseq_items_leased (queue=?)"),
+            (super::PURGE, "MULTI-INDEX OR"),
+            (super::ACK, "INTEGER PRIMARY KEY"),
+            (&ack_many, "INTEGER PRIMARY KEY"),
+            (
+                super::RECOVER_CLAIM,
+                "leaseq_items_leased (queue=? AND lease_expires_at>?)",
+            ),
+            (
+                super::REAP_REQUESTS,
+                "leaseq_requests_expiry (queue=? AND expires_at<?)",
+            ),
+            (super::PEEK[0], "leaseq_items_ready (queue=?)"),
+        ];
+        for (text, expected) in cases {
+            let p = plan(text).await;
+            assert!(p.contains(expected), "{text}\nexpected {expected}:\n{p}");
+            no_full_scan(&p);
+        }
+    }
+}
