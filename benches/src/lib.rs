@@ -33,6 +33,7 @@
 //! `memory,redis-rs,fred,postgres`) picks which backends run.
 
 pub mod baseline;
+pub mod drain;
 pub mod load;
 pub mod reap;
 pub mod report;

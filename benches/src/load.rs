@@ -1,16 +1,21 @@
 //! The load generator: producers and consumers against one backend for a
 //! fixed time, reporting throughput, enqueue-to-ack latency and peak memory.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use leaseq_core::{Backend, ClaimSpec, Error, NewItem, QueueName, Result};
+use leaseq_core::{
+    handler_fn, Backend, CancellationToken, ClaimSpec, Error, ItemId, Job, JobContext, JobOutcome,
+    NewItem, QueueName, Result, Worker,
+};
 use serde::Serialize;
 
 use crate::ack_all;
+use crate::drain::Runtime;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -23,8 +28,16 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Items per enqueue call.
     pub batch: usize,
-    /// Items per claim (the prefetch).
-    pub prefetch: u32,
+    /// Items per claim (the API loops; 100 if `None`), or the workers'
+    /// prefetch (the worker's default if `None`).
+    pub prefetch: Option<u32>,
+    /// API loops or workers.
+    pub runtime: Runtime,
+    /// Handler slots per worker; `None` keeps the worker's default.
+    pub concurrency: Option<usize>,
+    /// Jobs per second over all producers; `None` enqueues as fast as the
+    /// backlog allows. A light steady rate is how latency is measured.
+    pub rate: Option<f64>,
     /// Producers pause while this many items are enqueued but not acked, so
     /// latency measures the queue, not an ever-growing backlog.
     pub max_backlog: u64,
@@ -41,7 +54,10 @@ impl Default for LoadConfig {
             consumers: 4,
             duration: Duration::from_secs(10),
             batch: 100,
-            prefetch: 100,
+            prefetch: None,
+            runtime: Runtime::Api,
+            concurrency: None,
+            rate: None,
             max_backlog: 2_000,
             payload_bytes: 16,
             lease: Duration::from_secs(30),
@@ -71,8 +87,10 @@ pub struct LoadReport {
     pub consumers: usize,
     /// Items per enqueue call.
     pub batch: usize,
-    /// Items per claim.
-    pub prefetch: u32,
+    /// Items per claim (`None`: the worker's default).
+    pub prefetch: Option<u32>,
+    /// API loops or workers.
+    pub runtime: Runtime,
     /// Seconds measured.
     pub seconds: f64,
     /// Items enqueued in that time.
@@ -104,7 +122,7 @@ pub async fn run(
             "payloads carry an 8-byte timestamp: --payload-bytes must be at least 8",
         ));
     }
-    let spec = ClaimSpec::new(config.prefetch, config.lease)?;
+    let spec = ClaimSpec::new(config.prefetch.unwrap_or(100), config.lease)?;
     backend.purge(queue).await?;
     let origin = Instant::now();
     let end = origin + config.duration;
@@ -122,21 +140,27 @@ pub async fn run(
             produce(b.as_ref(), &q, &c, &cfg, origin, end).await
         }));
     }
-    let mut consumers = Vec::new();
-    for _ in 0..config.consumers {
-        let (b, q, c) = (backend.clone(), queue.clone(), counters.clone());
-        consumers.push(tokio::spawn(async move {
-            consume(b.as_ref(), &q, &c, spec, origin, end).await
-        }));
-    }
+    let hist = match config.runtime {
+        Runtime::Api => {
+            let mut consumers = Vec::new();
+            for _ in 0..config.consumers {
+                let (b, q, c) = (backend.clone(), queue.clone(), counters.clone());
+                consumers.push(tokio::spawn(async move {
+                    consume(b.as_ref(), &q, &c, spec, origin, end).await
+                }));
+            }
+            let mut hist = new_histogram()?;
+            for c in consumers {
+                let h = c.await.map_err(|e| Error::backend("consumer task", e))??;
+                hist.add(&h)
+                    .map_err(|e| Error::backend("merging histograms", e))?;
+            }
+            hist
+        }
+        Runtime::Worker => run_workers(&backend, queue, config, &counters, origin, end).await?,
+    };
     for p in producers {
         p.await.map_err(|e| Error::backend("producer task", e))??;
-    }
-    let mut hist = new_histogram()?;
-    for c in consumers {
-        let h = c.await.map_err(|e| Error::backend("consumer task", e))??;
-        hist.add(&h)
-            .map_err(|e| Error::backend("merging histograms", e))?;
     }
     let seconds = config.duration.as_secs_f64();
     backend.purge(queue).await?;
@@ -147,6 +171,7 @@ pub async fn run(
         consumers: config.consumers,
         batch: config.batch,
         prefetch: config.prefetch,
+        runtime: config.runtime,
         seconds,
         enqueued: counters.enqueued.load(Ordering::Relaxed),
         acked,
@@ -158,6 +183,63 @@ pub async fn run(
         },
         peak_rss_bytes: crate::rss::peak_rss_bytes(),
     })
+}
+
+/// Workers with a no-op handler until `end`. Latency runs from the
+/// enqueue call to the ack's result reaching the worker (its `Acked` event).
+async fn run_workers(
+    backend: &Arc<dyn Backend>,
+    queue: &QueueName,
+    config: &LoadConfig,
+    counters: &Arc<Counters>,
+    origin: Instant,
+    end: Instant,
+) -> Result<Histogram<u64>> {
+    let stamps: Arc<Mutex<HashMap<ItemId, u64>>> = Arc::default();
+    let hist = Arc::new(Mutex::new(new_histogram()?));
+    let stop = CancellationToken::new();
+    let mut workers = Vec::new();
+    for _ in 0..config.consumers {
+        let mut builder = Worker::builder(backend.clone(), queue.as_str()).lease_ttl(config.lease);
+        if let Some(k) = config.prefetch {
+            builder = builder.prefetch(k);
+        }
+        if let Some(n) = config.concurrency {
+            builder = builder.concurrency(n);
+        }
+        let (seen, hist, c) = (stamps.clone(), hist.clone(), counters.clone());
+        let noted = stamps.clone();
+        let worker = builder
+            .on_event(move |event| {
+                let Some(at) = lock(&seen).remove(&event.id) else {
+                    return;
+                };
+                if event.outcome == JobOutcome::Acked && Instant::now() <= end {
+                    c.acked.fetch_add(1, Ordering::Relaxed);
+                    let now_us = origin.elapsed().as_micros() as u64;
+                    let _ = lock(&hist).record(now_us.saturating_sub(at));
+                }
+            })
+            .build(handler_fn(move |job: Job, _ctx: JobContext| {
+                if let Some(at) = stamped_at(&job.payload) {
+                    lock(&noted).insert(job.id, at);
+                }
+                async { Ok::<_, std::convert::Infallible>(()) }
+            }))?;
+        workers.push(tokio::spawn(worker.run(stop.clone())));
+    }
+    tokio::time::sleep_until(end.into()).await;
+    stop.cancel();
+    for w in workers {
+        w.await.map_err(|e| Error::backend("worker task", e))??;
+    }
+    let hist = lock(&hist).clone();
+    Ok(hist)
+}
+
+/// A poisoned lock only means another recorder panicked; the data is fine.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Debug, Default)]
@@ -197,6 +279,15 @@ async fn produce(
         if backlog >= cfg.max_backlog {
             tokio::time::sleep(Duration::from_millis(1)).await;
             continue;
+        }
+        if let Some(rate) = cfg.rate {
+            // Each producer's share of the rate, one batch at a time.
+            let per_producer = rate / cfg.producers as f64;
+            let sent = c.enqueued.load(Ordering::Relaxed) as f64 / cfg.producers as f64;
+            let due = origin + Duration::from_secs_f64(sent / per_producer);
+            if due > Instant::now() {
+                tokio::time::sleep_until(due.into()).await;
+            }
         }
         let payload = stamp(origin, cfg.payload_bytes);
         let items = (0..cfg.batch)
@@ -261,20 +352,41 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_run_on_memory_acks_jobs() {
+        for runtime in [Runtime::Api, Runtime::Worker] {
+            let backend: Arc<dyn Backend> = Arc::new(leaseq_memory::MemoryBackend::new());
+            let queue = QueueName::new("load-test").expect("name");
+            let config = LoadConfig {
+                duration: Duration::from_millis(200),
+                producers: 1,
+                consumers: 2,
+                runtime,
+                ..LoadConfig::default()
+            };
+            let report = run("memory", backend.clone(), &queue, &config)
+                .await
+                .expect("run");
+            assert!(report.acked > 0, "{runtime:?}: {report:?}");
+            assert!(report.acked <= report.enqueued);
+            assert!(report.latency.p50_us <= report.latency.max_us);
+            assert_eq!(backend.stats(&queue).await.expect("stats").total(), 0);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rate_holds_the_producers_back() {
         let backend: Arc<dyn Backend> = Arc::new(leaseq_memory::MemoryBackend::new());
-        let queue = QueueName::new("load-test").expect("name");
+        let queue = QueueName::new("load-rate").expect("name");
         let config = LoadConfig {
-            duration: Duration::from_millis(200),
+            duration: Duration::from_millis(300),
             producers: 1,
-            consumers: 2,
+            consumers: 1,
+            batch: 1,
+            rate: Some(100.0),
             ..LoadConfig::default()
         };
-        let report = run("memory", backend.clone(), &queue, &config)
-            .await
-            .expect("run");
-        assert!(report.acked > 0, "{report:?}");
-        assert!(report.acked <= report.enqueued);
-        assert!(report.latency.p50_us <= report.latency.max_us);
-        assert_eq!(backend.stats(&queue).await.expect("stats").total(), 0);
+        let report = run("memory", backend, &queue, &config).await.expect("run");
+        // 100 jobs/s for 0.3 s is about 30; unthrottled it would be many thousands.
+        assert!(report.enqueued <= 40, "{report:?}");
+        assert!(report.enqueued >= 1, "{report:?}");
     }
 }

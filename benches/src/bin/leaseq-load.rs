@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use leaseq_benches::drain::{self, DrainConfig, DrainReport, Runtime};
 use leaseq_benches::load::{self, LoadConfig, LoadReport};
 use leaseq_conformance::BackendFactory;
 use leaseq_core::{Backend, QueueName};
@@ -47,9 +48,14 @@ struct Args {
     /// Items per enqueue call.
     #[arg(long, default_value_t = 100)]
     batch: usize,
-    /// Items per claim.
-    #[arg(long, default_value_t = 100)]
-    prefetch: u32,
+    /// Items per claim (API loops; default 100, 10 in drain mode) or the
+    /// workers' prefetch (default: the worker's own).
+    #[arg(long)]
+    prefetch: Option<u32>,
+    /// Jobs per second over all producers (default: as fast as the backlog
+    /// allows); a light rate such as 100 measures latency.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Producers pause while this many items are enqueued but not acked.
     #[arg(long, default_value_t = 2_000)]
     max_backlog: u64,
@@ -65,6 +71,18 @@ struct Args {
     /// Runtime worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Drain mode: enqueue this many jobs first, then time how fast the
+    /// consumers drain them (instead of producers and consumers together).
+    #[arg(long)]
+    drain: Option<u64>,
+    /// How consumers take jobs: `api` loops of claim + ack_many, or
+    /// `worker`s (the runtime users run) with a no-op handler.
+    #[arg(long, value_enum, default_value = "api")]
+    runtime: Runtime,
+    /// Worker runtime only: handler slots per worker (default: the
+    /// worker's default).
+    #[arg(long)]
+    concurrency: Option<usize>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -84,8 +102,12 @@ fn main() -> ExitCode {
         }
     };
     match rt.block_on(run(&args)) {
-        Ok(report) => {
+        Ok(Report::Load(report)) => {
             print(&report, args.json);
+            ExitCode::SUCCESS
+        }
+        Ok(Report::Drain(report)) => {
+            print_drain(&report, args.json);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -95,7 +117,13 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: &Args) -> Result<LoadReport, String> {
+/// What a run printed.
+enum Report {
+    Load(LoadReport),
+    Drain(DrainReport),
+}
+
+async fn run(args: &Args) -> Result<Report, String> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
@@ -104,18 +132,38 @@ async fn run(args: &Args) -> Result<LoadReport, String> {
     }
     let (name, backend) = connect(&args.url, args.client, args.shards).await?;
     let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
+    if let Some(jobs) = args.drain {
+        let config = DrainConfig {
+            jobs,
+            batch: args.batch,
+            producers: args.producers,
+            consumers: args.consumers,
+            prefetch: args.prefetch,
+            concurrency: args.concurrency,
+            runtime: args.runtime,
+            lease: Duration::from_millis(args.lease_ms),
+        };
+        return drain::run(name, backend, &queue, &config)
+            .await
+            .map(Report::Drain)
+            .map_err(|e| e.to_string());
+    }
     let config = LoadConfig {
         producers: args.producers,
         consumers: args.consumers,
         duration: Duration::from_secs_f64(args.duration),
         batch: args.batch,
         prefetch: args.prefetch,
+        runtime: args.runtime,
+        concurrency: args.concurrency,
+        rate: args.rate,
         max_backlog: args.max_backlog,
         payload_bytes: args.payload_bytes,
         lease: Duration::from_millis(args.lease_ms),
     };
     load::run(name, backend, &queue, &config)
         .await
+        .map(Report::Load)
         .map_err(|e| e.to_string())
 }
 
@@ -225,8 +273,12 @@ fn print(r: &LoadReport, json: bool) {
     }
     println!("backend      {}", r.backend);
     println!(
-        "workers      {} producers, {} consumers; batch {}, prefetch {}",
-        r.producers, r.consumers, r.batch, r.prefetch
+        "workers      {} producers, {} consumers ({:?}); batch {}, prefetch {}",
+        r.producers,
+        r.consumers,
+        r.runtime,
+        r.batch,
+        r.prefetch.map_or("default".to_string(), |k| k.to_string())
     );
     println!(
         "ran          {:.1} s: {} enqueued, {} acked",
@@ -241,4 +293,24 @@ fn print(r: &LoadReport, json: bool) {
         Some(b) => println!("peak memory  {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
         None => println!("peak memory  unknown (no /proc/self/status)"),
     }
+}
+
+fn print_drain(r: &DrainReport, json: bool) {
+    if json {
+        match serde_json::to_string(r) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("leaseq-load: cannot encode the report: {e}"),
+        }
+        return;
+    }
+    println!("backend      {}", r.backend);
+    println!(
+        "drained      {} jobs with {} consumers ({:?})",
+        r.jobs, r.consumers, r.runtime
+    );
+    println!("enqueue      {:.0} jobs/s", r.enqueue_per_sec);
+    println!(
+        "drain        {:.0} jobs/s ({:.2} s)",
+        r.drain_per_sec, r.drain_seconds
+    );
 }

@@ -71,7 +71,7 @@ fn stopped() -> AckResult {
 /// Sends the queued leases as batches of at most
 /// [`MAX_ACK_BATCH`] until every [`Acker`] is gone and the queue is empty.
 pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Pending>) {
-    let limit = MAX_ACK_BATCH.min(shared.concurrency).max(1);
+    let limit = MAX_ACK_BATCH;
     let mut batch = Vec::with_capacity(limit);
     while queue.recv_many(&mut batch, limit).await > 0 {
         let leases: Vec<Held> = batch.iter().map(|p| p.lease.clone()).collect();

@@ -16,7 +16,8 @@ use crate::{Backend, Error, LeaseTtl, QueueName, Result};
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
 /// Defaults: concurrency 8, lease ttl 30 s, heartbeat every third of the
-/// ttl, prefetch 4, [`RetryPolicy::default`], shutdown deadline 30 s, a
+/// ttl, claims as large as the free handler slots (at most
+/// [`MAX_CLAIM`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
 /// reaper every 5 s, and at most 1 s of idle waiting between claims when the
 /// backend gives no wake-up.
 #[derive(Debug)]
@@ -26,7 +27,7 @@ pub struct WorkerBuilder {
     ttl: Duration,
     heartbeat: Option<Duration>,
     concurrency: usize,
-    prefetch: u32,
+    prefetch: Option<u32>,
     retry: RetryPolicy,
     shutdown_deadline: Duration,
     reap_interval: Option<Duration>,
@@ -36,14 +37,17 @@ pub struct WorkerBuilder {
 }
 
 impl WorkerBuilder {
+    /// Handler slots unless [`WorkerBuilder::concurrency`] says otherwise.
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
     pub(crate) fn new(backend: Arc<dyn Backend>, queue: String) -> Self {
         WorkerBuilder {
             backend,
             queue,
             ttl: Duration::from_secs(30),
             heartbeat: None,
-            concurrency: 8,
-            prefetch: 4,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            prefetch: None,
             retry: RetryPolicy::default(),
             shutdown_deadline: Duration::from_secs(30),
             reap_interval: Some(Duration::from_secs(5)),
@@ -74,10 +78,11 @@ impl WorkerBuilder {
         self
     }
 
-    /// The most items one claim asks for (1 to 1,000); a claim never asks
-    /// for more than there are free handler slots.
+    /// The most items one claim asks for (1 to 1,000). A claim never asks
+    /// for more than there are free handler slots, so by default it asks
+    /// for exactly those: one round trip fills every slot that is free.
     pub fn prefetch(mut self, k: u32) -> Self {
-        self.prefetch = k;
+        self.prefetch = Some(k);
         self
     }
 
@@ -153,12 +158,15 @@ impl WorkerBuilder {
         if self.concurrency == 0 {
             return Err(Error::invalid("worker concurrency is 0"));
         }
-        if self.prefetch == 0 || self.prefetch > MAX_CLAIM {
-            return Err(Error::invalid(format!(
-                "prefetch {} is outside 1..={MAX_CLAIM}",
-                self.prefetch
-            )));
-        }
+        let prefetch = match self.prefetch {
+            Some(k) if k == 0 || k > MAX_CLAIM => {
+                return Err(Error::invalid(format!(
+                    "prefetch {k} is outside 1..={MAX_CLAIM}"
+                )))
+            }
+            Some(k) => k,
+            None => u32::try_from(self.concurrency).map_or(MAX_CLAIM, |n| n.min(MAX_CLAIM)),
+        };
         let heartbeat = self
             .heartbeat
             .unwrap_or(ttl.get() / 3)
@@ -180,7 +188,7 @@ impl WorkerBuilder {
                 ttl,
                 heartbeat,
                 concurrency: self.concurrency,
-                prefetch: self.prefetch,
+                prefetch,
                 retry: self.retry,
                 shutdown_deadline: self.shutdown_deadline,
                 reap_interval: self.reap_interval,

@@ -1,11 +1,13 @@
 //! One job's life inside a worker: run the handler, keep its lease alive,
 //! record the outcome under the lease's fence.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -17,28 +19,27 @@ use super::shared::Shared;
 use crate::settle::Held;
 use crate::{BoxError, Error, Lease, Released, Timestamp};
 
-/// Aborts the handler's task when the job task goes away (a crash of the
-/// worker, or shutdown's deadline).
-struct AbortOnDrop(JoinHandle<Result<(), BoxError>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// How the handler's run ended.
+/// How the handler's run ended: its result, or the payload of its panic.
 enum Ran {
-    Done(Result<Result<(), BoxError>, JoinError>),
+    Done(std::thread::Result<Result<(), BoxError>>),
     Abandoned,
 }
 
-/// Runs one leased job to its end. Holds `permit` (a handler slot) until
-/// then.
+/// A job's place in its worker: a handler slot, held while the handler
+/// runs, and a place among the leases the worker holds, held until the
+/// outcome is recorded.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) handler: OwnedSemaphorePermit,
+    pub(crate) lease: OwnedSemaphorePermit,
+}
+
+/// Runs one leased job to its end, giving up the handler slot as soon as
+/// the handler ends (so the next claim overlaps this job's ack).
 pub(crate) async fn run(
     shared: Arc<Shared>,
     lease: Lease,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
     abandon: CancellationToken,
     acker: Acker,
 ) {
@@ -48,63 +49,49 @@ pub(crate) async fn run(
         id = %lease.key.id,
         attempt = lease.attempts,
     );
-    run_inner(&shared, lease, abandon, &acker)
+    let Slot {
+        handler,
+        lease: held,
+    } = slot;
+    run_inner(&shared, lease, handler, abandon, &acker)
         .instrument(span)
         .await;
-    drop(permit);
+    drop(held);
 }
 
-async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, acker: &Acker) {
+async fn run_inner(
+    shared: &Shared,
+    lease: Lease,
+    slot: OwnedSemaphorePermit,
+    abandon: CancellationToken,
+    acker: &Acker,
+) {
     let ctx = JobContext::new(lease.key.clone());
-    let handler = shared.handler.clone();
     let job = Job::from_lease(&lease);
-    let task_ctx = ctx.clone();
     let ran_since = Instant::now();
     shared.metrics.in_flight(1.0);
-    let mut handle = AbortOnDrop(tokio::spawn(
-        async move { handler.handle(job, task_ctx).await }.in_current_span(),
-    ));
-
-    let start = Instant::now() + shared.heartbeat;
-    let mut beat = interval_at(start, shared.heartbeat);
-    beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The handler runs in this task (no second spawn per job); a panic is
+    // caught here and counts as an error. Heartbeats run beside it.
+    let handler = AssertUnwindSafe(shared.handler.handle(job, ctx.clone())).catch_unwind();
     let mut lost = false;
     // The latest expiry the backend gave this lease: what settling a lost
     // reply compares against.
     let mut held_until = lease.expires_at;
-    let ran = loop {
+    let ran = {
+        let heartbeats = heartbeats(shared, &lease, &ctx, &mut held_until, &mut lost);
         tokio::select! {
-            res = &mut handle.0 => break Ran::Done(res),
-            _ = abandon.cancelled() => break Ran::Abandoned,
-            _ = beat.tick(), if !lost => {
-                // A heartbeat that hangs must not outlive the next one.
-                let beat = tokio::time::timeout(shared.heartbeat, shared.backend.extend(&lease.key, shared.ttl));
-                let res = beat.await.unwrap_or_else(|_| {
-                    Err(Error::backend("heartbeat", std::io::Error::new(std::io::ErrorKind::TimedOut, "extend took longer than a heartbeat interval")))
-                });
-                match res {
-                    Ok(until) => held_until = until,
-                    Err(e) if e.is_lease_lost() => {
-                        tracing::warn!("lease lost while the handler ran; its result will be discarded");
-                        shared.metrics.inc(Counter::LeaseLost);
-                        ctx.mark_lost();
-                        lost = true;
-                    }
-                    Err(e) => {
-                        shared.metrics.inc(Counter::BackendErrors);
-                        tracing::warn!(error = %e, "heartbeat failed; trying again at the next beat");
-                    }
-                }
-            }
+            res = handler => Ran::Done(res),
+            _ = abandon.cancelled() => Ran::Abandoned,
+            _ = heartbeats => unreachable!("heartbeats never end on their own"),
         }
     };
 
     shared.metrics.in_flight(-1.0);
     shared.metrics.ran_for(ran_since.elapsed());
+    drop(slot);
     match ran {
         Ran::Abandoned => {
             ctx.cancel();
-            drop(handle);
             if lost {
                 // Nothing to give back, but the job still ends with an event.
                 shared
@@ -124,14 +111,56 @@ async fn run_inner(shared: &Shared, lease: Lease, abandon: CancellationToken, ac
             let outcome = match res {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(e),
-                Err(join) => {
+                Err(panic) => {
                     shared.metrics.inc(Counter::Panicked);
-                    let msg = panic_text(join);
+                    let msg = panic_text(panic);
                     tracing::error!(panic = %msg, "handler panicked");
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
             record(shared, &lease, held_until, outcome, acker).await;
+        }
+    }
+}
+
+/// Extends the lease every heartbeat interval while the handler runs;
+/// never ends (once the lease is lost it only waits). Records each new
+/// expiry in `held_until`; a lost lease cancels the handler's context.
+async fn heartbeats(
+    shared: &Shared,
+    lease: &Lease,
+    ctx: &JobContext,
+    held_until: &mut Timestamp,
+    lost: &mut bool,
+) {
+    let mut beat = interval_at(Instant::now() + shared.heartbeat, shared.heartbeat);
+    beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        beat.tick().await;
+        // A heartbeat that hangs must not outlive the next one.
+        let extend = shared.backend.extend(&lease.key, shared.ttl);
+        let res = tokio::time::timeout(shared.heartbeat, extend)
+            .await
+            .unwrap_or_else(|_| {
+                let slow = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "extend took longer than a heartbeat interval",
+                );
+                Err(Error::backend("heartbeat", slow))
+            });
+        match res {
+            Ok(until) => *held_until = until,
+            Err(e) if e.is_lease_lost() => {
+                tracing::warn!("lease lost while the handler ran; its result will be discarded");
+                shared.metrics.inc(Counter::LeaseLost);
+                ctx.mark_lost();
+                *lost = true;
+                return std::future::pending().await;
+            }
+            Err(e) => {
+                shared.metrics.inc(Counter::BackendErrors);
+                tracing::warn!(error = %e, "heartbeat failed; trying again at the next beat");
+            }
         }
     }
 }
@@ -253,11 +282,7 @@ fn not_recorded(shared: &Shared, lease: &Lease, error: String) {
         .emit(lease.id(), lease.attempts, JobOutcome::Unrecorded { error });
 }
 
-fn panic_text(join: JoinError) -> String {
-    if !join.is_panic() {
-        return "handler task was cancelled".into();
-    }
-    let payload = join.into_panic();
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

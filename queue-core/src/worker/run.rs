@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::acker::{self, Acker};
+use super::job::Slot;
 use super::metrics::Counter;
 use super::shared::Shared;
 use super::{job, reaper};
@@ -30,7 +31,7 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     let (acks, pending) = Acker::channel();
     let mut batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
     let abandon = CancellationToken::new();
-    let slots = Arc::new(Semaphore::new(shared.concurrency));
+    let slots = Slots::new(shared.concurrency);
     let mut jobs = JoinSet::new();
 
     let result = claim_loop(&shared, &shutdown, &slots, &mut jobs, &abandon, &acks).await;
@@ -73,7 +74,7 @@ fn log_job_task_failure(res: std::result::Result<(), tokio::task::JoinError>) {
 async fn claim_loop(
     shared: &Arc<Shared>,
     shutdown: &CancellationToken,
-    slots: &Arc<Semaphore>,
+    slots: &Slots,
     jobs: &mut JoinSet<()>,
     abandon: &CancellationToken,
     acks: &Acker,
@@ -86,14 +87,14 @@ async fn claim_loop(
         let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(()),
-            permit = slots.clone().acquire_owned() => permit,
+            slot = slots.acquire() => slot,
         };
-        let Ok(first) = first else { return Ok(()) };
-        let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
+        let Some(first) = first else { return Ok(()) };
+        let mut permits: Vec<Slot> = vec![first];
         while permits.len() < shared.prefetch as usize {
-            match slots.clone().try_acquire_owned() {
-                Ok(p) => permits.push(p),
-                Err(_) => break,
+            match slots.try_acquire() {
+                Some(p) => permits.push(p),
+                None => break,
             }
         }
         let spec = ClaimSpec::new(permits.len() as u32, shared.ttl.get())?;
@@ -141,6 +142,38 @@ async fn claim_loop(
                 acks.clone(),
             ));
         }
+    }
+}
+
+/// What a claim must hold for each item: a handler slot (until the handler
+/// ends) and a place among the leases the worker holds (until the outcome
+/// is recorded). Slots free as soon as handlers end, so the next claim
+/// overlaps the acks still on their way; the lease bound keeps a slow
+/// backend from piling up unacked leases.
+struct Slots {
+    handlers: Arc<Semaphore>,
+    leases: Arc<Semaphore>,
+}
+
+impl Slots {
+    fn new(concurrency: usize) -> Self {
+        Slots {
+            handlers: Arc::new(Semaphore::new(concurrency)),
+            leases: Arc::new(Semaphore::new(concurrency.saturating_mul(2))),
+        }
+    }
+
+    /// Waits for a slot; `None` once the semaphores are closed.
+    async fn acquire(&self) -> Option<Slot> {
+        let lease = self.leases.clone().acquire_owned().await.ok()?;
+        let handler = self.handlers.clone().acquire_owned().await.ok()?;
+        Some(Slot { handler, lease })
+    }
+
+    fn try_acquire(&self) -> Option<Slot> {
+        let lease = self.leases.clone().try_acquire_owned().ok()?;
+        let handler = self.handlers.clone().try_acquire_owned().ok()?;
+        Some(Slot { handler, lease })
     }
 }
 
