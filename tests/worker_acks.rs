@@ -237,6 +237,35 @@ async fn a_batch_whose_reply_was_lost_is_settled_and_reports_the_ack() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lost_batch_is_settled_even_when_the_probe_fails_longer_than_a_write_may() {
+    let recorder = AckRecorder::new(Duration::ZERO);
+    recorder.faults.inject(Op::AckMany, Fault::LoseReply, 1);
+    // More failed probes in a row than the worker's 4 attempts for a write:
+    // the store knows the ack landed, so the worker must keep asking.
+    recorder.faults.inject(Op::LeaseFate, Fault::LoseReply, 6);
+    let backend: Arc<dyn Backend> = recorder.clone();
+    let q = queue("probe-fails");
+    let id = backend.push(&q, "x").await.expect("enqueue");
+    let (on_event, mut events) = events();
+    let worker = quick_worker(backend.clone(), "probe-fails", 1)
+        .lease_ttl(Duration::from_secs(60))
+        .on_event(on_event)
+        .build(handler_fn(|_job: Job, _ctx: JobContext| async {
+            Ok::<_, std::io::Error>(())
+        }))
+        .expect("worker");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    let ev = events.next().await;
+    stop.cancel();
+    run.await.expect("join").expect("run");
+
+    assert_eq!((ev.id, ev.outcome), (id, JobOutcome::Acked));
+    assert_eq!(recorder.sizes(), vec![1], "the ack was not sent again");
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_batch_the_backend_keeps_failing_is_unrecorded_for_every_lease() {
     let recorder = AckRecorder::new(Duration::ZERO);
     recorder.faults.inject(Op::AckMany, Fault::Refuse, u32::MAX);

@@ -12,8 +12,8 @@
 //! | extend | the lease's token | send again (extending twice is harmless) |
 //!
 //! An [`Error::Unavailable`] (refused before it ran) is simply sent again.
-//! Each helper gives up after [`Settle::attempts`] tries and returns the
-//! last error; on a backend without `recover_claim` / `lease_fate`
+//! Each helper gives up after [`Settle::attempts`] tries (probes, which
+//! only read, after three times as many) and returns the last error; on a backend without `recover_claim` / `lease_fate`
 //! ([`Error::Unsupported`]) it returns the original error, as before.
 //!
 //! ```
@@ -115,7 +115,12 @@ impl Settle {
 
     /// Waits before the next try; nothing after the last one.
     async fn pause(&self, try_no: u32, _e: &Error) {
-        if try_no + 1 >= self.attempts {
+        self.pause_within(try_no, self.attempts).await;
+    }
+
+    /// The pause after try `try_no` of `budget` (none after the last).
+    async fn pause_within(&self, try_no: u32, budget: u32) {
+        if try_no + 1 >= budget {
             return;
         }
         let factor = 2u32.saturating_pow(try_no.min(16));
@@ -156,20 +161,29 @@ impl Settle {
         Err(last.unwrap_or_else(no_attempt))
     }
 
-    /// Sends `call` again after each retryable error, up to the attempts:
+    /// Tries for a probe ([`Backend::lease_fate`],
+    /// [`Backend::recover_claim`]): three times the attempts. A probe only
+    /// reads, so asking longer is free of risk, and giving up early turns
+    /// an outcome that is known to the store into one the caller must
+    /// report as unknown.
+    fn probe_attempts(&self) -> u32 {
+        self.attempts.saturating_mul(3)
+    }
+
+    /// Sends `call` again after each retryable error, up to `budget` tries:
     /// for calls that are safe to repeat as they are (reads, and calls
     /// that carry their own identity).
-    async fn repeating<T, F, Fut>(&self, mut call: F) -> Result<T>
+    async fn repeating<T, F, Fut>(&self, budget: u32, mut call: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         let mut last = None;
-        for try_no in 0..self.attempts {
+        for try_no in 0..budget {
             match call().await {
                 Err(e) if e.is_retryable() => {
                     self.saw(&e);
-                    self.pause(try_no, &e).await;
+                    self.pause_within(try_no, budget).await;
                     last = Some(e);
                 }
                 other => return other,
@@ -184,7 +198,8 @@ impl Settle {
         queue: &QueueName,
         spec: ClaimSpec,
     ) -> Result<Claimed> {
-        self.repeating(|| b.recover_claim(queue, spec)).await
+        self.repeating(self.probe_attempts(), || b.recover_claim(queue, spec))
+            .await
     }
 
     /// [`Backend::enqueue_once`] under `request`, settled: sent again with
@@ -196,14 +211,18 @@ impl Settle {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
-        self.repeating(|| b.enqueue_once(queue, request, items.clone()))
-            .await
+        self.repeating(self.attempts, || {
+            b.enqueue_once(queue, request, items.clone())
+        })
+        .await
     }
 
     /// What became of `lease`; retryable errors are tried again.
     async fn fate(&self, b: &dyn Backend, lease: &Held) -> Result<LeaseFate> {
-        self.repeating(|| b.lease_fate(&lease.key, lease.until))
-            .await
+        self.repeating(self.probe_attempts(), || {
+            b.lease_fate(&lease.key, lease.until)
+        })
+        .await
     }
 
     /// Runs a fenced call on `lease`; after an unknown outcome asks
