@@ -126,7 +126,9 @@ async fn under_load_acks_go_out_in_batches_and_each_job_is_acked_once() {
         sizes.len()
     );
     assert_eq!(sizes.iter().sum::<usize>(), 200, "every lease sent once");
-    assert!(sizes.iter().all(|&n| (1..=16).contains(&n)), "{sizes:?}");
+    // A worker holds at most twice its concurrency in leases (running,
+    // claimed ahead, and acks on their way), so no batch is larger.
+    assert!(sizes.iter().all(|&n| (1..=32).contains(&n)), "{sizes:?}");
     let m = metrics.snapshot();
     assert_eq!((m.claimed, m.acked, m.lease_lost), (200, 200, 0));
     assert_eq!(m.backend_errors, 0);

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 use super::shared::Shared;
 use crate::limits::MAX_ACK_BATCH;
@@ -36,11 +36,16 @@ impl AckResult {
     }
 }
 
+/// Scheduler turns a batch waits for acks that are about to arrive.
+const GATHER_TURNS: usize = 4;
+
 /// One lease waiting to be acked, and where its result goes.
 #[derive(Debug)]
 pub(crate) struct Pending {
     lease: Held,
     reply: oneshot::Sender<AckResult>,
+    /// The job's lease room, freed with the rest of its batch.
+    room: OwnedSemaphorePermit,
 }
 
 /// The jobs' side of the batcher; clones share one batcher.
@@ -55,9 +60,9 @@ impl Acker {
     }
 
     /// Acks `key` in the next batch and waits for its own result.
-    pub(crate) async fn ack(&self, lease: Held) -> AckResult {
+    pub(crate) async fn ack(&self, lease: Held, room: OwnedSemaphorePermit) -> AckResult {
         let (reply, result) = oneshot::channel();
-        if self.0.send(Pending { lease, reply }).is_err() {
+        if self.0.send(Pending { lease, reply, room }).is_err() {
             return stopped();
         }
         result.await.unwrap_or_else(|_| stopped())
@@ -74,12 +79,33 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     let limit = MAX_ACK_BATCH;
     let mut batch = Vec::with_capacity(limit);
     while queue.recv_many(&mut batch, limit).await > 0 {
+        // Jobs finishing right now join within a scheduler turn or two; a
+        // turn with nothing new ends the wait.
+        for _ in 0..GATHER_TURNS {
+            if batch.len() >= limit {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let before = batch.len();
+            while batch.len() < limit {
+                match queue.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() == before {
+                break;
+            }
+        }
         let leases: Vec<Held> = batch.iter().map(|p| p.lease.clone()).collect();
         let results = ack_batch(&shared, &leases).await;
+        let mut rooms = Vec::with_capacity(batch.len());
         for (pending, result) in batch.drain(..).zip(results) {
             // A job that went away (a hard stop) no longer wants its result.
             let _ = pending.reply.send(result);
+            rooms.push(pending.room);
         }
+        drop(rooms);
     }
 }
 

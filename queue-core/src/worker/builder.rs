@@ -16,8 +16,8 @@ use crate::{Backend, Error, LeaseTtl, QueueName, Result};
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
 /// Defaults: concurrency 8, lease ttl 30 s, heartbeat every third of the
-/// ttl, claims as large as the free handler slots (at most
-/// [`MAX_CLAIM`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
+/// ttl, claims of up to twice the concurrency (see
+/// [`WorkerBuilder::prefetch`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
 /// reaper every 5 s, and at most 1 s of idle waiting between claims when the
 /// backend gives no wake-up.
 #[derive(Debug)]
@@ -78,9 +78,13 @@ impl WorkerBuilder {
         self
     }
 
-    /// The most items one claim asks for (1 to 1,000). A claim never asks
-    /// for more than there are free handler slots, so by default it asks
-    /// for exactly those: one round trip fills every slot that is free.
+    /// The most items one claim asks for (1 to 1,000; default twice the
+    /// concurrency). A claim asks for the free handler slots and, while
+    /// handlers finish within 10 ms on average, for up to `concurrency`
+    /// more that wait for a slot with their leases kept alive: one round
+    /// trip then serves many short jobs. Long handlers claim for free
+    /// slots only, so no job waits out another's run while a different
+    /// worker could start it.
     pub fn prefetch(mut self, k: u32) -> Self {
         self.prefetch = Some(k);
         self
@@ -165,7 +169,8 @@ impl WorkerBuilder {
                 )))
             }
             Some(k) => k,
-            None => u32::try_from(self.concurrency).map_or(MAX_CLAIM, |n| n.min(MAX_CLAIM)),
+            None => u32::try_from(self.concurrency.saturating_mul(2))
+                .map_or(MAX_CLAIM, |n| n.min(MAX_CLAIM)),
         };
         let heartbeat = self
             .heartbeat

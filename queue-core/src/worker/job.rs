@@ -16,6 +16,7 @@ use super::acker::{AckResult, Acker};
 use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
+use super::slots::{Running, Slots};
 use crate::settle::Held;
 use crate::{BoxError, Error, Lease, Released, Timestamp};
 
@@ -25,70 +26,107 @@ enum Ran {
     Abandoned,
 }
 
-/// A job's place in its worker: a handler slot, held while the handler
-/// runs, and a place among the leases the worker holds, held until the
-/// outcome is recorded.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    pub(crate) handler: OwnedSemaphorePermit,
-    pub(crate) lease: OwnedSemaphorePermit,
+/// The job's part of its worker: the lease room it holds until its outcome
+/// is recorded, the worker's slots, and the two stop signals.
+pub(crate) struct Place {
+    pub(crate) room: OwnedSemaphorePermit,
+    pub(crate) slots: Arc<Slots>,
+    /// Shutdown: a job still waiting for a handler slot gives its lease back.
+    pub(crate) shutdown: CancellationToken,
+    /// The shutdown deadline passed: running handlers are dropped.
+    pub(crate) abandon: CancellationToken,
 }
 
-/// Runs one leased job to its end, giving up the handler slot as soon as
-/// the handler ends (so the next claim overlaps this job's ack).
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    lease: Lease,
-    slot: Slot,
-    abandon: CancellationToken,
-    acker: Acker,
-) {
+/// Runs one claimed job to its end: waits for a handler slot (a job claimed
+/// ahead), runs the handler, gives up the slot as soon as the handler ends
+/// (so the next claim overlaps this job's ack), then records the outcome.
+pub(crate) async fn run(shared: Arc<Shared>, lease: Lease, place: Place, acker: Acker) {
     let span = tracing::info_span!(
         "job",
         queue = %lease.key.queue,
         id = %lease.key.id,
         attempt = lease.attempts,
     );
-    let Slot {
-        handler,
-        lease: held,
-    } = slot;
-    run_inner(&shared, lease, handler, abandon, &acker)
+    let Place {
+        room,
+        slots,
+        shutdown,
+        abandon,
+    } = place;
+    run_inner(&shared, lease, room, &slots, &shutdown, &abandon, &acker)
         .instrument(span)
         .await;
-    drop(held);
+}
+
+/// A handler run in progress, for the metrics; dropping it (at the end, or
+/// when the run is dropped at the deadline) frees the handler slot.
+struct Handling<'a> {
+    shared: &'a Shared,
+    since: Instant,
+    _slot: Running,
+}
+
+impl<'a> Handling<'a> {
+    fn start(shared: &'a Shared, slot: Running) -> Self {
+        shared.metrics.in_flight(1.0);
+        Handling {
+            shared,
+            since: Instant::now(),
+            _slot: slot,
+        }
+    }
+}
+
+impl Drop for Handling<'_> {
+    fn drop(&mut self) {
+        self.shared.metrics.in_flight(-1.0);
+        self.shared.metrics.ran_for(self.since.elapsed());
+    }
 }
 
 async fn run_inner(
     shared: &Shared,
     lease: Lease,
-    slot: OwnedSemaphorePermit,
-    abandon: CancellationToken,
+    room: OwnedSemaphorePermit,
+    slots: &Arc<Slots>,
+    shutdown: &CancellationToken,
+    abandon: &CancellationToken,
     acker: &Acker,
 ) {
     let ctx = JobContext::new(lease.key.clone());
     let job = Job::from_lease(&lease);
-    let ran_since = Instant::now();
-    shared.metrics.in_flight(1.0);
     // The handler runs in this task (no second spawn per job); a panic is
-    // caught here and counts as an error. Heartbeats run beside it.
-    let handler = AssertUnwindSafe(shared.handler.handle(job, ctx.clone())).catch_unwind();
+    // caught here and counts as an error. Heartbeats run beside it, also
+    // while a job claimed ahead waits for its slot.
+    let handler = async {
+        let slot = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {
+                slots.never_started();
+                return None;
+            }
+            slot = slots.handler() => slot,
+        };
+        let _handling = Handling::start(shared, slot);
+        let run = AssertUnwindSafe(shared.handler.handle(job, ctx.clone()));
+        Some(run.catch_unwind().await)
+    };
     let mut lost = false;
     // The latest expiry the backend gave this lease: what settling a lost
     // reply compares against.
     let mut held_until = lease.expires_at;
     let ran = {
         let heartbeats = heartbeats(shared, &lease, &ctx, &mut held_until, &mut lost);
+        // Handler first: one that is done at its first poll never starts
+        // the heartbeat timer.
         tokio::select! {
-            res = handler => Ran::Done(res),
+            biased;
+            res = handler => res.map_or(Ran::Abandoned, Ran::Done),
             _ = abandon.cancelled() => Ran::Abandoned,
             _ = heartbeats => unreachable!("heartbeats never end on their own"),
         }
     };
 
-    shared.metrics.in_flight(-1.0);
-    shared.metrics.ran_for(ran_since.elapsed());
-    drop(slot);
     match ran {
         Ran::Abandoned => {
             ctx.cancel();
@@ -118,7 +156,7 @@ async fn run_inner(
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
-            record(shared, &lease, held_until, outcome, acker).await;
+            record(shared, &lease, held_until, outcome, acker, room).await;
         }
     }
 }
@@ -173,6 +211,7 @@ async fn record(
     held_until: Timestamp,
     outcome: Result<(), BoxError>,
     acker: &Acker,
+    room: OwnedSemaphorePermit,
 ) {
     let held = Held {
         key: lease.key.clone(),
@@ -181,7 +220,9 @@ async fn record(
     let b = shared.backend.as_ref();
     let (id, attempts) = (lease.id(), lease.attempts);
     match outcome {
-        Ok(()) => match acker.ack(held).await {
+        // The batcher frees the lease room of a whole batch at once, so the
+        // next claim finds all of it.
+        Ok(()) => match acker.ack(held, room).await {
             AckResult::Acked => {
                 shared.metrics.inc(Counter::Acked);
                 tracing::debug!("acked");

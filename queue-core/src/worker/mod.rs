@@ -1,6 +1,6 @@
 //! The worker runtime: what a user runs to process a queue.
 //!
-//! A [`Worker`] claims items in batches while it has free handler slots,
+//! A [`Worker`] claims items in batches for its free handler slots,
 //! runs a [`Handler`] for each, extends each running job's lease at a third
 //! of its ttl (heartbeats), and records the outcome under the lease's fence:
 //! `Ok` acks; `Err` releases the item with backoff ([`RetryPolicy`]) until
@@ -19,6 +19,7 @@ mod reaper;
 mod retry;
 mod run;
 mod shared;
+mod slots;
 
 use std::sync::Arc;
 
@@ -33,8 +34,8 @@ use crate::{Backend, QueueName, Result};
 
 /// Processes one queue with a [`Handler`].
 ///
-/// A worker claims items in batches while it has free handler slots, runs
-/// the handler for each, extends each running job's lease at a third of its
+/// A worker claims items in batches for its free handler slots (and, while
+/// handlers are short, a few ahead), runs the handler for each, extends each running job's lease at a third of its
 /// ttl (heartbeats), and records the outcome under the lease's fence: `Ok`
 /// acks; `Err` releases the item with backoff ([`RetryPolicy`]) until its
 /// attempts run out, then sends it Dead with the error's text; a panic

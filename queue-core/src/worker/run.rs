@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::acker::{self, Acker};
-use super::job::Slot;
+use super::job::Place;
 use super::metrics::Counter;
 use super::shared::Shared;
+use super::slots::Slots;
 use super::{job, reaper};
 use crate::{ClaimSpec, Error, Result};
 
@@ -74,7 +74,7 @@ fn log_job_task_failure(res: std::result::Result<(), tokio::task::JoinError>) {
 async fn claim_loop(
     shared: &Arc<Shared>,
     shutdown: &CancellationToken,
-    slots: &Slots,
+    slots: &Arc<Slots>,
     jobs: &mut JoinSet<()>,
     abandon: &CancellationToken,
     acks: &Acker,
@@ -87,15 +87,31 @@ async fn claim_loop(
         let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(()),
-            slot = slots.acquire() => slot,
+            permit = slots.lease() => permit,
         };
-        let Some(first) = first else { return Ok(()) };
-        let mut permits: Vec<Slot> = vec![first];
-        while permits.len() < shared.prefetch as usize {
-            match slots.try_acquire() {
-                Some(p) => permits.push(p),
-                None => break,
+        let want = loop {
+            let demand = slots.demand().min(shared.prefetch as usize);
+            if demand > 0 {
+                break demand;
             }
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = slots.handler_ended() => {}
+            }
+        };
+        let mut permits = vec![first];
+        slots.gather(&mut permits, want);
+        // Jobs that are finishing right now free their room within a
+        // scheduler turn or two: let them, so one claim fills it all instead
+        // of one claim per job. Costs no timer, and no wait when nothing is
+        // finishing.
+        for _ in 0..GATHER_TURNS {
+            if permits.len() >= want {
+                break;
+            }
+            tokio::task::yield_now().await;
+            slots.gather(&mut permits, want.min(slots.demand().max(1)));
         }
         let spec = ClaimSpec::new(permits.len() as u32, shared.ttl.get())?;
         // A claim is never cut short: its leases would dangle until expiry.
@@ -133,49 +149,21 @@ async fn claim_loop(
         shared
             .metrics
             .add(Counter::Claimed, claimed.leases.len() as u64);
-        for (lease, permit) in claimed.leases.into_iter().zip(permits.drain(..)) {
-            jobs.spawn(job::run(
-                shared.clone(),
-                lease,
-                permit,
-                abandon.clone(),
-                acks.clone(),
-            ));
+        slots.claimed(claimed.leases.len());
+        for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
+            let place = Place {
+                room,
+                slots: slots.clone(),
+                shutdown: shutdown.clone(),
+                abandon: abandon.clone(),
+            };
+            jobs.spawn(job::run(shared.clone(), lease, place, acks.clone()));
         }
     }
 }
 
-/// What a claim must hold for each item: a handler slot (until the handler
-/// ends) and a place among the leases the worker holds (until the outcome
-/// is recorded). Slots free as soon as handlers end, so the next claim
-/// overlaps the acks still on their way; the lease bound keeps a slow
-/// backend from piling up unacked leases.
-struct Slots {
-    handlers: Arc<Semaphore>,
-    leases: Arc<Semaphore>,
-}
-
-impl Slots {
-    fn new(concurrency: usize) -> Self {
-        Slots {
-            handlers: Arc::new(Semaphore::new(concurrency)),
-            leases: Arc::new(Semaphore::new(concurrency.saturating_mul(2))),
-        }
-    }
-
-    /// Waits for a slot; `None` once the semaphores are closed.
-    async fn acquire(&self) -> Option<Slot> {
-        let lease = self.leases.clone().acquire_owned().await.ok()?;
-        let handler = self.handlers.clone().acquire_owned().await.ok()?;
-        Some(Slot { handler, lease })
-    }
-
-    fn try_acquire(&self) -> Option<Slot> {
-        let lease = self.leases.clone().try_acquire_owned().ok()?;
-        let handler = self.handlers.clone().try_acquire_owned().ok()?;
-        Some(Slot { handler, lease })
-    }
-}
+/// Scheduler turns a claim waits for finishing jobs to free their slots.
+const GATHER_TURNS: usize = 4;
 
 /// Aborts a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

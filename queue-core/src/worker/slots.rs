@@ -1,0 +1,180 @@
+//! How much a worker may claim: handler slots, the leases it holds, and a
+//! small buffer of claimed jobs waiting for a slot while handlers are short.
+//!
+//! A claim costs one round trip whatever its size, so a worker whose
+//! handlers finish in microseconds would spend its time on claims of one or
+//! two items if it only claimed for free handler slots. While handlers are
+//! short, a worker therefore claims ahead: up to `concurrency` jobs may wait
+//! for a slot, their leases kept alive by heartbeats like running ones.
+//! When handlers run long, a job claimed ahead would sit out a whole run
+//! while another worker could have started it, so the buffer closes and
+//! claims ask for the free slots only.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// The longest mean handler time at which a worker still claims ahead.
+pub(crate) const CLAIM_AHEAD_BELOW: Duration = Duration::from_millis(10);
+
+/// No handler has finished yet: the mean is unknown, so no claiming ahead.
+const UNKNOWN: u64 = u64::MAX;
+
+/// A worker's capacity, shared by its claim loop and its jobs.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    concurrency: usize,
+    handlers: Arc<Semaphore>,
+    leases: Arc<Semaphore>,
+    /// Jobs claimed but not yet running their handler.
+    waiting: AtomicUsize,
+    /// Signalled whenever a handler ends.
+    freed: Notify,
+    /// Mean handler time in microseconds (moving average), or [`UNKNOWN`].
+    mean_us: AtomicU64,
+}
+
+impl Slots {
+    /// `concurrency` handler slots and room for twice as many leases (the
+    /// running jobs, the jobs claimed ahead, and acks on their way).
+    pub(crate) fn new(concurrency: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            concurrency,
+            handlers: Arc::new(Semaphore::new(concurrency)),
+            leases: Arc::new(Semaphore::new(concurrency.saturating_mul(2))),
+            waiting: AtomicUsize::new(0),
+            freed: Notify::new(),
+            mean_us: AtomicU64::new(UNKNOWN),
+        })
+    }
+
+    /// Waits for room for one more lease.
+    pub(crate) async fn lease(&self) -> OwnedSemaphorePermit {
+        let permit = self.leases.clone().acquire_owned().await;
+        permit.unwrap_or_else(|_| unreachable!("the lease semaphore is never closed"))
+    }
+
+    /// Adds lease permits to `permits` until it holds `want` or none is free.
+    pub(crate) fn gather(&self, permits: &mut Vec<OwnedSemaphorePermit>, want: usize) {
+        while permits.len() < want {
+            match self.leases.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// How many jobs a claim may ask for now: the free handler slots, plus
+    /// the room left in the claim-ahead buffer while handlers are short.
+    pub(crate) fn demand(&self) -> usize {
+        let ahead = if self.handlers_are_short() {
+            self.concurrency
+        } else {
+            0
+        };
+        let free = self.handlers.available_permits();
+        (free + ahead).saturating_sub(self.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Waits until a handler ends.
+    pub(crate) async fn handler_ended(&self) {
+        self.freed.notified().await;
+    }
+
+    /// Counts `n` claimed jobs as waiting for a handler slot.
+    pub(crate) fn claimed(&self, n: usize) {
+        self.waiting.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Waits for a handler slot for a claimed job.
+    pub(crate) async fn handler(self: &Arc<Self>) -> Running {
+        let permit = self.handlers.clone().acquire_owned().await;
+        let permit =
+            permit.unwrap_or_else(|_| unreachable!("the handler semaphore is never closed"));
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        Running {
+            slots: self.clone(),
+            _permit: permit,
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// A claimed job that ends without running its handler.
+    pub(crate) fn never_started(&self) {
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn handlers_are_short(&self) -> bool {
+        let mean = self.mean_us.load(Ordering::Relaxed);
+        mean != UNKNOWN && u128::from(mean) < CLAIM_AHEAD_BELOW.as_micros()
+    }
+
+    fn record(&self, ran: Duration) {
+        let sample = u64::try_from(ran.as_micros()).unwrap_or(u64::MAX - 1);
+        let mean = self.mean_us.load(Ordering::Relaxed);
+        // A moving average over about eight jobs; racing updates may drop a
+        // sample, which only slows how fast the average follows.
+        let next = if mean == UNKNOWN {
+            sample
+        } else {
+            mean - mean / 8 + sample / 8
+        };
+        self.mean_us.store(next, Ordering::Relaxed);
+    }
+}
+
+/// A handler slot in use; dropping it frees the slot and records how long
+/// the handler ran.
+#[derive(Debug)]
+pub(crate) struct Running {
+    slots: Arc<Slots>,
+    _permit: OwnedSemaphorePermit,
+    started: tokio::time::Instant,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.slots.record(self.started.elapsed());
+        self.slots.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn claims_ahead_only_while_handlers_are_short() {
+        let slots = Slots::new(4);
+        // Unknown handler time: only the free slots.
+        assert_eq!(slots.demand(), 4);
+        slots.claimed(4);
+        assert_eq!(slots.demand(), 0);
+        for _ in 0..4 {
+            drop(slots.handler().await);
+        }
+        // Four short runs: the buffer opens.
+        assert_eq!(slots.demand(), 8);
+        slots.record(Duration::from_secs(1));
+        for _ in 0..8 {
+            slots.record(Duration::from_secs(1));
+        }
+        assert_eq!(slots.demand(), 4, "long handlers close the buffer");
+    }
+
+    #[tokio::test]
+    async fn waiting_jobs_count_against_the_demand() {
+        let slots = Slots::new(2);
+        slots.record(Duration::from_micros(50));
+        assert_eq!(slots.demand(), 4);
+        slots.claimed(3);
+        assert_eq!(slots.demand(), 1);
+        let running = slots.handler().await;
+        assert_eq!(slots.demand(), 1, "one running, two waiting, room for one");
+        slots.never_started();
+        drop(running);
+        assert_eq!(slots.demand(), 3);
+    }
+}
