@@ -66,6 +66,21 @@ impl PgBackend {
         if let Some(name) = &options.application_name {
             connect = connect.application_name(name);
         }
+        // One direct connection first: the pool retries a failed connect
+        // until its acquire timeout and then reports only that it timed
+        // out, hiding the cause (refused, unknown database, bad password).
+        let probe = tokio::time::timeout(
+            options.acquire_timeout,
+            PgConnection::connect_with(&connect),
+        );
+        match probe.await {
+            Ok(Ok(conn)) => {
+                // Closing is courtesy; the connect already proved the server.
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => return Err(refused("connecting")(e)),
+            Err(_) => return Err(refused("connecting")(sqlx::Error::PoolTimedOut)),
+        }
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)

@@ -221,3 +221,24 @@ async fn concurrent_batches_without_keys_get_their_own_ids_in_batch_order() {
     let later = db.backend.item(&queue, out[1].id).await.expect("item");
     assert_eq!(later.state, ItemState::Scheduled);
 }
+
+#[tokio::test]
+async fn a_refused_connection_says_so_at_once() {
+    // A port nothing listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let url = format!("postgres://postgres@127.0.0.1:{port}/test");
+    let options = leaseq_postgres::PgOptions::new().acquire_timeout(Duration::from_secs(30));
+    let started = std::time::Instant::now();
+    let err = leaseq_postgres::PgBackend::connect(&url, options)
+        .await
+        .expect_err("nothing listens there");
+    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    let text = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+    // Not the pool's "timed out" after its 30 s acquire timeout.
+    assert!(!text.contains("timed out"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
