@@ -32,11 +32,20 @@
 //! `sqlite::memory:` is a database private to one handle and its clones,
 //! neither durable nor shared, for tests.
 //!
-//! Durability is chosen with [`SqliteOptions::durability`]:
-//! [`Durability::Full`] (the default, `synchronous=FULL`) survives power
-//! failure; [`Durability::Normal`] (`synchronous=NORMAL`) survives a crash
-//! of every process but may lose the last commits on power failure, so
-//! the backend then does not call itself `durable`.
+//! A file survives a crash of any process using it (every write that
+//! returned is in the WAL file), so a file-backed backend reports itself
+//! [`leaseq_core::Capabilities::durable`]; `sqlite::memory:` does not.
+//! What a power failure (or an operating system crash) may take is chosen
+//! with [`SqliteOptions::durability`]:
+//!
+//! - [`Durability::Full`] (the default, `synchronous=FULL`): nothing that
+//!   was committed; each commit waits for an `fsync` of the WAL.
+//! - [`Durability::Normal`] (`synchronous=NORMAL`): the transactions
+//!   committed since the last checkpoint may be rolled back (enqueued
+//!   batches disappear, acked items come back to be run again), but the
+//!   file is never corrupt and reopens at an earlier consistent state.
+//!   SQLite checkpoints when the WAL reaches 1,000 pages and when the last
+//!   connection closes. See [`Durability`] for the details.
 //!
 //! Back the file up with [`SqliteBackend::backup`] (SQLite's `VACUUM
 //! INTO`). A plain file copy taken while writers run can be torn;

@@ -20,7 +20,7 @@ use crate::rows::{
     state, token, ts,
 };
 use crate::sql::{self, QUARANTINED};
-use crate::{Durability, SqliteBackend};
+use crate::SqliteBackend;
 
 /// Rows one reap, promotion or redrive statement handles; the caller loops
 /// while a batch comes back full. Bounded so the write lock is never held
@@ -123,9 +123,10 @@ impl SqliteBackend {
 #[async_trait]
 impl Backend for SqliteBackend {
     fn capabilities(&self) -> Capabilities {
-        let durable = !self.inner.in_memory && self.inner.options.durability == Durability::Full;
+        // `durable` means "survives a crash of the process": a file does at
+        // either synchronous level (see `Durability` for power failure).
         Capabilities::all_features()
-            .durable(durable)
+            .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
     }
 
