@@ -5,8 +5,9 @@
 //! One workload definition ([`Workload`]) runs against every backend
 //! ([`targets`]) and, in the same shape, against every baseline
 //! ([`baseline`]). The criterion benches (`benches/ops.rs`,
-//! `benches/reap.rs`) and the `leaseq-load` binary are thin drivers over this
-//! library.
+//! `benches/reap.rs`), the `leaseq-load` binary and `leaseq-pair` (one
+//! workload on a backend and its baseline, interleaved in short rounds) are
+//! thin drivers over this library.
 //!
 //! ```
 //! use leaseq_benches::{targets::MemoryFactory, Workload};
