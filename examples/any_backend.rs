@@ -2,9 +2,10 @@
 //! in (or by `LEASEQ_BACKEND`), and the code never names it.
 //!
 //! ```text
-//! cargo run --example any_backend                       # memory://
-//! cargo run --example any_backend --features redis      # redis://127.0.0.1:6379
-//! cargo run --example any_backend --features postgres   # postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p leaseq --example any_backend                       # memory://
+//! cargo run -p leaseq --example any_backend --features redis      # redis://127.0.0.1:6379
+//! cargo run -p leaseq --example any_backend --features postgres   # postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p leaseq --example any_backend --features sqlite     # sqlite://$TMPDIR/leaseq-any-backend.db
 //! ```
 
 use std::time::Duration;
@@ -19,6 +20,9 @@ fn backend_url() -> String {
         "postgres://postgres@127.0.0.1:5432/test".into()
     } else if cfg!(any(feature = "redis", feature = "fred")) {
         "redis://127.0.0.1:6379".into()
+    } else if cfg!(feature = "sqlite") {
+        let file = std::env::temp_dir().join("leaseq-any-backend.db");
+        format!("sqlite://{}", file.display())
     } else {
         "memory://".into()
     }

@@ -145,41 +145,55 @@ impl SqliteBackend {
         queue: &QueueName,
         items: &[&NewItem],
     ) -> Result<Vec<i64>> {
-        let text = sql::insert(items.len());
-        let mut q = sqlx::query(&text).bind(queue.as_str());
-        for item in items {
-            q = q
-                .bind(item.get_priority())
-                .bind(item.get_payload().as_ref())
-                .bind(i64::from(item.get_max_attempts()))
-                .bind(millis(item.get_delay()))
-                .bind(item.get_dedup_key());
+        use std::fmt::Write as _;
+        let mut fields = String::with_capacity(items.len() * 24);
+        let mut payloads = Vec::with_capacity(items.iter().map(|i| i.get_payload().len()).sum());
+        fields.push('[');
+        for (n, item) in items.iter().enumerate() {
+            if n > 0 {
+                fields.push(',');
+            }
+            let payload = item.get_payload();
+            let _ = write!(
+                fields,
+                "[{},{},{},",
+                item.get_priority(),
+                item.get_max_attempts(),
+                millis(item.get_delay())
+            );
+            match item.get_dedup_key() {
+                Some(key) => sql::json_string(key, &mut fields),
+                None => fields.push_str("null"),
+            }
+            let _ = write!(fields, ",{},{}]", payloads.len() + 1, payload.len());
+            payloads.extend_from_slice(payload);
         }
+        fields.push(']');
         self.count([queue]);
-        let rows = q.fetch_all(&mut *conn).await.map_err(db("enqueue"))?;
-        let mut ids = rows
-            .iter()
-            .map(|r| col::<i64>(r, 0))
-            .collect::<Result<Vec<_>>>()?;
-        if ids.len() != items.len() {
+        let done = sqlx::query(sql::INSERT)
+            .bind(queue.as_str())
+            .bind(fields)
+            .bind(payloads)
+            .execute(&mut *conn)
+            .await
+            .map_err(db("enqueue"))?;
+        let n = i64::try_from(items.len()).unwrap_or(i64::MAX);
+        if done.rows_affected() != u64::try_from(n).unwrap_or(u64::MAX) {
             return Err(Error::Corrupt {
                 what: format!(
-                    "enqueue of {} items returned {} ids",
+                    "enqueue of {} items inserted {} rows",
                     items.len(),
-                    ids.len()
+                    done.rows_affected()
                 ),
             });
         }
-        // Rows went in by batch order under the write lock, so the ids
-        // rise with it whatever order RETURNING gives them back in.
-        ids.sort_unstable();
-        if rows
-            .iter()
-            .any(|r| col::<String>(r, 1).is_ok_and(|s| s == "ready"))
-        {
+        // One statement under the write lock, rows in batch order: the
+        // AUTOINCREMENT ids are consecutive, ending at the last one.
+        let last = done.last_insert_rowid();
+        if items.iter().any(|i| i.get_delay().is_zero()) {
             self.inner.wakeups.wake(queue.as_str());
         }
-        Ok(ids)
+        Ok((last - n + 1..=last).collect())
     }
 
     /// The body of `enqueue_once` inside its transaction: the stored

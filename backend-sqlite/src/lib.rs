@@ -32,11 +32,20 @@
 //! `sqlite::memory:` is a database private to one handle and its clones,
 //! neither durable nor shared, for tests.
 //!
-//! Durability is chosen with [`SqliteOptions::durability`]:
-//! [`Durability::Full`] (the default, `synchronous=FULL`) survives power
-//! failure; [`Durability::Normal`] (`synchronous=NORMAL`) survives a crash
-//! of every process but may lose the last commits on power failure, so
-//! the backend then does not call itself `durable`.
+//! A file survives a crash of any process using it (every write that
+//! returned is in the WAL file), so a file-backed backend reports itself
+//! [`leaseq_core::Capabilities::durable`]; `sqlite::memory:` does not.
+//! What a power failure (or an operating system crash) may take is chosen
+//! with [`SqliteOptions::durability`]:
+//!
+//! - [`Durability::Full`] (the default, `synchronous=FULL`): nothing that
+//!   was committed; each commit waits for an `fsync` of the WAL.
+//! - [`Durability::Normal`] (`synchronous=NORMAL`): the transactions
+//!   committed since the last checkpoint may be rolled back (enqueued
+//!   batches disappear, acked items come back to be run again), but the
+//!   file is never corrupt and reopens at an earlier consistent state.
+//!   SQLite checkpoints when the WAL reaches 1,000 pages and when the last
+//!   connection closes. See [`Durability`] for the details.
 //!
 //! Back the file up with [`SqliteBackend::backup`] (SQLite's `VACUUM
 //! INTO`). A plain file copy taken while writers run can be torn;
@@ -88,7 +97,12 @@
 //!   fenced by `id AND queue AND token AND lease_expires_at IS NOT NULL`
 //!   through the primary key; no row means
 //!   [`leaseq_core::Error::LeaseLost`]. **ack_many** is one statement for
-//!   the whole batch, each row fenced on its own.
+//!   the whole batch when every lease in it is held: it deletes all of the
+//!   batch's rows if each one's fence holds, else none, and sends no row
+//!   back. Otherwise a second statement deletes each row whose own fence
+//!   holds and returns those, so each lease gets its own answer. The
+//!   leases go in as two parameters (a JSON array of ids and queues, a
+//!   blob of the tokens).
 //! - **Reap** moves up to 500 expired leases per statement, read as the
 //!   prefix of the leased index that lies before now, and loops while a
 //!   batch comes back full: its cost grows with the expired leases only
@@ -96,7 +110,11 @@
 //!   reapers recover each lease once (INV-4). Due Scheduled items are
 //!   promoted the same way.
 //! - **Enqueue** of a batch without dedup keys is one `INSERT … SELECT`
-//!   over a `VALUES` list; with dedup keys it is one `BEGIN IMMEDIATE`
+//!   over `json_each` of the items' fields, with the payloads in one
+//!   blob: three parameters whatever the batch's size (SQLite finds each
+//!   parameter by a linear scan, so one per field would cost quadratic
+//!   time to bind), and the ids, consecutive, from `last_insert_rowid`
+//!   instead of one row back per item. With dedup keys it is one `BEGIN IMMEDIATE`
 //!   transaction that looks the keys up and inserts what is new, so
 //!   concurrent enqueues of one key create one item (INV-9).
 //!   `enqueue_once` is one such transaction that also stores its results.

@@ -20,7 +20,7 @@ use crate::rows::{
     state, token, ts,
 };
 use crate::sql::{self, QUARANTINED};
-use crate::{Durability, SqliteBackend};
+use crate::SqliteBackend;
 
 /// Rows one reap, promotion or redrive statement handles; the caller loops
 /// while a batch comes back full. Bounded so the write lock is never held
@@ -123,9 +123,10 @@ impl SqliteBackend {
 #[async_trait]
 impl Backend for SqliteBackend {
     fn capabilities(&self) -> Capabilities {
-        let durable = !self.inner.in_memory && self.inner.options.durability == Durability::Full;
+        // `durable` means "survives a crash of the process": a file does at
+        // either synchronous level (see `Durability` for power failure).
         Capabilities::all_features()
-            .durable(durable)
+            .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
     }
 
@@ -303,15 +304,51 @@ impl Backend for SqliteBackend {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let text = sql::ack_many(leases.len());
-        let mut q = sqlx::query(&text);
-        for l in leases {
-            q = q
-                .bind(fenced_id(l.id))
-                .bind(l.queue.as_str())
-                .bind(sql_token(l.token));
+        let mut pairs = String::with_capacity(leases.len() * 32);
+        let mut tokens = Vec::with_capacity(leases.len() * 16);
+        pairs.push('[');
+        for (n, l) in leases.iter().enumerate() {
+            if n > 0 {
+                pairs.push(',');
+            }
+            pairs.push('[');
+            pairs.push_str(&fenced_id(l.id).to_string());
+            pairs.push(',');
+            sql::json_string(l.queue.as_str(), &mut pairs);
+            pairs.push(']');
+            tokens.extend_from_slice(&sql_token(l.token));
         }
-        let rows = q
+        pairs.push(']');
+        // Every lease on a row of its own: first the statement that deletes
+        // the whole batch only if every fence holds, and so returns no rows.
+        let mut ids = HashSet::with_capacity(leases.len());
+        if leases.iter().all(|l| ids.insert(l.id)) {
+            let n = limit(leases.len());
+            let done = sqlx::query(sql::ACK_ALL)
+                .bind(&pairs)
+                .bind(&tokens)
+                .bind(n)
+                .execute(self.write_on(leases.iter().map(|l| &l.queue)))
+                .await
+                .map_err(db("ack many"))?;
+            match i64::try_from(done.rows_affected()) {
+                Ok(k) if k == n => return Ok(leases.iter().map(|_| Ok(())).collect()),
+                Ok(0) => {}
+                _ => {
+                    return Err(Error::Corrupt {
+                        what: format!(
+                            "ack_many of {n} leases deleted {} rows, neither all nor none",
+                            done.rows_affected()
+                        ),
+                    })
+                }
+            }
+        }
+        // Some lease is not held (or one row is named twice): each row
+        // deleted when its own fence holds, and the deleted ones back.
+        let rows = sqlx::query(sql::ACK_MANY)
+            .bind(pairs)
+            .bind(tokens)
             .fetch_all(self.write_on(leases.iter().map(|l| &l.queue)))
             .await
             .map_err(db("ack many"))?;

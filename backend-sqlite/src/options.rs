@@ -8,22 +8,46 @@ use leaseq_core::Limits;
 /// setting (the journal is always WAL).
 ///
 /// Both levels survive a crash of the process, or of every process using
-/// the file: a committed transaction is in the WAL file, and the next
-/// opener replays it. They differ on a power failure or an operating
-/// system crash.
+/// the file: a transaction has been written to the WAL file (into the
+/// operating system's cache) before its call returns, and the next opener
+/// replays it. A file-backed backend therefore reports itself
+/// [`leaseq_core::Capabilities::durable`] at either level (`sqlite::memory:`
+/// never does). The levels differ only on a power failure or an operating
+/// system crash, when what is in the cache but not yet on the disk is gone:
+///
+/// | level | a call that returned, after a power failure | the file |
+/// |---|---|---|
+/// | [`Durability::Full`] | kept: every commit is on the disk before the call returns | intact |
+/// | [`Durability::Normal`] | the transactions committed since the last checkpoint may be rolled back | intact: never corrupt, opens at an earlier consistent point |
+///
+/// With `Normal`, SQLite syncs the WAL only when it checkpoints it into
+/// the database file: automatically once the WAL holds 1,000 pages
+/// (SQLite's default `wal_autocheckpoint`, about 4 MiB with 4 KiB pages),
+/// and when the last connection to the file closes. Everything committed
+/// before the last checkpoint is kept; any transaction after it may be
+/// rolled back, newest first, as a whole: an enqueued batch disappears
+/// (its producer was told it was written), an acked item comes back as
+/// it was before the ack (leased, so it is reaped when its lease ends and
+/// run again), and a claim, release or redrive is undone. What survives
+/// is always a state the queue was in at some instant, so every
+/// invariant holds on reopening; only recent history is lost.
+///
+/// Both levels assume storage that honours `fsync` (a disk or controller
+/// that acknowledges writes it has only cached can lose commits under
+/// `Full` too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Durability {
-    /// `synchronous=FULL`: every commit waits for the WAL to reach the
-    /// disk (an `fsync`). A commit that returned survives a power failure.
-    /// The backend then reports itself `durable`.
+    /// `synchronous=FULL` (the default): every commit waits for the WAL to
+    /// reach the disk (an `fsync` per transaction). A call that returned
+    /// survives a power failure.
     #[default]
     Full,
-    /// `synchronous=NORMAL`: the WAL is synced only at checkpoints. Much
-    /// faster commits, and the file never corrupts, but a power failure
-    /// may roll back the last transactions that returned: enqueued items
-    /// disappear, and acked items come back (to be run again). The backend
-    /// then reports itself not `durable`.
+    /// `synchronous=NORMAL`: the WAL is synced only at checkpoints, so
+    /// commits do not wait for the disk. It survives a crash of any
+    /// process like `Full`, and the file is never corrupted, but a power
+    /// failure or an operating system crash may roll back the transactions
+    /// committed since the last checkpoint (see the table above).
     Normal,
 }
 

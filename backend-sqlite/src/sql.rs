@@ -381,40 +381,31 @@ pub(crate) const PLANT_MISSING_PAYLOAD: &str = "UPDATE leaseq_items SET payload 
 pub(crate) const SNAPSHOT: &str = "SELECT id, state, payload IS NOT NULL FROM leaseq_items \
      WHERE queue = ?1 ORDER BY state, priority DESC, id";
 
-/// Items per insert statement: five parameters each, well under SQLite's
-/// 32,766, and the core's largest batch in one statement.
+/// Items per insert statement: the core's largest batch in one statement.
 pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;
 
-/// An insert of `n` items: `?1` queue, then per item priority, payload,
-/// max attempts, delay (ms), dedup key. Rows go in by batch order (the
-/// ordinal column), so ids rise with it; the new ids come back.
-pub(crate) fn insert(n: usize) -> String {
-    let mut values = String::with_capacity(n * 24);
-    for i in 0..n {
-        if i > 0 {
-            values.push(',');
-        }
-        let p = 2 + i * 5;
-        values.push_str(&format!(
-            "({i},?{},?{},?{},?{},?{})",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4
-        ));
-    }
-    format!(
-        "INSERT INTO leaseq_items (queue, state, priority, payload, max_attempts, dedup_key, \
-           enqueued_at, available_at) \
-         SELECT ?1, CASE WHEN v.column5 > 0 THEN 'scheduled' ELSE 'ready' END, \
-           v.column2, v.column3, v.column4, v.column6, n.t, n.t + v.column5 \
-         FROM (SELECT {now} AS t) AS n, (VALUES {values}) AS v \
-         ORDER BY v.column1 \
-         RETURNING id, state",
-        now = now!(),
-    )
-}
+/// `?1` queue, `?2` a JSON array with one `[priority, max attempts, delay
+/// (ms), dedup key or null, payload offset (1-based), payload length]` per
+/// item, `?3` every payload, concatenated. Three parameters whatever the
+/// batch's size: SQLite looks each parameter up by a linear scan, so a
+/// statement with one parameter per field costs quadratic time to bind.
+/// Rows go in by batch order (`j.key`, the array index) in one statement,
+/// so their `AUTOINCREMENT` ids are consecutive and rise with it: the last
+/// one (`last_insert_rowid`) names them all, and nothing comes back row by
+/// row.
+pub(crate) const INSERT: &str = concat!(
+    "INSERT INTO leaseq_items (queue, state, priority, payload, max_attempts, dedup_key, ",
+    "  enqueued_at, available_at) ",
+    "SELECT ?1, CASE WHEN j.value ->> 2 > 0 THEN 'scheduled' ELSE 'ready' END, ",
+    // An empty payload is an empty blob, never NULL (`substr` of nothing
+    // and an empty parameter both give NULL).
+    "  j.value ->> 0, CASE WHEN j.value ->> 5 = 0 THEN x'' ",
+    "  ELSE substr(?3, j.value ->> 4, j.value ->> 5) END, j.value ->> 1, j.value ->> 3, ",
+    "  n.t, n.t + (j.value ->> 2) ",
+    "FROM (SELECT ",
+    now!(),
+    " AS t) AS n, json_each(?2) AS j ORDER BY j.key"
+);
 
 /// `?1` queue, then `n` dedup keys: the ids holding them.
 pub(crate) fn dedup_holders(n: usize) -> String {
@@ -429,20 +420,46 @@ pub(crate) fn dedup_holders(n: usize) -> String {
     )
 }
 
-/// `n` leases as (id, queue, token) parameters: each row deleted when its
-/// own fence holds; the rows deleted come back.
-pub(crate) fn ack_many(n: usize) -> String {
-    let values = (0..n)
-        .map(|i| format!("(?{},?{},?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-        .collect::<Vec<_>>()
-        .join(",");
-    "WITH l(id, queue, token) AS (VALUES ".to_owned()
-        + &values
-        + ") DELETE FROM leaseq_items WHERE id IN (\
-             SELECT i.id FROM l JOIN leaseq_items i \
-             ON i.id = l.id AND i.queue = l.queue AND i.token = l.token \
-             AND i.lease_expires_at IS NOT NULL) \
-           RETURNING id, queue, token"
+/// `?1` a JSON array with one `[id, queue]` per lease, `?2` their tokens,
+/// 16 bytes each in the same order: each row deleted when its own fence
+/// holds; the rows deleted come back. Two parameters whatever the batch's
+/// size (see [`INSERT`]).
+pub(crate) const ACK_MANY: &str = "WITH l(id, queue, token) AS (\
+       SELECT j.value ->> 0, j.value ->> 1, substr(?2, j.key * 16 + 1, 16) \
+       FROM json_each(?1) AS j) \
+     DELETE FROM leaseq_items WHERE id IN (\
+       SELECT i.id FROM l JOIN leaseq_items i \
+       ON i.id = l.id AND i.queue = l.queue AND i.token = l.token \
+       AND i.lease_expires_at IS NOT NULL) \
+     RETURNING id, queue, token";
+
+/// [`ACK_MANY`]'s parameters, and `?3` how many leases there are, each on
+/// a row of its own: deletes every row of the batch if each lease's fence
+/// holds, else nothing. A batch whose leases are all held (the common
+/// case) is acked without a row coming back; otherwise the caller runs
+/// [`ACK_MANY`] to find out which ones are.
+pub(crate) const ACK_ALL: &str = "WITH l(id, queue, token) AS (\
+       SELECT j.value ->> 0, j.value ->> 1, substr(?2, j.key * 16 + 1, 16) \
+       FROM json_each(?1) AS j), \
+     hit(id) AS (\
+       SELECT i.id FROM l JOIN leaseq_items i \
+       ON i.id = l.id AND i.queue = l.queue AND i.token = l.token \
+       AND i.lease_expires_at IS NOT NULL) \
+     DELETE FROM leaseq_items WHERE id IN (SELECT id FROM hit) \
+       AND (SELECT count(*) FROM hit) = ?3";
+
+/// `text` as a JSON string literal.
+pub(crate) fn json_string(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -485,6 +502,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn json_strings_read_back_as_written() {
+        let mut conn = SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("open");
+        for text in [
+            "plain",
+            "qu\"ote",
+            "back\\slash",
+            "tab\tnl\n\u{1}",
+            "ünï ✓",
+            "",
+        ] {
+            let mut literal = String::new();
+            super::json_string(text, &mut literal);
+            let back: String = sqlx::query("SELECT json(?1) ->> '$'")
+                .bind(&literal)
+                .fetch_one(&mut conn)
+                .await
+                .expect("valid JSON")
+                .get(0);
+            assert_eq!(back, text, "{literal}");
+        }
+    }
+
+    #[tokio::test]
     async fn claim_reads_only_the_heads_of_its_indexes() {
         let p = plan(super::CLAIM).await;
         for index in [
@@ -499,8 +541,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let ack_many = super::ack_many(3);
-        let cases: [(&str, &str); 10] = [
+        let cases: [(&str, &str); 11] = [
             (
                 super::REAP,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -513,7 +554,8 @@ mod tests {
             (super::STATS, "leaseq_items_leased (queue=?)"),
             (super::PURGE, "MULTI-INDEX OR"),
             (super::ACK, "INTEGER PRIMARY KEY"),
-            (&ack_many, "INTEGER PRIMARY KEY"),
+            (super::ACK_MANY, "INTEGER PRIMARY KEY"),
+            (super::ACK_ALL, "INTEGER PRIMARY KEY"),
             (
                 super::RECOVER_CLAIM,
                 "leaseq_items_leased (queue=? AND lease_expires_at>?)",

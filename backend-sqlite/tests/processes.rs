@@ -1,5 +1,7 @@
 //! Several OS processes on one file: two workers claiming at once, and a
-//! process killed with SIGKILL in the middle of a storm.
+//! process killed with SIGKILL in the middle of a storm, at both
+//! durability levels (`synchronous=NORMAL` defers only the `fsync`, so a
+//! killed process loses nothing there either).
 //!
 //! The children are this test binary run again with the test `child` and
 //! an environment variable naming their role; they report through files
@@ -15,11 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, BackendExt, LeaseKey, NewItem, QueueName};
-use leaseq_sqlite::SqliteBackend;
+use leaseq_sqlite::{Durability, SqliteBackend};
 
 const ROLE: &str = "LEASEQ_SQLITE_CHILD_ROLE";
 const DIR: &str = "LEASEQ_SQLITE_CHILD_DIR";
 const NAME: &str = "LEASEQ_SQLITE_CHILD_NAME";
+const SYNC: &str = "LEASEQ_SQLITE_CHILD_SYNC";
 
 fn queue() -> QueueName {
     QueueName::new("procs").expect("queue name")
@@ -70,8 +73,12 @@ fn child() {
         .enable_all()
         .build()
         .expect("runtime");
+    let durability = match std::env::var(SYNC).as_deref() {
+        Ok("normal") => Durability::Normal,
+        _ => Durability::Full,
+    };
     rt.block_on(async move {
-        let backend = common::open(&dir.join("jobs.db")).await;
+        let backend = open_at(&dir.join("jobs.db"), durability).await;
         while !dir.join("go").exists() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -166,13 +173,31 @@ async fn storm(b: SqliteBackend, dir: &Path, name: &str) {
     }
 }
 
-/// Starts this binary as a child in `role`.
+/// A backend on `path` at `durability`.
+async fn open_at(path: &Path, durability: Durability) -> SqliteBackend {
+    SqliteBackend::connect(&common::url(path), common::options().durability(durability))
+        .await
+        .expect("open the database file")
+}
+
+/// Starts this binary as a child in `role`, at [`Durability::Full`].
 fn spawn(dir: &Path, role: &str, name: &str) -> Child {
+    spawn_at(dir, role, name, Durability::Full)
+}
+
+/// Starts this binary as a child in `role`, opening the file at `durability`.
+fn spawn_at(dir: &Path, role: &str, name: &str, durability: Durability) -> Child {
+    let sync = if durability == Durability::Normal {
+        "normal"
+    } else {
+        "full"
+    };
     Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env(DIR, dir)
         .env(NAME, name)
+        .env(SYNC, sync)
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn a child process")
@@ -222,10 +247,21 @@ async fn two_processes_claim_from_one_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_storm_loses_nothing() {
+    sigkill_mid_storm(Durability::Full).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_storm_loses_nothing_at_normal_durability() {
+    sigkill_mid_storm(Durability::Normal).await;
+}
+
+/// A storm child at `durability` is SIGKILLed; a new opener finds every
+/// Ok-enqueued item and acks each once.
+async fn sigkill_mid_storm(durability: Durability) {
     let dir = tempfile::tempdir().expect("temp dir");
     // Create the file (and its schema) before the child starts.
-    drop(common::open(&dir.path().join("jobs.db")).await);
-    let mut child = spawn(dir.path(), "storm", "s");
+    drop(open_at(&dir.path().join("jobs.db"), durability).await);
+    let mut child = spawn_at(dir.path(), "storm", "s", durability);
     std::fs::write(dir.path().join("go"), b"").expect("go");
     // Let the storm run until it has written a good deal.
     let start = Instant::now();
@@ -253,7 +289,7 @@ async fn sigkill_mid_storm_loses_nothing() {
 
     // A new process opens the file: this one, which never had it open
     // while the child wrote.
-    let b = common::open(&dir.path().join("jobs.db")).await;
+    let b = open_at(&dir.path().join("jobs.db"), durability).await;
     let q = queue();
     let mut acked_after = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -297,7 +333,7 @@ async fn sigkill_mid_storm_loses_nothing() {
         .collect();
     assert!(lost.is_empty(), "Ok-enqueued items never acked: {lost:?}");
     println!(
-        "enqueued {} (Ok), acked before the kill {}, after {}",
+        "{durability:?}: enqueued {} (Ok), acked before the kill {}, after {}",
         enqueued.len(),
         acked_before.len(),
         acked_after.len()

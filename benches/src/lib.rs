@@ -5,8 +5,9 @@
 //! One workload definition ([`Workload`]) runs against every backend
 //! ([`targets`]) and, in the same shape, against every baseline
 //! ([`baseline`]). The criterion benches (`benches/ops.rs`,
-//! `benches/reap.rs`) and the `leaseq-load` binary are thin drivers over this
-//! library.
+//! `benches/reap.rs`), the `leaseq-load` binary and `leaseq-pair` (one
+//! workload on a backend and its baseline, interleaved in short rounds) are
+//! thin drivers over this library.
 //!
 //! ```
 //! use leaseq_benches::{targets::MemoryFactory, Workload};
@@ -25,12 +26,17 @@
 //! ```
 //!
 //! # Backends and servers
-//! Features `redis-rs`, `fred` and `postgres` (all on by default) compile in
-//! the server backends. Servers are found through `LEASEQ_REDIS_URL`
-//! (default `redis://127.0.0.1:6379`) and `LEASEQ_DATABASE_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/test`); an unreachable server skips
-//! that backend with a message. `LEASEQ_BENCH_BACKENDS` (comma-separated:
-//! `memory,redis-rs,fred,postgres`) picks which backends run.
+//! Features `redis-rs`, `fred`, `postgres` and `sqlite` (all on by default)
+//! compile in the other backends. Servers are found through
+//! `LEASEQ_REDIS_URL` (default `redis://127.0.0.1:6379`) and
+//! `LEASEQ_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
+//! an unreachable server skips that backend with a message. SQLite needs no
+//! server: the backend and its baseline each get a file in a scratch
+//! directory under the system's temp dir (`TMPDIR`), at the backend's
+//! default durability (`synchronous=FULL`) unless
+//! `LEASEQ_BENCH_SQLITE_SYNC=normal`. `LEASEQ_BENCH_BACKENDS`
+//! (comma-separated: `memory,redis-rs,fred,postgres,sqlite`) picks which
+//! backends run.
 
 pub mod baseline;
 pub mod drain;

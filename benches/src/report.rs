@@ -106,6 +106,7 @@ pub fn baseline_ids(backend: &str) -> &'static [&'static str] {
         "redis-rs" => &["redis-rs-raw"],
         "fred" => &["fred-raw"],
         "postgres" => &["postgres-raw", "postgres-raw-batchdel"],
+        "sqlite" => &["sqlite-raw"],
         _ => &[],
     }
 }

@@ -13,7 +13,7 @@ use leaseq_memory::MemoryBackend;
 use crate::baseline::{Baseline, VecDequeBaseline};
 
 /// Every backend name, in report order.
-pub const ALL: [&str; 4] = ["memory", "redis-rs", "fred", "postgres"];
+pub const ALL: [&str; 5] = ["memory", "redis-rs", "fred", "postgres", "sqlite"];
 
 /// Key prefix (Redis) and schema (PostgreSQL) the benches use.
 pub const NAMESPACE: &str = "leaseq_bench";
@@ -88,6 +88,7 @@ pub async fn connect(name: &str, manual_clock: bool) -> Result<Target, Unavailab
         "redis-rs" => redis_rs_target().await,
         "fred" => fred_target().await,
         "postgres" => postgres_target().await,
+        "sqlite" => sqlite_target().await,
         other => Err(Unavailable(format!(
             "unknown backend {other:?}; expected one of {ALL:?}"
         ))),
@@ -268,6 +269,81 @@ async fn postgres_target() -> Result<Target, Unavailable> {
 #[cfg(not(feature = "postgres"))]
 async fn postgres_target() -> Result<Target, Unavailable> {
     Err(Unavailable("built without the `postgres` feature".into()))
+}
+
+/// The SQLite durability the benches run at: `LEASEQ_BENCH_SQLITE_SYNC`
+/// (`full` or `normal`), else the backend's default ([`Durability::Full`]).
+/// An unknown value is refused.
+#[cfg(feature = "sqlite")]
+pub fn sqlite_durability() -> Result<leaseq_sqlite::Durability, Unavailable> {
+    use leaseq_sqlite::Durability;
+    match std::env::var("LEASEQ_BENCH_SQLITE_SYNC") {
+        Err(_) => Ok(Durability::default()),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(Durability::default()),
+            "full" => Ok(Durability::Full),
+            "normal" => Ok(Durability::Normal),
+            other => Err(Unavailable(format!(
+                "LEASEQ_BENCH_SQLITE_SYNC={other:?}: expected full or normal"
+            ))),
+        },
+    }
+}
+
+/// The SQLite backend on a file.
+#[cfg(feature = "sqlite")]
+#[derive(Debug, Clone)]
+pub struct SqliteFactory {
+    /// The database URL (`sqlite://path`, or `sqlite::memory:`).
+    pub url: String,
+    /// What a commit guarantees on power failure.
+    pub durability: leaseq_sqlite::Durability,
+}
+
+#[cfg(feature = "sqlite")]
+#[async_trait]
+impl BackendFactory for SqliteFactory {
+    fn name(&self) -> &str {
+        "sqlite"
+    }
+
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        // No test hooks: the handle an application gets.
+        let options = leaseq_sqlite::SqliteOptions::new().durability(self.durability);
+        let b = leaseq_sqlite::SqliteBackend::connect(&self.url, options)
+            .await
+            .map_err(|e| Unavailable(format!("cannot open {}: {e}", self.url)))?;
+        Ok(TestBackend::real(Arc::new(b)))
+    }
+}
+
+/// The backend and its baseline, each on its own file in one scratch
+/// directory (in the system's temp dir; `TMPDIR` moves it), removed when
+/// the target is dropped.
+#[cfg(feature = "sqlite")]
+async fn sqlite_target() -> Result<Target, Unavailable> {
+    use crate::baseline::SqliteRaw;
+    let durability = sqlite_durability()?;
+    let dir = tempfile::Builder::new()
+        .prefix("leaseq-bench-sqlite-")
+        .tempdir()
+        .map_err(|e| Unavailable(format!("no scratch directory for SQLite: {e}")))?;
+    let url = format!("sqlite://{}", dir.path().join("leaseq.db").display());
+    let backend = SqliteFactory { url, durability }.backend().await?;
+    let raw = SqliteRaw::open(&dir.path().join("raw.db"), durability)
+        .await
+        .map_err(|e| Unavailable(format!("SQLite baseline: {e}")))?
+        .keeping(Arc::new(dir));
+    Ok(Target {
+        name: "sqlite",
+        backend,
+        baselines: vec![Arc::new(raw)],
+    })
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn sqlite_target() -> Result<Target, Unavailable> {
+    Err(Unavailable("built without the `sqlite` feature".into()))
 }
 
 /// Brings a backend's store to a steady state after a bulk set-up, so a

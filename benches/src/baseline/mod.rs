@@ -27,6 +27,11 @@ mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{AckStyle, PgRaw};
 
+#[cfg(feature = "sqlite")]
+mod sqlite;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteRaw;
+
 /// A bare store doing a queue's work with none of its guarantees.
 #[async_trait]
 pub trait Baseline: Send + Sync + fmt::Debug {

@@ -27,7 +27,8 @@ enum RedisClient {
 #[command(name = "leaseq-load", version)]
 struct Args {
     /// Backend URL: memory://, redis://host:port, redis+cluster://h:p,h:p,
-    /// postgres://user@host/db.
+    /// postgres://user@host/db, sqlite:///path/to/file.db (created if
+    /// missing; `synchronous=FULL` unless LEASEQ_BENCH_SQLITE_SYNC=normal).
     #[arg(long, default_value = "memory://")]
     url: String,
     /// Client crate for redis:// and redis+cluster:// URLs.
@@ -177,6 +178,12 @@ async fn connect(
         .next()
         .unwrap_or_default()
         .to_ascii_lowercase();
+    // `sqlite::memory:` and `sqlite:jobs.db` have no `//`.
+    let scheme = if scheme.starts_with("sqlite:") {
+        "sqlite".to_owned()
+    } else {
+        scheme
+    };
     let got = match scheme.as_str() {
         "memory" => Ok((
             "memory",
@@ -186,8 +193,10 @@ async fn connect(
         )),
         "redis" | "rediss" | "redis+cluster" => redis(url, client, shards).await,
         "postgres" | "postgresql" => postgres(url).await,
+        "sqlite" => sqlite(url).await,
         other => Err(format!(
-            "unknown scheme {other:?}: use memory://, redis://, redis+cluster:// or postgres://"
+            "unknown scheme {other:?}: use memory://, redis://, redis+cluster://, postgres:// \
+             or sqlite://"
         )),
     }?;
     match got {
@@ -260,6 +269,25 @@ async fn postgres(url: &str) -> Result<Got, String> {
     {
         let _ = url;
         Err("built without the `postgres` feature".into())
+    }
+}
+
+async fn sqlite(url: &str) -> Result<Got, String> {
+    #[cfg(feature = "sqlite")]
+    {
+        let durability = leaseq_benches::targets::sqlite_durability().map_err(|e| e.0)?;
+        let url = url.to_owned();
+        Ok((
+            "sqlite",
+            leaseq_benches::targets::SqliteFactory { url, durability }
+                .backend()
+                .await,
+        ))
+    }
+    #[cfg(not(feature = "sqlite"))]
+    {
+        let _ = url;
+        Err("built without the `sqlite` feature".into())
     }
 }
 
