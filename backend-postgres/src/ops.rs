@@ -494,7 +494,7 @@ impl Backend for PgBackend {
             .collect::<Result<Vec<_>>>()?;
         Ok(Claimed {
             leases,
-            repairs: Vec::new(),
+            ..Claimed::default()
         })
     }
 

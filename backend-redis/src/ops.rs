@@ -196,6 +196,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         Ok(Claimed {
             leases,
             repairs: decode::repairs(queue, &f[1])?,
+            retry_after: None,
         })
     }
 

@@ -257,7 +257,7 @@ impl Backend for SqliteBackend {
             .collect::<Result<Vec<_>>>()?;
         Ok(Claimed {
             leases,
-            repairs: Vec::new(),
+            ..Claimed::default()
         })
     }
 
