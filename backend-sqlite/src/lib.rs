@@ -131,6 +131,7 @@
 mod backend;
 mod enqueue;
 mod hooks;
+mod limits;
 mod notify;
 mod ops;
 mod options;
