@@ -7,10 +7,11 @@ use std::time::Duration;
 use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
 };
+use leaseq_core::queue_limits::Admission;
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
-    ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName,
-    QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 use crate::backend::MemoryBackend;
@@ -37,7 +38,7 @@ fn lost(lease: &LeaseKey) -> Error {
 #[async_trait]
 impl Backend for MemoryBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all_features()
+        Capabilities::all_features().queue_limits(LimitScope::Global)
     }
 
     fn limits(&self) -> Limits {
@@ -107,6 +108,12 @@ impl Backend for MemoryBackend {
             let expires_at = Timestamp::from_millis(expires);
             let mut repairs = Vec::new();
             st.promote_due(now, &mut repairs);
+            // The queue's limits, in the same critical section as the claim.
+            let admission = (!st.limits.is_none()).then(|| {
+                let leased = st.leased.len() as u64;
+                Admission::new(&st.limits, now, leased, st.window, spec.max())
+            });
+            let max = admission.map_or(max, |a| a.allow() as usize);
             let mut leases = Vec::with_capacity(max.min(st.ready.len()));
             while leases.len() < max && !st.ready.is_empty() {
                 let token = spec.token(u32::try_from(leases.len()).unwrap_or(u32::MAX));
@@ -126,7 +133,17 @@ impl Backend for MemoryBackend {
                     expires_at,
                 });
             }
-            Claimed { leases, repairs }
+            let got = u32::try_from(leases.len()).unwrap_or(u32::MAX);
+            let mut retry_after = None;
+            if let Some(a) = admission {
+                st.window = a.window_after(got);
+                retry_after = a.retry_after(got);
+            }
+            Claimed {
+                leases,
+                repairs,
+                retry_after,
+            }
         });
         Ok(claimed.unwrap_or_default())
     }
@@ -168,7 +185,7 @@ impl Backend for MemoryBackend {
         });
         Ok(Claimed {
             leases: leases.unwrap_or_default(),
-            repairs: Vec::new(),
+            ..Claimed::default()
         })
     }
 
@@ -413,6 +430,27 @@ impl Backend for MemoryBackend {
         let n = self.existing(queue, |q| q.lock().purge()).unwrap_or(0);
         self.forget_if_idle(queue);
         Ok(n)
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        limits.check()?;
+        self.ensure(queue, |q| {
+            let mut st = q.lock();
+            st.limits = limits;
+            if limits.rate.is_none() {
+                st.window = None;
+            }
+        });
+        if limits.is_none() {
+            self.forget_if_idle(queue);
+        }
+        Ok(())
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        Ok(self
+            .existing(queue, |q| q.lock().limits)
+            .unwrap_or_default())
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {

@@ -81,6 +81,10 @@ pub(crate) struct QueueState {
     next_death: u64,
     /// `enqueue_once` requests seen lately, with their results.
     pub(crate) requests: Requests,
+    /// The queue's global limits (kept by purge).
+    pub(crate) limits: leaseq_core::QueueLimits,
+    /// The claims counted in the current rate window.
+    pub(crate) window: Option<leaseq_core::queue_limits::RateWindow>,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once
@@ -357,9 +361,12 @@ impl QueueState {
 
     /// Deletes every item and index entry; returns how many items there were.
     /// Nothing left to keep: no item, no dedup key, no remembered request
-    /// (as of `now`). Such a queue may be forgotten.
+    /// (as of `now`), no limits. Such a queue may be forgotten.
     pub(crate) fn is_idle(&mut self, now: u64) -> bool {
-        self.items.is_empty() && self.dedup.is_empty() && self.requests.is_empty(now)
+        self.items.is_empty()
+            && self.dedup.is_empty()
+            && self.requests.is_empty(now)
+            && self.limits.is_none()
     }
 
     pub(crate) fn purge(&mut self) -> u64 {

@@ -177,6 +177,7 @@
 
 mod backend;
 mod hooks;
+mod limits;
 mod notify;
 mod ops;
 mod options;

@@ -9,8 +9,8 @@ use leaseq_core::limits::{
 };
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
-    ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits,
+    QueueName, QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
 };
 
 use crate::rows::{
@@ -314,18 +314,49 @@ impl PgBackend {
     /// `spec.token(n)`, plus the rows it moved aside (deleted for a missing
     /// item, quarantined to Dead for an attempt counter at its limit), which
     /// take no slot.
-    async fn claim_once(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
-        let tokens: Vec<uuid::Uuid> = (0..spec.max()).map(|i| sql_token(spec.token(i))).collect();
+    ///
+    /// A claim with no limits on its queue; a queue with limits is
+    /// claimed under its limits row ([`PgBackend::claim_limited`]).
+    pub(crate) async fn claim_plain(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
+        let (out, limited) = self
+            .claim_rows(self.statement_on([queue]), queue, spec, spec.max(), None)
+            .await?;
+        if limited {
+            return self.claim_limited(queue, spec).await;
+        }
+        Ok(out)
+    }
+
+    /// Runs the claim statement for up to `max` leases on `exec`. `held`:
+    /// the caller holds the queue's limits row and judged them at this
+    /// clock (epoch ms), which stamps the leases. Returns the claim, and
+    /// whether the statement stepped aside for the queue's limits.
+    pub(crate) async fn claim_rows<'e>(
+        &self,
+        exec: impl sqlx::PgExecutor<'e>,
+        queue: &QueueName,
+        spec: &ClaimSpec,
+        max: u32,
+        held: Option<i64>,
+    ) -> Result<(Claimed, bool)> {
+        let tokens: Vec<uuid::Uuid> = (0..max).map(|i| sql_token(spec.token(i))).collect();
         let rows = sqlx::query(&self.inner.sql.claim)
             .bind(queue.as_str())
-            .bind(i64::from(spec.max()))
+            .bind(i64::from(max))
             .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
             .bind(&tokens)
-            .fetch_all(self.statement_on([queue]))
+            .bind(held.is_some())
+            .bind(held)
+            .fetch_all(exec)
             .await
             .map_err(db("claim"))?;
         let mut out = Claimed::default();
+        let mut limited = false;
         for row in &rows {
+            if col::<Option<String>>(row, 8)?.as_deref() == Some("limited") {
+                limited = true;
+                continue;
+            }
             let id = item_id(col(row, 0)?)?;
             if let Some(was) = col::<Option<String>>(row, 7)? {
                 let kind: Option<String> = col(row, 8)?;
@@ -353,7 +384,7 @@ impl PgBackend {
         }
         out.leases
             .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
-        Ok(out)
+        Ok((out, limited))
     }
 
     /// Runs one of the keyset batch statements (reap, promote, redrive) on
@@ -399,7 +430,10 @@ impl PgBackend {
 #[async_trait]
 impl Backend for PgBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all_features().durable(true).shared(true)
+        Capabilities::all_features()
+            .durable(true)
+            .shared(true)
+            .queue_limits(LimitScope::Global)
     }
 
     fn limits(&self) -> Limits {
@@ -475,7 +509,7 @@ impl Backend for PgBackend {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         // One statement: rows moved aside take no slot, so a repair never
         // makes a claim come back short.
-        self.claim_once(queue, &spec).await
+        self.claim_plain(queue, &spec).await
     }
 
     async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -494,7 +528,7 @@ impl Backend for PgBackend {
             .collect::<Result<Vec<_>>>()?;
         Ok(Claimed {
             leases,
-            repairs: Vec::new(),
+            ..Claimed::default()
         })
     }
 
@@ -749,6 +783,14 @@ impl Backend for PgBackend {
             .await
             .map_err(db("purge"))?;
         Ok(done.rows_affected())
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        self.write_limits(queue, limits).await
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        self.read_limits(queue).await
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {

@@ -52,6 +52,8 @@ pub(crate) struct Sql {
     pub(crate) plant_attempts_at_limit: String,
     pub(crate) plant_missing_payload: String,
     pub(crate) snapshot: String,
+    /// The items table, schema-qualified.
+    pub(crate) items_table: String,
 }
 
 /// The columns and effective state inspection returns.
@@ -105,6 +107,7 @@ impl Sql {
              AND state = 'dead' ORDER BY dead_at, id LIMIT $2"
         );
         Sql {
+            items_table: t.clone(),
             // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
             // $5 dedup keys, $6 delays (ms), $7 notify channel.
             // Ids are drawn in batch order, so FIFO holds within a batch.
@@ -172,14 +175,25 @@ impl Sql {
             // missing) is deleted, a row whose counter cannot be
             // incremented goes to Dead with a reason. Both come back as
             // repairs (`repair_state` the state they were in).
+            //
+            // Queue limits (src/limits.rs): $5 says whether the caller
+            // holds the queue's limits row. When it does not and the queue
+            // has limits, the statement leases nothing (the heads lock no
+            // row) and returns one row of kind 'limited': the caller claims
+            // again under the lock. $6 is the lease base in epoch ms (the
+            // clock the limits were judged by), NULL for `now()`.
             claim: format!(
-                "WITH ready AS MATERIALIZED ( \
+                "WITH gate AS MATERIALIZED ( \
+                   SELECT (NOT $5::bool AND EXISTS (SELECT 1 FROM {lim} WHERE queue = $1)) AS limited \
+                 ), ready AS MATERIALIZED ( \
                    SELECT id, priority FROM {t} \
                    WHERE queue = $1 AND state = 'ready' AND {healthy} \
+                     AND NOT (SELECT limited FROM gate) \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), due AS MATERIALIZED ( \
                    SELECT id, priority FROM {t} \
                    WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() AND {healthy} \
+                     AND NOT (SELECT limited FROM gate) \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), pick AS MATERIALIZED ( \
                    SELECT id, (row_number() OVER (ORDER BY priority DESC, id))::int AS slot \
@@ -210,7 +224,8 @@ impl Sql {
                  ), leased AS ( \
                    UPDATE {t} i SET state = 'leased', token = ($4::uuid[])[pick.slot], \
                           attempts = i.attempts + 1, \
-                          lease_expires_at = now() + $3 * interval '1 millisecond' \
+                          lease_expires_at = coalesce('epoch'::timestamptz + $6::int8 * interval '1 millisecond', now()) \
+                                             + $3 * interval '1 millisecond' \
                    FROM pick \
                    WHERE i.id = pick.id AND i.payload IS NOT NULL \
                      AND i.attempts < {ATTEMPTS_LIMIT} AND i.state IN ('ready', 'scheduled') \
@@ -222,8 +237,11 @@ impl Sql {
                  UNION ALL \
                  SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'missing' FROM removed \
                  UNION ALL \
-                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'quarantined' FROM quarantined",
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'quarantined' FROM quarantined \
+                 UNION ALL \
+                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'limited' FROM gate WHERE limited",
                 exp = ms("i.lease_expires_at"),
+                lim = crate::limits::table(schema),
                 poison_batch = leaseq_core::limits::MAX_CLAIM,
             ),
             // $1 queue, $2 and $3 the first and last token of the claim's

@@ -693,8 +693,8 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             let found = plan(
                 &mut c,
                 &claim,
-                "text, int8, int8, uuid[]",
-                "'q42', 10, 60000, ARRAY[]::uuid[]",
+                "text, int8, int8, uuid[], bool, int8",
+                "'q42', 10, 60000, ARRAY[]::uuid[], false, NULL",
                 mode,
             )
             .await;

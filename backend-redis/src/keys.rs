@@ -17,6 +17,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
+/// | `{p:q}:limits` | hash | the queue's global limits: `conc`, `rate`, `per` (ms), and the rate window's `win` (start, ms) and `used` |
 /// | `{p:q}:req:<request>` | string | the results of one `enqueue_once` request, kept for [`leaseq_core::limits::REQUEST_MEMORY`] (`PX`) |
 ///
 /// Index members are ids written as 20 zero-padded decimal digits
@@ -98,6 +99,12 @@ impl KeyLayout {
     /// The wake-up list.
     pub fn notify(&self) -> String {
         self.key("notify")
+    }
+
+    /// The queue's global limits ([`leaseq_core::QueueLimits`]) and its
+    /// rate window's count. Kept by purge.
+    pub fn limits(&self) -> String {
+        self.key("limits")
     }
 
     /// The prefix of item hash keys.

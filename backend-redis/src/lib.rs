@@ -315,6 +315,7 @@ mod config;
 mod decode;
 mod hooks;
 mod keys;
+mod limits;
 mod ops;
 mod reply;
 mod scripts;

@@ -10,8 +10,8 @@ use leaseq_core::limits::{
 };
 use leaseq_core::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport,
-    Released, Result, TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits, QueueName,
+    QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 use crate::backend::arg;
@@ -89,6 +89,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         Capabilities::all_features()
             .durable(self.durable)
             .shared(true)
+            .queue_limits(LimitScope::Global)
     }
 
     fn limits(&self) -> Limits {
@@ -152,6 +153,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         let mut out = Claimed::default();
         let max = spec.max() as usize;
+        let limits_key = vec![self.keys(queue)?.limits()];
         loop {
             let done = out.leases.len();
             let want = max - done;
@@ -161,12 +163,15 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             // Slot `i` of the whole claim (counted across its rounds) gets
             // the spec's token `i`, so a lost reply can be recovered.
             args.extend((done..max).map(|i| arg(spec.token(slot(i)))));
-            let r = self.run(&self.scripts.claim, queue, args).await?;
-            let f = r.tuple(3)?;
+            let r = self
+                .run_with_keys(&self.scripts.claim, queue, limits_key.clone(), args)
+                .await?;
+            let f = r.tuple(4)?;
             for l in f[0].array()? {
                 out.leases.push(decode::lease(queue, l)?);
             }
             out.repairs.extend(decode::repairs(queue, &f[1])?);
+            out.retry_after = f[3].opt_uint()?.map(Duration::from_millis);
             // `more`: the script stopped at its repair budget; go on.
             if f[2].int()? != 1 || out.leases.len() >= max {
                 self.floors.saw(queue, out.leases.iter().map(|l| l.id()));
@@ -196,6 +201,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         Ok(Claimed {
             leases,
             repairs: decode::repairs(queue, &f[1])?,
+            retry_after: None,
         })
     }
 
@@ -412,6 +418,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 return Ok(deleted);
             }
         }
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        self.write_limits(queue, limits).await
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        self.read_limits(queue).await
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {

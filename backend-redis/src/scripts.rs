@@ -111,6 +111,8 @@ pub(crate) struct Scripts {
     pub(crate) hook_snapshot: Script,
     pub(crate) hook_poison: Script,
     pub(crate) time: Script,
+    pub(crate) limits_set: Script,
+    pub(crate) limits_get: Script,
 }
 
 impl Scripts {
@@ -118,7 +120,7 @@ impl Scripts {
         Scripts {
             enqueue: script!(grows "enqueue", "enqueue_batch"),
             enqueue_once: script!(grows "enqueue_once", "enqueue_batch"),
-            claim: script!("claim"),
+            claim: script!("claim", "limits"),
             recover_claim: script!("recover_claim"),
             lease_fate: script!("lease_fate"),
             ack: script!("ack"),
@@ -139,6 +141,8 @@ impl Scripts {
             hook_snapshot: script!("hook_snapshot"),
             hook_poison: script!("hook_poison"),
             time: script!("time"),
+            limits_set: script!("limits_set"),
+            limits_get: script!("limits_get"),
         }
     }
 }
@@ -186,8 +190,22 @@ mod tests {
                 &self.hook_snapshot,
                 &self.hook_poison,
                 &self.time,
+                &self.limits_set,
+                &self.limits_get,
             ]
         }
+    }
+
+    #[test]
+    fn the_claim_reads_the_limits_with_the_cores_numbers() {
+        let src = Scripts::new().claim.source();
+        assert!(src.contains("local function limits_admit"));
+        let retry = leaseq_core::queue_limits::CONCURRENCY_RETRY.as_millis();
+        assert!(src.contains(&format!("local CONCURRENCY_RETRY_MS = {retry}\n")));
+        let max = leaseq_core::queue_limits::MAX_LIMIT;
+        assert!(src.contains(&format!("local LIMIT_MAX = {max}\n")));
+        let window = leaseq_core::queue_limits::MAX_RATE_WINDOW.as_millis();
+        assert!(src.contains(&format!("local WINDOW_MAX_MS = {window}\n")));
     }
 
     #[test]

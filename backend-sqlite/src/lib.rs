@@ -149,6 +149,7 @@
 mod backend;
 mod enqueue;
 mod hooks;
+mod limits;
 mod notify;
 mod ops;
 mod options;

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason};
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats,
-    ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits,
+    QueueName, QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::Connection;
@@ -67,7 +67,50 @@ impl SqliteBackend {
     /// Moves aside the poison rows a claim met (`(id, state)`): deletes the
     /// ones without a payload, quarantines to Dead the ones whose attempt
     /// counter is at its limit. Each is logged and reported.
-    async fn move_aside(&self, queue: &QueueName, poison: &[(i64, String)]) -> Result<Vec<Repair>> {
+    /// Runs the claim statement for up to `max` leases on `exec`; `held`:
+    /// the clock (ms) the caller judged the queue's limits by, holding the
+    /// write lock. Returns the leases and the poison rows met, which the
+    /// caller moves aside ([`Self::move_aside`]) once `exec` is free.
+    pub(crate) async fn claim_rows<'e>(
+        &self,
+        exec: impl sqlx::SqliteExecutor<'e>,
+        queue: &QueueName,
+        spec: &ClaimSpec,
+        max: u32,
+        held: Option<i64>,
+    ) -> Result<(Claimed, Vec<(i64, String)>)> {
+        let tokens: Vec<u8> = (0..max)
+            .flat_map(|i| spec.token(i).as_u128().to_be_bytes())
+            .collect();
+        let rows = sqlx::query(sql::CLAIM)
+            .bind(queue.as_str())
+            .bind(i64::from(max))
+            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
+            .bind(tokens)
+            .bind(held)
+            .fetch_all(exec)
+            .await
+            .map_err(db("claim"))?;
+        let mut out = Claimed::default();
+        let mut poison = Vec::new();
+        for row in &rows {
+            let st: String = col(row, 1)?;
+            if st == "leased" {
+                out.leases.push(lease(queue, row)?);
+            } else {
+                poison.push((col::<i64>(row, 0)?, st));
+            }
+        }
+        out.leases
+            .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
+        Ok((out, poison))
+    }
+
+    pub(crate) async fn move_aside(
+        &self,
+        queue: &QueueName,
+        poison: &[(i64, String)],
+    ) -> Result<Vec<Repair>> {
         let ids = format!(
             "[{}]",
             poison
@@ -128,6 +171,7 @@ impl Backend for SqliteBackend {
         Capabilities::all_features()
             .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
+            .queue_limits(LimitScope::Global)
     }
 
     fn limits(&self) -> Limits {
@@ -213,31 +257,19 @@ impl Backend for SqliteBackend {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        let tokens: Vec<u8> = (0..spec.max())
-            .flat_map(|i| spec.token(i).as_u128().to_be_bytes())
-            .collect();
-        let rows = sqlx::query(sql::CLAIM)
-            .bind(queue.as_str())
-            .bind(i64::from(spec.max()))
-            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
-            .bind(tokens)
-            .fetch_all(self.write_on([queue]))
-            .await
-            .map_err(db("claim"))?;
-        let mut out = Claimed::default();
-        let mut poison = Vec::new();
-        for row in &rows {
-            let st: String = col(row, 1)?;
-            if st == "leased" {
-                out.leases.push(lease(queue, row)?);
-            } else {
-                poison.push((col::<i64>(row, 0)?, st));
-            }
-        }
-        out.leases
-            .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
+        let (mut out, poison) = self
+            .claim_rows(self.write_on([queue]), queue, &spec, spec.max(), None)
+            .await?;
         if !poison.is_empty() {
             out.repairs = self.move_aside(queue, &poison).await?;
+        }
+        // A short claim may be a queue with limits, which the plain
+        // statement leaves alone: claim again under them.
+        if out.leases.len() < spec.max() as usize && self.has_limits(queue).await? {
+            let mut limited = self.claim_limited(queue, &spec).await?;
+            out.repairs.append(&mut limited.repairs);
+            limited.repairs = out.repairs;
+            return Ok(limited);
         }
         Ok(out)
     }
@@ -258,7 +290,7 @@ impl Backend for SqliteBackend {
             .collect::<Result<Vec<_>>>()?;
         Ok(Claimed {
             leases,
-            repairs: Vec::new(),
+            ..Claimed::default()
         })
     }
 
@@ -546,6 +578,14 @@ impl Backend for SqliteBackend {
             .await
             .map_err(db("purge"))?;
         Ok(done.rows_affected())
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        self.write_limits(queue, limits).await
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        self.read_limits(queue).await
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {

@@ -65,12 +65,20 @@ pub(crate) const QUARANTINED: &str = "quarantined: attempt counter at its limit"
 /// The backend's clock.
 pub(crate) const NOW: &str = concat!("SELECT ", now!());
 
+/// The backend's clock as an expression (epoch ms).
+pub(crate) const NOW_MS: &str = now!();
+
 /// `?1` queue, `?2` max, `?3` ttl (ms), `?4` the tokens, 16 bytes each in
 /// slot order. The Ready head and the due Scheduled head, each read through
 /// its own index, are merged in claim order and the first `?2` leased; the
 /// n-th gets the n-th token. Poison rows (found through the poison index)
 /// are touched without a change, so they come back with their state and
 /// the caller moves them aside; they take no slot.
+///
+/// `?5`: NULL for a plain claim, which leases nothing on a queue that has
+/// limits (the caller then claims under them, src/limits.rs); or the clock
+/// (ms) the caller judged the limits by inside its transaction, which
+/// stamps the leases.
 pub(crate) const CLAIM: &str = concat!(
     "WITH head AS (",
     "  SELECT id, priority FROM leaseq_items",
@@ -87,6 +95,8 @@ pub(crate) const CLAIM: &str = concat!(
     "), pick AS (",
     "  SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS slot",
     "  FROM (SELECT * FROM head UNION ALL SELECT * FROM due)",
+    "  WHERE ?5 IS NOT NULL",
+    "     OR NOT EXISTS (SELECT 1 FROM leaseq_queue_limits WHERE queue = ?1)",
     "  ORDER BY priority DESC, id LIMIT ?2",
     "), bad_ready AS (",
     "  SELECT id FROM leaseq_items INDEXED BY leaseq_items_poison",
@@ -111,9 +121,9 @@ pub(crate) const CLAIM: &str = concat!(
     "          ELSE substr(?4, (hit.slot - 1) * 16 + 1, 16) END,",
     "  attempts = CASE WHEN hit.slot IS NULL THEN attempts ELSE attempts + 1 END,",
     "  lease_expires_at = CASE WHEN hit.slot IS NULL THEN lease_expires_at",
-    "                     ELSE ",
+    "                     ELSE coalesce(?5, ",
     now!(),
-    " + ?3 END ",
+    ") + ?3 END ",
     "FROM hit WHERE leaseq_items.id = hit.id ",
     "RETURNING id, state, token, payload, attempts, max_attempts, priority, lease_expires_at"
 );

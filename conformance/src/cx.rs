@@ -34,6 +34,8 @@ pub(crate) struct Needs {
     pub(crate) steps: bool,
     /// A backend on a real clock ([`TimeControl::Real`]).
     pub(crate) real_time: bool,
+    /// Global queue limits ([`leaseq_core::LimitScope::Global`]).
+    pub(crate) limits: bool,
 }
 
 impl Needs {
@@ -45,6 +47,7 @@ impl Needs {
         global_order: false,
         steps: false,
         real_time: false,
+        limits: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -86,6 +89,7 @@ impl Needs {
             global_order: self.global_order || other.global_order,
             steps: self.steps || other.steps,
             real_time: self.real_time || other.real_time,
+            limits: self.limits || other.limits,
         }
     }
 
@@ -110,6 +114,12 @@ impl Needs {
         }
         if self.delays && !caps.delays {
             return Some("the backend does not support delays".into());
+        }
+        if self.limits && caps.queue_limits != leaseq_core::LimitScope::Global {
+            return Some(format!(
+                "the backend does not enforce global queue limits exactly as set (Capabilities::queue_limits is {:?})",
+                caps.queue_limits
+            ));
         }
         if self.global_order && caps.order != Order::Global {
             return Some(format!(

@@ -78,8 +78,9 @@
 //! extend, release, fail, redrive, purge, delays, reap), fencing (INV-3,
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
 //! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
-//! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9) and input (bad
-//! input writes nothing).
+//! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
+//! input writes nothing) and limits (global concurrency and rate limits per
+//! queue, for backends whose `Capabilities::queue_limits` is `Global`).
 
 mod cx;
 mod harness;
@@ -154,6 +155,11 @@ macro_rules! __with_checks {
             isolation::queues_are_isolated
             isolation::clock_follows_real_time
             ordering::order_holds_after_every_return_to_ready
+            limits::concurrency_limit_holds_under_race
+            limits::rate_limit_holds_per_window
+            limits::reap_frees_limited_slots
+            limits::limits_are_per_queue
+            limits::clearing_limits_restores_claims
         }
     };
 }

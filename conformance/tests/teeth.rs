@@ -10,7 +10,7 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, ordering, recovery, replies, storm,
+    batch, fencing, healing, isolation, lifecycle, limits, ordering, recovery, replies, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -265,5 +265,49 @@ fn the_new_checks_pass_without_a_fault() {
         ))),
     ] {
         passes("a new check on the wrapper without a fault", r);
+    }
+}
+
+#[test]
+fn limits_the_backend_ignores_are_caught() {
+    let f = FaultyFactory(Fault::IgnoredLimits);
+    caught(
+        "limits accepted but not enforced",
+        &[Rule::Contract("set_queue_limits")],
+        || limits::concurrency_limit_holds_under_race(&f),
+    );
+    caught(
+        "a rate accepted but not enforced",
+        &[Rule::Contract("set_queue_limits")],
+        || limits::rate_limit_holds_per_window(&f),
+    );
+}
+
+#[test]
+fn a_concurrency_limit_checked_in_the_client_is_caught() {
+    caught(
+        "a concurrency limit checked in the client, apart from the claim",
+        &[Rule::Contract("set_queue_limits")],
+        || limits::concurrency_limit_holds_under_race(&FaultyFactory(Fault::LimitCheckedInClient)),
+    );
+}
+
+#[test]
+fn the_limit_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    for r in [
+        block_on(limits::concurrency_limit_holds_under_race(&f)),
+        block_on(limits::rate_limit_holds_per_window(&f)),
+        block_on(limits::reap_frees_limited_slots(&f)),
+        block_on(limits::limits_are_per_queue(&f)),
+        block_on(limits::clearing_limits_restores_claims(&f)),
+        block_on(limits::concurrency_limit_holds_under_race(
+            &RealClockFaultyFactory(Fault::None),
+        )),
+        block_on(limits::rate_limit_holds_per_window(
+            &RealClockFaultyFactory(Fault::None),
+        )),
+    ] {
+        passes("a limits check on the wrapper without a fault", r);
     }
 }

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 
 use crate::{
     ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
-    Timestamp,
+    LeaseTtl, LimitScope, Limits, NewItem, QueueLimits, QueueName, QueueStats, ReapReport,
+    Released, Result, TestHooks, Timestamp,
 };
 
 /// What a backend supports and guarantees, as data. The conformance suite
@@ -42,6 +42,8 @@ pub struct Capabilities {
     /// A batch [`Backend::enqueue`] is written whole or not at all, even when
     /// the server fails midway.
     pub atomic_batch: bool,
+    /// How [`Backend::set_queue_limits`] is enforced, if at all.
+    pub queue_limits: LimitScope,
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -68,6 +70,7 @@ impl Capabilities {
             delays: true,
             order: Order::Global,
             atomic_batch: true,
+            queue_limits: LimitScope::Unsupported,
         }
     }
 
@@ -117,6 +120,13 @@ impl Capabilities {
     #[must_use]
     pub const fn atomic_batch(mut self, yes: bool) -> Self {
         self.atomic_batch = yes;
+        self
+    }
+
+    /// With `queue_limits` set.
+    #[must_use]
+    pub const fn queue_limits(mut self, scope: LimitScope) -> Self {
+        self.queue_limits = scope;
         self
     }
 }
@@ -199,7 +209,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - An index entry without its item, or with corrupt data, is removed,
     ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
     ///   the next entry (INV-6). It returns fewer than `max` only when fewer
-    ///   are claimable.
+    ///   are claimable, or when the queue's limits
+    ///   ([`Backend::set_queue_limits`]) allow fewer: then
+    ///   [`Claimed::retry_after`] says when to come back.
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed>;
 
     /// The leases a claim with `spec` made that its tokens still hold: what
@@ -365,6 +377,48 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Deletes every item of the queue in every state, and its dedup keys;
     /// returns how many items were deleted. Leases held on them are lost.
     async fn purge(&self, queue: &QueueName) -> Result<u64>;
+
+    /// Sets the global limits of `queue`, replacing both;
+    /// [`QueueLimits::NONE`] clears them. See [`crate::queue_limits`].
+    ///
+    /// # Contract
+    /// - Stored in the backend: every handle in every process obeys them
+    ///   from the next claim that starts after this returns (a claim
+    ///   already running finishes under the limits it read).
+    /// - Enforced inside the claim's atomic step. Concurrency K: a claim
+    ///   never makes more than K items of `queue` Leased at once; every
+    ///   Leased item counts, expired leases not yet reaped included, until
+    ///   it is acked, released, given back, failed or reaped. Lowering K
+    ///   below the leases held takes none back: claims get nothing until
+    ///   the count is under K.
+    /// - Rate N per `per`: the items claims lease within one fixed window
+    ///   of the backend's clock (window `i` is `[i * per, (i + 1) * per)`
+    ///   ms since the epoch) add up to at most N. The window's count is
+    ///   kept while the rate changes, and forgotten when the limits are
+    ///   cleared.
+    /// - A claim a limit cuts short returns fewer than it asked (maybe
+    ///   none) and sets [`Claimed::retry_after`].
+    /// - Limits are per queue and survive [`Backend::purge`].
+    /// - Bad values are [`crate::Error::InvalidInput`] (see
+    ///   [`QueueLimits::check`]) and nothing is written.
+    /// - The default returns [`crate::Error::Unsupported`]; a backend that
+    ///   overrides it says so in [`Capabilities::queue_limits`].
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        let _ = (queue, limits);
+        Err(crate::Error::unsupported("set_queue_limits"))
+    }
+
+    /// The global limits of `queue` as stored ([`QueueLimits::NONE`] when
+    /// none are set).
+    ///
+    /// # Contract
+    /// - Returns what the last [`Backend::set_queue_limits`] stored, as
+    ///   every handle sees it; changes nothing.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        let _ = queue;
+        Err(crate::Error::unsupported("queue_limits"))
+    }
 
     /// Waits until work may be available in `queue` or `timeout` passes,
     /// whichever is first. A wake-up is a hint, not a promise: the caller

@@ -37,6 +37,7 @@ mod ids;
 mod item;
 pub mod layer;
 pub mod limits;
+pub mod queue_limits;
 mod report;
 pub mod settle;
 mod typed;
@@ -52,6 +53,7 @@ pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
 pub use layer::Layer;
 pub use limits::{ClaimSpec, LeaseTtl, Limits};
+pub use queue_limits::{LimitScope, QueueLimits, Rate};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};
 pub use worker::{

@@ -2,6 +2,7 @@
 //! per-state counts.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::{ItemId, ItemState, Lease};
 
@@ -35,6 +36,12 @@ pub struct Claimed {
     pub leases: Vec<Lease>,
     /// Corrupt entries removed while claiming. Each was also logged.
     pub repairs: Vec<Repair>,
+    /// Set when the queue's limits ([`crate::QueueLimits`]) cut the claim
+    /// short: how long to wait before claiming again. Until the rate
+    /// window ends for a rate limit, a short hint
+    /// ([`crate::queue_limits::CONCURRENCY_RETRY`]) for a concurrency
+    /// limit. `None` when no limit held the claim back.
+    pub retry_after: Option<Duration>,
 }
 
 /// The result of a reap.

@@ -1,5 +1,6 @@
--- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot.
--- Returns { leases, repairs, more } where a lease is
+-- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot;
+-- KEYS[10] = the queue's limits hash (scripts/limits.lua).
+-- Returns { leases, repairs, more, retry after ms or nil } where a lease is
 -- { id, token, payload, attempts, max attempts, priority, expires at } and
 -- more = 1 when the call stopped at its repair budget with slots still open.
 -- An item whose fields are outside the limits (see `unusable`) is
@@ -12,6 +13,9 @@ local exp = now + ttl
 -- Numbers go to commands as strings made once: a Lua number argument is
 -- formatted as a float on every call.
 local exp_s = fmt_int(exp)
+local allowed, refused = limits_admit(now, max)
+if refused then return refused end
+max = allowed
 local repairs = {}
 promote_due(now, repairs)
 local leases = {}
@@ -46,4 +50,4 @@ while #leases < max do
     break
   end
 end
-return { leases, repairs, more }
+return { leases, repairs, more, limits_done(#leases) }

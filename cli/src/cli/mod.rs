@@ -3,6 +3,7 @@
 mod admin;
 mod demo;
 mod error;
+mod limits;
 mod signals;
 
 use clap::{Args, Parser, Subcommand};
@@ -64,6 +65,9 @@ enum Command {
     /// Creates or upgrades the PostgreSQL schema (the only command that
     /// writes to it; admin commands never do).
     Migrate,
+    /// A queue's global limits (concurrency, rate), obeyed by every worker.
+    #[command(subcommand)]
+    Limits(limits::LimitsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,5 +156,6 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Reap(q) => admin::reap(url, q).await,
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
+        Command::Limits(command) => limits::run(url, command).await,
     }
 }

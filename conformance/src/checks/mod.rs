@@ -9,6 +9,7 @@ pub mod healing;
 pub mod input;
 pub mod isolation;
 pub mod lifecycle;
+pub mod limits;
 pub mod ordering;
 pub mod recovery;
 pub mod replies;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::{
     Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
-    NewItem, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
+    NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -46,6 +46,13 @@ pub(crate) enum Fault {
     /// A release requeues the job as a new item at the back of the queue
     /// (ack, then enqueue a copy).
     ReleaseToBack,
+    /// Queue limits are accepted and read back but never enforced: the
+    /// wrapper keeps them and claims pass through unlimited.
+    IgnoredLimits,
+    /// The concurrency limit is enforced in the client: it reads the
+    /// Leased count, then claims what is left, in two steps (a round trip
+    /// apart), so racing claimers all see the same free slots.
+    LimitCheckedInClient,
 }
 
 /// `inner` with `fault`.
@@ -59,6 +66,8 @@ pub(crate) struct Faulty {
     handed: Mutex<Vec<Lease>>,
     /// Dedup keys seen, by key: the item holding it (for GlobalDedup).
     keys: Mutex<HashMap<String, ItemId>>,
+    /// Limits kept by the wrapper (IgnoredLimits, LimitCheckedInClient).
+    limits: Mutex<HashMap<QueueName, QueueLimits>>,
 }
 
 impl Faulty {
@@ -69,7 +78,20 @@ impl Faulty {
             current: Mutex::new(HashMap::new()),
             handed: Mutex::new(Vec::new()),
             keys: Mutex::new(HashMap::new()),
+            limits: Mutex::new(HashMap::new()),
         }
+    }
+}
+
+impl Faulty {
+    /// The limits the wrapper keeps for `queue`.
+    fn kept_limits(&self, queue: &QueueName) -> QueueLimits {
+        self.limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(queue)
+            .copied()
+            .unwrap_or_default()
     }
 }
 
@@ -82,6 +104,28 @@ impl Layer for Faulty {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        if self.fault == Fault::LimitCheckedInClient {
+            let limit = self.kept_limits(queue).concurrency;
+            if let Some(k) = limit {
+                let leased = self.inner.stats(queue).await?.leased;
+                // The round trip between the read and the claim.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let left = u64::from(k).saturating_sub(leased);
+                let want = u32::try_from(left).unwrap_or(u32::MAX).min(spec.max());
+                if want == 0 {
+                    return Ok(Claimed {
+                        retry_after: Some(Duration::from_millis(100)),
+                        ..Claimed::default()
+                    });
+                }
+                let sub = ClaimSpec::with_request(want, spec.ttl().get(), spec.request())?;
+                let mut c = self.inner.claim(queue, sub).await?;
+                if want < spec.max() {
+                    c.retry_after = Some(Duration::from_millis(100));
+                }
+                return Ok(c);
+            }
+        }
         let mut claimed = self.inner.claim(queue, spec).await?;
         {
             let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
@@ -218,6 +262,31 @@ impl Layer for Faulty {
             out.push(self.inner.ack(lease).await);
         }
         Ok(out)
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        if !matches!(
+            self.fault,
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient
+        ) {
+            return self.inner.set_queue_limits(queue, limits).await;
+        }
+        limits.check()?;
+        self.limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(queue.clone(), limits);
+        Ok(())
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        if !matches!(
+            self.fault,
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient
+        ) {
+            return self.inner.queue_limits(queue).await;
+        }
+        Ok(self.kept_limits(queue))
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

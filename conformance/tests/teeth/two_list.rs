@@ -212,6 +212,7 @@ impl Backend for TwoList {
         Ok(Claimed {
             leases,
             repairs: Vec::new(),
+            retry_after: None,
         })
     }
 

@@ -62,8 +62,8 @@ use async_trait::async_trait;
 
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate,
-    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released,
-    Result, TestHooks, Timestamp,
+    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueLimits, QueueName, QueueStats,
+    ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 /// A backend that wraps an inner backend. Override what the layer changes;
@@ -191,6 +191,16 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().purge(queue).await
     }
 
+    /// [`Backend::set_queue_limits`], forwarded by default.
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        self.inner().set_queue_limits(queue, limits).await
+    }
+
+    /// [`Backend::queue_limits`], forwarded by default.
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        self.inner().queue_limits(queue).await
+    }
+
     /// [`Backend::wait_for_work`], forwarded by default.
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         self.inner().wait_for_work(queue, timeout).await
@@ -275,6 +285,12 @@ impl<L: Layer> Backend for L {
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Layer::purge(self, queue).await
     }
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        Layer::set_queue_limits(self, queue, limits).await
+    }
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        Layer::queue_limits(self, queue).await
+    }
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         Layer::wait_for_work(self, queue, timeout).await
     }
@@ -356,6 +372,12 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         (**self).purge(queue).await
+    }
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        (**self).set_queue_limits(queue, limits).await
+    }
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        (**self).queue_limits(queue).await
     }
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         (**self).wait_for_work(queue, timeout).await

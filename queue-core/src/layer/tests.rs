@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use super::Layer;
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
-    Released, Result, TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueLimits, QueueName, QueueStats,
+    ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 /// The method names declared in the block that opens with `header` (up to
@@ -138,6 +138,12 @@ impl Backend for Recorder {
     async fn purge(&self, _: &QueueName) -> Result<u64> {
         self.hit("purge")
     }
+    async fn set_queue_limits(&self, _: &QueueName, _: QueueLimits) -> Result<()> {
+        self.hit("set_queue_limits")
+    }
+    async fn queue_limits(&self, _: &QueueName) -> Result<QueueLimits> {
+        self.hit("queue_limits")
+    }
     async fn wait_for_work(&self, _: &QueueName, _: Duration) {
         let _ = self.hit::<()>("wait_for_work");
     }
@@ -190,6 +196,10 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.item(&q, ItemId::new(1)).await;
     let _ = b.redrive(&q, 1).await;
     let _ = b.purge(&q).await;
+    let _ = b
+        .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))
+        .await;
+    let _ = b.queue_limits(&q).await;
     b.wait_for_work(&q, Duration::ZERO).await;
     let _ = b.test_hooks();
 }

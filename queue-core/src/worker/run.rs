@@ -139,8 +139,17 @@ async fn claim_loop(
         shared
             .metrics
             .add(Counter::Repaired, claimed.repairs.len() as u64);
+        // A claim the queue's limits cut short says when to come back: wait
+        // that long (new work would not help), whether or not it got any.
+        let limited = claimed.retry_after.map(|d| d.min(LIMIT_WAIT_CAP));
         if claimed.leases.is_empty() {
             drop(permits);
+            if let Some(wait) = limited {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(wait) => continue,
+                }
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = shared.backend.wait_for_work(&shared.queue, shared.idle_wait) => continue,
@@ -159,11 +168,23 @@ async fn claim_loop(
             };
             jobs.spawn(job::run(shared.clone(), lease, place, acks.clone()));
         }
+        // Room the claim did not fill is free again before any wait.
+        drop(permits);
+        if let Some(wait) = limited {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
     }
 }
 
 /// Scheduler turns a claim waits for finishing jobs to free their slots.
 const GATHER_TURNS: usize = 4;
+
+/// The longest a worker waits on one `retry_after` before claiming again
+/// (so limits raised or cleared meanwhile are seen within it).
+const LIMIT_WAIT_CAP: Duration = Duration::from_secs(60);
 
 /// Aborts a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -32,6 +32,15 @@
 //! - **Wait for work** waits on one shard at a time, in turn, each for a
 //!   slice of the timeout: one blocking connection per waiter, not K.
 //! - **Reap, stats, purge** cover every shard concurrently; stats are summed.
+//! - **Limits** ([`crate::Backend::set_queue_limits`]) are split into one
+//!   share per shard ([`crate::LimitScope::Split`]): each shard enforces its
+//!   share in its own atomic claim and the shares add up to the limit, so
+//!   the limit holds over the logical queue. Each share must be at least 1:
+//!   a concurrency limit or a rate below the shard count is
+//!   [`Error::InvalidInput`]. The split is not work-conserving: a shard
+//!   whose share is spent waits while another has room. `queue_limits`
+//!   reads the shares back and sums them. A claim's `retry_after` is the
+//!   earliest any asked shard gave.
 //!
 //! # Ordering
 //! Each shard keeps every invariant, so the logical queue does too (an item
@@ -42,6 +51,7 @@
 
 mod hooks;
 mod ids;
+mod limits;
 mod rotation;
 
 use std::fmt;
@@ -58,8 +68,8 @@ use rotation::{shares, Rotation};
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport,
-    Released, Repair, Result, TestHooks, Timestamp,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem, Order, QueueLimits, QueueName,
+    QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
 };
 
 /// The most shards one logical queue may have.
@@ -318,7 +328,13 @@ impl<B: Backend> Layer for Sharded<B> {
         if self.shards == 1 {
             return caps;
         }
-        caps.order(Order::PerShard).atomic_batch(false)
+        let caps = caps.order(Order::PerShard).atomic_batch(false);
+        match caps.queue_limits {
+            LimitScope::Unsupported => caps,
+            _ => caps.queue_limits(LimitScope::Split {
+                shards: self.shards,
+            }),
+        }
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
@@ -380,6 +396,7 @@ impl<B: Backend> Layer for Sharded<B> {
                     out.leases.push(lease);
                 }
                 out.repairs.extend(self.repairs(shard, got.repairs)?);
+                out.retry_after = limits::earliest(out.retry_after, got.retry_after);
             }
             // Shards that were not asked this round move to the front.
             pending.sort_by_key(|p| asked.contains(p));
@@ -555,6 +572,29 @@ impl<B: Backend> Layer for Sharded<B> {
             )
             .await?;
         Ok(all.into_iter().map(|(_, n)| n).sum())
+    }
+
+    /// Splits `limits` into one share per shard and sets each (see the
+    /// [module docs](self)).
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        let parts = limits::split(limits, self.shards)?;
+        self.on_shards(queue, &self.all(), |i, b, q| {
+            let part = parts[usize::from(i)];
+            async move { b.set_queue_limits(&q, part).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The shards' shares, summed.
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        let parts = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.queue_limits(&q).await
+            })
+            .await?;
+        let parts: Vec<QueueLimits> = parts.into_iter().map(|(_, l)| l).collect();
+        limits::join(&parts)
     }
 
     /// Waits on one shard at a time, in turn, each for a slice of
