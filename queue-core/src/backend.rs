@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
     ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken,
     LeaseTtl, Limits, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks,
@@ -42,6 +43,12 @@ pub struct Capabilities {
     /// A batch [`Backend::enqueue`] is written whole or not at all, even when
     /// the server fails midway.
     pub atomic_batch: bool,
+    /// Periodic schedules are stored and fired ([`Backend::put_schedule`],
+    /// [`Backend::fire_schedule`], …).
+    pub schedules: bool,
+    /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
+    /// its item is acked.
+    pub unique_for: bool,
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -56,9 +63,11 @@ pub enum Order {
 }
 
 impl Capabilities {
-    /// Every feature (dedup, priorities, delays, global order, atomic
-    /// batches), neither durable nor shared: add those with
-    /// [`Self::durable`] and [`Self::shared`].
+    /// Every feature of the core operations (dedup, priorities, delays,
+    /// global order, atomic batches), neither durable nor shared: add those
+    /// with [`Self::durable`] and [`Self::shared`]. Schedules and
+    /// unique-for keys need operations of their own: add them with
+    /// [`Self::schedules`] and [`Self::unique_for`].
     pub const fn all_features() -> Self {
         Capabilities {
             durable: false,
@@ -68,6 +77,8 @@ impl Capabilities {
             delays: true,
             order: Order::Global,
             atomic_batch: true,
+            schedules: false,
+            unique_for: false,
         }
     }
 
@@ -117,6 +128,20 @@ impl Capabilities {
     #[must_use]
     pub const fn atomic_batch(mut self, yes: bool) -> Self {
         self.atomic_batch = yes;
+        self
+    }
+
+    /// With `schedules` set.
+    #[must_use]
+    pub const fn schedules(mut self, yes: bool) -> Self {
+        self.schedules = yes;
+        self
+    }
+
+    /// With `unique_for` set.
+    #[must_use]
+    pub const fn unique_for(mut self, yes: bool) -> Self {
+        self.unique_for = yes;
         self
     }
 }
@@ -373,6 +398,72 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         let _ = queue;
         tokio::time::sleep(timeout).await;
+    }
+
+    /// Stores `schedule` under its name: creates it, or replaces the one of
+    /// that name. Returns the schedule as stored.
+    ///
+    /// # Contract
+    /// - Checked first with [`Schedule::check`]; bad input writes nothing.
+    /// - Created: revision 1, `defined_at` = the backend's now, no last tick.
+    /// - Replaced with a different queue, spec or payload: revision + 1,
+    ///   `defined_at` = the backend's now, the last tick kept (a changed
+    ///   schedule never fires a tick it fired before).
+    /// - Put again unchanged: nothing changes (same revision and
+    ///   `defined_at`), so every process may put its schedules at start.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        let _ = schedule;
+        Err(crate::Error::unsupported("put_schedule"))
+    }
+
+    /// Removes the schedule; returns whether it existed. Items it enqueued
+    /// stay. A fire of any of its revisions is [`Fired::Stale`] from here
+    /// on.
+    ///
+    /// # Contract
+    /// The default returns [`crate::Error::Unsupported`].
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        let _ = name;
+        Err(crate::Error::unsupported("remove_schedule"))
+    }
+
+    /// Every stored schedule, by name.
+    ///
+    /// # Contract
+    /// - Sorted by name; what [`Backend::put_schedule`] stored, with the
+    ///   last tick fired.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        Err(crate::Error::unsupported("schedules"))
+    }
+
+    /// Fires one tick of a schedule: the step that makes a periodic job
+    /// run once per tick however many schedulers race for it.
+    ///
+    /// # Contract
+    /// In ONE atomic step (one script, one transaction, one critical
+    /// section), in this order:
+    /// - The schedule is gone or its revision is not `tick.revision`:
+    ///   [`Fired::Stale`], nothing written.
+    /// - Its last tick is at or after `tick.at`: [`Fired::AlreadyFired`]
+    ///   with the last tick, nothing written. This holds whatever became of
+    ///   the item of that tick (acked, Dead, purged) and across restarts.
+    /// - `tick.at` is after the backend's now ([`Backend::now`]; a client's
+    ///   clock never decides): [`Fired::NotDue`] with the backend's now,
+    ///   nothing written.
+    /// - Otherwise `item` is enqueued into the schedule's queue exactly as
+    ///   [`Backend::enqueue`] would (dedup and unique-for keys included)
+    ///   and the last tick becomes `tick.at`: [`Fired::Enqueued`].
+    ///
+    /// So any number of concurrent calls for one tick enqueue exactly one
+    /// item, and a tick never fires twice. `item` is checked like an
+    /// enqueue first (bad input writes nothing). A call whose reply was
+    /// lost is safe to send again: it then says `AlreadyFired`.
+    /// The default returns [`crate::Error::Unsupported`].
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        let _ = (tick, item);
+        Err(crate::Error::unsupported("fire_schedule"))
     }
 
     /// Hooks that let the conformance suite plant stale or corrupt state.

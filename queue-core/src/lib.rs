@@ -38,6 +38,7 @@ mod item;
 pub mod layer;
 pub mod limits;
 mod report;
+pub mod schedule;
 pub mod settle;
 mod typed;
 mod worker;
