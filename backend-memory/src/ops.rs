@@ -13,6 +13,8 @@ use leaseq_core::{
     QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+
 use crate::backend::MemoryBackend;
 use crate::state::{Fence, Fresh, QueueState, Slot};
 
@@ -38,6 +40,8 @@ fn lost(lease: &LeaseKey) -> Error {
 impl Backend for MemoryBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities::all_features()
+            .schedules(true)
+            .unique_for(true)
     }
 
     fn limits(&self) -> Limits {
@@ -199,7 +203,7 @@ impl Backend for MemoryBackend {
                 let mut st = q.lock();
                 match st.fence(id, lease.token) {
                     Fence::Held(_, expires) => {
-                        st.remove_leased(id, expires);
+                        st.remove_leased(id, expires, self.now_ms());
                         (Ok(()), st.items.is_empty())
                     }
                     Fence::Lost => (Err(lost(lease)), false),
@@ -230,7 +234,7 @@ impl Backend for MemoryBackend {
                     let lease = &leases[i];
                     let id = lease.id.get();
                     if let Fence::Held(_, expires) = st.fence(id, lease.token) {
-                        st.remove_leased(id, expires);
+                        st.remove_leased(id, expires, self.now_ms());
                         out[i] = Ok(());
                     }
                 }
@@ -421,6 +425,22 @@ impl Backend for MemoryBackend {
         self.forget_if_idle(queue);
     }
 
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.store_schedule(schedule)
+    }
+
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        Ok(self.drop_schedule(name))
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        Ok(self.list_schedules())
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.fire(tick, item)
+    }
+
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         self.test_hooks.then_some(self as &dyn TestHooks)
     }
@@ -474,7 +494,7 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
 
 /// Inserts `items` into `st` at `now`: their results, and whether any is
 /// Ready at once (so waiters should wake).
-fn insert_batch(
+pub(crate) fn insert_batch(
     st: &mut QueueState,
     items: &[NewItem],
     now: u64,
@@ -485,7 +505,7 @@ fn insert_batch(
     for item in items {
         let dedup_key = match item.get_dedup_key() {
             Some(key) => {
-                if let Some(id) = st.dedup_holder(key) {
+                if let Some(id) = st.dedup_holder(key, now) {
                     out.push(Enqueued {
                         id: ItemId::new(id),
                         deduplicated: true,
@@ -505,6 +525,7 @@ fn insert_batch(
                 priority: item.get_priority(),
                 max_attempts: item.get_max_attempts(),
                 dedup_key,
+                unique_for: item.get_unique_for().map(millis),
                 due,
             },
             now,

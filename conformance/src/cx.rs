@@ -34,6 +34,10 @@ pub(crate) struct Needs {
     pub(crate) steps: bool,
     /// A backend on a real clock ([`TimeControl::Real`]).
     pub(crate) real_time: bool,
+    /// Periodic schedules ([`leaseq_core::Capabilities::schedules`]).
+    pub(crate) schedules: bool,
+    /// Unique-for keys ([`leaseq_core::Capabilities::unique_for`]).
+    pub(crate) unique_for: bool,
 }
 
 impl Needs {
@@ -45,6 +49,8 @@ impl Needs {
         global_order: false,
         steps: false,
         real_time: false,
+        schedules: false,
+        unique_for: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -75,6 +81,15 @@ impl Needs {
         global_order: true,
         ..Needs::NONE
     };
+    pub(crate) const SCHEDULES: Needs = Needs {
+        schedules: true,
+        ..Needs::NONE
+    };
+    pub(crate) const UNIQUE_FOR: Needs = Needs {
+        dedup: true,
+        unique_for: true,
+        ..Needs::NONE
+    };
 
     /// These needs and `other`'s.
     pub(crate) const fn and(self, other: Needs) -> Needs {
@@ -86,6 +101,8 @@ impl Needs {
             global_order: self.global_order || other.global_order,
             steps: self.steps || other.steps,
             real_time: self.real_time || other.real_time,
+            schedules: self.schedules || other.schedules,
+            unique_for: self.unique_for || other.unique_for,
         }
     }
 
@@ -110,6 +127,17 @@ impl Needs {
         }
         if self.delays && !caps.delays {
             return Some("the backend does not support delays".into());
+        }
+        if self.schedules && !caps.schedules {
+            return Some(
+                "the backend does not store schedules (Capabilities::schedules is false)".into(),
+            );
+        }
+        if self.unique_for && !caps.unique_for {
+            return Some(
+                "the backend does not hold keys after the ack (Capabilities::unique_for is false)"
+                    .into(),
+            );
         }
         if self.global_order && caps.order != Order::Global {
             return Some(format!(

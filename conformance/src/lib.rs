@@ -78,8 +78,10 @@
 //! extend, release, fail, redrive, purge, delays, reap), fencing (INV-3,
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
 //! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
-//! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9) and input (bad
-//! input writes nothing).
+//! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
+//! input writes nothing) and schedules (one item per tick across racing
+//! schedulers, acks, restarts and skewed clocks; changes and removals;
+//! unique-for keys held after the ack).
 
 mod cx;
 mod harness;
@@ -154,6 +156,11 @@ macro_rules! __with_checks {
             isolation::queues_are_isolated
             isolation::clock_follows_real_time
             ordering::order_holds_after_every_return_to_ready
+            schedules::schedulers_race_one_item_per_tick
+            schedules::scheduler_runtimes_race_and_restart
+            schedules::clock_skew_cannot_fire_early
+            schedules::schedule_changes_take_effect
+            schedules::unique_for_holds_after_ack
         }
     };
 }

@@ -10,7 +10,7 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, ordering, recovery, replies, storm,
+    batch, fencing, healing, isolation, lifecycle, ordering, recovery, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -266,4 +266,32 @@ fn the_new_checks_pass_without_a_fault() {
     ] {
         passes("a new check on the wrapper without a fault", r);
     }
+}
+
+#[test]
+fn a_fire_split_into_read_enqueue_write_is_caught() {
+    let f = FaultyFactory(Fault::SplitFire);
+    caught(
+        "fire_schedule as read, enqueue, write",
+        &[Rule::Contract("fire_schedule")],
+        || schedules::schedulers_race_one_item_per_tick(&f),
+    );
+    caught(
+        "Scheduler runtimes over a split fire",
+        &[Rule::Contract("fire_schedule")],
+        || schedules::scheduler_runtimes_race_and_restart(&f),
+    );
+}
+
+#[test]
+fn the_schedule_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "schedulers_race_one_item_per_tick",
+        block_on(schedules::schedulers_race_one_item_per_tick(&f)),
+    );
+    passes(
+        "scheduler_runtimes_race_and_restart",
+        block_on(schedules::scheduler_runtimes_race_and_restart(&f)),
+    );
 }

@@ -12,4 +12,5 @@ pub mod lifecycle;
 pub mod ordering;
 pub mod recovery;
 pub mod replies;
+pub mod schedules;
 pub mod storm;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
 use leaseq_core::{
     Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
     NewItem, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
@@ -46,6 +47,10 @@ pub(crate) enum Fault {
     /// A release requeues the job as a new item at the back of the queue
     /// (ack, then enqueue a copy).
     ReleaseToBack,
+    /// `fire_schedule` split into steps, as a scheduler that reads the
+    /// last tick, enqueues and then records the tick would run it: read,
+    /// enqueue, write, each on its own.
+    SplitFire,
 }
 
 /// `inner` with `fault`.
@@ -59,6 +64,8 @@ pub(crate) struct Faulty {
     handed: Mutex<Vec<Lease>>,
     /// Dedup keys seen, by key: the item holding it (for GlobalDedup).
     keys: Mutex<HashMap<String, ItemId>>,
+    /// Last fired tick per schedule (for SplitFire).
+    ticks: Mutex<HashMap<ScheduleName, Timestamp>>,
 }
 
 impl Faulty {
@@ -69,6 +76,7 @@ impl Faulty {
             current: Mutex::new(HashMap::new()),
             handed: Mutex::new(Vec::new()),
             keys: Mutex::new(HashMap::new()),
+            ticks: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -218,6 +226,48 @@ impl Layer for Faulty {
             out.push(self.inner.ack(lease).await);
         }
         Ok(out)
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        if self.fault != Fault::SplitFire {
+            return self.inner.fire_schedule(tick, item).await;
+        }
+        // Step 1: read the definition and the last tick.
+        let Some(stored) = self
+            .inner
+            .schedules()
+            .await?
+            .into_iter()
+            .find(|s| s.name == tick.name && s.revision == tick.revision)
+        else {
+            return Ok(Fired::Stale);
+        };
+        let last = self
+            .ticks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&tick.name)
+            .copied()
+            .max(stored.last_tick);
+        if let Some(last_tick) = last.filter(|l| *l >= tick.at) {
+            return Ok(Fired::AlreadyFired { last_tick });
+        }
+        let now = self.inner.now().await?;
+        if tick.at > now {
+            return Ok(Fired::NotDue { now });
+        }
+        // Step 2: enqueue. Step 3: record the tick. Each step is a round
+        // trip of its own, where other callers run.
+        tokio::task::yield_now().await;
+        let e = self.inner.enqueue(&stored.queue, vec![item]).await?;
+        self.ticks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tick.name.clone(), tick.at);
+        match e.into_iter().next() {
+            Some(e) => Ok(Fired::Enqueued(e)),
+            None => Ok(Fired::Stale),
+        }
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

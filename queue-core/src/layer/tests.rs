@@ -204,8 +204,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.redrive(&q, 1).await;
     let _ = b.purge(&q).await;
     b.wait_for_work(&q, Duration::ZERO).await;
-    let schedule =
-        Schedule::every("s", q.clone(), Duration::from_secs(1), "x").expect("schedule");
+    let schedule = Schedule::every("s", q.clone(), Duration::from_secs(1), "x").expect("schedule");
     let _ = b.put_schedule(&schedule).await;
     let _ = b.remove_schedule(schedule.name()).await;
     let _ = b.schedules().await;

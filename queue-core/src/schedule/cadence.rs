@@ -100,7 +100,9 @@ impl CronExpr {
     pub fn parse(expr: &str) -> Result<Self> {
         let expr = expr.trim();
         if expr.len() > 1_024 {
-            return Err(Error::invalid("a cron expression must be at most 1024 bytes"));
+            return Err(Error::invalid(
+                "a cron expression must be at most 1024 bytes",
+            ));
         }
         let cron = croner::Cron::from_str(expr)
             .map_err(|e| Error::invalid(format!("cron expression {expr:?}: {e}")))?;
@@ -134,5 +136,7 @@ fn to_zoned(t: Timestamp, tz: chrono_tz::Tz) -> Option<chrono::DateTime<chrono_t
 }
 
 fn from_zoned(t: &chrono::DateTime<chrono_tz::Tz>) -> Option<Timestamp> {
-    u64::try_from(t.timestamp_millis()).ok().map(Timestamp::from_millis)
+    u64::try_from(t.timestamp_millis())
+        .ok()
+        .map(Timestamp::from_millis)
 }

@@ -64,7 +64,9 @@ impl ScheduleName {
         QueueName::new(name.as_ref())
             .map(ScheduleName)
             .map_err(|e| match e {
-                Error::InvalidInput { what } => Error::invalid(what.replacen("queue", "schedule", 1)),
+                Error::InvalidInput { what } => {
+                    Error::invalid(what.replacen("queue", "schedule", 1))
+                }
                 other => other,
             })
     }
@@ -327,7 +329,10 @@ impl Schedule {
     /// spec does not parse.
     pub fn from_stored(stored: &StoredSchedule) -> Result<Self> {
         let spec: Spec = serde_json::from_str(&stored.spec).map_err(|e| Error::Corrupt {
-            what: format!("schedule {}: spec {:?} does not parse: {e}", stored.name, stored.spec),
+            what: format!(
+                "schedule {}: spec {:?} does not parse: {e}",
+                stored.name, stored.spec
+            ),
         })?;
         let corrupt = |e: Error| Error::Corrupt {
             what: format!("schedule {}: {e}", stored.name),
@@ -344,14 +349,19 @@ impl Schedule {
                 })
             }
         };
-        Schedule::with(stored.name.as_str(), stored.queue.clone(), cadence, stored.payload.clone())?
-            .time_zone(&spec.tz)
-            .map(|s| {
-                s.missed(spec.missed)
-                    .priority(spec.priority)
-                    .max_attempts(spec.max_attempts)
-            })
-            .map_err(corrupt)
+        Schedule::with(
+            stored.name.as_str(),
+            stored.queue.clone(),
+            cadence,
+            stored.payload.clone(),
+        )?
+        .time_zone(&spec.tz)
+        .map(|s| {
+            s.missed(spec.missed)
+                .priority(spec.priority)
+                .max_attempts(spec.max_attempts)
+        })
+        .map_err(corrupt)
     }
 
     /// Checks what a backend stores: the spec's length and the payload

@@ -182,7 +182,11 @@ impl Scheduler {
                         revision: entry.stored.revision,
                         at: tick,
                     };
-                    match self.backend.fire_schedule(&fire, entry.schedule.item()).await {
+                    match self
+                        .backend
+                        .fire_schedule(&fire, entry.schedule.item())
+                        .await
+                    {
                         Ok(Fired::Enqueued(e)) => {
                             tracing::debug!(schedule = %name, %tick, id = %e.id, "fired");
                             entry.done = tick;

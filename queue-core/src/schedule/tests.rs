@@ -41,7 +41,10 @@ fn cron_ticks_follow_the_time_zone() {
         Some(ms(midnight_utc + 8 * 3_600_000))
     );
     let secs = Schedule::cron("s", q(), "*/15 * * * * *", "x").expect("seconds field");
-    assert_eq!(secs.next_tick(ms(midnight_utc)), Some(ms(midnight_utc + 15_000)));
+    assert_eq!(
+        secs.next_tick(ms(midnight_utc)),
+        Some(ms(midnight_utc + 15_000))
+    );
 }
 
 #[test]
@@ -56,7 +59,10 @@ fn bad_definitions_are_invalid_input() {
         assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
     }
     let s = Schedule::every("s", q(), Duration::from_secs(1), "x").expect("schedule");
-    assert!(matches!(s.time_zone("Mars/Olympus"), Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        s.time_zone("Mars/Olympus"),
+        Err(Error::InvalidInput { .. })
+    ));
 }
 
 #[test]
@@ -84,13 +90,22 @@ fn the_stored_form_round_trips() {
         spec: "{\"tz\":\"UTC\"}".into(),
         ..stored
     };
-    assert!(matches!(Schedule::from_stored(&broken), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        Schedule::from_stored(&broken),
+        Err(Error::Corrupt { .. })
+    ));
 }
 
 #[test]
 fn missed_policies_parse() {
     assert_eq!("skip".parse::<Missed>().ok(), Some(Missed::Skip));
-    assert_eq!("enqueue-latest".parse::<Missed>().ok(), Some(Missed::EnqueueLatest));
-    assert_eq!("ENQUEUE_LATEST".parse::<Missed>().ok(), Some(Missed::EnqueueLatest));
+    assert_eq!(
+        "enqueue-latest".parse::<Missed>().ok(),
+        Some(Missed::EnqueueLatest)
+    );
+    assert_eq!(
+        "ENQUEUE_LATEST".parse::<Missed>().ok(),
+        Some(Missed::EnqueueLatest)
+    );
     assert!("sometimes".parse::<Missed>().is_err());
 }

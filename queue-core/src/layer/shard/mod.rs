@@ -59,8 +59,8 @@ use tokio::task::JoinSet;
 pub use ids::{sharded_id, split_id};
 use rotation::{shares, Rotation};
 
-use crate::schedule::{Fired, Schedule, ScheduleTick, StoredSchedule};
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
+use crate::schedule::{Fired, Schedule, ScheduleTick, StoredSchedule};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
     LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, Order, QueueName, QueueStats, ReapReport,
