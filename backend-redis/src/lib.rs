@@ -317,6 +317,7 @@ mod hooks;
 mod keys;
 mod ops;
 mod reply;
+mod schedules;
 mod scripts;
 mod server;
 mod sharded;

@@ -2,7 +2,9 @@
 //! prelude (`scripts/common.lua`) at build time, and with the shared parts it
 //! names (`scripts/enqueue_batch.lua` for both enqueues).
 //!
-//! Every script but the two enqueues starts with the Redis 7 shebang
+//! Every script but the two enqueues (and the schedule scripts that write
+//! new data: `schedule_fire`, which enqueues, `schedule_put` and
+//! `schedule_index`) starts with the Redis 7 shebang
 //! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
 //! still runs it, so consumers keep draining a full server (claim, extend,
 //! ack, release, give back, fail, reap, redrive, purge and inspection add no data, or a
@@ -111,6 +113,10 @@ pub(crate) struct Scripts {
     pub(crate) hook_snapshot: Script,
     pub(crate) hook_poison: Script,
     pub(crate) time: Script,
+    pub(crate) schedule_fire: Script,
+    pub(crate) schedule_put: Script,
+    pub(crate) schedule_get: Script,
+    pub(crate) schedule_index: Script,
 }
 
 impl Scripts {
@@ -139,6 +145,10 @@ impl Scripts {
             hook_snapshot: script!("hook_snapshot"),
             hook_poison: script!("hook_poison"),
             time: script!("time"),
+            schedule_fire: script!(grows "schedule_fire", "enqueue_batch"),
+            schedule_put: script!(grows "schedule_put"),
+            schedule_get: script!("schedule_get"),
+            schedule_index: script!(grows "schedule_index"),
         }
     }
 }
@@ -154,7 +164,7 @@ mod tests {
         assert!(s.claim.source().contains("ZRANGE"));
         assert_eq!(s.claim.sha().len(), 40);
         assert_ne!(s.claim.sha(), s.ack.sha());
-        for script in [&s.enqueue, &s.enqueue_once] {
+        for script in [&s.enqueue, &s.enqueue_once, &s.schedule_fire] {
             assert!(script.source().contains("local function enqueue_batch"));
         }
         assert_ne!(s.enqueue.sha(), s.enqueue_once.sha());
@@ -186,6 +196,10 @@ mod tests {
                 &self.hook_snapshot,
                 &self.hook_poison,
                 &self.time,
+                &self.schedule_fire,
+                &self.schedule_put,
+                &self.schedule_get,
+                &self.schedule_index,
             ]
         }
     }
@@ -194,7 +208,10 @@ mod tests {
     fn only_the_enqueues_are_refused_when_the_server_is_full() {
         let s = Scripts::new();
         for script in s.all() {
-            let grows = matches!(script.name(), "enqueue" | "enqueue_once");
+            let grows = matches!(
+                script.name(),
+                "enqueue" | "enqueue_once" | "schedule_fire" | "schedule_put" | "schedule_index"
+            );
             assert_eq!(
                 !script.source().starts_with(ALLOW_OOM),
                 grows,
