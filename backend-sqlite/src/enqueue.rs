@@ -153,7 +153,8 @@ impl SqliteBackend {
                 .bind(item.get_payload().as_ref())
                 .bind(i64::from(item.get_max_attempts()))
                 .bind(millis(item.get_delay()))
-                .bind(item.get_dedup_key());
+                .bind(item.get_dedup_key())
+                .bind(item.get_unique_for().map(millis));
         }
         self.count([queue]);
         let rows = q.fetch_all(&mut *conn).await.map_err(db("enqueue"))?;

@@ -389,26 +389,27 @@ pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;
 /// max attempts, delay (ms), dedup key. Rows go in by batch order (the
 /// ordinal column), so ids rise with it; the new ids come back.
 pub(crate) fn insert(n: usize) -> String {
-    let mut values = String::with_capacity(n * 24);
+    let mut values = String::with_capacity(n * 28);
     for i in 0..n {
         if i > 0 {
             values.push(',');
         }
-        let p = 2 + i * 5;
+        let p = 2 + i * 6;
         values.push_str(&format!(
-            "({i},?{},?{},?{},?{},?{})",
+            "({i},?{},?{},?{},?{},?{},?{})",
             p,
             p + 1,
             p + 2,
             p + 3,
-            p + 4
+            p + 4,
+            p + 5
         ));
     }
     format!(
         "INSERT INTO leaseq_items (queue, state, priority, payload, max_attempts, dedup_key, \
-           enqueued_at, available_at) \
+           enqueued_at, available_at, unique_for_ms) \
          SELECT ?1, CASE WHEN v.column5 > 0 THEN 'scheduled' ELSE 'ready' END, \
-           v.column2, v.column3, v.column4, v.column6, n.t, n.t + v.column5 \
+           v.column2, v.column3, v.column4, v.column6, n.t, n.t + v.column5, v.column7 \
          FROM (SELECT {now} AS t) AS n, (VALUES {values}) AS v \
          ORDER BY v.column1 \
          RETURNING id, state",
@@ -416,16 +417,20 @@ pub(crate) fn insert(n: usize) -> String {
     )
 }
 
-/// `?1` queue, then `n` dedup keys: the ids holding them.
 pub(crate) fn dedup_holders(n: usize) -> String {
     // Numbered: sqlx counts unnumbered `?` from the first argument.
     let marks = (2..n + 2)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(",");
+    // Holds first, live holders last: a live holder wins.
     format!(
-        "SELECT dedup_key, id FROM leaseq_items \
-         WHERE queue = ?1 AND dedup_key IN ({marks}) AND dedup_key IS NOT NULL"
+        "SELECT dedup_key, id FROM leaseq_held_keys \
+         WHERE queue = ?1 AND dedup_key IN ({marks}) AND held_until > {now} \
+         UNION ALL \
+         SELECT dedup_key, id FROM leaseq_items \
+         WHERE queue = ?1 AND dedup_key IN ({marks}) AND dedup_key IS NOT NULL",
+        now = now!(),
     )
 }
 
