@@ -92,7 +92,7 @@ impl fmt::Display for Cadence {
 #[derive(Clone)]
 pub struct CronExpr {
     expr: String,
-    cron: croner::Cron,
+    cron: Box<croner::Cron>,
 }
 
 impl CronExpr {
@@ -108,7 +108,7 @@ impl CronExpr {
             .map_err(|e| Error::invalid(format!("cron expression {expr:?}: {e}")))?;
         Ok(CronExpr {
             expr: expr.to_owned(),
-            cron,
+            cron: Box::new(cron),
         })
     }
 

@@ -203,7 +203,7 @@ impl Schedule {
         expr: &str,
         payload: impl Into<Bytes>,
     ) -> Result<Self> {
-        Ok(Self::with(name, queue, Cadence::cron(expr)?, payload)?)
+        Self::with(name, queue, Cadence::cron(expr)?, payload)
     }
 
     /// A schedule that fires every `every` (at least 1 ms, whole
