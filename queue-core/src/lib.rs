@@ -57,7 +57,7 @@ pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};
 pub use worker::{
     handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
-    MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
+    JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
 };
 
 pub use async_trait::async_trait;

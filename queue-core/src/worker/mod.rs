@@ -19,6 +19,7 @@ mod reaper;
 mod retry;
 mod run;
 mod shared;
+mod timeout;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ pub use builder::WorkerBuilder;
 pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent};
 pub use metrics::{names as metric_names, JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
 pub use retry::RetryPolicy;
+pub use timeout::JobTimedOut;
 
 use crate::{Backend, QueueName, Result};
 
