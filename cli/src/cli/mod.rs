@@ -3,6 +3,7 @@
 mod admin;
 mod demo;
 mod error;
+mod schedules;
 mod signals;
 
 use clap::{Args, Parser, Subcommand};
@@ -64,6 +65,9 @@ enum Command {
     /// Creates or upgrades the PostgreSQL schema (the only command that
     /// writes to it; admin commands never do).
     Migrate,
+    /// Periodic jobs: list, add or remove schedules, or run a scheduler.
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,5 +156,6 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Reap(q) => admin::reap(url, q).await,
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
+        Command::Schedules(cmd) => schedules::run(url, cmd, shutdown).await,
     }
 }
