@@ -179,7 +179,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Items without delay are Ready, with a delay Scheduled.
     /// - An item whose dedup key is held by an unacked item (any state) is
     ///   not written; its entry in the result carries the holder's id and
-    ///   `deduplicated: true`. Concurrent enqueues with one key create one item
+    ///   `deduplicated: true`. With [`Capabilities::unique_for`], a key is
+    ///   also held by an item acked less than its
+    ///   [`NewItem::unique_for`] ago on the backend's clock (the result
+    ///   then carries the acked item's id); once the hold has passed the
+    ///   key is free. Concurrent enqueues with one key create one item
     ///   (INV-9). Within one batch the first item with a key wins.
     /// - Results are in the order of `items`.
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>>;
@@ -268,7 +272,10 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// not been reaped; otherwise [`crate::Error::LeaseLost`] and nothing
     /// changes (INV-3). After a successful ack no claim returns the item
     /// again (INV-10). An ack of a lease that expired but was not yet
-    /// reaped or re-claimed succeeds.
+    /// reaped or re-claimed succeeds. When the item was enqueued with
+    /// [`NewItem::unique_for`] (and the backend has
+    /// [`Capabilities::unique_for`]), the same step keeps its dedup key
+    /// held from the backend's now for that long.
     async fn ack(&self, lease: &LeaseKey) -> Result<()>;
 
     /// Acks a batch of leases; returns one result per lease, in the order of
@@ -387,8 +394,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// their attempts reset to 0; returns how many moved.
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
 
-    /// Deletes every item of the queue in every state, and its dedup keys;
-    /// returns how many items were deleted. Leases held on them are lost.
+    /// Deletes every item of the queue in every state, and its dedup keys
+    /// (keys held after an ack too); returns how many items were deleted.
+    /// Leases held on them are lost. Schedules that name the queue stay.
     async fn purge(&self, queue: &QueueName) -> Result<u64>;
 
     /// Waits until work may be available in `queue` or `timeout` passes,
