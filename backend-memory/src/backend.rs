@@ -35,6 +35,13 @@ pub(crate) struct Shared {
     /// The last id handed out, in any queue (0 is never handed out, so
     /// planted entries can sort before every real one).
     last_id: AtomicU64,
+    /// The stored schedules, by name (see `schedules.rs`).
+    pub(crate) schedules: Mutex<
+        std::collections::BTreeMap<
+            leaseq_core::schedule::ScheduleName,
+            leaseq_core::schedule::StoredSchedule,
+        >,
+    >,
 }
 
 /// One queue: its state under a lock, and its wake-up signal.

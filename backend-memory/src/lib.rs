@@ -57,6 +57,7 @@ mod backend;
 mod hash;
 mod hooks;
 mod ops;
+mod schedules;
 mod state;
 
 pub use backend::MemoryBackend;

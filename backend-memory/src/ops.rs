@@ -14,6 +14,8 @@ use leaseq_core::{
     QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+
 use crate::backend::MemoryBackend;
 use crate::state::{Fence, Fresh, QueueState, Slot};
 
@@ -38,7 +40,10 @@ fn lost(lease: &LeaseKey) -> Error {
 #[async_trait]
 impl Backend for MemoryBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all_features().queue_limits(LimitScope::Global)
+        Capabilities::all_features()
+            .queue_limits(LimitScope::Global)
+            .schedules(true)
+            .unique_for(true)
     }
 
     fn limits(&self) -> Limits {
@@ -216,7 +221,7 @@ impl Backend for MemoryBackend {
                 let mut st = q.lock();
                 match st.fence(id, lease.token) {
                     Fence::Held(_, expires) => {
-                        st.remove_leased(id, expires);
+                        st.remove_leased(id, expires, self.now_ms());
                         (Ok(()), st.items.is_empty())
                     }
                     Fence::Lost => (Err(lost(lease)), false),
@@ -247,7 +252,7 @@ impl Backend for MemoryBackend {
                     let lease = &leases[i];
                     let id = lease.id.get();
                     if let Fence::Held(_, expires) = st.fence(id, lease.token) {
-                        st.remove_leased(id, expires);
+                        st.remove_leased(id, expires, self.now_ms());
                         out[i] = Ok(());
                     }
                 }
@@ -459,6 +464,22 @@ impl Backend for MemoryBackend {
         self.forget_if_idle(queue);
     }
 
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.store_schedule(schedule)
+    }
+
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        Ok(self.drop_schedule(name))
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        Ok(self.list_schedules())
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.fire(tick, item)
+    }
+
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         self.test_hooks.then_some(self as &dyn TestHooks)
     }
@@ -512,7 +533,7 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
 
 /// Inserts `items` into `st` at `now`: their results, and whether any is
 /// Ready at once (so waiters should wake).
-fn insert_batch(
+pub(crate) fn insert_batch(
     st: &mut QueueState,
     items: &[NewItem],
     now: u64,
@@ -523,7 +544,7 @@ fn insert_batch(
     for item in items {
         let dedup_key = match item.get_dedup_key() {
             Some(key) => {
-                if let Some(id) = st.dedup_holder(key) {
+                if let Some(id) = st.dedup_holder(key, now) {
                     out.push(Enqueued {
                         id: ItemId::new(id),
                         deduplicated: true,
@@ -543,6 +564,7 @@ fn insert_batch(
                 priority: item.get_priority(),
                 max_attempts: item.get_max_attempts(),
                 dedup_key,
+                unique_for: item.get_unique_for().map(millis),
                 due,
             },
             now,

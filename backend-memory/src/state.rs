@@ -47,6 +47,8 @@ pub(crate) struct Item {
     pub(crate) attempts: u32,
     pub(crate) max_attempts: u32,
     pub(crate) dedup_key: Option<Arc<str>>,
+    /// How long (ms) the dedup key stays held after the ack.
+    pub(crate) unique_for: Option<u64>,
     pub(crate) last_error: Option<Box<str>>,
     pub(crate) slot: Slot,
 }
@@ -64,6 +66,8 @@ pub(crate) struct Fresh {
     pub(crate) priority: i32,
     pub(crate) max_attempts: u32,
     pub(crate) dedup_key: Option<Arc<str>>,
+    /// How long (ms) the dedup key stays held after the ack.
+    pub(crate) unique_for: Option<u64>,
     /// Due time in ms, or `None` for Ready now.
     pub(crate) due: Option<u64>,
 }
@@ -78,6 +82,9 @@ pub(crate) struct QueueState {
     pub(crate) leased: BTreeSet<(u64, u64)>,
     pub(crate) dead: BTreeSet<(u64, u64)>,
     pub(crate) dedup: HashMap<Arc<str>, u64>,
+    /// Dedup keys held after their item's ack ([`leaseq_core::NewItem::unique_for`]):
+    /// key → (the acked id, held until ms).
+    pub(crate) held: HashMap<Arc<str>, (u64, u64)>,
     next_death: u64,
     /// `enqueue_once` requests seen lately, with their results.
     pub(crate) requests: Requests,
@@ -166,6 +173,7 @@ impl QueueState {
                 attempts: 0,
                 max_attempts: fresh.max_attempts,
                 dedup_key: fresh.dedup_key,
+                unique_for: fresh.unique_for,
                 last_error: None,
                 slot,
             },
@@ -173,9 +181,21 @@ impl QueueState {
         id
     }
 
-    /// The id holding `key`, if any.
-    pub(crate) fn dedup_holder(&self, key: &str) -> Option<u64> {
-        self.dedup.get(key).copied()
+    /// The id holding `key` at `now`, if any: an unacked item, or an
+    /// acked one whose unique-for hold has not run out (a hold that ran
+    /// out is dropped here).
+    pub(crate) fn dedup_holder(&mut self, key: &str, now: u64) -> Option<u64> {
+        if let Some(id) = self.dedup.get(key) {
+            return Some(*id);
+        }
+        match self.held.get(key) {
+            Some(&(id, until)) if until > now => Some(id),
+            Some(_) => {
+                self.held.remove(key);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Moves every Scheduled item due at `now` to Ready. Entries without a
@@ -238,11 +258,16 @@ impl QueueState {
         }
     }
 
-    /// Removes a leased item (ack). The caller checked the fence.
-    pub(crate) fn remove_leased(&mut self, id: u64, expires: u64) {
+    /// Removes a leased item (ack) at `now`; a unique-for key stays held
+    /// from `now` on. The caller checked the fence.
+    pub(crate) fn remove_leased(&mut self, id: u64, expires: u64, now: u64) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
             self.drop_dedup(id, &item);
+            if let (Some(key), Some(hold)) = (&item.dedup_key, item.unique_for) {
+                self.held
+                    .insert(key.clone(), (id, now.saturating_add(hold)));
+            }
         }
     }
 
@@ -363,8 +388,10 @@ impl QueueState {
     /// Nothing left to keep: no item, no dedup key, no remembered request
     /// (as of `now`), no limits. Such a queue may be forgotten.
     pub(crate) fn is_idle(&mut self, now: u64) -> bool {
+        self.held.retain(|_, &mut (_, until)| until > now);
         self.items.is_empty()
             && self.dedup.is_empty()
+            && self.held.is_empty()
             && self.requests.is_empty(now)
             && self.limits.is_none()
     }
@@ -377,6 +404,7 @@ impl QueueState {
         self.leased = BTreeSet::new();
         self.dead = BTreeSet::new();
         self.dedup = HashMap::new();
+        self.held = HashMap::new();
         n
     }
 
@@ -426,6 +454,7 @@ mod tests {
             priority,
             max_attempts: 3,
             dedup_key: None,
+            unique_for: None,
             due: None,
         }
     }

@@ -182,6 +182,7 @@ mod notify;
 mod ops;
 mod options;
 mod rows;
+mod schedules;
 mod sql;
 
 pub use backend::PgBackend;

@@ -18,6 +18,7 @@ use crate::rows::{
 };
 use crate::sql::{QUARANTINED, WALK_START};
 use crate::PgBackend;
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
 
@@ -86,6 +87,10 @@ impl PgBackend {
                 .await;
         }
         let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
+        let holds: Vec<Option<i64>> = items
+            .iter()
+            .map(|(_, i)| i.get_unique_for().map(millis))
+            .collect();
         let rows = sqlx::query(&s.enqueue)
             .bind(queue.as_str())
             .bind(&payloads)
@@ -94,6 +99,7 @@ impl PgBackend {
             .bind(&keys)
             .bind(&delays)
             .bind(&self.inner.channel)
+            .bind(&holds)
             .fetch_all(self.statement_in(queue, conn))
             .await
             .map_err(db("enqueue"))?;
@@ -189,7 +195,7 @@ impl PgBackend {
 
     /// [`check_batch`], plus what PostgreSQL cannot store: `text` cannot
     /// hold a NUL character.
-    fn check_items(&self, items: &[NewItem]) -> Result<()> {
+    pub(crate) fn check_items(&self, items: &[NewItem]) -> Result<()> {
         check_batch(items, &self.limits())?;
         if let Some(i) = items
             .iter()
@@ -203,7 +209,7 @@ impl PgBackend {
     }
 
     /// Enqueues a checked batch on `conn` (in a transaction or not).
-    async fn enqueue_on(
+    pub(crate) async fn enqueue_on(
         &self,
         conn: &mut PgConnection,
         queue: &QueueName,
@@ -434,6 +440,8 @@ impl Backend for PgBackend {
             .durable(true)
             .shared(true)
             .queue_limits(LimitScope::Global)
+            .schedules(true)
+            .unique_for(true)
     }
 
     fn limits(&self) -> Limits {
@@ -558,14 +566,14 @@ impl Backend for PgBackend {
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
-        let done = sqlx::query(&self.inner.sql.ack)
+        let row = sqlx::query(&self.inner.sql.ack)
             .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
-            .execute(self.statement_on([&lease.queue]))
+            .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("ack"))?;
-        if done.rows_affected() == 0 {
+        if col::<i64>(&row, 0)? == 0 {
             return Err(Self::lost(lease));
         }
         Ok(())
@@ -795,6 +803,22 @@ impl Backend for PgBackend {
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.store_schedule(schedule).await
+    }
+
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.drop_schedule(name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.list_schedules().await
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.fire(tick, item).await
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

@@ -74,6 +74,27 @@ impl Sql {
         let t = format!("\"{schema}\".leaseq_items");
         let r = format!("\"{schema}\".leaseq_requests");
         let seq = format!("'\"{schema}\".leaseq_item_id'");
+        let h = format!("\"{schema}\".leaseq_held_keys");
+        // The CTEs an ack adds after its `d` (the rows it deleted: id,
+        // queue, dedup_key, unique_for_ms): unique-for keys held from now,
+        // and, when there are any, up to 16 holds of those queues that ran
+        // out dropped.
+        let hold = format!(
+            "held AS ( \
+               INSERT INTO {h} (queue, dedup_key, id, held_until) \
+               SELECT queue, dedup_key, id, now() + unique_for_ms * interval '1 millisecond' \
+               FROM d WHERE unique_for_ms IS NOT NULL AND dedup_key IS NOT NULL \
+               ON CONFLICT (queue, dedup_key) DO UPDATE \
+                 SET id = EXCLUDED.id, held_until = EXCLUDED.held_until \
+             ), pruned AS ( \
+               DELETE FROM {h} x USING ( \
+                 SELECT queue, dedup_key FROM {h} \
+                 WHERE queue IN (SELECT queue FROM d WHERE unique_for_ms IS NOT NULL) \
+                   AND held_until <= now() \
+                 ORDER BY queue, held_until LIMIT 16 FOR UPDATE SKIP LOCKED \
+               ) o WHERE x.queue = o.queue AND x.dedup_key = o.dedup_key AND x.held_until <= now() \
+             )"
+        );
         // A held lease: the row, under the token, Leased. Leased is said as
         // `lease_expires_at IS NOT NULL` (with a token, that is Leased by
         // the `leaseq_items_lease_fields` check), not `state = 'leased'`:
@@ -109,7 +130,9 @@ impl Sql {
         Sql {
             items_table: t.clone(),
             // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
-            // $5 dedup keys, $6 delays (ms), $7 notify channel.
+            // $5 dedup keys, $6 delays (ms), $7 notify channel, $8 unique-for
+            // holds (ms, NULL: none). A key held after an ack
+            // (`leaseq_held_keys`) counts as held like a live holder's.
             // Ids are drawn in batch order, so FIFO holds within a batch.
             // Rows go in by key (then batch order): the first item with a
             // key wins inside the batch, and concurrent batches meet their
@@ -117,14 +140,18 @@ impl Sql {
             enqueue: format!(
                 "WITH input AS MATERIALIZED ( \
                    SELECT nextval({seq}) AS id, t.* \
-                   FROM unnest($2::bytea[], $3::int4[], $4::int4[], $5::text[], $6::int8[]) \
-                        WITH ORDINALITY AS t(payload, priority, max_attempts, dedup_key, delay_ms, ord) \
+                   FROM unnest($2::bytea[], $3::int4[], $4::int4[], $5::text[], $6::int8[], $8::int8[]) \
+                        WITH ORDINALITY AS t(payload, priority, max_attempts, dedup_key, delay_ms, unique_for_ms, ord) \
                  ), ins AS ( \
-                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, dedup_key, available_at) \
+                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, dedup_key, \
+                                    available_at, unique_for_ms) \
                    SELECT id, $1, CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
                           priority, payload, max_attempts, dedup_key, \
-                          now() + delay_ms * interval '1 millisecond' \
-                   FROM input ORDER BY dedup_key, ord \
+                          now() + delay_ms * interval '1 millisecond', unique_for_ms \
+                   FROM input \
+                   WHERE NOT EXISTS (SELECT 1 FROM {h} k WHERE k.queue = $1 \
+                                     AND k.dedup_key = input.dedup_key AND k.held_until > now()) \
+                   ORDER BY dedup_key, ord \
                    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING \
                    RETURNING id, state \
                  ), hint AS ( \
@@ -157,8 +184,12 @@ impl Sql {
                  ) \
                  SELECT array_agg(ins.id ORDER BY ins.id) FROM ins CROSS JOIN hint"
             ),
+            // Live holders come last, so they win over a hold.
             dedup_holders: format!(
-                "SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
+                "SELECT dedup_key, id FROM {h} WHERE queue = $1 AND dedup_key = ANY($2::text[]) \
+                   AND held_until > now() \
+                 UNION ALL \
+                 SELECT dedup_key, id FROM {t} WHERE queue = $1 AND dedup_key = ANY($2::text[])"
             ),
             // $1 queue, $2 max, $3 ttl (ms), $4 tokens (uuid[], one per
             // slot, in claim order). The Ready head and the due Scheduled
@@ -299,16 +330,26 @@ impl Sql {
                  DELETE FROM {r} d USING c \
                  WHERE d.queue = $1 AND d.request = c.request AND d.expires_at <= now()"
             ),
-            // $1 id, $2 queue, $3 token.
-            ack: format!("DELETE FROM {t} WHERE {fence}"),
+            // $1 id, $2 queue, $3 token. One row when the fence held. A
+            // unique-for key is held from now on (`{hold}`).
+            ack: format!(
+                "WITH d AS ( \
+                   DELETE FROM {t} WHERE {fence} \
+                   RETURNING id, queue, dedup_key, unique_for_ms \
+                 ), {hold} \
+                 SELECT count(*) FROM d"
+            ),
             // $1 ids, $2 queues, $3 tokens (parallel arrays): one statement,
             // each row fenced on its own; the rows deleted come back.
             ack_many: format!(
-                "DELETE FROM {t} i USING unnest($1::bigint[], $2::text[], $3::uuid[]) \
-                   AS l(id, queue, token) \
-                 WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
-                   AND i.lease_expires_at IS NOT NULL \
-                 RETURNING i.id, i.queue, i.token"
+                "WITH d AS ( \
+                   DELETE FROM {t} i USING unnest($1::bigint[], $2::text[], $3::uuid[]) \
+                     AS l(id, queue, token) \
+                   WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
+                     AND i.lease_expires_at IS NOT NULL \
+                   RETURNING i.id, i.queue, i.token, i.dedup_key, i.unique_for_ms \
+                 ), {hold} \
+                 SELECT id, queue, token FROM d"
             ),
             // ... $4 ttl (ms).
             extend: format!(
@@ -463,7 +504,9 @@ impl Sql {
                         (SELECT at::text FROM last), (SELECT id FROM last) \
                  FROM r CROSS JOIN hint"
             ),
-            purge: format!("DELETE FROM {t} WHERE queue = $1"),
+            purge: format!(
+                "WITH k AS (DELETE FROM {h} WHERE queue = $1) DELETE FROM {t} WHERE queue = $1"
+            ),
             expire_leases: format!(
                 "UPDATE {t} SET lease_expires_at = now() - interval '1 millisecond' \
                  WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \

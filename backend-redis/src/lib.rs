@@ -318,6 +318,7 @@ mod keys;
 mod limits;
 mod ops;
 mod reply;
+mod schedules;
 mod scripts;
 mod server;
 mod sharded;

@@ -14,6 +14,8 @@ use leaseq_core::{
     QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+
 use crate::backend::arg;
 use crate::{decode, RedisBackend, ScriptClient};
 
@@ -42,9 +44,9 @@ fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
 }
 
 /// The enqueue script's batch arguments: the id floor (the highest id this
-/// handle has seen in the queue), `n`, then five per item.
-fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
-    args.reserve(2 + items.len() * 5);
+/// handle has seen in the queue), `n`, then six per item.
+pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
+    args.reserve(2 + items.len() * 6);
     args.push(arg(floor));
     args.push(arg(items.len()));
     for item in items {
@@ -53,12 +55,13 @@ fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
         args.push(arg(ms_ceil(item.get_delay())));
         args.push(arg(item.get_max_attempts()));
         args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
+        args.push(arg(item.get_unique_for().map_or(0, ms_ceil)));
     }
 }
 
 /// Logs the enqueue script's note: set when it found the id counter lost or
 /// set back and re-seeded it before writing.
-fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
+pub(crate) fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
     if let Some(note) = note.opt_text()? {
         tracing::warn!(queue = %queue, problem = %note, "leaseq-redis: id counter re-seeded");
     }
@@ -66,7 +69,7 @@ fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
 }
 
 /// `{ id, deduplicated }` rows, one per item of a batch of `n`.
-fn enqueued(rows: &[crate::Reply], n: usize) -> Result<Vec<Enqueued>> {
+pub(crate) fn enqueued(rows: &[crate::Reply], n: usize) -> Result<Vec<Enqueued>> {
     if rows.len() != n {
         return Err(Error::Corrupt {
             what: format!("enqueue of {n} items answered {}", rows.len()),
@@ -90,6 +93,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .durable(self.durable)
             .shared(true)
             .queue_limits(LimitScope::Global)
+            .schedules(true)
+            .unique_for(true)
     }
 
     fn limits(&self) -> Limits {
@@ -439,6 +444,22 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             tracing::debug!(queue = %queue, error = %e, "leaseq-redis: wake-up wait failed");
             tokio::time::sleep(timeout.saturating_sub(start.elapsed())).await;
         }
+    }
+
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.store_schedule(schedule).await
+    }
+
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.drop_schedule(name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.list_schedules().await
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.fire(tick, item).await
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

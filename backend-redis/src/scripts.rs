@@ -2,7 +2,9 @@
 //! prelude (`scripts/common.lua`) at build time, and with the shared parts it
 //! names (`scripts/enqueue_batch.lua` for both enqueues).
 //!
-//! Every script but the two enqueues starts with the Redis 7 shebang
+//! Every script but the two enqueues (and the schedule scripts that write
+//! new data: `schedule_fire`, which enqueues, `schedule_put` and
+//! `schedule_index`) starts with the Redis 7 shebang
 //! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
 //! still runs it, so consumers keep draining a full server (claim, extend,
 //! ack, release, give back, fail, reap, redrive, purge and inspection add no data, or a
@@ -113,6 +115,10 @@ pub(crate) struct Scripts {
     pub(crate) time: Script,
     pub(crate) limits_set: Script,
     pub(crate) limits_get: Script,
+    pub(crate) schedule_fire: Script,
+    pub(crate) schedule_put: Script,
+    pub(crate) schedule_get: Script,
+    pub(crate) schedule_index: Script,
 }
 
 impl Scripts {
@@ -143,6 +149,10 @@ impl Scripts {
             time: script!("time"),
             limits_set: script!("limits_set"),
             limits_get: script!("limits_get"),
+            schedule_fire: script!(grows "schedule_fire", "enqueue_batch"),
+            schedule_put: script!(grows "schedule_put"),
+            schedule_get: script!("schedule_get"),
+            schedule_index: script!(grows "schedule_index"),
         }
     }
 }
@@ -158,7 +168,7 @@ mod tests {
         assert!(s.claim.source().contains("ZRANGE"));
         assert_eq!(s.claim.sha().len(), 40);
         assert_ne!(s.claim.sha(), s.ack.sha());
-        for script in [&s.enqueue, &s.enqueue_once] {
+        for script in [&s.enqueue, &s.enqueue_once, &s.schedule_fire] {
             assert!(script.source().contains("local function enqueue_batch"));
         }
         assert_ne!(s.enqueue.sha(), s.enqueue_once.sha());
@@ -192,6 +202,10 @@ mod tests {
                 &self.time,
                 &self.limits_set,
                 &self.limits_get,
+                &self.schedule_fire,
+                &self.schedule_put,
+                &self.schedule_get,
+                &self.schedule_index,
             ]
         }
     }
@@ -212,7 +226,10 @@ mod tests {
     fn only_the_enqueues_are_refused_when_the_server_is_full() {
         let s = Scripts::new();
         for script in s.all() {
-            let grows = matches!(script.name(), "enqueue" | "enqueue_once");
+            let grows = matches!(
+                script.name(),
+                "enqueue" | "enqueue_once" | "schedule_fire" | "schedule_put" | "schedule_index"
+            );
             assert_eq!(
                 !script.source().starts_with(ALLOW_OOM),
                 grows,

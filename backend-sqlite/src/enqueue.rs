@@ -165,7 +165,13 @@ impl SqliteBackend {
                 Some(key) => sql::json_string(key, &mut fields),
                 None => fields.push_str("null"),
             }
-            let _ = write!(fields, ",{},{}]", payloads.len() + 1, payload.len());
+            let _ = write!(fields, ",{},{},", payloads.len() + 1, payload.len());
+            match item.get_unique_for() {
+                Some(hold) => {
+                    let _ = write!(fields, "{}]", millis(hold));
+                }
+                None => fields.push_str("null]"),
+            }
             payloads.extend_from_slice(payload);
         }
         fields.push(']');

@@ -154,6 +154,7 @@ mod notify;
 mod ops;
 mod options;
 mod rows;
+mod schedules;
 mod sql;
 
 pub use backend::SqliteBackend;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason};
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
     Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits,
@@ -172,6 +173,8 @@ impl Backend for SqliteBackend {
             .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
             .queue_limits(LimitScope::Global)
+            .schedules(true)
+            .unique_for(true)
     }
 
     fn limits(&self) -> Limits {
@@ -577,6 +580,8 @@ impl Backend for SqliteBackend {
             .execute(self.write_on([queue]))
             .await
             .map_err(db("purge"))?;
+        // The held keys go after the items (whose deletion may hold keys).
+        self.purge_held_keys(queue).await?;
         Ok(done.rows_affected())
     }
 
@@ -590,6 +595,22 @@ impl Backend for SqliteBackend {
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.store_schedule(schedule).await
+    }
+
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.drop_schedule(name).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.list_schedules().await
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.fire(tick, item).await
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

@@ -395,7 +395,8 @@ pub(crate) const SNAPSHOT: &str = "SELECT id, state, payload IS NOT NULL FROM le
 pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;
 
 /// `?1` queue, `?2` a JSON array with one `[priority, max attempts, delay
-/// (ms), dedup key or null, payload offset (1-based), payload length]` per
+/// (ms), dedup key or null, payload offset (1-based), payload length,
+/// unique-for hold (ms) or null]` per
 /// item, `?3` every payload, concatenated. Three parameters whatever the
 /// batch's size: SQLite looks each parameter up by a linear scan, so a
 /// statement with one parameter per field costs quadratic time to bind.
@@ -405,28 +406,32 @@ pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;
 /// row.
 pub(crate) const INSERT: &str = concat!(
     "INSERT INTO leaseq_items (queue, state, priority, payload, max_attempts, dedup_key, ",
-    "  enqueued_at, available_at) ",
+    "  enqueued_at, available_at, unique_for_ms) ",
     "SELECT ?1, CASE WHEN j.value ->> 2 > 0 THEN 'scheduled' ELSE 'ready' END, ",
     // An empty payload is an empty blob, never NULL (`substr` of nothing
     // and an empty parameter both give NULL).
     "  j.value ->> 0, CASE WHEN j.value ->> 5 = 0 THEN x'' ",
     "  ELSE substr(?3, j.value ->> 4, j.value ->> 5) END, j.value ->> 1, j.value ->> 3, ",
-    "  n.t, n.t + (j.value ->> 2) ",
+    "  n.t, n.t + (j.value ->> 2), j.value ->> 6 ",
     "FROM (SELECT ",
     now!(),
     " AS t) AS n, json_each(?2) AS j ORDER BY j.key"
 );
 
-/// `?1` queue, then `n` dedup keys: the ids holding them.
 pub(crate) fn dedup_holders(n: usize) -> String {
     // Numbered: sqlx counts unnumbered `?` from the first argument.
     let marks = (2..n + 2)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(",");
+    // Holds first, live holders last: a live holder wins.
     format!(
-        "SELECT dedup_key, id FROM leaseq_items \
-         WHERE queue = ?1 AND dedup_key IN ({marks}) AND dedup_key IS NOT NULL"
+        "SELECT dedup_key, id FROM leaseq_held_keys \
+         WHERE queue = ?1 AND dedup_key IN ({marks}) AND held_until > {now} \
+         UNION ALL \
+         SELECT dedup_key, id FROM leaseq_items \
+         WHERE queue = ?1 AND dedup_key IN ({marks}) AND dedup_key IS NOT NULL",
+        now = now!(),
     )
 }
 

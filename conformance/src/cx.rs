@@ -36,6 +36,10 @@ pub(crate) struct Needs {
     pub(crate) real_time: bool,
     /// Global queue limits ([`leaseq_core::LimitScope::Global`]).
     pub(crate) limits: bool,
+    /// Periodic schedules ([`leaseq_core::Capabilities::schedules`]).
+    pub(crate) schedules: bool,
+    /// Unique-for keys ([`leaseq_core::Capabilities::unique_for`]).
+    pub(crate) unique_for: bool,
 }
 
 impl Needs {
@@ -48,6 +52,8 @@ impl Needs {
         steps: false,
         real_time: false,
         limits: false,
+        schedules: false,
+        unique_for: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -78,6 +84,15 @@ impl Needs {
         global_order: true,
         ..Needs::NONE
     };
+    pub(crate) const SCHEDULES: Needs = Needs {
+        schedules: true,
+        ..Needs::NONE
+    };
+    pub(crate) const UNIQUE_FOR: Needs = Needs {
+        dedup: true,
+        unique_for: true,
+        ..Needs::NONE
+    };
 
     /// These needs and `other`'s.
     pub(crate) const fn and(self, other: Needs) -> Needs {
@@ -90,6 +105,8 @@ impl Needs {
             steps: self.steps || other.steps,
             real_time: self.real_time || other.real_time,
             limits: self.limits || other.limits,
+            schedules: self.schedules || other.schedules,
+            unique_for: self.unique_for || other.unique_for,
         }
     }
 
@@ -120,6 +137,17 @@ impl Needs {
                 "the backend does not enforce global queue limits exactly as set (Capabilities::queue_limits is {:?})",
                 caps.queue_limits
             ));
+        }
+        if self.schedules && !caps.schedules {
+            return Some(
+                "the backend does not store schedules (Capabilities::schedules is false)".into(),
+            );
+        }
+        if self.unique_for && !caps.unique_for {
+            return Some(
+                "the backend does not hold keys after the ack (Capabilities::unique_for is false)"
+                    .into(),
+            );
         }
         if self.global_order && caps.order != Order::Global {
             return Some(format!(

@@ -79,8 +79,11 @@
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
 //! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
-//! input writes nothing) and limits (global concurrency and rate limits per
-//! queue, for backends whose `Capabilities::queue_limits` is `Global`).
+//! input writes nothing), limits (global concurrency and rate limits per
+//! queue, for backends whose `Capabilities::queue_limits` is `Global`) and
+//! schedules (one item per tick across racing schedulers, acks, restarts
+//! and skewed clocks; changes and removals; unique-for keys held after the
+//! ack).
 
 mod cx;
 mod harness;
@@ -160,6 +163,11 @@ macro_rules! __with_checks {
             limits::reap_frees_limited_slots
             limits::limits_are_per_queue
             limits::clearing_limits_restores_claims
+            schedules::schedulers_race_one_item_per_tick
+            schedules::scheduler_runtimes_race_and_restart
+            schedules::clock_skew_cannot_fire_early
+            schedules::schedule_changes_take_effect
+            schedules::unique_for_holds_after_ack
         }
     };
 }

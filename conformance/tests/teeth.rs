@@ -10,7 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, limits, ordering, recovery, replies, storm,
+    batch, fencing, healing, isolation, lifecycle, limits, ordering, recovery, replies, schedules,
+    storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -284,6 +285,21 @@ fn limits_the_backend_ignores_are_caught() {
 }
 
 #[test]
+fn a_fire_split_into_read_enqueue_write_is_caught() {
+    let f = FaultyFactory(Fault::SplitFire);
+    caught(
+        "fire_schedule as read, enqueue, write",
+        &[Rule::Contract("fire_schedule")],
+        || schedules::schedulers_race_one_item_per_tick(&f),
+    );
+    caught(
+        "Scheduler runtimes over a split fire",
+        &[Rule::Contract("fire_schedule")],
+        || schedules::scheduler_runtimes_race_and_restart(&f),
+    );
+}
+
+#[test]
 fn a_concurrency_limit_checked_in_the_client_is_caught() {
     caught(
         "a concurrency limit checked in the client, apart from the claim",
@@ -310,4 +326,17 @@ fn the_limit_checks_pass_without_a_fault() {
     ] {
         passes("a limits check on the wrapper without a fault", r);
     }
+}
+
+#[test]
+fn the_schedule_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "schedulers_race_one_item_per_tick",
+        block_on(schedules::schedulers_race_one_item_per_tick(&f)),
+    );
+    passes(
+        "scheduler_runtimes_race_and_restart",
+        block_on(schedules::scheduler_runtimes_race_and_restart(&f)),
+    );
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
     ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken,
     LeaseTtl, LimitScope, Limits, NewItem, QueueLimits, QueueName, QueueStats, ReapReport,
@@ -44,6 +45,12 @@ pub struct Capabilities {
     pub atomic_batch: bool,
     /// How [`Backend::set_queue_limits`] is enforced, if at all.
     pub queue_limits: LimitScope,
+    /// Periodic schedules are stored and fired ([`Backend::put_schedule`],
+    /// [`Backend::fire_schedule`], …).
+    pub schedules: bool,
+    /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
+    /// its item is acked.
+    pub unique_for: bool,
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -58,9 +65,11 @@ pub enum Order {
 }
 
 impl Capabilities {
-    /// Every feature (dedup, priorities, delays, global order, atomic
-    /// batches), neither durable nor shared: add those with
-    /// [`Self::durable`] and [`Self::shared`].
+    /// Every feature of the core operations (dedup, priorities, delays,
+    /// global order, atomic batches), neither durable nor shared: add those
+    /// with [`Self::durable`] and [`Self::shared`]. Schedules and
+    /// unique-for keys need operations of their own: add them with
+    /// [`Self::schedules`] and [`Self::unique_for`].
     pub const fn all_features() -> Self {
         Capabilities {
             durable: false,
@@ -71,6 +80,8 @@ impl Capabilities {
             order: Order::Global,
             atomic_batch: true,
             queue_limits: LimitScope::Unsupported,
+            schedules: false,
+            unique_for: false,
         }
     }
 
@@ -129,6 +140,20 @@ impl Capabilities {
         self.queue_limits = scope;
         self
     }
+
+    /// With `schedules` set.
+    #[must_use]
+    pub const fn schedules(mut self, yes: bool) -> Self {
+        self.schedules = yes;
+        self
+    }
+
+    /// With `unique_for` set.
+    #[must_use]
+    pub const fn unique_for(mut self, yes: bool) -> Self {
+        self.unique_for = yes;
+        self
+    }
 }
 
 /// The storage contract. Every method is one atomic step per item: no
@@ -164,7 +189,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Items without delay are Ready, with a delay Scheduled.
     /// - An item whose dedup key is held by an unacked item (any state) is
     ///   not written; its entry in the result carries the holder's id and
-    ///   `deduplicated: true`. Concurrent enqueues with one key create one item
+    ///   `deduplicated: true`. With [`Capabilities::unique_for`], a key is
+    ///   also held by an item acked less than its
+    ///   [`NewItem::unique_for`] ago on the backend's clock (the result
+    ///   then carries the acked item's id); once the hold has passed the
+    ///   key is free. Concurrent enqueues with one key create one item
     ///   (INV-9). Within one batch the first item with a key wins.
     /// - Results are in the order of `items`.
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>>;
@@ -255,7 +284,10 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// not been reaped; otherwise [`crate::Error::LeaseLost`] and nothing
     /// changes (INV-3). After a successful ack no claim returns the item
     /// again (INV-10). An ack of a lease that expired but was not yet
-    /// reaped or re-claimed succeeds.
+    /// reaped or re-claimed succeeds. When the item was enqueued with
+    /// [`NewItem::unique_for`] (and the backend has
+    /// [`Capabilities::unique_for`]), the same step keeps its dedup key
+    /// held from the backend's now for that long.
     async fn ack(&self, lease: &LeaseKey) -> Result<()>;
 
     /// Acks a batch of leases; returns one result per lease, in the order of
@@ -374,8 +406,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// their attempts reset to 0; returns how many moved.
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
 
-    /// Deletes every item of the queue in every state, and its dedup keys;
-    /// returns how many items were deleted. Leases held on them are lost.
+    /// Deletes every item of the queue in every state, and its dedup keys
+    /// (keys held after an ack too); returns how many items were deleted.
+    /// Leases held on them are lost. Schedules that name the queue stay.
     async fn purge(&self, queue: &QueueName) -> Result<u64>;
 
     /// Sets the global limits of `queue`, replacing both;
@@ -427,6 +460,72 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         let _ = queue;
         tokio::time::sleep(timeout).await;
+    }
+
+    /// Stores `schedule` under its name: creates it, or replaces the one of
+    /// that name. Returns the schedule as stored.
+    ///
+    /// # Contract
+    /// - Checked first with [`Schedule::check`]; bad input writes nothing.
+    /// - Created: revision 1, `defined_at` = the backend's now, no last tick.
+    /// - Replaced with a different queue, spec or payload: revision + 1,
+    ///   `defined_at` = the backend's now, the last tick kept (a changed
+    ///   schedule never fires a tick it fired before).
+    /// - Put again unchanged: nothing changes (same revision and
+    ///   `defined_at`), so every process may put its schedules at start.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        let _ = schedule;
+        Err(crate::Error::unsupported("put_schedule"))
+    }
+
+    /// Removes the schedule; returns whether it existed. Items it enqueued
+    /// stay. A fire of any of its revisions is [`Fired::Stale`] from here
+    /// on.
+    ///
+    /// # Contract
+    /// The default returns [`crate::Error::Unsupported`].
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        let _ = name;
+        Err(crate::Error::unsupported("remove_schedule"))
+    }
+
+    /// Every stored schedule, by name.
+    ///
+    /// # Contract
+    /// - Sorted by name; what [`Backend::put_schedule`] stored, with the
+    ///   last tick fired.
+    /// - The default returns [`crate::Error::Unsupported`].
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        Err(crate::Error::unsupported("schedules"))
+    }
+
+    /// Fires one tick of a schedule: the step that makes a periodic job
+    /// run once per tick however many schedulers race for it.
+    ///
+    /// # Contract
+    /// In ONE atomic step (one script, one transaction, one critical
+    /// section), in this order:
+    /// - The schedule is gone or its revision is not `tick.revision`:
+    ///   [`Fired::Stale`], nothing written.
+    /// - Its last tick is at or after `tick.at`: [`Fired::AlreadyFired`]
+    ///   with the last tick, nothing written. This holds whatever became of
+    ///   the item of that tick (acked, Dead, purged) and across restarts.
+    /// - `tick.at` is after the backend's now ([`Backend::now`]; a client's
+    ///   clock never decides): [`Fired::NotDue`] with the backend's now,
+    ///   nothing written.
+    /// - Otherwise `item` is enqueued into the schedule's queue exactly as
+    ///   [`Backend::enqueue`] would (dedup and unique-for keys included)
+    ///   and the last tick becomes `tick.at`: [`Fired::Enqueued`].
+    ///
+    /// So any number of concurrent calls for one tick enqueue exactly one
+    /// item, and a tick never fires twice. `item` is checked like an
+    /// enqueue first (bad input writes nothing). A call whose reply was
+    /// lost is safe to send again: it then says `AlreadyFired`.
+    /// The default returns [`crate::Error::Unsupported`].
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        let _ = (tick, item);
+        Err(crate::Error::unsupported("fire_schedule"))
     }
 
     /// Hooks that let the conformance suite plant stale or corrupt state.

@@ -80,6 +80,7 @@ pub struct NewItem {
     pub(crate) delay: Duration,
     pub(crate) max_attempts: u32,
     pub(crate) dedup_key: Option<String>,
+    pub(crate) unique_for: Option<Duration>,
 }
 
 impl NewItem {
@@ -94,6 +95,7 @@ impl NewItem {
             delay: Duration::ZERO,
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             dedup_key: None,
+            unique_for: None,
         }
     }
 
@@ -122,6 +124,23 @@ impl NewItem {
     pub fn dedup_key(mut self, key: impl Into<String>) -> Self {
         self.dedup_key = Some(key.into());
         self
+    }
+
+    /// Keeps the dedup key held for `hold` after the item is acked: an
+    /// enqueue with the key in that time returns the acked item's id with
+    /// `deduplicated: true` and writes nothing ("unique for a duration").
+    /// Needs a [`NewItem::dedup_key`] (enqueue rejects it without one) and
+    /// a backend with [`crate::Capabilities::unique_for`]; the hold runs on
+    /// the backend's clock, from the ack. At most
+    /// [`crate::limits::MAX_DELAY`]; zero is the same as not setting it.
+    pub fn unique_for(mut self, hold: Duration) -> Self {
+        self.unique_for = (!hold.is_zero()).then_some(hold);
+        self
+    }
+
+    /// How long the dedup key stays held after the ack, if set.
+    pub fn get_unique_for(&self) -> Option<Duration> {
+        self.unique_for
     }
 
     /// The payload.

@@ -39,6 +39,7 @@ pub mod layer;
 pub mod limits;
 pub mod queue_limits;
 mod report;
+pub mod schedule;
 pub mod settle;
 mod typed;
 mod worker;
@@ -58,7 +59,7 @@ pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};
 pub use worker::{
     handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
-    MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
+    JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
 };
 
 pub use async_trait::async_trait;

@@ -204,6 +204,18 @@ pub fn check_batch(items: &[NewItem], limits: &Limits) -> Result<()> {
             return Err(Error::invalid(format!("item {i}: max_attempts is 0")));
         }
         check_delay(item.delay).map_err(|e| Error::invalid(format!("item {i}: {e}")))?;
+        if let Some(hold) = item.unique_for {
+            if item.dedup_key.is_none() {
+                return Err(Error::invalid(format!(
+                    "item {i}: unique_for needs a dedup key"
+                )));
+            }
+            if hold > MAX_DELAY || hold < Duration::from_millis(1) {
+                return Err(Error::invalid(format!(
+                    "item {i}: unique_for must be 1 ms to {MAX_DELAY:?}, not {hold:?}"
+                )));
+            }
+        }
         if let Some(key) = &item.dedup_key {
             if key.is_empty() || key.len() > MAX_DEDUP_KEY_LEN {
                 return Err(Error::invalid(format!(

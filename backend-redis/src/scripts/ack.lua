@@ -4,5 +4,6 @@ if bad then return bad end
 local id = tonumber(ARGV[2])
 local k, f = fenced(id, ARGV[3])
 if not k then return 0 end
+hold_after_ack(id, k, f[6])
 remove_item(id, member(id), k, f[6], 'leased')
 return 1

@@ -13,6 +13,7 @@ for i = 0, n - 1 do
   if k then
     done[id] = true
     local dk = f[6]
+    hold_after_ack(id, k, dk)
     if dk and redis.call('HGET', K_DEDUP, dk) == fmt_int(id) then
       redis.call('HDEL', K_DEDUP, dk)
     end

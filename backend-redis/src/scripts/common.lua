@@ -195,6 +195,40 @@ local function remove_item(id, m, k, dk, from)
   end
 end
 
+-- Unique-for holds (`leaseq_core::NewItem::unique_for`): dedup keys kept
+-- held after their item's ack. A sorted set (key -> held until, ms) and a
+-- hash (key -> the acked id), both in the queue's slot (named after the
+-- item prefix, `{p:q}:item:` -> `{p:q}:held`, `{p:q}:heldid`).
+local QUEUE_TAG = string.sub(ITEM_PREFIX, 1, -6)
+local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
+local HELD_TRIM = 64
+
+-- Before an ack deletes item `k` (id `id`, dedup key `dk`): when it was
+-- enqueued with a hold, keeps `dk` held from now for that long, and drops up
+-- to HELD_TRIM holds that ran out.
+local function hold_after_ack(id, k, dk)
+  if not dk then return end
+  local uf = tonumber(redis.call('HGET', k, 'uf'))
+  if not uf or uf <= 0 then return end
+  local now = now_ms()
+  redis.call('ZADD', K_HELD, fmt_int(now + uf), dk)
+  redis.call('HSET', K_HELD_ID, dk, fmt_int(id))
+  local old = redis.call('ZRANGEBYSCORE', K_HELD, '-inf', fmt_int(now), 'LIMIT', 0, HELD_TRIM)
+  for _, d in ipairs(old) do
+    redis.call('ZREM', K_HELD, d)
+    redis.call('HDEL', K_HELD_ID, d)
+  end
+end
+
+-- The acked id that holds `dk` at `now`, or nil.
+local function held_by(dk, now)
+  local until_ms = tonumber(redis.call('ZSCORE', K_HELD, dk))
+  if until_ms and until_ms > now then
+    return tonumber(redis.call('HGET', K_HELD_ID, dk))
+  end
+  return nil
+end
+
 -- Quarantine: moves an item whose fields cannot be used (`problem`, from
 -- `unusable`) from the index of state `from` to Dead with the reason
 -- 'quarantined: <problem>', and records the repair. A quarantined item is

@@ -1,7 +1,7 @@
 -- The write of one enqueue batch, shared by `enqueue` and `enqueue_once`.
 -- ARGV[base] = the highest id the client has seen in this queue (0: none),
 -- ARGV[base + 1] = n, then per item: payload, priority, delay ms, max
--- attempts, dedup key ('' = none).
+-- attempts, dedup key ('' = none), unique-for hold ms ('0' = none).
 -- Returns (rows, note): per item { id, deduplicated (0/1) }, and a note
 -- (text, or nil) when the id counter had to be re-seeded; or an error reply
 -- (a table with `err`) for the caller to return.
@@ -115,13 +115,14 @@ local function enqueue_batch(base)
   -- item, or the first item of this batch with the key), and how many are new.
   local holder, first_of, fresh = {}, {}, 0
   for i = 0, n - 1 do
-    local dk = ARGV[first + i * 5 + 4]
+    local dk = ARGV[first + i * 6 + 4]
     if dk ~= '' and first_of[dk] then
       holder[i] = -first_of[dk] - 1
     else
       if dk ~= '' then
         local hid = tonumber(redis.call('HGET', K_DEDUP, dk))
         if hid and key_type(item_key(hid)) == 'hash' then holder[i] = hid end
+        if not holder[i] then holder[i] = held_by(dk, now) end
       end
       if not holder[i] then
         fresh = fresh + 1
@@ -143,7 +144,7 @@ local function enqueue_batch(base)
   local out, ids, ready, sched = {}, {}, {}, {}
   local readied, used = 0, 0
   for i = 0, n - 1 do
-    local b = first + i * 5
+    local b = first + i * 6
     local h = holder[i]
     if h and h >= 0 then
       out[#out + 1] = { h, 1 }
@@ -169,6 +170,7 @@ local function enqueue_batch(base)
         ready[#ready + 1] = m
         readied = readied + 1
       end
+      if ARGV[b + 5] ~= '0' then redis.call('HSET', k, 'uf', ARGV[b + 5]) end
       if dk ~= '' then
         redis.call('HSET', k, 'dk', dk)
         redis.call('HSET', K_DEDUP, dk, id)

@@ -1,5 +1,5 @@
 -- purge: ARGV[2] = batch size. Deletes up to a batch of entries per index and
--- their items; when every index is empty, the dedup keys too.
+-- their items; when every index is empty, the dedup keys (held ones too).
 -- Returns { items deleted, more }.
 local bad = guard_indexes()
 if bad then return bad end
@@ -20,7 +20,7 @@ for _, key in pairs(INDEX) do
 end
 local more = 1
 if left == 0 then
-  redis.call('DEL', K_DEDUP, K_NOTIFY)
+  redis.call('DEL', K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID)
   more = 0
 end
 return { deleted, more }

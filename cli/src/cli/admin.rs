@@ -192,7 +192,7 @@ pub(crate) async fn migrate(url: &Target) -> Result<(), CliError> {
 }
 
 /// A file's bytes, or standard input's for `-`.
-fn read_payload(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_payload(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let read = if path.as_os_str() == "-" {

@@ -4,6 +4,7 @@ mod admin;
 mod demo;
 mod error;
 mod limits;
+mod schedules;
 mod signals;
 
 use clap::{Args, Parser, Subcommand};
@@ -68,6 +69,9 @@ enum Command {
     /// A queue's global limits (concurrency, rate), obeyed by every worker.
     #[command(subcommand)]
     Limits(limits::LimitsCommand),
+    /// Periodic jobs: list, add or remove schedules, or run a scheduler.
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -157,5 +161,6 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
+        Command::Schedules(cmd) => schedules::run(url, cmd, shutdown).await,
     }
 }

@@ -13,4 +13,5 @@ pub mod limits;
 pub mod ordering;
 pub mod recovery;
 pub mod replies;
+pub mod schedules;
 pub mod storm;

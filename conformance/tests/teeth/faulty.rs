@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
 use leaseq_core::{
     Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
     NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
@@ -53,6 +54,10 @@ pub(crate) enum Fault {
     /// Leased count, then claims what is left, in two steps (a round trip
     /// apart), so racing claimers all see the same free slots.
     LimitCheckedInClient,
+    /// `fire_schedule` split into steps, as a scheduler that reads the
+    /// last tick, enqueues and then records the tick would run it: read,
+    /// enqueue, write, each on its own.
+    SplitFire,
 }
 
 /// `inner` with `fault`.
@@ -68,6 +73,8 @@ pub(crate) struct Faulty {
     keys: Mutex<HashMap<String, ItemId>>,
     /// Limits kept by the wrapper (IgnoredLimits, LimitCheckedInClient).
     limits: Mutex<HashMap<QueueName, QueueLimits>>,
+    /// Last fired tick per schedule (for SplitFire).
+    ticks: Mutex<HashMap<ScheduleName, Timestamp>>,
 }
 
 impl Faulty {
@@ -79,6 +86,7 @@ impl Faulty {
             handed: Mutex::new(Vec::new()),
             keys: Mutex::new(HashMap::new()),
             limits: Mutex::new(HashMap::new()),
+            ticks: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -287,6 +295,48 @@ impl Layer for Faulty {
             return self.inner.queue_limits(queue).await;
         }
         Ok(self.kept_limits(queue))
+    }
+
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        if self.fault != Fault::SplitFire {
+            return self.inner.fire_schedule(tick, item).await;
+        }
+        // Step 1: read the definition and the last tick.
+        let Some(stored) = self
+            .inner
+            .schedules()
+            .await?
+            .into_iter()
+            .find(|s| s.name == tick.name && s.revision == tick.revision)
+        else {
+            return Ok(Fired::Stale);
+        };
+        let last = self
+            .ticks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&tick.name)
+            .copied()
+            .max(stored.last_tick);
+        if let Some(last_tick) = last.filter(|l| *l >= tick.at) {
+            return Ok(Fired::AlreadyFired { last_tick });
+        }
+        let now = self.inner.now().await?;
+        if tick.at > now {
+            return Ok(Fired::NotDue { now });
+        }
+        // Step 2: enqueue. Step 3: record the tick. Each step is a round
+        // trip of its own, where other callers run.
+        tokio::task::yield_now().await;
+        let e = self.inner.enqueue(&stored.queue, vec![item]).await?;
+        self.ticks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tick.name.clone(), tick.at);
+        match e.into_iter().next() {
+            Some(e) => Ok(Fired::Enqueued(e)),
+            None => Ok(Fired::Stale),
+        }
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

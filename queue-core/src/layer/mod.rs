@@ -60,6 +60,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate,
     LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueLimits, QueueName, QueueStats,
@@ -206,6 +207,26 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().wait_for_work(queue, timeout).await
     }
 
+    /// [`Backend::put_schedule`], forwarded by default.
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        self.inner().put_schedule(schedule).await
+    }
+
+    /// [`Backend::remove_schedule`], forwarded by default.
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.inner().remove_schedule(name).await
+    }
+
+    /// [`Backend::schedules`], forwarded by default.
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.inner().schedules().await
+    }
+
+    /// [`Backend::fire_schedule`], forwarded by default.
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        self.inner().fire_schedule(tick, item).await
+    }
+
     /// [`Backend::test_hooks`], forwarded by default. A layer that changes
     /// ids or queue names must translate the hooks too (or return `None`).
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
@@ -294,6 +315,18 @@ impl<L: Layer> Backend for L {
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         Layer::wait_for_work(self, queue, timeout).await
     }
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        Layer::put_schedule(self, schedule).await
+    }
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        Layer::remove_schedule(self, name).await
+    }
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        Layer::schedules(self).await
+    }
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        Layer::fire_schedule(self, tick, item).await
+    }
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         Layer::test_hooks(self)
     }
@@ -381,6 +414,18 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         (**self).wait_for_work(queue, timeout).await
+    }
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        (**self).put_schedule(schedule).await
+    }
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        (**self).remove_schedule(name).await
+    }
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        (**self).schedules().await
+    }
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        (**self).fire_schedule(tick, item).await
     }
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         (**self).test_hooks()

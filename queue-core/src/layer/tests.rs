@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Layer;
+use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
     LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueLimits, QueueName, QueueStats,
@@ -147,6 +148,18 @@ impl Backend for Recorder {
     async fn wait_for_work(&self, _: &QueueName, _: Duration) {
         let _ = self.hit::<()>("wait_for_work");
     }
+    async fn put_schedule(&self, _: &Schedule) -> Result<StoredSchedule> {
+        self.hit("put_schedule")
+    }
+    async fn remove_schedule(&self, _: &ScheduleName) -> Result<bool> {
+        self.hit("remove_schedule")
+    }
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.hit("schedules")
+    }
+    async fn fire_schedule(&self, _: &ScheduleTick, _: NewItem) -> Result<Fired> {
+        self.hit("fire_schedule")
+    }
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
         let _ = self.hit::<()>("test_hooks");
         None
@@ -201,6 +214,16 @@ async fn call_everything(b: &dyn Backend) {
         .await;
     let _ = b.queue_limits(&q).await;
     b.wait_for_work(&q, Duration::ZERO).await;
+    let schedule = Schedule::every("s", q.clone(), Duration::from_secs(1), "x").expect("schedule");
+    let _ = b.put_schedule(&schedule).await;
+    let _ = b.remove_schedule(schedule.name()).await;
+    let _ = b.schedules().await;
+    let tick = ScheduleTick {
+        name: schedule.name().clone(),
+        revision: 1,
+        at: Timestamp::from_millis(1),
+    };
+    let _ = b.fire_schedule(&tick, NewItem::new("x")).await;
     let _ = b.test_hooks();
 }
 

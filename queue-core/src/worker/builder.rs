@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::handler::Handler;
 use super::metrics::{EventSink, JobEvent, WorkerMetrics};
 use super::shared::{settle_for, Shared};
+use super::timeout::Timeout;
 use super::{RetryPolicy, Worker};
 use crate::limits::MAX_CLAIM;
 use crate::typed::{Codec, Decoding, JsonCodec};
@@ -34,6 +35,7 @@ pub struct WorkerBuilder {
     idle_wait: Duration,
     metrics: WorkerMetrics,
     events: EventSink,
+    job_timeout: Option<Duration>,
 }
 
 impl WorkerBuilder {
@@ -54,6 +56,7 @@ impl WorkerBuilder {
             idle_wait: Duration::from_secs(1),
             metrics: WorkerMetrics::default(),
             events: EventSink(None),
+            job_timeout: None,
         }
     }
 
@@ -132,6 +135,18 @@ impl WorkerBuilder {
         self
     }
 
+    /// Cancels a handler that runs longer than `timeout` (none by
+    /// default): its future is dropped, its [`super::JobContext`] cancelled,
+    /// and the run counts as failed with [`super::JobTimedOut`], so the job
+    /// is retried per the retry policy, or goes Dead when its attempts are
+    /// exhausted. Keep it below the time a job may hold its lease without
+    /// heartbeats only if heartbeats are off; with heartbeats (the default)
+    /// any timeout works. Zero is rejected by `build`.
+    pub fn job_timeout(mut self, timeout: Duration) -> Self {
+        self.job_timeout = Some(timeout);
+        self
+    }
+
     /// A worker that hands raw payloads to `handler`.
     pub fn build(self, handler: impl Handler<Bytes>) -> Result<Worker> {
         self.finish(Arc::new(handler))
@@ -157,6 +172,14 @@ impl WorkerBuilder {
 
     fn finish(self, handler: Arc<dyn Handler<Bytes>>) -> Result<Worker> {
         let queue = QueueName::new(&self.queue)?;
+        let handler: Arc<dyn Handler<Bytes>> = match self.job_timeout {
+            Some(d) if d.is_zero() => return Err(Error::invalid("job timeout is zero")),
+            Some(after) => Arc::new(Timeout {
+                inner: handler,
+                after,
+            }),
+            None => handler,
+        };
         self.metrics.export_as(queue.as_str());
         let ttl = LeaseTtl::new(self.ttl)?;
         if self.concurrency == 0 {

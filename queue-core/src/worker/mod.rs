@@ -20,6 +20,7 @@ mod retry;
 mod run;
 mod shared;
 mod slots;
+mod timeout;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ pub use builder::WorkerBuilder;
 pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent};
 pub use metrics::{names as metric_names, JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
 pub use retry::RetryPolicy;
+pub use timeout::JobTimedOut;
 
 use crate::{Backend, QueueName, Result};
 

@@ -41,6 +41,10 @@
 //!   whose share is spent waits while another has room. `queue_limits`
 //!   reads the shares back and sums them. A claim's `retry_after` is the
 //!   earliest any asked shard gave.
+//! - **Schedules.** A schedule put through the layer is stored for the
+//!   shard its name hashes to (the stored queue is that shard's physical
+//!   queue, as [`Backend::schedules`] shows), and every tick's item goes
+//!   there; the id a fire returns is the sharded id.
 //!
 //! # Ordering
 //! Each shard keeps every invariant, so the logical queue does too (an item
@@ -66,6 +70,7 @@ pub use ids::{sharded_id, split_id};
 use rotation::{shares, Rotation};
 
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
+use crate::schedule::{Fired, Schedule, ScheduleTick, StoredSchedule};
 use crate::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
     LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem, Order, QueueLimits, QueueName,
@@ -617,6 +622,27 @@ impl<B: Backend> Layer for Sharded<B> {
                 return; // woken: work may be there
             }
         }
+    }
+
+    /// Stores the schedule for the shard its name hashes to.
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        let shard = ids::dedup_shard(schedule.name().as_str(), self.shards);
+        let physical = self.shard(schedule.queue(), shard)?;
+        self.inner
+            .put_schedule(&schedule.clone().with_queue(physical))
+            .await
+    }
+
+    /// Fires on the schedule's shard; the id is the sharded id.
+    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        let shard = ids::dedup_shard(tick.name.as_str(), self.shards);
+        Ok(match self.inner.fire_schedule(tick, item).await? {
+            Fired::Enqueued(e) => Fired::Enqueued(Enqueued {
+                id: sharded_id(self.shards, shard, e.id)?,
+                deduplicated: e.deduplicated,
+            }),
+            other => other,
+        })
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

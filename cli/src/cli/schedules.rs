@@ -1,0 +1,176 @@
+//! `leaseq schedules list|add|remove|run`: periodic jobs stored in the
+//! backend.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use leaseq::schedule::{Missed, Schedule, ScheduleName, Scheduler, StoredSchedule};
+use leaseq::{CancellationToken, QueueName};
+
+use super::{CliError, Target};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SchedulesCommand {
+    /// Lists the stored schedules: cadence, queue, revision, last tick.
+    List,
+    /// Stores a schedule (creates it, or changes the one of that name).
+    Add(AddArgs),
+    /// Removes a schedule; the items it enqueued stay.
+    Remove(RemoveArgs),
+    /// Runs a scheduler until interrupted (any number may run at once).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AddArgs {
+    /// The schedule's name.
+    name: String,
+    /// The queue its items go to.
+    queue: String,
+    /// The payload of each item (text).
+    #[arg(required_unless_present = "file")]
+    payload: Option<String>,
+    /// The payload is this file's bytes (`-`: standard input).
+    #[arg(long, conflicts_with = "payload")]
+    file: Option<std::path::PathBuf>,
+    /// A cron expression: 5 fields, or 6 with seconds first (e.g.
+    /// "30 7 * * MON-FRI").
+    #[arg(
+        long,
+        required_unless_present = "every_ms",
+        conflicts_with = "every_ms"
+    )]
+    cron: Option<String>,
+    /// A fixed interval in milliseconds, on its multiples since the epoch.
+    #[arg(long)]
+    every_ms: Option<u64>,
+    /// The time zone cron fields are read in (IANA name).
+    #[arg(long, default_value = "UTC")]
+    tz: String,
+    /// What to do with ticks missed while no scheduler ran: skip or
+    /// enqueue-latest.
+    #[arg(long, default_value = "skip")]
+    missed: String,
+    /// The priority of each item.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
+    /// Claims allowed per item before it goes Dead.
+    #[arg(long, default_value_t = leaseq::NewItem::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RemoveArgs {
+    /// The schedule's name.
+    name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// How often to read the definitions again, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    reload_ms: u64,
+}
+
+pub(crate) async fn run(
+    url: &Target,
+    command: SchedulesCommand,
+    shutdown: CancellationToken,
+) -> Result<(), CliError> {
+    url.shared_only()?;
+    match command {
+        SchedulesCommand::List => list(url).await,
+        SchedulesCommand::Add(args) => add(url, args).await,
+        SchedulesCommand::Remove(args) => remove(url, args).await,
+        SchedulesCommand::Run(args) => {
+            let backend = url.connect(false).await?;
+            let n = backend.schedules().await?.len();
+            println!("scheduler running over {n} schedule(s); Ctrl-C stops it");
+            Scheduler::new(backend)
+                .reload_every(Duration::from_millis(args.reload_ms))
+                .run(shutdown)
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+/// How a stored schedule reads in the list.
+fn cadence(s: &StoredSchedule) -> String {
+    match Schedule::from_stored(s) {
+        Ok(schedule) => format!(
+            "{} {} missed={}",
+            schedule.cadence(),
+            schedule.tz_name(),
+            schedule.missed_policy()
+        ),
+        Err(e) => format!("(unreadable: {e})"),
+    }
+}
+
+async fn list(url: &Target) -> Result<(), CliError> {
+    let backend = url.connect(false).await?;
+    let all = backend.schedules().await?;
+    if all.is_empty() {
+        println!("no schedules");
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<16} {:>4} {:>15}  cadence",
+        "name", "queue", "rev", "last tick (ms)"
+    );
+    for s in &all {
+        let last = s
+            .last_tick
+            .map_or_else(|| "-".to_owned(), |t| t.as_millis().to_string());
+        println!(
+            "{:<24} {:<16} {:>4} {:>15}  {}",
+            s.name.as_str(),
+            s.queue.as_str(),
+            s.revision,
+            last,
+            cadence(s)
+        );
+    }
+    Ok(())
+}
+
+async fn add(url: &Target, args: AddArgs) -> Result<(), CliError> {
+    let queue = QueueName::new(&args.queue)?;
+    let payload = match (&args.file, args.payload) {
+        (Some(path), _) => super::admin::read_payload(path)?,
+        (None, Some(p)) => p.into_bytes(),
+        (None, None) => return Err(CliError::Usage("give a payload or --file".into())),
+    };
+    let schedule = match (&args.cron, args.every_ms) {
+        (Some(expr), None) => Schedule::cron(&args.name, queue, expr, payload)?,
+        (None, Some(ms)) => Schedule::every(&args.name, queue, Duration::from_millis(ms), payload)?,
+        _ => return Err(CliError::Usage("give one of --cron and --every-ms".into())),
+    };
+    let missed: Missed = args.missed.parse()?;
+    let schedule = schedule
+        .time_zone(&args.tz)?
+        .missed(missed)
+        .priority(args.priority)
+        .max_attempts(args.max_attempts);
+    let backend = url.connect(false).await?;
+    let stored = backend.put_schedule(&schedule).await?;
+    println!(
+        "schedule {} stored: revision {}, {}",
+        stored.name,
+        stored.revision,
+        cadence(&stored)
+    );
+    Ok(())
+}
+
+async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
+    let name = ScheduleName::new(&args.name)?;
+    let backend = url.connect(false).await?;
+    if backend.remove_schedule(&name).await? {
+        println!("schedule {name} removed");
+        Ok(())
+    } else {
+        Err(CliError::Usage(format!("no schedule named {name}")))
+    }
+}

@@ -1,0 +1,111 @@
+//! Tick arithmetic and the stored form of a schedule.
+
+use std::time::Duration;
+
+use super::*;
+
+fn q() -> QueueName {
+    QueueName::new("q").expect("queue")
+}
+
+fn ms(t: u64) -> Timestamp {
+    Timestamp::from_millis(t)
+}
+
+#[test]
+fn interval_ticks_are_multiples_since_the_epoch() {
+    let s = Schedule::every("s", q(), Duration::from_secs(10), "x").expect("schedule");
+    assert_eq!(s.latest_tick(ms(25_000)), Some(ms(20_000)));
+    assert_eq!(s.latest_tick(ms(20_000)), Some(ms(20_000)));
+    assert_eq!(s.next_tick(ms(20_000)), Some(ms(30_000)));
+    assert_eq!(s.next_tick(ms(29_999)), Some(ms(30_000)));
+}
+
+#[test]
+fn cron_ticks_follow_the_time_zone() {
+    // 2024-01-01T00:00:00Z is 1_704_067_200_000 ms.
+    let midnight_utc = 1_704_067_200_000;
+    let s = Schedule::cron("s", q(), "0 9 * * *", "x").expect("schedule");
+    assert_eq!(
+        s.next_tick(ms(midnight_utc)),
+        Some(ms(midnight_utc + 9 * 3_600_000))
+    );
+    let berlin = s.time_zone("Europe/Berlin").expect("tz");
+    // 09:00 in Berlin in winter is 08:00 UTC.
+    assert_eq!(
+        berlin.next_tick(ms(midnight_utc)),
+        Some(ms(midnight_utc + 8 * 3_600_000))
+    );
+    assert_eq!(
+        berlin.latest_tick(ms(midnight_utc + 8 * 3_600_000 + 5)),
+        Some(ms(midnight_utc + 8 * 3_600_000))
+    );
+    let secs = Schedule::cron("s", q(), "*/15 * * * * *", "x").expect("seconds field");
+    assert_eq!(
+        secs.next_tick(ms(midnight_utc)),
+        Some(ms(midnight_utc + 15_000))
+    );
+}
+
+#[test]
+fn bad_definitions_are_invalid_input() {
+    for r in [
+        Schedule::cron("s", q(), "not cron", "x"),
+        Schedule::cron("s", q(), "61 * * * *", "x"),
+        Schedule::every("s", q(), Duration::ZERO, "x"),
+        Schedule::every("s", q(), Duration::from_micros(1500), "x"),
+        Schedule::every("bad name", q(), Duration::from_secs(1), "x"),
+    ] {
+        assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
+    }
+    let s = Schedule::every("s", q(), Duration::from_secs(1), "x").expect("schedule");
+    assert!(matches!(
+        s.time_zone("Mars/Olympus"),
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[test]
+fn the_stored_form_round_trips() {
+    let s = Schedule::cron("nightly", q(), "0 3 * * *", "payload")
+        .expect("schedule")
+        .time_zone("America/New_York")
+        .expect("tz")
+        .missed(Missed::EnqueueLatest)
+        .priority(7)
+        .max_attempts(3);
+    let stored = StoredSchedule {
+        name: s.name().clone(),
+        queue: s.queue().clone(),
+        spec: s.spec(),
+        payload: s.payload().clone(),
+        revision: 1,
+        defined_at: ms(0),
+        last_tick: None,
+    };
+    assert_eq!(Schedule::from_stored(&stored).expect("parses"), s);
+    let item = s.item();
+    assert_eq!((item.get_priority(), item.get_max_attempts()), (7, 3));
+    let broken = StoredSchedule {
+        spec: "{\"tz\":\"UTC\"}".into(),
+        ..stored
+    };
+    assert!(matches!(
+        Schedule::from_stored(&broken),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn missed_policies_parse() {
+    assert_eq!("skip".parse::<Missed>().ok(), Some(Missed::Skip));
+    assert_eq!(
+        "enqueue-latest".parse::<Missed>().ok(),
+        Some(Missed::EnqueueLatest)
+    );
+    assert_eq!(
+        "ENQUEUE_LATEST".parse::<Missed>().ok(),
+        Some(Missed::EnqueueLatest)
+    );
+    assert!("sometimes".parse::<Missed>().is_err());
+}
