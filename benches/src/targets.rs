@@ -272,7 +272,7 @@ async fn postgres_target() -> Result<Target, Unavailable> {
 }
 
 /// The SQLite durability the benches run at: `LEASEQ_BENCH_SQLITE_SYNC`
-/// (`full` or `normal`), else the backend's default ([`Durability::Full`]).
+/// (`full` or `normal`), else the backend's default ([`leaseq_sqlite::Durability::Full`]).
 /// An unknown value is refused.
 #[cfg(feature = "sqlite")]
 pub fn sqlite_durability() -> Result<leaseq_sqlite::Durability, Unavailable> {

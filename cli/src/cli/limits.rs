@@ -30,7 +30,7 @@ pub(crate) struct SetArgs {
     /// At most this many items Leased at once, over every worker.
     #[arg(long, group = "change", conflicts_with = "no_concurrency")]
     concurrency: Option<u32>,
-    /// At most N claims per window of the backend's clock: N/<window>, e.g.
+    /// At most N claims per window of the backend's clock: N/WINDOW, e.g.
     /// 5/1s, 100/250ms, 60/1m.
     #[arg(long, group = "change", conflicts_with = "no_rate")]
     rate: Option<Rate>,
