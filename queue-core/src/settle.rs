@@ -13,8 +13,9 @@
 //!
 //! An [`Error::Unavailable`] (refused before it ran) is simply sent again.
 //! Each helper gives up after [`Settle::attempts`] tries (probes, which
-//! only read, after three times as many) and returns the last error; on a backend without `recover_claim` / `lease_fate`
-//! ([`Error::Unsupported`]) it returns the original error, as before.
+//! only read, after three times as many) and returns the last error; on a
+//! backend without `recover_claim` / `lease_fate` ([`Error::Unsupported`])
+//! it returns the original error, as before.
 //!
 //! ```
 //! use leaseq_core::settle::Settle;

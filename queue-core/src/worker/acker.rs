@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 use super::shared::Shared;
+use super::slots::GATHER_TURNS;
 use crate::limits::MAX_ACK_BATCH;
 use crate::settle::Held;
 use crate::Error;
@@ -36,16 +37,14 @@ impl AckResult {
     }
 }
 
-/// Scheduler turns a batch waits for acks that are about to arrive.
-const GATHER_TURNS: usize = 4;
-
 /// One lease waiting to be acked, and where its result goes.
 #[derive(Debug)]
 pub(crate) struct Pending {
     lease: Held,
     reply: oneshot::Sender<AckResult>,
-    /// The job's lease room, freed with the rest of its batch.
-    room: OwnedSemaphorePermit,
+    /// The job's lease room, held until the batch is answered (dropped
+    /// with the rest of its batch).
+    _room: OwnedSemaphorePermit,
 }
 
 /// The jobs' side of the batcher; clones share one batcher.
@@ -62,7 +61,15 @@ impl Acker {
     /// Acks `key` in the next batch and waits for its own result.
     pub(crate) async fn ack(&self, lease: Held, room: OwnedSemaphorePermit) -> AckResult {
         let (reply, result) = oneshot::channel();
-        if self.0.send(Pending { lease, reply, room }).is_err() {
+        if self
+            .0
+            .send(Pending {
+                lease,
+                reply,
+                _room: room,
+            })
+            .is_err()
+        {
             return stopped();
         }
         result.await.unwrap_or_else(|_| stopped())
@@ -99,13 +106,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
         }
         let leases: Vec<Held> = batch.iter().map(|p| p.lease.clone()).collect();
         let results = ack_batch(&shared, &leases).await;
-        let mut rooms = Vec::with_capacity(batch.len());
+        // Each pending's lease room is dropped with it, all in this one
+        // turn: the next claim finds the whole batch's room free.
         for (pending, result) in batch.drain(..).zip(results) {
             // A job that went away (a hard stop) no longer wants its result.
             let _ = pending.reply.send(result);
-            rooms.push(pending.room);
         }
-        drop(rooms);
     }
 }
 

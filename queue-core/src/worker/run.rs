@@ -11,7 +11,7 @@ use super::acker::{self, Acker};
 use super::job::Place;
 use super::metrics::Counter;
 use super::shared::Shared;
-use super::slots::Slots;
+use super::slots::{Slots, GATHER_TURNS};
 use super::{job, reaper};
 use crate::{ClaimSpec, Error, Result};
 
@@ -104,8 +104,7 @@ async fn claim_loop(
         slots.gather(&mut permits, want);
         // Jobs that are finishing right now free their room within a
         // scheduler turn or two: let them, so one claim fills it all instead
-        // of one claim per job. Costs no timer, and no wait when nothing is
-        // finishing.
+        // of one claim per job. Costs no timer: at most a few turns.
         for _ in 0..GATHER_TURNS {
             if permits.len() >= want {
                 break;
@@ -178,9 +177,6 @@ async fn claim_loop(
         }
     }
 }
-
-/// Scheduler turns a claim waits for finishing jobs to free their slots.
-const GATHER_TURNS: usize = 4;
 
 /// The longest a worker waits on one `retry_after` before claiming again
 /// (so limits raised or cleared meanwhile are seen within it).

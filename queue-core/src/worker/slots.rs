@@ -16,6 +16,10 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+/// Scheduler turns a claim or an ack batch waits for jobs that are
+/// finishing (`yield_now`, no timer), so one round trip carries them all.
+pub(crate) const GATHER_TURNS: usize = 4;
+
 /// The longest mean handler time at which a worker still claims ahead.
 pub(crate) const CLAIM_AHEAD_BELOW: Duration = Duration::from_millis(10);
 
