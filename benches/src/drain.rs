@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use leaseq_core::{
     handler_fn, Backend, CancellationToken, ClaimSpec, Error, Job, JobContext, JobOutcome, NewItem,
-    QueueName, Result, Worker,
+    QueueName, Result, Worker, WorkerBuilder,
 };
 use serde::Serialize;
 
@@ -185,13 +185,13 @@ async fn drain_worker(
     let done = CancellationToken::new();
     let mut workers = Vec::new();
     for _ in 0..config.consumers {
-        let mut builder = Worker::builder(backend.clone(), queue.as_str()).lease_ttl(config.lease);
-        if let Some(k) = config.prefetch {
-            builder = builder.prefetch(k);
-        }
-        if let Some(n) = config.concurrency {
-            builder = builder.concurrency(n);
-        }
+        let builder = worker_builder(
+            backend,
+            queue,
+            config.lease,
+            config.prefetch,
+            config.concurrency,
+        );
         let (counted, all, done_at) = (acked.clone(), config.jobs, done.clone());
         let worker = builder
             .on_event(move |event| {
@@ -210,6 +210,25 @@ async fn drain_worker(
         w.await.map_err(|e| Error::backend("worker task", e))??;
     }
     Ok(())
+}
+
+/// A worker on `queue` with the given lease, and the prefetch and
+/// concurrency only where given (the worker's defaults otherwise).
+pub(crate) fn worker_builder(
+    backend: &Arc<dyn Backend>,
+    queue: &QueueName,
+    lease: Duration,
+    prefetch: Option<u32>,
+    concurrency: Option<usize>,
+) -> WorkerBuilder {
+    let mut builder = Worker::builder(backend.clone(), queue.as_str()).lease_ttl(lease);
+    if let Some(k) = prefetch {
+        builder = builder.prefetch(k);
+    }
+    if let Some(n) = concurrency {
+        builder = builder.concurrency(n);
+    }
+    builder
 }
 
 #[cfg(test)]

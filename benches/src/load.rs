@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use leaseq_core::{
     handler_fn, Backend, CancellationToken, ClaimSpec, Error, ItemId, Job, JobContext, JobOutcome,
-    NewItem, QueueName, Result, Worker,
+    NewItem, QueueName, Result,
 };
 use serde::Serialize;
 
@@ -200,13 +200,13 @@ async fn run_workers(
     let stop = CancellationToken::new();
     let mut workers = Vec::new();
     for _ in 0..config.consumers {
-        let mut builder = Worker::builder(backend.clone(), queue.as_str()).lease_ttl(config.lease);
-        if let Some(k) = config.prefetch {
-            builder = builder.prefetch(k);
-        }
-        if let Some(n) = config.concurrency {
-            builder = builder.concurrency(n);
-        }
+        let builder = crate::drain::worker_builder(
+            backend,
+            queue,
+            config.lease,
+            config.prefetch,
+            config.concurrency,
+        );
         let (seen, hist, c) = (stamps.clone(), hist.clone(), counters.clone());
         let noted = stamps.clone();
         let worker = builder
