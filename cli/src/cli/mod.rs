@@ -1,6 +1,7 @@
 //! The command line: arguments (clap) and dispatch.
 
 mod admin;
+mod dashboard;
 mod demo;
 mod error;
 mod limits;
@@ -72,6 +73,9 @@ enum Command {
     /// Periodic jobs: list, add or remove schedules, or run a scheduler.
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
+    /// A web dashboard: queues, items by state, dead letters with redrive
+    /// and purge (loopback only unless --token is set).
+    Dashboard(dashboard::DashboardArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,5 +166,6 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
         Command::Schedules(cmd) => schedules::run(url, cmd, shutdown).await,
+        Command::Dashboard(args) => dashboard::run(url, args, shutdown).await,
     }
 }

@@ -1,0 +1,305 @@
+// The dashboard page. Every value from the store is set with textContent,
+// never as markup, so a payload cannot become part of the page.
+"use strict";
+
+const CSRF = document.querySelector('meta[name="csrf-token"]').content;
+const STATES = ["ready", "scheduled", "leased", "dead"];
+const HISTORY = 120; // samples kept for the charts (one per second)
+const history = []; // {t, ready, scheduled, leased, dead, total}
+let timer = null;
+let route = "";
+
+// ---- small helpers -------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c !== null && c !== undefined) node.append(c);
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = document.getElementById("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+function notice(message) {
+  const box = document.getElementById("notice");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-csrf-token": CSRF },
+    body: JSON.stringify(body),
+  };
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (e) {
+    throw new Error("cannot reach the dashboard server: " + e.message);
+  }
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (e) {
+    throw new Error("the dashboard answered " + response.status + " without JSON");
+  }
+  if (!response.ok) {
+    throw new Error((data && data.error) || "request failed with " + response.status);
+  }
+  return data;
+}
+
+function relative(ms, now) {
+  if (ms === null || ms === undefined) return "";
+  const s = Math.round((ms - now) / 1000);
+  return s >= 0 ? "in " + s + " s" : -s + " s ago";
+}
+
+function confirmWith(text, typed) {
+  return new Promise((resolve) => {
+    const modal = document.getElementById("modal");
+    const input = document.getElementById("modal-input");
+    document.getElementById("modal-text").textContent = text;
+    input.hidden = typed === undefined;
+    input.value = "";
+    input.placeholder = typed || "";
+    modal.hidden = false;
+    const done = (ok) => {
+      modal.hidden = true;
+      confirmBtn.removeEventListener("click", yes);
+      cancelBtn.removeEventListener("click", no);
+      resolve(ok);
+    };
+    const yes = () => done(typed === undefined || input.value === typed);
+    const no = () => done(false);
+    const confirmBtn = document.getElementById("modal-confirm");
+    const cancelBtn = document.getElementById("modal-cancel");
+    confirmBtn.addEventListener("click", yes);
+    cancelBtn.addEventListener("click", no);
+    (typed === undefined ? confirmBtn : input).focus();
+  });
+}
+
+function crumbs(...parts) {
+  const nav = document.getElementById("crumbs");
+  nav.replaceChildren();
+  for (const [label, href] of parts) {
+    nav.append(" / ", href ? el("a", { href, text: label }) : el("span", { text: label }));
+  }
+}
+
+function payloadCell(p) {
+  const pre = el("pre", { class: "payload", text: p.text });
+  const meta = p.bytes + " bytes" + (p.encoding === "hex" ? ", not UTF-8: hex" : "") +
+    (p.truncated ? ", cut" : "");
+  return el("div", {}, pre, el("small", { class: "muted", text: meta }));
+}
+
+// ---- overview ------------------------------------------------------------
+
+async function overview() {
+  crumbs(["queues", null]);
+  const data = await api("/api/overview");
+  const sum = { t: Date.now(), ready: 0, scheduled: 0, leased: 0, dead: 0, total: 0 };
+  for (const q of data.queues) {
+    for (const s of STATES) sum[s] += q[s];
+    sum.total += q.total;
+  }
+  history.push(sum);
+  while (history.length > HISTORY) history.shift();
+
+  const rows = data.queues.map((q) =>
+    el("tr", { "data-queue": q.name },
+      el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) + "/ready", text: q.name })),
+      ...STATES.map((s) => el("td", { "data-state": s, class: "num", text: String(q[s]) })),
+      el("td", { "data-state": "total", class: "num", text: String(q.total) })));
+  const table = el("table", { id: "queues" },
+    el("thead", {}, el("tr", {}, el("th", { text: "queue" }),
+      ...STATES.map((s) => el("th", { class: "num", text: s })),
+      el("th", { class: "num", text: "total" }))),
+    el("tbody", {}, ...rows));
+  const empty = data.queues.length === 0
+    ? el("p", { class: "muted", text: "No queue holds items." }) : null;
+  const main = document.getElementById("main");
+  main.replaceChildren(
+    el("h1", { text: "Queues" }), table, empty,
+    el("h2", { text: "Items per state, all queues" }),
+    chart("depth", STATES, (p, s) => p[s]),
+    el("h2", { text: "Throughput: items leaving the queues per second (net of new ones)" }),
+    chart("throughput", ["drained"], drainRate));
+}
+
+// Net items leaving per second between two samples: enqueues hide
+// completions, so this is a lower bound of the completion rate.
+function drainRate(p, _s, i) {
+  if (i === 0) return 0;
+  const prev = history[i - 1];
+  const dt = (p.t - prev.t) / 1000;
+  return dt > 0 ? Math.max(0, (prev.total - p.total) / dt) : 0;
+}
+
+function chart(id, series, value) {
+  const w = 720, h = 160, pad = 30;
+  const canvas = el("canvas", { id: "chart-" + id, width: String(w), height: String(h) });
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return canvas;
+  let max = 1;
+  history.forEach((p, i) => series.forEach((s) => { max = Math.max(max, value(p, s, i)); }));
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, w, h);
+  ctx.strokeStyle = "#ccc";
+  ctx.strokeRect(pad, 5, w - pad - 5, h - pad);
+  ctx.fillStyle = "#555";
+  ctx.font = "11px sans-serif";
+  ctx.fillText(String(Math.round(max)), 2, 14);
+  ctx.fillText("0", 2, h - pad + 4);
+  const colors = { ready: "#2a7", scheduled: "#888", leased: "#27c", dead: "#c33", drained: "#a50" };
+  series.forEach((s, k) => {
+    ctx.strokeStyle = colors[s] || "#000";
+    ctx.beginPath();
+    history.forEach((p, i) => {
+      const x = pad + (w - pad - 5) * (i / Math.max(1, HISTORY - 1));
+      const y = 5 + (h - pad) * (1 - value(p, s, i) / max);
+      if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+    });
+    ctx.stroke();
+    ctx.fillStyle = colors[s] || "#000";
+    ctx.fillText(s, pad + 8 + k * 80, h - 8);
+  });
+  return canvas;
+}
+
+// ---- one queue -----------------------------------------------------------
+
+async function queuePage(name, state) {
+  const q = encodeURIComponent(name);
+  crumbs(["queues", "#/"], [name, null], [state, null]);
+  const data = await api("/api/queues/" + q + "/items?state=" + state + "&limit=100");
+  const tabs = el("div", { class: "tabs" }, ...STATES.map((s) =>
+    el("a", { href: "#/queue/" + q + "/" + s, class: s === state ? "tab on" : "tab",
+      "data-state": s, text: s + " (" + data.queue[s] + ")" })));
+  const head = ["id", "attempts", "priority", state === "leased" ? "lease expires" : "due",
+    "last error", "payload"];
+  if (state === "dead") head.push("");
+  const rows = data.items.map((it) => {
+    const cells = [
+      el("td", {}, el("a", { href: "#/queue/" + q + "/item/" + it.id, text: it.id })),
+      el("td", { class: "num", text: it.attempts + "/" + it.max_attempts }),
+      el("td", { class: "num", text: String(it.priority) }),
+      el("td", { text: relative(it.due_at_ms, data.now_ms) }),
+      el("td", { class: "err", text: it.last_error || "" }),
+      el("td", {}, payloadCell(it.payload)),
+    ];
+    if (state === "dead") {
+      cells.push(el("td", {}, el("button", { type: "button", class: "redrive-one",
+        onclick: () => redriveOne(name, it.id), text: "Redrive" })));
+    }
+    return el("tr", { "data-id": it.id }, ...cells);
+  });
+  const actions = state === "dead" ? el("div", { class: "actions" },
+    el("button", { id: "redrive-all", type: "button", onclick: () => redriveAll(name),
+      text: "Redrive all dead" }),
+    el("button", { id: "purge", type: "button", class: "danger", onclick: () => purge(name),
+      text: "Purge queue…" })) : null;
+  const more = data.items.length < data.queue[state]
+    ? el("p", { class: "muted", text: "Showing the first " + data.items.length + " of " + data.queue[state] + "." }) : null;
+  document.getElementById("main").replaceChildren(
+    el("h1", { text: name }), tabs, actions,
+    el("table", { id: "items" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...rows)),
+    data.items.length === 0 ? el("p", { class: "muted", text: "No " + state + " items." }) : null,
+    more);
+}
+
+async function redriveOne(name, id) {
+  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { id }));
+  if (r) notice(r.moved ? "Item " + id + " redriven: it is Ready again." : "Item " + id + " was not dead any more.");
+  render();
+}
+
+async function redriveAll(name) {
+  if (!(await confirmWith("Move every dead item of " + name + " back to ready?"))) return;
+  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { all: true }));
+  if (r) notice(r.moved + " items redriven.");
+  render();
+}
+
+async function purge(name) {
+  const ok = await confirmWith("Delete every item of " + name + " in every state? Type the queue's name to confirm.", name);
+  if (!ok) return;
+  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/purge", { confirm: name }));
+  if (r) notice(r.deleted + " items deleted.");
+  location.hash = "#/";
+}
+
+async function act(call) {
+  try {
+    const r = await call();
+    showError("");
+    return r;
+  } catch (e) {
+    showError(e.message);
+    return null;
+  }
+}
+
+// ---- one item ------------------------------------------------------------
+
+async function itemPage(name, id) {
+  const q = encodeURIComponent(name);
+  crumbs(["queues", "#/"], [name, "#/queue/" + q + "/ready"], ["item " + id, null]);
+  const { item, now_ms } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
+  const fields = [
+    ["id", item.id], ["state", item.state], ["attempts", item.attempts + " of " + item.max_attempts],
+    ["priority", String(item.priority)], ["dedup key", item.dedup_key || ""],
+    [item.state === "leased" ? "lease expires" : "due", relative(item.due_at_ms, now_ms)],
+    ["last error", item.last_error || ""],
+  ];
+  const dl = el("dl", { id: "item" }, ...fields.flatMap(([k, v]) =>
+    [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
+  const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
+    onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
+  document.getElementById("main").replaceChildren(
+    el("h1", { text: "Item " + item.id }), dl, redrive,
+    el("h2", { text: "Payload" }), payloadCell(item.payload));
+}
+
+// ---- routing -------------------------------------------------------------
+
+async function render() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  route = location.hash;
+  try {
+    if (parts[0] === "queue" && parts[2] === "item" && parts[3]) await itemPage(parts[1], parts[3]);
+    else if (parts[0] === "queue" && parts[1]) await queuePage(parts[1], STATES.includes(parts[2]) ? parts[2] : "ready");
+    else await overview();
+    showError("");
+    document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();
+  } catch (e) {
+    showError(e.message);
+  }
+}
+
+function schedule() {
+  clearInterval(timer);
+  const live = !location.hash.includes("/item/");
+  timer = setInterval(() => {
+    if (document.getElementById("modal").hidden && route === location.hash) render();
+  }, live ? 1000 : 5000);
+}
+
+window.addEventListener("hashchange", () => { notice(""); render(); schedule(); });
+render();
+schedule();

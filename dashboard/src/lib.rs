@@ -1,0 +1,47 @@
+//! A web dashboard for any leaseq backend: every queue with its counts per
+//! state and a live chart, items by state with their payloads, and dead
+//! letters with redrive and purge. The page talks to a JSON API under
+//! `/api`, which other tools may use too.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use leaseq_core::{Backend, CancellationToken};
+//! use leaseq_dashboard::Dashboard;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let backend: Arc<dyn Backend> = Arc::new(leaseq_memory::MemoryBackend::new());
+//! // Loopback needs no token; any other address refuses to start without one.
+//! let bound = Dashboard::new(backend).bind("127.0.0.1:0".parse()?).await?;
+//! println!("dashboard at http://{}", bound.local_addr());
+//! let stop = CancellationToken::new();
+//! stop.cancel(); // a real program cancels it on Ctrl-C
+//! bound.serve(stop).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Safe by default
+//! - [`Dashboard::bind`] refuses a non-loopback address unless a token is
+//!   set ([`Dashboard::token`]); with a token every request must carry it
+//!   (a cookie set by opening `/?token=…` once, or `Authorization: Bearer`).
+//! - Without a token, requests must name a loopback host (`Host:
+//!   127.0.0.1:…`, `localhost:…`, `[::1]:…`), so a web page elsewhere cannot
+//!   reach the dashboard through DNS rebinding.
+//! - Every action that changes the store is a `POST` with a JSON body, the
+//!   page's CSRF token in the `x-csrf-token` header and, when the browser
+//!   sends one, an `Origin` of this dashboard.
+//! - Payloads travel as text or hex inside JSON and the page only ever sets
+//!   them as text; a strict Content-Security-Policy forbids inline scripts.
+//!   Previews are cut at [`LIST_PREVIEW`] bytes in lists and
+//!   [`ITEM_PREVIEW`] bytes on an item's page.
+//! - A backend error is a JSON error with its kind, shown on the page.
+
+mod api;
+mod assets;
+mod guard;
+mod pending;
+mod server;
+mod view;
+
+pub use server::{BindError, Bound, Dashboard};
+pub use view::{ITEM_PREVIEW, LIST_PREVIEW};

@@ -1,0 +1,354 @@
+//! The JSON API and its guards, over plain HTTP: the token and loopback
+//! rules, CSRF on writes, the purge confirmation, and backend errors as
+//! JSON with their kind.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use leaseq::layer::fault::{Fault, Faults, Op};
+use leaseq::{Backend, CancellationToken, MemoryBackend, NewItem, QueueName};
+use leaseq_dashboard::{BindError, Dashboard};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOKEN: &str = "a-token-long-enough-1234";
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request with the given extra header lines.
+async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &str) -> Reply {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+async fn start(backend: Arc<dyn Backend>, token: Option<&str>) -> (SocketAddr, CancellationToken) {
+    let mut d = Dashboard::new(backend);
+    if let Some(t) = token {
+        d = d.token(t);
+    }
+    let bound = d
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = bound.local_addr();
+    let stop = CancellationToken::new();
+    tokio::spawn(bound.serve(stop.clone()));
+    (addr, stop)
+}
+
+/// The CSRF token the page carries.
+async fn csrf(addr: SocketAddr, headers: &[&str]) -> String {
+    let page = send(addr, "GET", "/", headers, "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let start = page
+        .body
+        .find("name=\"csrf-token\" content=\"")
+        .expect("meta")
+        + 27;
+    page.body[start..]
+        .split('"')
+        .next()
+        .expect("token")
+        .to_owned()
+}
+
+async fn with_items(n: usize) -> (Arc<dyn Backend>, QueueName) {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let q = QueueName::new("jobs").expect("queue");
+    let items = (0..n).map(|i| NewItem::new(format!("item {i}"))).collect();
+    backend.enqueue(&q, items).await.expect("enqueue");
+    (backend, q)
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_needs_a_long_enough_token() {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let any: SocketAddr = "0.0.0.0:0".parse().expect("addr");
+    let err = Dashboard::new(backend.clone())
+        .bind(any)
+        .await
+        .expect_err("no token");
+    assert!(matches!(err, BindError::TokenRequired { .. }), "{err}");
+    let err = Dashboard::new(backend.clone())
+        .token("short")
+        .bind(any)
+        .await
+        .expect_err("weak token");
+    assert!(matches!(err, BindError::WeakToken), "{err}");
+    let bound = Dashboard::new(backend)
+        .token(TOKEN)
+        .bind(any)
+        .await
+        .expect("bind");
+    assert!(!bound.local_addr().ip().is_loopback());
+}
+
+#[tokio::test]
+async fn without_a_token_only_loopback_host_names_are_answered() {
+    let (backend, _) = with_items(1).await;
+    let (addr, _stop) = start(backend, None).await;
+    let evil = send(
+        addr,
+        "GET",
+        "/api/queues/jobs/items",
+        &["Host: evil.example:7373"],
+        "",
+    )
+    .await;
+    assert_eq!(evil.status, 403, "{}", evil.body);
+    assert_eq!(evil.json()["kind"], "forbidden");
+    let local = send(
+        addr,
+        "GET",
+        "/api/queues/jobs/items",
+        &["Host: localhost:7373"],
+        "",
+    )
+    .await;
+    assert_eq!(local.status, 200, "{}", local.body);
+}
+
+#[tokio::test]
+async fn a_write_needs_the_page_csrf_token_json_and_this_origin() {
+    let (backend, q) = with_items(3).await;
+    let (addr, _stop) = start(backend.clone(), None).await;
+    let token = csrf(addr, &[]).await;
+    let csrf_header = format!("x-csrf-token: {token}");
+    let own_origin = format!("Origin: http://{addr}");
+    let body = r#"{"confirm":"jobs"}"#;
+    let json = "Content-Type: application/json";
+    let refused: Vec<(&str, Vec<&str>)> = vec![
+        ("no CSRF token", vec![json]),
+        ("a wrong CSRF token", vec![json, "x-csrf-token: 0000"]),
+        (
+            "a form post",
+            vec![
+                "Content-Type: application/x-www-form-urlencoded",
+                &csrf_header,
+            ],
+        ),
+        (
+            "another origin",
+            vec![json, &csrf_header, "Origin: http://evil.example"],
+        ),
+        (
+            "a cross-site fetch",
+            vec![json, &csrf_header, "Sec-Fetch-Site: cross-site"],
+        ),
+    ];
+    for (what, headers) in refused {
+        let r = send(addr, "POST", "/api/queues/jobs/purge", &headers, body).await;
+        assert_eq!(r.status, 403, "{what}: {}", r.body);
+        assert_eq!(
+            backend.stats(&q).await.expect("stats").total(),
+            3,
+            "{what} purged"
+        );
+    }
+    let r = send(
+        addr,
+        "POST",
+        "/api/queues/jobs/purge",
+        &[
+            json,
+            &csrf_header,
+            &own_origin,
+            "Sec-Fetch-Site: same-origin",
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["deleted"], 3);
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
+}
+
+#[tokio::test]
+async fn purge_needs_the_queue_name_typed_again() {
+    let (backend, q) = with_items(2).await;
+    let (addr, _stop) = start(backend.clone(), None).await;
+    let token = csrf(addr, &[]).await;
+    let csrf_header = format!("x-csrf-token: {token}");
+    let r = send(
+        addr,
+        "POST",
+        "/api/queues/jobs/purge",
+        &["Content-Type: application/json", &csrf_header],
+        r#"{"confirm":"job"}"#,
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("invalid_input"))
+    );
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 2);
+}
+
+#[tokio::test]
+async fn with_a_token_every_request_carries_it_and_the_login_sets_a_cookie() {
+    let (backend, _) = with_items(1).await;
+    let (addr, _stop) = start(backend, Some(TOKEN)).await;
+    let path = "/api/queues/jobs/items";
+    // A token also frees the dashboard from the loopback host rule.
+    let host = "Host: queues.example.internal";
+    assert_eq!(send(addr, "GET", path, &[host], "").await.status, 401);
+    assert_eq!(send(addr, "GET", "/", &[host], "").await.status, 401);
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    assert_eq!(
+        send(addr, "GET", path, &[host, &bearer], "").await.status,
+        200
+    );
+    let wrong = send(addr, "GET", "/?token=not-the-token-at-all", &[host], "").await;
+    assert_eq!(wrong.status, 401);
+    let login = send(addr, "GET", &format!("/?token={TOKEN}"), &[host], "").await;
+    assert_eq!((login.status, login.header("location")), (303, Some("/")));
+    let cookie = login.header("set-cookie").expect("cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().expect("pair");
+    let with_cookie = format!("Cookie: theme=dark; {pair}");
+    assert_eq!(
+        send(addr, "GET", path, &[host, &with_cookie], "")
+            .await
+            .status,
+        200
+    );
+    // A write still needs the page's CSRF token, token or not.
+    let r = send(
+        addr,
+        "POST",
+        "/api/queues/jobs/purge",
+        &[host, &with_cookie, "Content-Type: application/json"],
+        r#"{"confirm":"jobs"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 403);
+}
+
+#[tokio::test]
+async fn backend_errors_and_bad_input_are_json_with_their_kind() {
+    let faults = Arc::new(Faults::new(
+        Arc::new(MemoryBackend::new()) as Arc<dyn Backend>
+    ));
+    let q = QueueName::new("jobs").expect("queue");
+    faults
+        .enqueue(&q, vec![NewItem::new("x")])
+        .await
+        .expect("enqueue");
+    let (addr, _stop) = start(faults.clone(), None).await;
+
+    let r = send(addr, "GET", "/api/queues/jobs/items/999", &[], "").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (404, Some("not_found"))
+    );
+    let r = send(addr, "GET", "/api/queues/jobs/items?state=gone", &[], "").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("invalid_input"))
+    );
+    let r = send(addr, "GET", "/api/queues/jobs/items/abc", &[], "").await;
+    assert_eq!(r.status, 400);
+    let r = send(addr, "GET", "/api/queues/no%20spaces%00/items", &[], "").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    faults.inject(Op::Stats, Fault::Refuse, u32::MAX);
+    let r = send(addr, "GET", "/api/queues/jobs/items", &[], "").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (503, Some("unavailable"))
+    );
+    assert!(r.json()["error"].as_str().is_some_and(|e| !e.is_empty()));
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_strict_content_security_policy() {
+    let (backend, _) = with_items(1).await;
+    let (addr, _stop) = start(backend, None).await;
+    for path in ["/", "/assets/app.js", "/api/queues/jobs/items", "/nowhere"] {
+        let r = send(addr, "GET", path, &[], "").await;
+        let csp = r.header("content-security-policy").expect("csp");
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+            "{path}: {csp}"
+        );
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn items_show_payloads_cut_to_a_preview_and_ids_as_strings() {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let q = QueueName::new("big").expect("queue");
+    backend
+        .enqueue(&q, vec![NewItem::new(vec![b'y'; 300_000])])
+        .await
+        .expect("enqueue");
+    let (addr, _stop) = start(backend, None).await;
+    let list = send(addr, "GET", "/api/queues/big/items?state=ready", &[], "")
+        .await
+        .json();
+    let item = &list["items"][0];
+    assert!(item["id"].is_string());
+    assert_eq!(item["payload"]["bytes"], 300_000);
+    assert_eq!(item["payload"]["truncated"], true);
+    assert_eq!(
+        item["payload"]["text"].as_str().map(str::len),
+        Some(leaseq_dashboard::LIST_PREVIEW)
+    );
+    let id = item["id"].as_str().expect("id");
+    let one = send(addr, "GET", &format!("/api/queues/big/items/{id}"), &[], "")
+        .await
+        .json();
+    assert_eq!(
+        one["item"]["payload"]["text"].as_str().map(str::len),
+        Some(leaseq_dashboard::ITEM_PREVIEW)
+    );
+}

@@ -1,0 +1,317 @@
+//! The dashboard in a real browser (headless Chromium over WebDriver),
+//! against the memory backend and a Redis server: it sees enqueued items,
+//! watches a worker drain them, shows hostile payloads as text, redrives a
+//! dead item with its button, purges behind a confirmation, and shows a
+//! backend error on the page. Screenshots go to `docs/screenshots/`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, Locator};
+use leaseq::layer::fault::{Fault, Faults, Op};
+use leaseq::{
+    handler_fn, Backend, CancellationToken, ClaimSpec, ItemId, ItemState, Job, JobContext,
+    MemoryBackend, NewItem, QueueName, Worker,
+};
+use leaseq_dashboard::Dashboard;
+use leaseq_testkit::env;
+use leaseq_testkit::redis_prefix::PrefixGuard;
+use support::browser::Browser;
+
+const XSS: &str = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">";
+const NOT_UTF8: &[u8] = &[0xff, 0xfe, b'<'];
+const JOBS: usize = 20;
+
+async fn browser() -> Option<Browser> {
+    match Browser::start().await {
+        Ok(b) => Some(b),
+        Err(why) if env::in_ci() => panic!("the dashboard browser test needs Chromium: {why}"),
+        Err(why) => {
+            env::skip("the dashboard browser test", why);
+            None
+        }
+    }
+}
+
+/// Serves a dashboard over `backend` on a free loopback port.
+async fn serve(backend: Arc<dyn Backend>, stop: &CancellationToken) -> String {
+    let bound = Dashboard::new(backend)
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let base = format!("http://{}", bound.local_addr());
+    tokio::spawn(bound.serve(stop.clone()));
+    base
+}
+
+/// Waits until the element's text is `want`.
+async fn wait_text(c: &Client, css: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await {
+            if let Ok(t) = e.text().await {
+                if t == want {
+                    return;
+                }
+                last = t;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css}: wanted {want:?}, the page showed {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the element's text contains `part`; returns the text.
+async fn wait_contains(c: &Client, css: &str, part: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await {
+            if let Ok(t) = e.text().await {
+                if t.contains(part) {
+                    return t;
+                }
+                last = t;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css}: wanted text containing {part:?}, the page showed {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn click(c: &Client, css: &str) {
+    c.wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+/// Enqueues the hostile, the binary and the huge payload, and a plain one,
+/// each allowed one attempt, and kills them all. Returns their ids.
+async fn dead_letters(backend: &dyn Backend, queue: &QueueName) -> Vec<ItemId> {
+    let payloads: Vec<Vec<u8>> = vec![
+        XSS.as_bytes().to_vec(),
+        NOT_UTF8.to_vec(),
+        vec![b'x'; 100 * 1024],
+        b"plain".to_vec(),
+    ];
+    let items = payloads
+        .into_iter()
+        .map(|p| NewItem::new(p).max_attempts(1))
+        .collect();
+    let ids: Vec<ItemId> = backend
+        .enqueue(queue, items)
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    let spec = ClaimSpec::new(4, Duration::from_secs(60)).expect("spec");
+    let claimed = backend.claim(queue, spec).await.expect("claim");
+    assert_eq!(claimed.leases.len(), 4);
+    for lease in &claimed.leases {
+        backend
+            .fail(&lease.key, "the handler said <b>no</b>")
+            .await
+            .expect("fail");
+    }
+    assert_eq!(backend.stats(queue).await.expect("stats").dead, 4);
+    ids
+}
+
+/// The whole walk through the page, on one backend.
+async fn walk(backend: Arc<dyn Backend>, label: &str) {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let c = &browser.client;
+    let tag = env::tag();
+    let work = QueueName::new(format!("emails-{tag}")).expect("queue");
+    let dead = QueueName::new(format!("reports-{tag}")).expect("queue");
+    let jobs = (0..JOBS)
+        .map(|i| NewItem::new(format!("job {i}")))
+        .collect();
+    backend.enqueue(&work, jobs).await.expect("enqueue");
+    let ids = dead_letters(backend.as_ref(), &dead).await;
+    let stop = CancellationToken::new();
+    let base = serve(backend.clone(), &stop).await;
+
+    // The overview sees the enqueued items.
+    c.goto(&format!("{base}/#/")).await.expect("goto");
+    let ready = format!(r#"tr[data-queue="{work}"] td[data-state="ready"]"#);
+    wait_text(c, &ready, &JOBS.to_string()).await;
+    wait_text(
+        c,
+        &format!(r#"tr[data-queue="{dead}"] td[data-state="dead"]"#),
+        "4",
+    )
+    .await;
+    browser.screenshot(&format!("overview-{label}")).await;
+
+    // A worker drains the queue; the page's count falls as it runs.
+    let worker_stop = CancellationToken::new();
+    let worker = Worker::builder(backend.clone(), work.as_str())
+        .concurrency(1)
+        .build(handler_fn(|_job: Job, _cx: JobContext| async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok::<_, std::io::Error>(())
+        }))
+        .expect("worker");
+    let running = tokio::spawn(worker.run(worker_stop.clone()));
+    let total = format!(r#"tr[data-queue="{work}"] td[data-state="total"]"#);
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Once empty the queue leaves the listing, so its row goes too.
+    while Instant::now() < deadline {
+        match c.find(Locator::Css(&total)).await {
+            Ok(cell) => {
+                let t = cell.text().await.unwrap_or_default();
+                if seen.last() != Some(&t) {
+                    seen.push(t);
+                }
+            }
+            Err(_) if !seen.is_empty() => break,
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("{label}: the page showed the total go {seen:?}");
+    assert_eq!(seen.first().map(String::as_str), Some("20"), "{seen:?}");
+    assert!(
+        seen.len() >= 3,
+        "the page should show counts between 20 and the end: {seen:?}"
+    );
+    assert_eq!(backend.stats(&work).await.expect("stats").total(), 0);
+    worker_stop.cancel();
+    running.await.expect("join").expect("worker");
+
+    // Dead letters: every payload shows as text.
+    c.goto(&format!("{base}/#/queue/{dead}/dead"))
+        .await
+        .expect("goto");
+    let xss_row = format!(r#"tr[data-id="{}"] pre.payload"#, ids[0]);
+    wait_text(c, &xss_row, XSS).await;
+    wait_text(
+        c,
+        &format!(r#"tr[data-id="{}"] pre.payload"#, ids[1]),
+        "ff fe 3c",
+    )
+    .await;
+    wait_contains(
+        c,
+        &format!(r#"tr[data-id="{}"] small"#, ids[2]),
+        "102400 bytes, cut",
+    )
+    .await;
+    wait_contains(
+        c,
+        &format!(r#"tr[data-id="{}"]"#, ids[3]),
+        "the handler said <b>no</b>",
+    )
+    .await;
+    browser.screenshot(&format!("dead-letters-{label}")).await;
+
+    // Open the hostile item and redrive it with the button.
+    click(c, &format!(r#"tr[data-id="{}"] a"#, ids[0])).await;
+    wait_text(c, r#"dd[data-field="state"]"#, "dead").await;
+    click(c, "#redrive-item").await;
+    wait_contains(c, "#notice", "Ready again").await;
+    let item = backend.item(&dead, ids[0]).await.expect("item");
+    assert_eq!((item.state, item.attempts), (ItemState::Ready, 0));
+    wait_text(c, r#"dd[data-field="state"]"#, "ready").await;
+
+    // Nothing in a payload ran.
+    let pwned = c
+        .execute("return typeof window.__pwned;", vec![])
+        .await
+        .expect("execute");
+    assert_eq!(
+        pwned,
+        serde_json::json!("undefined"),
+        "a payload ran as script"
+    );
+    assert!(c.get_alert_text().await.is_err(), "an alert opened");
+
+    // Purge asks first: Cancel keeps everything, typing the name purges.
+    c.goto(&format!("{base}/#/queue/{dead}/dead"))
+        .await
+        .expect("goto");
+    click(c, "#purge").await;
+    click(c, "#modal-cancel").await;
+    assert_eq!(backend.stats(&dead).await.expect("stats").total(), 4);
+    click(c, "#purge").await;
+    c.find(Locator::Css("#modal-input"))
+        .await
+        .expect("input")
+        .send_keys(dead.as_str())
+        .await
+        .expect("type");
+    click(c, "#modal-confirm").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while backend.stats(&dead).await.expect("stats").total() > 0 {
+        assert!(Instant::now() < deadline, "the purge never happened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_contains(c, "#notice", "4 items deleted").await;
+
+    stop.cancel();
+    let _ = browser.client.clone().close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_works_in_a_browser_on_memory() {
+    walk(Arc::new(MemoryBackend::new()), "memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_works_in_a_browser_on_redis() {
+    let url = env::redis_url();
+    let prefix = format!("dash-{}", env::tag());
+    let options = leaseq::ConnectOptions::new().namespace(prefix.clone());
+    let backend = leaseq::connect_with(&url, &options).await;
+    let probe = backend.as_ref().map(|_| ()).map_err(|e| e.to_string());
+    if !env::require_server("Redis", &url, probe) {
+        return;
+    }
+    let _guard = PrefixGuard { url, prefix };
+    walk(backend.expect("checked above"), "redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_error_shows_as_a_message_on_the_page() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let c = &browser.client;
+    let faults = Arc::new(Faults::new(
+        Arc::new(MemoryBackend::new()) as Arc<dyn Backend>
+    ));
+    let queue = QueueName::new("jobs").expect("queue");
+    faults
+        .enqueue(&queue, vec![NewItem::new("x")])
+        .await
+        .expect("enqueue");
+    faults.inject(Op::Stats, Fault::Refuse, u32::MAX);
+    let stop = CancellationToken::new();
+    let base = serve(faults.clone(), &stop).await;
+    c.goto(&format!("{base}/#/")).await.expect("goto");
+    let message = wait_contains(c, "#error", "unavailable").await;
+    eprintln!("the page said: {message}");
+    // The rest of the page is still there, not blank.
+    wait_text(c, "header .brand", "leaseq").await;
+    stop.cancel();
+    let _ = browser.client.clone().close().await;
+}
