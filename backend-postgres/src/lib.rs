@@ -184,7 +184,11 @@ mod options;
 mod rows;
 mod schedules;
 mod sql;
+mod transactional;
 
 pub use backend::PgBackend;
 pub use options::PgOptions;
+/// The `sqlx` this backend is built on, for [`PgBackend::enqueue_in`]: the
+/// caller's transaction must be of this version's types.
+pub use sqlx;
 pub use sqlx::postgres::{PgConnectOptions, PgPool};

@@ -156,7 +156,11 @@ mod options;
 mod rows;
 mod schedules;
 mod sql;
+mod transactional;
 
 pub use backend::SqliteBackend;
 pub use options::{Durability, SqliteOptions};
+/// The `sqlx` this backend is built on, for [`SqliteBackend::enqueue_in`]:
+/// the caller's transaction must be of this version's types.
+pub use sqlx;
 pub use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
