@@ -44,6 +44,10 @@
 //! [`connect`] turns a backend URL into an `Arc<dyn Backend>`, so one
 //! program runs on any backend compiled in.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 pub use leaseq_core::*;
 
 #[cfg(feature = "memory")]

@@ -53,6 +53,10 @@
 //! item (which only test hooks can plant here) is removed when met, logged
 //! with `tracing::warn!` and reported as a [`leaseq_core::Repair`].
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod backend;
 mod hash;
 mod hooks;

@@ -175,6 +175,10 @@
 //! Delivery is at-least-once: a worker that outlives its lease may run an
 //! item another worker also runs, so handlers should be idempotent.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod backend;
 mod hooks;
 mod limits;

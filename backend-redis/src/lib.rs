@@ -304,6 +304,10 @@
 //! policies evict the records, which carry a TTL), silently losing or
 //! duplicating items.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod backend;
 mod client;
 #[cfg(feature = "fred")]

@@ -85,6 +85,10 @@
 //! and skewed clocks; changes and removals; unique-for keys held after the
 //! ack).
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod cx;
 mod harness;
 mod history;

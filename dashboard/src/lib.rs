@@ -36,6 +36,10 @@
 //!   [`ITEM_PREVIEW`] bytes on an item's page.
 //! - A backend error is a JSON error with its kind, shown on the page.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod api;
 mod assets;
 mod guard;

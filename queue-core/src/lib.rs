@@ -27,6 +27,10 @@
 //! Backends live in their own crates (`leaseq-memory`, `leaseq-redis`,
 //! `leaseq-postgres`); `leaseq-conformance` proves each keeps the contract.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 mod backend;
 mod clock;
 mod error;

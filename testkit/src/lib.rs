@@ -22,6 +22,10 @@
 //! An unreachable server is a loud `skipped: no <name> at <url>: <why>`
 //! line on stderr, or a panic when the environment variable `CI` is `true`.
 
+// Examples in the docs compile without warnings, as users copy them; an
+// example may define a function it shows without calling it.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
 pub mod env;
 #[cfg(feature = "postgres")]
 pub mod pg_schema;
