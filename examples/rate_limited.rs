@@ -186,7 +186,7 @@ async fn serve(listener: TcpListener, calls: Arc<Mutex<Vec<(Duration, String)>>>
             continue;
         };
         n += 1;
-        let fail = n % 4 == 0;
+        let fail = n.is_multiple_of(4);
         let calls = calls.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];

@@ -27,7 +27,7 @@ const REAP_BATCH: usize = 1_024;
 /// makes an item due earlier than asked.
 pub(crate) fn due_after(now: u64, delay: Duration) -> u64 {
     let mut ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-    if delay.subsec_nanos() % 1_000_000 != 0 {
+    if !delay.subsec_nanos().is_multiple_of(1_000_000) {
         ms = ms.saturating_add(1);
     }
     now.saturating_add(ms)

@@ -90,7 +90,7 @@ impl Guard {
         let site_ok = headers
             .get("sec-fetch-site")
             .and_then(|v| v.to_str().ok())
-            .map_or(true, |v| v == "same-origin");
+            .is_none_or(|v| v == "same-origin");
         let origin_ok = match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
             None => true,
             Some(origin) => {

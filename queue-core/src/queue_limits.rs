@@ -102,7 +102,7 @@ impl Rate {
                 "a rate window is 1 ms to {MAX_RATE_WINDOW:?}, not {per:?}"
             )));
         }
-        if per.subsec_nanos() % 1_000_000 != 0 {
+        if !per.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid(format!(
                 "a rate window is whole milliseconds, not {per:?}"
             )));
@@ -132,11 +132,11 @@ impl fmt::Display for Rate {
     /// `N/<window>`, e.g. `5/1s`, `100/250ms`, `10/1m`, `1/2h`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.per_millis();
-        let (n, unit) = if ms % 3_600_000 == 0 {
+        let (n, unit) = if ms.is_multiple_of(3_600_000) {
             (ms / 3_600_000, "h")
-        } else if ms % 60_000 == 0 {
+        } else if ms.is_multiple_of(60_000) {
             (ms / 60_000, "m")
-        } else if ms % 1_000 == 0 {
+        } else if ms.is_multiple_of(1_000) {
             (ms / 1_000, "s")
         } else {
             (ms, "ms")

@@ -27,7 +27,11 @@ const BATCH: usize = 20;
 /// for good when `i % 17 == 0` (a fail); `i % 23 == 0` runs long enough to
 /// need a heartbeat.
 fn plan(i: usize) -> (bool, bool, bool) {
-    (i % 5 == 0, i % 17 == 0, i % 23 == 0)
+    (
+        i.is_multiple_of(5),
+        i.is_multiple_of(17),
+        i.is_multiple_of(23),
+    )
 }
 
 #[derive(Debug, Default)]

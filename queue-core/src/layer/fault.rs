@@ -169,7 +169,7 @@ impl<B: Backend> Faults<B> {
         let mut armed = self.lock();
         let pos = armed.iter().position(|a| a.op == op)?;
         armed[pos].seen = armed[pos].seen.wrapping_add(1);
-        if armed[pos].seen % armed[pos].every != 0 {
+        if !armed[pos].seen.is_multiple_of(armed[pos].every) {
             return None;
         }
         let fault = armed[pos].fault;

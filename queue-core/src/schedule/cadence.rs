@@ -27,7 +27,7 @@ impl Cadence {
 
     /// An interval cadence: at least 1 ms, in whole milliseconds.
     pub fn every(every: Duration) -> Result<Self> {
-        if every < Duration::from_millis(1) || every.subsec_nanos() % 1_000_000 != 0 {
+        if every < Duration::from_millis(1) || !every.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid(format!(
                 "an interval must be at least 1 ms, in whole milliseconds, not {every:?}"
             )));

@@ -153,7 +153,7 @@ impl Scheduler {
         self.stale
             || self
                 .loaded_at
-                .map_or(true, |at| at.elapsed() >= self.reload_every)
+                .is_none_or(|at| at.elapsed() >= self.reload_every)
     }
 
     /// One pass: reloads if due, then fires every schedule whose latest
