@@ -13,7 +13,9 @@ use super::metrics::Counter;
 use super::shared::Shared;
 use super::slots::{Slots, GATHER_TURNS};
 use super::{job, reaper};
+use crate::spans;
 use crate::{ClaimSpec, Error, Result};
+use tracing::Instrument;
 
 /// Runs until `shutdown` fires, then stops claiming, lets running handlers
 /// finish until the shutdown deadline, releases the leases of those still
@@ -116,12 +118,17 @@ async fn claim_loop(
         // A claim is never cut short: its leases would dangle until expiry.
         // A claim whose reply was lost is recovered by its spec, never
         // claimed again on top.
-        let claimed = match shared
+        let span = spans::receive(&shared.queue);
+        let claimed = shared
             .settle
             .claim(shared.backend.as_ref(), &shared.queue, spec)
-            .await
-        {
-            Ok(c) => c,
+            .instrument(span.clone())
+            .await;
+        let claimed = match spans::outcome(&span, claimed) {
+            Ok(c) => {
+                span.record(spans::fields::BATCH_COUNT, spans::count(c.leases.len()));
+                c
+            }
             Err(e @ Error::InvalidInput { .. }) => return Err(e),
             Err(e) => {
                 shared.metrics.inc(Counter::BackendErrors);
@@ -158,8 +165,15 @@ async fn claim_loop(
             .metrics
             .add(Counter::Claimed, claimed.leases.len() as u64);
         slots.claimed(claimed.leases.len());
+        let at = tokio::time::Instant::now();
         for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
+            // Opened here, while the claim's span is still open, so the
+            // link to it can be made.
+            let job_span = spans::process(&shared.queue, lease.id(), lease.attempts);
+            job_span.follows_from(&span);
             let place = Place {
+                claimed: at,
+                span: job_span,
                 room,
                 slots: slots.clone(),
                 shutdown: shutdown.clone(),
