@@ -56,24 +56,32 @@ pub(crate) async fn run(shared: Arc<Shared>, lease: Lease, place: Place, acker: 
         shutdown,
         abandon,
     } = place;
-    let job = Started {
+    let claimed_job = ClaimedJob {
         lease,
         claimed,
         span: span.clone(),
     };
-    run_inner(&shared, job, room, &slots, &shutdown, &abandon, &acker)
-        .instrument(span)
-        .await;
+    run_inner(
+        &shared,
+        claimed_job,
+        room,
+        &slots,
+        &shutdown,
+        &abandon,
+        &acker,
+    )
+    .instrument(span)
+    .await;
 }
 
 /// A claimed job: its lease, when the claim returned, and its span.
-struct Started {
+struct ClaimedJob {
     lease: Lease,
     claimed: Instant,
     span: tracing::Span,
 }
 
-impl Started {
+impl ClaimedJob {
     /// How long ago the item was enqueued: up to the claim on the backend's
     /// clock (its `expires_at` less the ttl the claim asked for), since the
     /// claim on this process's monotonic clock.
@@ -98,7 +106,7 @@ struct Handling<'a> {
 }
 
 impl<'a> Handling<'a> {
-    fn start(shared: &'a Shared, slot: Running, job: &Started) -> Self {
+    fn start(shared: &'a Shared, slot: Running, job: &ClaimedJob) -> Self {
         shared.metrics.waited(job.waited(shared.ttl));
         shared.metrics.in_flight(1.0);
         Handling {
@@ -118,14 +126,14 @@ impl Drop for Handling<'_> {
 
 async fn run_inner(
     shared: &Shared,
-    started: Started,
+    claimed_job: ClaimedJob,
     room: OwnedSemaphorePermit,
     slots: &Arc<Slots>,
     shutdown: &CancellationToken,
     abandon: &CancellationToken,
     acker: &Acker,
 ) {
-    let lease = &started.lease;
+    let lease = &claimed_job.lease;
     let ctx = JobContext::new(lease.key.clone());
     let job = Job::from_lease(lease);
     // The handler runs in this task (no second spawn per job); a panic is
@@ -140,7 +148,7 @@ async fn run_inner(
             }
             slot = slots.handler() => slot,
         };
-        let _handling = Handling::start(shared, slot, &started);
+        let _handling = Handling::start(shared, slot, &claimed_job);
         let run = AssertUnwindSafe(shared.handler.handle(job, ctx.clone()));
         Some(run.catch_unwind().await)
     };
@@ -165,17 +173,17 @@ async fn run_inner(
             ctx.cancel();
             if lost {
                 // Nothing to give back, but the job still ends with an event.
-                started.failed(error_types::LEASE_LOST);
+                claimed_job.failed(error_types::LEASE_LOST);
                 shared
                     .events
                     .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
             } else {
-                release_unfinished(shared, &started, held_until).await;
+                release_unfinished(shared, &claimed_job, held_until).await;
             }
         }
         Ran::Done(res) => {
             if lost {
-                started.failed(error_types::LEASE_LOST);
+                claimed_job.failed(error_types::LEASE_LOST);
                 shared
                     .events
                     .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
@@ -184,7 +192,7 @@ async fn run_inner(
             let outcome = match res {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => {
-                    started.failed(if e.downcast_ref::<Permanent>().is_some() {
+                    claimed_job.failed(if e.downcast_ref::<Permanent>().is_some() {
                         error_types::PERMANENT
                     } else if e.downcast_ref::<JobTimedOut>().is_some() {
                         error_types::TIMEOUT
@@ -195,13 +203,13 @@ async fn run_inner(
                 }
                 Err(panic) => {
                     shared.metrics.inc(Counter::Panicked);
-                    started.failed(error_types::PANIC);
+                    claimed_job.failed(error_types::PANIC);
                     let msg = panic_text(panic);
                     tracing::error!(panic = %msg, "handler panicked");
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
-            record(shared, &started, held_until, outcome, acker, room).await;
+            record(shared, &claimed_job, held_until, outcome, acker, room).await;
         }
     }
 }
@@ -252,13 +260,13 @@ async fn heartbeats(
 /// to the handler's result.
 async fn record(
     shared: &Shared,
-    started: &Started,
+    claimed_job: &ClaimedJob,
     held_until: Timestamp,
     outcome: Result<(), BoxError>,
     acker: &Acker,
     room: OwnedSemaphorePermit,
 ) {
-    let lease = &started.lease;
+    let lease = &claimed_job.lease;
     let held = Held {
         key: lease.key.clone(),
         until: held_until,
@@ -274,8 +282,8 @@ async fn record(
                 tracing::debug!("acked");
                 shared.events.emit(id, attempts, JobOutcome::Acked);
             }
-            AckResult::LeaseLost => lost_before_recording(shared, started),
-            AckResult::Failed(error) => not_recorded(shared, started, error),
+            AckResult::LeaseLost => lost_before_recording(shared, claimed_job),
+            AckResult::Failed(error) => not_recorded(shared, claimed_job, error),
         },
         Err(err) => {
             let text = error_text(&*err);
@@ -296,7 +304,7 @@ async fn record(
                             .events
                             .emit(id, attempts, JobOutcome::Dead { reason });
                     }
-                    Err(e) => unrecorded(shared, started, e),
+                    Err(e) => unrecorded(shared, claimed_job, e),
                 }
             } else {
                 let delay = shared.retry.delay_for(attempts);
@@ -320,7 +328,7 @@ async fn record(
                         let outcome = JobOutcome::Retried { delay, error: text };
                         shared.events.emit(id, attempts, outcome);
                     }
-                    Err(e) => unrecorded(shared, started, e),
+                    Err(e) => unrecorded(shared, claimed_job, e),
                 }
             }
         }
@@ -328,8 +336,8 @@ async fn record(
 }
 
 /// Gives an unfinished job's lease back at shutdown.
-async fn release_unfinished(shared: &Shared, started: &Started, held_until: Timestamp) {
-    let lease = &started.lease;
+async fn release_unfinished(shared: &Shared, claimed_job: &ClaimedJob, held_until: Timestamp) {
+    let lease = &claimed_job.lease;
     let held = Held {
         key: lease.key.clone(),
         until: held_until,
@@ -363,22 +371,22 @@ async fn release_unfinished(shared: &Shared, started: &Started, held_until: Time
                 .events
                 .emit(lease.id(), lease.attempts, JobOutcome::Released);
         }
-        Err(e) => unrecorded(shared, started, e),
+        Err(e) => unrecorded(shared, claimed_job, e),
     }
 }
 
-fn unrecorded(shared: &Shared, started: &Started, e: Error) {
+fn unrecorded(shared: &Shared, claimed_job: &ClaimedJob, e: Error) {
     if e.is_lease_lost() {
-        lost_before_recording(shared, started);
+        lost_before_recording(shared, claimed_job);
     } else {
-        started.failed(spans::error_type(&e));
-        not_recorded(shared, started, e.to_string());
+        claimed_job.failed(spans::error_type(&e));
+        not_recorded(shared, claimed_job, e.to_string());
     }
 }
 
-fn lost_before_recording(shared: &Shared, started: &Started) {
-    let lease = &started.lease;
-    started.failed(error_types::LEASE_LOST);
+fn lost_before_recording(shared: &Shared, claimed_job: &ClaimedJob) {
+    let lease = &claimed_job.lease;
+    claimed_job.failed(error_types::LEASE_LOST);
     shared.metrics.inc(Counter::LeaseLost);
     tracing::warn!("lease lost before the result was recorded; result discarded");
     shared
@@ -386,8 +394,8 @@ fn lost_before_recording(shared: &Shared, started: &Started) {
         .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
 }
 
-fn not_recorded(shared: &Shared, started: &Started, error: String) {
-    let lease = &started.lease;
+fn not_recorded(shared: &Shared, claimed_job: &ClaimedJob, error: String) {
+    let lease = &claimed_job.lease;
     tracing::error!(error = %error, "could not record the job's result; a reaper will recover the item");
     shared
         .events

@@ -124,6 +124,7 @@ async fn claim_loop(
             .claim(shared.backend.as_ref(), &shared.queue, spec)
             .instrument(span.clone())
             .await;
+        let claimed_at = tokio::time::Instant::now();
         let claimed = match spans::outcome(&span, claimed) {
             Ok(c) => {
                 span.record(spans::fields::BATCH_COUNT, spans::count(c.leases.len()));
@@ -134,6 +135,8 @@ async fn claim_loop(
                 shared.metrics.inc(Counter::BackendErrors);
                 let wait = backoff.next();
                 tracing::warn!(queue = %shared.queue, error = %e, ?wait, "claim failed; trying again");
+                // The claim's span ends with the claim, not after the wait.
+                drop(span);
                 drop(permits);
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
@@ -149,6 +152,7 @@ async fn claim_loop(
         // that long (new work would not help), whether or not it got any.
         let limited = claimed.retry_after.map(|d| d.min(LIMIT_WAIT_CAP));
         if claimed.leases.is_empty() {
+            drop(span);
             drop(permits);
             if let Some(wait) = limited {
                 tokio::select! {
@@ -165,14 +169,13 @@ async fn claim_loop(
             .metrics
             .add(Counter::Claimed, claimed.leases.len() as u64);
         slots.claimed(claimed.leases.len());
-        let at = tokio::time::Instant::now();
         for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
             // Opened here, while the claim's span is still open, so the
             // link to it can be made.
             let job_span = spans::process(&shared.queue, lease.id(), lease.attempts);
             job_span.follows_from(&span);
             let place = Place {
-                claimed: at,
+                claimed: claimed_at,
                 span: job_span,
                 room,
                 slots: slots.clone(),
@@ -181,6 +184,7 @@ async fn claim_loop(
             };
             jobs.spawn(job::run(shared.clone(), lease, place, acks.clone()));
         }
+        drop(span);
         // Room the claim did not fill is free again before any wait.
         drop(permits);
         if let Some(wait) = limited {
