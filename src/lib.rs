@@ -74,3 +74,57 @@ pub use connect::{connect, connect_with, BackendUrl, ConnectError, ConnectOption
 #[cfg(all(doctest, feature = "memory"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+
+#[cfg(test)]
+mod readme_tests {
+    const README: &str = include_str!("../README.md");
+
+    /// The text of README's section `heading` (e.g. `"### Metrics"`), up
+    /// to the next heading of its level or above.
+    fn section(heading: &str) -> &'static str {
+        let start = README
+            .find(&format!("\n{heading}\n"))
+            .unwrap_or_else(|| panic!("README has no {heading:?}"));
+        let rest = &README[start + heading.len() + 2..];
+        let level = heading.find(' ').unwrap_or(heading.len());
+        let end = rest
+            .match_indices('\n')
+            .map(|(i, _)| i + 1)
+            .find(|&i| {
+                let hashes = rest[i..].chars().take_while(|&c| c == '#').count();
+                (1..=level).contains(&hashes) && rest[i + hashes..].starts_with(' ')
+            })
+            .unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    #[test]
+    fn the_metrics_table_lists_every_metric_name_once() {
+        let listed: Vec<&str> = section("### Metrics")
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        for name in crate::metric_names::ALL {
+            let n = listed.iter().filter(|l| *l == name).count();
+            assert_eq!(n, 1, "{name} is in README's metrics table {n} times");
+        }
+        for name in &listed {
+            assert!(
+                crate::metric_names::ALL.contains(name),
+                "README's metrics table lists {name}, which is no metric name"
+            );
+        }
+    }
+
+    #[test]
+    fn the_traces_section_names_every_span_field() {
+        let traces = section("### Traces");
+        for field in crate::spans::fields::ALL {
+            assert!(
+                traces.contains(&format!("`{field}`")),
+                "README's Traces section does not name {field}"
+            );
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! The worker reports through the `metrics` facade: per-queue counters,
-//! the in-flight gauge and the handler-duration histogram, and
+//! the in-flight gauge, the handler-duration and wait histograms, and
 //! `export_queue_gauges` reports items per state.
 
 use std::sync::Arc;
@@ -93,9 +93,11 @@ fn the_worker_and_the_gauge_task_report_through_the_metrics_facade() {
         Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 0.0),
         other => panic!("in flight: {other:?}"),
     }
-    match value(&snap, MetricKind::Histogram, metric_names::DURATION, &q) {
-        Some(DebugValue::Histogram(h)) => assert_eq!(h.len(), 10),
-        other => panic!("duration: {other:?}"),
+    for histogram in [metric_names::DURATION, metric_names::WAIT] {
+        match value(&snap, MetricKind::Histogram, histogram, &q) {
+            Some(DebugValue::Histogram(h)) => assert_eq!(h.len(), 10, "{histogram}"),
+            other => panic!("{histogram}: {other:?}"),
+        }
     }
     match value(
         &snap,
@@ -106,4 +108,70 @@ fn the_worker_and_the_gauge_task_report_through_the_metrics_facade() {
         Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 1.0),
         other => panic!("items in dead: {other:?}"),
     }
+}
+
+#[test]
+fn the_wait_runs_on_the_backends_clock_from_the_enqueue_across_attempts() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let clock = leaseq::ManualClock::new();
+            let backend: Arc<dyn Backend> =
+                Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+            let q = QueueName::new("waiting").expect("name");
+            backend.push(&q, "x").await.expect("enqueue");
+            // Ten seconds in the queue before the first claim.
+            clock.advance(Duration::from_secs(10));
+            let in_handler = clock.clone();
+            let worker = Worker::builder(backend.clone(), "waiting")
+                .lease_ttl(Duration::from_secs(600))
+                .retry(leaseq::RetryPolicy::immediate())
+                .build(handler_fn(move |job: Job, _ctx: JobContext| {
+                    let clock = in_handler.clone();
+                    async move {
+                        if job.attempts == 1 {
+                            // The first attempt takes twenty seconds, then fails.
+                            clock.advance(Duration::from_secs(20));
+                            return Err(std::io::Error::other("try again"));
+                        }
+                        Ok(())
+                    }
+                }))
+                .expect("worker");
+            let stop = CancellationToken::new();
+            let run = tokio::spawn(worker.run(stop.clone()));
+            for _ in 0..500 {
+                if backend.stats(&q).await.expect("stats").total() == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            stop.cancel();
+            run.await.expect("join").expect("run");
+        });
+    });
+    let snap = snapshotter.snapshot().into_vec();
+    let waits = match value(
+        &snap,
+        MetricKind::Histogram,
+        metric_names::WAIT,
+        &[("queue", "waiting")],
+    ) {
+        Some(DebugValue::Histogram(h)) => {
+            let mut w: Vec<f64> = h.iter().map(|v| v.into_inner()).collect();
+            w.sort_by(f64::total_cmp);
+            w
+        }
+        other => panic!("wait: {other:?}"),
+    };
+    assert_eq!(waits.len(), 2, "one sample per handler start: {waits:?}");
+    // Read on the backend's (manual) clock: real time is far shorter.
+    assert!(waits[0] >= 10.0, "first start waited {waits:?}");
+    // The second start counts from the enqueue, through the first attempt.
+    assert!(waits[1] >= 30.0, "second start waited {waits:?}");
 }

@@ -136,6 +136,7 @@ impl Backend for MemoryBackend {
                     max_attempts: item.max_attempts,
                     priority: item.priority,
                     expires_at,
+                    enqueued_at: Timestamp::from_millis(item.enqueued_at),
                 });
             }
             let got = u32::try_from(leases.len()).unwrap_or(u32::MAX);
@@ -179,6 +180,7 @@ impl Backend for MemoryBackend {
                                 max_attempts: item.max_attempts,
                                 priority: item.priority,
                                 expires_at: Timestamp::from_millis(expires),
+                                enqueued_at: Timestamp::from_millis(item.enqueued_at),
                             },
                         )
                     })
@@ -528,6 +530,7 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
         dedup_key: item.dedup_key.as_deref().map(str::to_owned),
         due_at,
         last_error: item.last_error.as_deref().map(str::to_owned),
+        enqueued_at: Timestamp::from_millis(item.enqueued_at),
     })
 }
 

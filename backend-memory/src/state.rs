@@ -44,6 +44,8 @@ pub(crate) struct Item {
     pub(crate) priority: i32,
     /// Enqueue sequence: FIFO order within a priority. Kept across retries.
     pub(crate) seq: u64,
+    /// The backend's now (ms) at the enqueue that created it.
+    pub(crate) enqueued_at: u64,
     pub(crate) attempts: u32,
     pub(crate) max_attempts: u32,
     pub(crate) dedup_key: Option<Arc<str>>,
@@ -170,6 +172,7 @@ impl QueueState {
                 payload: fresh.payload,
                 priority: fresh.priority,
                 seq: id,
+                enqueued_at: now,
                 attempts: 0,
                 max_attempts: fresh.max_attempts,
                 dedup_key: fresh.dedup_key,

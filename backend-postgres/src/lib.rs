@@ -45,8 +45,11 @@
 //! One table, `leaseq_items`, one row per unfinished item: `id` (from the
 //! sequence `leaseq_item_id`; it is also the enqueue order), `queue`, `state`
 //! (`ready`, `scheduled`, `leased`, `dead`), `priority`, `payload`,
-//! `attempts`, `max_attempts`, `dedup_key`, `token` (uuid), `available_at`,
-//! `lease_expires_at`, `dead_at`, `last_error`. Acked items are deleted.
+//! `attempts`, `max_attempts`, `dedup_key`, `token` (uuid), `enqueued_at`
+//! (the server's `now()` at the enqueue, in the first migration: every row
+//! has it; returned as [`leaseq_core::Lease::enqueued_at`]),
+//! `available_at`, `lease_expires_at`, `dead_at`, `last_error`. Acked items
+//! are deleted.
 //! Partial indexes serve each access path, so none reads finished or
 //! unrelated rows:
 //!

@@ -844,7 +844,8 @@ fn fenced_id(lease: &LeaseKey) -> i64 {
     sql_id(lease.id).unwrap_or(-1)
 }
 
-/// A row of the lease columns (claim, recover_claim) as a [`Lease`].
+/// A row of the lease columns (claim, recover_claim: the lease's seven,
+/// two the claim uses for repairs, then the enqueue time) as a [`Lease`].
 fn lease(queue: &QueueName, row: &PgRow) -> Result<Lease> {
     let tok: uuid::Uuid = col(row, 1)?;
     let payload: Vec<u8> = col(row, 2)?;
@@ -859,5 +860,6 @@ fn lease(queue: &QueueName, row: &PgRow) -> Result<Lease> {
         max_attempts: count(col(row, 4)?, "max_attempts")?,
         priority: col(row, 5)?,
         expires_at: ts(col(row, 6)?),
+        enqueued_at: ts(col(row, 9)?),
     })
 }

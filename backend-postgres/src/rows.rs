@@ -137,6 +137,7 @@ pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
         dedup_key: col(row, 6)?,
         due_at: due.map(ts),
         last_error: col(row, 8)?,
+        enqueued_at: ts(col(row, 9)?),
     })
 }
 

@@ -62,9 +62,11 @@ fn info_columns() -> String {
         "id, CASE WHEN state = 'scheduled' AND available_at <= now() THEN 'ready' ELSE state END \
          AS state, payload, priority, attempts, max_attempts, dedup_key, \
          CASE WHEN state = 'scheduled' AND available_at > now() THEN {avail} \
-              WHEN state = 'leased' THEN {lease} END AS due_ms, last_error",
+              WHEN state = 'leased' THEN {lease} END AS due_ms, last_error, \
+         {enq} AS enqueued_ms",
         avail = ms("available_at"),
         lease = ms("lease_expires_at"),
+        enq = ms("enqueued_at"),
     )
 }
 
@@ -144,9 +146,9 @@ impl Sql {
                         WITH ORDINALITY AS t(payload, priority, max_attempts, dedup_key, delay_ms, unique_for_ms, ord) \
                  ), ins AS ( \
                    INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, dedup_key, \
-                                    available_at, unique_for_ms) \
+                                    enqueued_at, available_at, unique_for_ms) \
                    SELECT id, $1, CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
-                          priority, payload, max_attempts, dedup_key, \
+                          priority, payload, max_attempts, dedup_key, now(), \
                           now() + delay_ms * interval '1 millisecond', unique_for_ms \
                    FROM input \
                    WHERE NOT EXISTS (SELECT 1 FROM {h} k WHERE k.queue = $1 \
@@ -170,10 +172,11 @@ impl Sql {
             // back sorted, in one array.
             enqueue_plain: format!(
                 "WITH ins AS ( \
-                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, available_at) \
+                   INSERT INTO {t} (id, queue, state, priority, payload, max_attempts, \
+                                    enqueued_at, available_at) \
                    SELECT nextval({seq}), $1, \
                           CASE WHEN delay_ms > 0 THEN 'scheduled' ELSE 'ready' END, \
-                          priority, payload, max_attempts, \
+                          priority, payload, max_attempts, now(), \
                           now() + delay_ms * interval '1 millisecond' \
                    FROM unnest($2::bytea[], $3::int4[], $4::int4[], $5::int8[]) \
                         AS t(payload, priority, max_attempts, delay_ms) \
@@ -261,17 +264,18 @@ impl Sql {
                    WHERE i.id = pick.id AND i.payload IS NOT NULL \
                      AND i.attempts < {ATTEMPTS_LIMIT} AND i.state IN ('ready', 'scheduled') \
                    RETURNING i.id, i.token, i.payload, i.attempts, i.max_attempts, i.priority, \
-                             {exp} AS expires_ms \
+                             {exp} AS expires_ms, {enq} AS enqueued_ms \
                  ) \
                  SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
-                        NULL::text AS repair_state, NULL::text AS repair FROM leased \
+                        NULL::text AS repair_state, NULL::text AS repair, enqueued_ms FROM leased \
                  UNION ALL \
-                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'missing' FROM removed \
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'missing', 0 FROM removed \
                  UNION ALL \
-                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'quarantined' FROM quarantined \
+                 SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'quarantined', 0 FROM quarantined \
                  UNION ALL \
-                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'limited' FROM gate WHERE limited",
+                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'limited', 0 FROM gate WHERE limited",
                 exp = ms("i.lease_expires_at"),
+                enq = ms("i.enqueued_at"),
                 lim = crate::limits::table(schema),
                 poison_batch = leaseq_core::limits::MAX_CLAIM,
             ),
@@ -282,12 +286,14 @@ impl Sql {
             // the leased index: its cost grows with them, which is fine for
             // a call made only after a lost reply.
             recover_claim: format!(
-                "SELECT id, token, payload, attempts, max_attempts, priority, {exp} AS expires_ms \
+                "SELECT id, token, payload, attempts, max_attempts, priority, {exp} AS expires_ms, \
+                        NULL::text, NULL::text, {enq} AS enqueued_ms \
                  FROM {t} \
                  WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
                    AND token BETWEEN $2 AND $3 AND payload IS NOT NULL \
                  ORDER BY token",
                 exp = ms("lease_expires_at"),
+                enq = ms("enqueued_at"),
             ),
             // $1 id, $2 queue, $3 token, $4 held until (epoch ms). One row
             // always: the fate, and the item's (effective) state or NULL.

@@ -73,9 +73,18 @@ pub(crate) fn opt_state(r: &Reply) -> Result<Option<ItemState>> {
     }
 }
 
-/// `{ id, token, payload, attempts, max attempts, priority, expires at }`.
+/// `expires_at` less `age` ms (the claim reply's `expires at - enqueued at`;
+/// negative only if the server's clock stepped back since the enqueue).
+fn enqueued_before(expires_at: u64, age: i64) -> Timestamp {
+    let t = i128::from(expires_at) - i128::from(age);
+    Timestamp::from_millis(u64::try_from(t.max(0)).unwrap_or(u64::MAX))
+}
+
+/// `{ id, token, payload, attempts, max attempts, priority, expires at,
+/// expires at - enqueued at }`.
 pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
-    let f = r.tuple(7)?;
+    let f = r.tuple(8)?;
+    let expires_at = f[6].uint()?;
     let token: LeaseToken = f[1].text()?.parse().map_err(|_| Error::Corrupt {
         what: format!("bad token in claim reply: {:?}", f[1]),
     })?;
@@ -89,7 +98,8 @@ pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
         attempts: attempts_of(&f[3])?,
         max_attempts: max_attempts_of(&f[4])?,
         priority: i32_of(&f[5])?,
-        expires_at: Timestamp::from_millis(f[6].uint()?),
+        expires_at: Timestamp::from_millis(expires_at),
+        enqueued_at: enqueued_before(expires_at, f[7].int()?),
     })
 }
 
@@ -112,9 +122,10 @@ pub(crate) fn repairs(queue: &QueueName, r: &Reply) -> Result<Vec<Repair>> {
     Ok(out)
 }
 
-/// `{ id, state, payload, priority, attempts, max, dedup key, due, last error }`.
+/// `{ id, state, payload, priority, attempts, max, dedup key, due, last
+/// error, enqueued at }`.
 pub(crate) fn item(r: &Reply) -> Result<ItemInfo> {
-    let f = r.tuple(9)?;
+    let f = r.tuple(10)?;
     Ok(ItemInfo {
         id: ItemId::new(f[0].uint()?),
         state: state_of(&f[1])?,
@@ -125,6 +136,7 @@ pub(crate) fn item(r: &Reply) -> Result<ItemInfo> {
         dedup_key: opt_lossy(&f[6])?,
         due_at: f[7].opt_uint()?.map(Timestamp::from_millis),
         last_error: opt_lossy(&f[8])?,
+        enqueued_at: Timestamp::from_millis(f[9].uint()?),
     })
 }
 
@@ -149,9 +161,11 @@ mod tests {
             Reply::Int(3),
             Reply::Int(-2),
             Reply::Int(1_700_000_000_000),
+            Reply::Int(30_250),
         ]);
         let l = lease(&q, &r).expect("decodes");
         assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
+        assert_eq!(l.enqueued_at, Timestamp::from_millis(1_699_999_969_750));
         let bad = Reply::Array(vec![Reply::Int(4)]);
         assert!(lease(&q, &bad).is_err());
     }
@@ -195,6 +209,7 @@ mod tests {
                 Reply::Int(max),
                 Reply::Int(pri),
                 Reply::Int(1),
+                Reply::Int(0),
             ])
         };
         assert!(lease(&q, &lease_with(1, 1, 0)).is_ok());
@@ -236,10 +251,18 @@ mod tests {
             Reply::Nil,
             Reply::Nil,
             d("boom"),
+            Reply::Int(1_700_000_000_000),
         ]);
         let i = item(&r).expect("decodes");
         assert_eq!(i.state, ItemState::Dead);
         assert_eq!(i.last_error.as_deref(), Some("boom"));
         assert_eq!(i.due_at, None);
+        assert_eq!(i.enqueued_at, Timestamp::from_millis(1_700_000_000_000));
+    }
+
+    #[test]
+    fn an_enqueue_time_after_the_expiry_decodes_without_wrapping() {
+        assert_eq!(enqueued_before(5, -3), Timestamp::from_millis(8));
+        assert_eq!(enqueued_before(5, 9), Timestamp::ZERO);
     }
 }

@@ -11,7 +11,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:scheduled` | sorted set | Scheduled ids; score = due time (ms) |
 /// | `{p:q}:leased` | sorted set | Leased ids; score = lease expiry (ms) |
 /// | `{p:q}:dead` | sorted set | Dead ids; score = death order |
-/// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` |
+/// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` enqueue time (ms, server `TIME`) |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
 /// | `{p:q}:dseq` | string | the death-order counter |

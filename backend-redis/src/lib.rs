@@ -83,9 +83,16 @@
 //! id twice: Ready (score `-priority`, ties broken by the zero-padded id, so
 //! highest priority first and FIFO within one), Scheduled (due time), Leased
 //! (lease expiry), Dead (death order). Each item is one hash with its
-//! payload, attempts, token, state and dedup key. Ids come from a counter
+//! payload, attempts, token, state, dedup key and enqueue time (`enq`,
+//! the server's `TIME` at the enqueue, ms). Ids come from a counter
 //! (with a second copy, see [Ids](#ids)) and are exact up to 2^53 (Lua
 //! numbers are doubles); priorities are any `i32`.
+//!
+//! An item hash without a usable `enq` (written before
+//! [`leaseq_core::Lease::enqueued_at`] existed, or damaged) is not corrupt:
+//! a claim gives it the claim's time and writes that to the hash, so its
+//! later claims and inspection show the same; `item` and `peek` show a
+//! Scheduled one's due time and any other the time of the call.
 //!
 //! # Ids
 //! An id is never given to two items, even when the counter is lost or

@@ -401,7 +401,65 @@ async fn stray_entry_elsewhere_is_healed(which: Which) {
     c.assert_consistent_and_empty().await;
 }
 
+/// An item hash without `enq` (written before the field existed) is not
+/// corrupt: inspection shows a Scheduled one's due time and any other the
+/// time of the call; a claim gives it the claim's time and writes it, so
+/// later reads and claims agree.
+async fn item_without_enqueue_time_gets_the_claims(which: Which) {
+    let Some(mut c) = case(which, "noenq").await else {
+        return;
+    };
+    let now_id = c.enqueue(1).await[0];
+    let later = NewItem::new("later").delay(Duration::from_secs(600));
+    let later_id = c
+        .backend
+        .enqueue_one(&c.queue, later)
+        .await
+        .expect("enqueue");
+    for id in [now_id, later_id] {
+        let _: i64 = c.raw.hdel(c.keys.item(id), "enq").await.expect("hdel");
+    }
+    let scheduled = c.backend.item(&c.queue, later_id).await.expect("item");
+    assert_eq!(Some(scheduled.enqueued_at), scheduled.due_at);
+
+    let before = c.backend.now().await.expect("now");
+    let shown = c.backend.item(&c.queue, now_id).await.expect("item");
+    let lease = c
+        .backend
+        .claim_one(&c.queue, TTL)
+        .await
+        .expect("claim")
+        .expect("a lease");
+    let after = c.backend.now().await.expect("now");
+    assert_eq!(lease.id(), now_id);
+    for t in [shown.enqueued_at, lease.enqueued_at] {
+        assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
+    }
+    let stored: Option<u64> = c.raw.hget(c.keys.item(now_id), "enq").await.expect("hget");
+    assert_eq!(
+        stored,
+        Some(lease.enqueued_at.as_millis()),
+        "the claim wrote it"
+    );
+    let info = c.backend.item(&c.queue, now_id).await.expect("item");
+    assert_eq!(info.enqueued_at, lease.enqueued_at);
+    c.backend
+        .release(&lease.key, Duration::ZERO)
+        .await
+        .expect("release");
+    let again = c
+        .backend
+        .claim_one(&c.queue, TTL)
+        .await
+        .expect("claim")
+        .expect("a lease");
+    assert_eq!(again.enqueued_at, lease.enqueued_at);
+    c.backend.ack(&again.key).await.expect("ack");
+    c.backend.purge(&c.queue).await.expect("purge");
+}
+
 for_each_client!(
+    item_without_enqueue_time_gets_the_claims,
     ready_id_without_hash,
     ready_id_also_leased,
     wrong_type_where_hash_should_be,

@@ -60,8 +60,11 @@
 //! item: `id` (`AUTOINCREMENT`: never reused, and the enqueue order),
 //! `queue`, `state` (`ready`, `scheduled`, `leased`, `dead`), `priority`,
 //! `payload`, `attempts`, `max_attempts`, `dedup_key`, `token` (16 bytes,
-//! big-endian), `enqueued_at`, `available_at`, `lease_expires_at`,
-//! `dead_at` (epoch milliseconds), `last_error`. Acked items are deleted.
+//! big-endian), `enqueued_at` (SQLite's clock at the enqueue, in the first
+//! migration: every row has it; returned as
+//! [`leaseq_core::Lease::enqueued_at`]), `available_at`,
+//! `lease_expires_at`, `dead_at` (epoch milliseconds), `last_error`. Acked
+//! items are deleted.
 //! Checks hold the core's limits (queue name, dedup key and reason
 //! lengths, counters within `i32`, a token exactly when Leased). Partial
 //! indexes serve each access path, so none reads finished or unrelated

@@ -622,7 +622,7 @@ impl Backend for SqliteBackend {
 }
 
 /// A row of claim's or recover_claim's columns (id, state, token, payload,
-/// attempts, max attempts, priority, expiry) as a [`Lease`].
+/// attempts, max attempts, priority, expiry, enqueue time) as a [`Lease`].
 fn lease(queue: &QueueName, row: &SqliteRow) -> Result<Lease> {
     let tok: Vec<u8> = col(row, 2)?;
     let payload: Vec<u8> = col(row, 3)?;
@@ -637,5 +637,6 @@ fn lease(queue: &QueueName, row: &SqliteRow) -> Result<Lease> {
         max_attempts: count(col(row, 5)?, "max_attempts")?,
         priority: priority(col(row, 6)?)?,
         expires_at: ts(col(row, 7)?),
+        enqueued_at: ts(col(row, 8)?),
     })
 }

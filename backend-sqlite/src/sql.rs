@@ -44,7 +44,8 @@ macro_rules! fence {
 }
 
 /// The inspection columns: id, effective state, payload, priority,
-/// attempts, max attempts, dedup key, due time (ms), last error.
+/// attempts, max attempts, dedup key, due time (ms), last error, enqueue
+/// time (ms).
 macro_rules! info {
     () => {
         concat!(
@@ -53,7 +54,8 @@ macro_rules! info {
             " THEN 'ready' ELSE state END, payload, priority, attempts, max_attempts, dedup_key, \
              CASE WHEN state = 'scheduled' AND available_at > ",
             now!(),
-            " THEN available_at WHEN state = 'leased' THEN lease_expires_at END, last_error"
+            " THEN available_at WHEN state = 'leased' THEN lease_expires_at END, last_error, \
+             enqueued_at"
         )
     };
 }
@@ -125,7 +127,8 @@ pub(crate) const CLAIM: &str = concat!(
     now!(),
     ") + ?3 END ",
     "FROM hit WHERE leaseq_items.id = hit.id ",
-    "RETURNING id, state, token, payload, attempts, max_attempts, priority, lease_expires_at"
+    "RETURNING id, state, token, payload, attempts, max_attempts, priority, lease_expires_at, ",
+    "  enqueued_at"
 );
 
 /// `?1` queue, `?2` the ids a claim found poisoned (a JSON array). Deletes
@@ -152,7 +155,8 @@ pub(crate) const QUARANTINE: &str = concat!(
 /// family (16-byte blobs compare as the u128 they hold, so the family is
 /// one range and token order is slot order).
 pub(crate) const RECOVER_CLAIM: &str = concat!(
-    "SELECT id, state, token, payload, attempts, max_attempts, priority, lease_expires_at ",
+    "SELECT id, state, token, payload, attempts, max_attempts, priority, lease_expires_at, ",
+    "  enqueued_at ",
     "FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
     now!(),
     " AND token BETWEEN ?2 AND ?3 AND payload IS NOT NULL ORDER BY token"

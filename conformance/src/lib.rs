@@ -123,6 +123,7 @@ macro_rules! __with_checks {
             lifecycle::reap_final_attempt_goes_dead
             lifecycle::expired_unreaped_lease_still_works
             lifecycle::give_back_spends_no_attempt
+            lifecycle::enqueue_time_is_kept
             fencing::stale_token_after_reap
             fencing::stale_token_after_reclaim
             fencing::forged_token_is_rejected

@@ -249,8 +249,18 @@ fn a_release_that_requeues_at_the_back_is_caught() {
 }
 
 #[test]
+fn a_claim_time_reported_as_the_enqueue_time_is_caught() {
+    caught(
+        "the claim's time as enqueued_at",
+        &[Rule::Contract("enqueued_at")],
+        || lifecycle::enqueue_time_is_kept(&FaultyFactory(Fault::ClaimTimeAsEnqueueTime)),
+    );
+}
+
+#[test]
 fn the_new_checks_pass_without_a_fault() {
     for r in [
+        block_on(lifecycle::enqueue_time_is_kept(&FaultyFactory(Fault::None))),
         block_on(lifecycle::reap_requeues_expired(&FaultyFactory(
             Fault::None,
         ))),

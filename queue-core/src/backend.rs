@@ -187,6 +187,10 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - The whole batch is checked first; a bad item rejects the batch and
     ///   nothing is written.
     /// - Items without delay are Ready, with a delay Scheduled.
+    /// - Each new item records the backend's now as its `enqueued_at`
+    ///   ([`crate::Lease::enqueued_at`], [`ItemInfo::enqueued_at`]), which
+    ///   claims, `peek` and `item` return unchanged until it is acked
+    ///   (through releases, reaps, fails and redrives).
     /// - An item whose dedup key is held by an unacked item (any state) is
     ///   not written; its entry in the result carries the holder's id and
     ///   `deduplicated: true`. With [`Capabilities::unique_for`], a key is

@@ -12,8 +12,9 @@ use crate::{Backend, ClaimSpec, Claimed, ItemId, Lease, NewItem, QueueName, Resu
 #[async_trait]
 pub trait BackendExt: Backend {
     /// Enqueues one item; returns its id (or the dedup key holder's id).
+    /// Runs in a producer span `enqueue` ([`crate::spans`]).
     async fn enqueue_one(&self, queue: &QueueName, item: NewItem) -> Result<ItemId> {
-        let out = self.enqueue(queue, vec![item]).await?;
+        let out = crate::spans::enqueue(self, queue, vec![item]).await?;
         out.first()
             .map(|e| e.id)
             .ok_or_else(|| crate::Error::Corrupt {

@@ -207,6 +207,10 @@ pub struct Lease {
     pub priority: i32,
     /// When the lease runs out, on the backend's clock.
     pub expires_at: Timestamp,
+    /// When the enqueue that created the item ran, on the backend's clock
+    /// (the clock of `expires_at`). Kept across retries, releases, reaps
+    /// and redrives.
+    pub enqueued_at: Timestamp,
 }
 
 impl Lease {
@@ -260,6 +264,9 @@ pub struct ItemInfo {
     pub due_at: Option<Timestamp>,
     /// The reason given by the last `fail` (or the reaper), if any.
     pub last_error: Option<String>,
+    /// When the enqueue that created the item ran, on the backend's clock.
+    /// Kept across retries, releases, reaps and redrives.
+    pub enqueued_at: Timestamp,
 }
 
 /// What `release` did with the item.

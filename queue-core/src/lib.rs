@@ -45,6 +45,7 @@ pub mod queue_limits;
 mod report;
 pub mod schedule;
 pub mod settle;
+pub mod spans;
 mod typed;
 mod worker;
 
@@ -69,3 +70,19 @@ pub use worker::{
 pub use async_trait::async_trait;
 pub use bytes::Bytes;
 pub use tokio_util::sync::CancellationToken;
+
+/// The string constants `module` of `source` declares, in order: the
+/// `pub const NAME: &str = "value";` lines up to the module's `ALL`.
+#[cfg(test)]
+pub(crate) fn declared_consts(source: &str, module: &str) -> Vec<String> {
+    let start = source
+        .find(&format!("pub mod {module} {{"))
+        .unwrap_or_else(|| panic!("no module {module}"));
+    source[start..]
+        .lines()
+        .take_while(|l| !l.contains("pub const ALL"))
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.split('"').nth(1))
+        .map(str::to_owned)
+        .collect()
+}

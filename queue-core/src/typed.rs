@@ -39,7 +39,8 @@ impl<T: Serialize + DeserializeOwned> Codec<T> for JsonCodec {
     }
 }
 
-/// A queue of `T` values: enqueues encode with the codec.
+/// A queue of `T` values: enqueues encode with the codec, each in a
+/// producer span `enqueue` ([`crate::spans`]).
 ///
 /// ```
 /// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
@@ -114,7 +115,7 @@ impl<T, C: Codec<T>> TypedQueue<T, C> {
         options: impl FnOnce(NewItem) -> NewItem,
     ) -> Result<ItemId> {
         let item = options(NewItem::new(self.codec.encode(value)?));
-        let out = self.backend.enqueue(&self.queue, vec![item]).await?;
+        let out = crate::spans::enqueue(self.backend.as_ref(), &self.queue, vec![item]).await?;
         out.first().map(|e| e.id).ok_or_else(|| Error::Corrupt {
             what: "enqueue of one item returned no result".into(),
         })
@@ -126,7 +127,7 @@ impl<T, C: Codec<T>> TypedQueue<T, C> {
             .iter()
             .map(|v| self.codec.encode(v).map(NewItem::new))
             .collect::<Result<Vec<_>>>()?;
-        self.backend.enqueue(&self.queue, items).await
+        crate::spans::enqueue(self.backend.as_ref(), &self.queue, items).await
     }
 }
 

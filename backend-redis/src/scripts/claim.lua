@@ -1,8 +1,12 @@
 -- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot;
 -- KEYS[10] = the queue's limits hash (scripts/limits.lua).
 -- Returns { leases, repairs, more, retry after ms or nil } where a lease is
--- { id, token, payload, attempts, max attempts, priority, expires at } and
--- more = 1 when the call stopped at its repair budget with slots still open.
+-- { id, token, payload, attempts, max attempts, priority, expires at,
+-- expires at - enqueued at } (the last a difference: a few digits instead
+-- of thirteen) and more = 1 when the call stopped at its repair budget with
+-- slots still open. An item without an `enq` field (written before the field
+-- existed) gets this claim's time, written to the item so its later claims
+-- and inspection show the same.
 -- An item whose fields are outside the limits (see `unusable`) is
 -- quarantined to Dead and reported as a repair, never leased.
 local bad = guard_indexes()
@@ -36,11 +40,17 @@ while #leases < max do
     elseif id then
       local token = ARGV[4 + #leases]
       local att = tonumber(f[2]) + 1
-      redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att))
+      local enq = int_field(f[6], 0, ID_MAX)
+      if enq then
+        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att))
+      else
+        enq = now
+        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att), 'enq', fmt_int(now))
+      end
       moved[#moved + 1] = m
       homes[#homes + 1] = exp_s
       homes[#homes + 1] = m
-      leases[#leases + 1] = { id, token, f[5], att, tonumber(f[3]), tonumber(f[4]), exp }
+      leases[#leases + 1] = { id, token, f[5], att, tonumber(f[3]), tonumber(f[4]), exp, exp - enq }
     end
   end
   call_chunked('ZREM', K_READY, moved)

@@ -240,8 +240,8 @@ local function quarantine(m, id, k, from, problem, repairs)
 end
 
 -- Checks the item an index entry names. Returns (id, item key, fields) when
--- the entry is sound, where fields = HMGET st, att, max, pri (and p when
--- `payload`); otherwise repairs it, records the repair, and returns nil.
+-- the entry is sound, where fields = HMGET st, att, max, pri (and p, enq
+-- when `payload`); otherwise repairs it, records the repair, and returns nil.
 local function check_entry(index, m, repairs, payload)
   local key = INDEX[index]
   local id = tonumber(m)
@@ -253,7 +253,7 @@ local function check_entry(index, m, repairs, payload)
   local k = item_key(id)
   local f
   if payload then
-    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri', 'p')
+    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri', 'p', 'enq')
   else
     f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri')
   end
@@ -321,14 +321,25 @@ local function home_of(m)
   return nil
 end
 
+-- The enqueue time of an item whose `enq` field is missing or not an
+-- integer (written before the field existed, or damaged): its due time
+-- when it is Scheduled (when it became claimable), else `now`.
+local function enq_or(enq, st, due, now)
+  local t = int_field(enq, 0, ID_MAX)
+  if t then return t end
+  if st == 'scheduled' and due then return due end
+  return now
+end
+
 -- One item as inspection shows it: { id, state, payload, priority, attempts,
--- max attempts, dedup key, due, last error }, every number within the field
--- limits (a field outside them shows as the nearest safe value: priority 0,
--- attempts 0, max attempts 1; a missing payload as ''). Also returns why the
--- item cannot be used (nil when it can; never checked for a Dead item) and
--- its home: the state its record names, else the index holding it.
+-- max attempts, dedup key, due, last error, enqueued at }, every number
+-- within the field limits (a field outside them shows as the nearest safe
+-- value: priority 0, attempts 0, max attempts 1; a missing payload as ''; a
+-- missing enqueue time as `enq_or` says). Also returns why the item cannot
+-- be used (nil when it can; never checked for a Dead item) and its home: the
+-- state its record names, else the index holding it.
 local function item_record(id, k, now)
-  local f = redis.call('HMGET', k, 'st', 'p', 'pri', 'att', 'max', 'dk', 'due', 'err')
+  local f = redis.call('HMGET', k, 'st', 'p', 'pri', 'att', 'max', 'dk', 'due', 'err', 'enq')
   local home = f[1]
   if not INDEX[home] then home = home_of(member(id)) or 'ready' end
   local problem = nil
@@ -336,10 +347,11 @@ local function item_record(id, k, now)
     problem = unusable(f[4], f[5], f[3], home == 'ready' or home == 'scheduled', type(f[2]) == 'string')
   end
   local st, due = home, int_field(f[7], 0, ID_MAX)
+  local enq = enq_or(f[9], st, due, now)
   if st == 'scheduled' and due and due <= now then st = 'ready'; due = false end
   if st ~= 'scheduled' and st ~= 'leased' then due = false end
   return { id, st, f[2] or '', int_field(f[3], PRI_MIN, PRI_MAX) or 0, int_field(f[4], 0, ATT_MAX) or 0,
-           int_field(f[5], 1, MAX_ATT_MAX) or 1, f[6] or false, due or false, f[8] or false }, problem, home
+           int_field(f[5], 1, MAX_ATT_MAX) or 1, f[6] or false, due or false, f[8] or false, enq }, problem, home
 end
 
 -- What inspection does with an item `item_record` found unusable: a Ready

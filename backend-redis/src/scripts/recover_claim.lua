@@ -2,7 +2,8 @@
 -- token's 32 lowercase hex digits). Claims nothing.
 -- Returns { leases, repairs }: every live lease (expiry after the server's
 -- now) whose token is of that family, as claim returns a lease:
--- { id, token, payload, attempts, max attempts, priority, expires at }.
+-- { id, token, payload, attempts, max attempts, priority, expires at,
+-- expires at - enqueued at } (the claim wrote `enq` if it was missing).
 -- A lease whose item's fields are outside the limits (see `unusable`;
 -- poison planted after the claim) is quarantined to Dead and reported as a
 -- repair instead of returned.
@@ -23,7 +24,7 @@ for start = first, total - 1, PAGE do
     local m, exp = page[i], tonumber(page[i + 1])
     local id = tonumber(m)
     if id and id >= 1 and id == math.floor(id) and member(id) == m and exp and exp > now then
-      local f = redis.pcall('HMGET', item_key(id), 'st', 'tok', 'p', 'att', 'max', 'pri')
+      local f = redis.pcall('HMGET', item_key(id), 'st', 'tok', 'p', 'att', 'max', 'pri', 'enq')
       local tok = (not f.err) and f[2]
       if tok and f[1] == 'leased' and string.len(tok) == 32 and string.sub(tok, 1, 24) == family then
         local problem = unusable(f[4], f[5], f[6], false, type(f[3]) == 'string')
@@ -32,7 +33,8 @@ for start = first, total - 1, PAGE do
           -- of the pages still to read.
           poisoned[#poisoned + 1] = { m, id, problem }
         else
-          out[#out + 1] = { id, tok, f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), exp }
+          local enq = int_field(f[7], 0, ID_MAX) or now
+          out[#out + 1] = { id, tok, f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), exp, exp - enq }
         end
       end
     end

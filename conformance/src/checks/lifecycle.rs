@@ -500,3 +500,106 @@ pub async fn give_back_spends_no_attempt<F: BackendFactory>(factory: &F) -> Chec
     })
     .await
 }
+
+/// `enqueued_at` is the backend's now at the enqueue that created the item
+/// (between `now()` read before and after it, for a delayed item too), and
+/// every read shows that same time: the claim's lease, `item`, `peek` of
+/// each state, and again after a release and a re-claim, and after a fail
+/// and a redrive. Time is let pass before each claim, so a backend that
+/// reports the claim's time instead is caught.
+pub async fn enqueue_time_is_kept<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("enqueued_at");
+    run(
+        factory,
+        "enqueue_time_is_kept",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let before = cx.now().await?;
+            let mut batch = vec![NewItem::new("now")];
+            let delays = cx.b.capabilities().delays;
+            if delays {
+                batch.push(NewItem::new("later").delay(LONG));
+            }
+            let ids = cx.enqueue(batch).await?;
+            let after = cx.now().await?;
+            let id = ids[0];
+            let at = cx.must_item(id).await?.enqueued_at;
+            ensure!(
+                before <= at && at <= after,
+                rule,
+                "item {id} was enqueued between {before} and {after} but shows enqueued_at {at}"
+            );
+            if let Some(&later) = ids.get(1) {
+                let info = cx.must_item(later).await?;
+                ensure!(
+                    before <= info.enqueued_at && info.enqueued_at <= after,
+                    rule,
+                    "a delayed item enqueued between {before} and {after} shows enqueued_at {} (its due time is {:?})",
+                    info.enqueued_at,
+                    info.due_at
+                );
+                let peeked = peeked_at(&cx, ItemState::Scheduled, later).await?;
+                ensure!(
+                    peeked == Some(info.enqueued_at),
+                    rule,
+                    "peek of Scheduled shows the delayed item's enqueued_at as {peeked:?}, item() as {}",
+                    info.enqueued_at
+                );
+            }
+            let same = |when: &str, got: Option<leaseq_core::Timestamp>| {
+                ensure!(
+                    got == Some(at),
+                    rule,
+                    "{when}: enqueued_at is {got:?}, expected {at} (the enqueue's time)"
+                );
+                Ok(())
+            };
+            same("peek of Ready", peeked_at(&cx, ItemState::Ready, id).await?)?;
+
+            cx.wait_past(after).await?;
+            let first = cx.claim_one(LONG).await?;
+            ensure!(first.id() == id, rule, "claimed {} instead of {id}", first.id());
+            same("the first claim's lease", Some(first.enqueued_at))?;
+            same("item() while Leased", Some(cx.must_item(id).await?.enqueued_at))?;
+            same("peek of Leased", peeked_at(&cx, ItemState::Leased, id).await?)?;
+
+            cx.b.release(&first.key, Duration::ZERO)
+                .await
+                .or_fail(rule, "release")?;
+            same("item() after a release", Some(cx.must_item(id).await?.enqueued_at))?;
+            cx.wait_past(cx.now().await?).await?;
+            let second = cx.claim_one(LONG).await?;
+            ensure!(second.id() == id, rule, "re-claimed {} instead of {id}", second.id());
+            same("the lease of a re-claim after a release", Some(second.enqueued_at))?;
+
+            cx.b.fail(&second.key, "x").await.or_fail(rule, "fail")?;
+            same("item() while Dead", Some(cx.must_item(id).await?.enqueued_at))?;
+            same("peek of Dead", peeked_at(&cx, ItemState::Dead, id).await?)?;
+            let moved = cx.b.redrive(&cx.q, 10).await.or_fail(rule, "redrive")?;
+            ensure!(moved == 1, rule, "redrive of one Dead item moved {moved}");
+            same("item() after a redrive", Some(cx.must_item(id).await?.enqueued_at))?;
+            cx.wait_past(cx.now().await?).await?;
+            let third = cx.claim_one(LONG).await?;
+            ensure!(third.id() == id, rule, "claimed {} after the redrive instead of {id}", third.id());
+            same("the lease of a claim after a redrive", Some(third.enqueued_at))?;
+            cx.b.ack(&third.key).await.or_fail(rule, "ack")?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The `enqueued_at` that `peek` of `state` shows for `id`, `None` when
+/// the listing leaves it out.
+async fn peeked_at(
+    cx: &crate::cx::Cx,
+    state: ItemState,
+    id: leaseq_core::ItemId,
+) -> Result<Option<leaseq_core::Timestamp>, crate::Violation> {
+    let listed =
+        cx.b.peek(&cx.q, state, 100)
+            .await
+            .or_fail(cx.rule, "peek")?;
+    Ok(listed.iter().find(|i| i.id == id).map(|i| i.enqueued_at))
+}

@@ -58,6 +58,9 @@ pub(crate) enum Fault {
     /// last tick, enqueues and then records the tick would run it: read,
     /// enqueue, write, each on its own.
     SplitFire,
+    /// A claim reports the claim's time as the item's enqueue time (as a
+    /// backend that never stored it would).
+    ClaimTimeAsEnqueueTime,
 }
 
 /// `inner` with `fault`.
@@ -135,6 +138,15 @@ impl Layer for Faulty {
             }
         }
         let mut claimed = self.inner.claim(queue, spec).await?;
+        if self.fault == Fault::ClaimTimeAsEnqueueTime {
+            for l in &mut claimed.leases {
+                l.enqueued_at = Timestamp::from_millis(
+                    l.expires_at
+                        .as_millis()
+                        .saturating_sub(spec.ttl().as_millis()),
+                );
+            }
+        }
         {
             let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
             for l in &claimed.leases {

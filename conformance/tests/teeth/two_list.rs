@@ -32,6 +32,7 @@ struct Record {
     attempts: u32,
     max_attempts: u32,
     last_error: Option<String>,
+    enqueued_at: Timestamp,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +111,7 @@ impl TwoList {
             dedup_key: None,
             due_at,
             last_error: r.last_error.clone(),
+            enqueued_at: r.enqueued_at,
         })
     }
 
@@ -150,13 +152,14 @@ impl Backend for TwoList {
                 k.next_id += 1;
                 k.next_id
             });
-            self.cmd(queue, |k, _| {
+            self.cmd(queue, |k, now| {
                 let record = Record {
                     payload: item.get_payload().clone(),
                     priority: item.get_priority(),
                     attempts: 0,
                     max_attempts: item.get_max_attempts(),
                     last_error: None,
+                    enqueued_at: Timestamp::from_millis(now),
                 };
                 k.items.insert(id, record);
                 k.avail.push_front(id);
@@ -207,6 +210,7 @@ impl Backend for TwoList {
                 max_attempts: record.max_attempts,
                 priority: record.priority,
                 expires_at: Timestamp::from_millis(expires),
+                enqueued_at: record.enqueued_at,
             });
         }
         Ok(Claimed {

@@ -13,7 +13,9 @@ use super::shared::Shared;
 use super::slots::GATHER_TURNS;
 use crate::limits::MAX_ACK_BATCH;
 use crate::settle::Held;
+use crate::spans;
 use crate::Error;
+use tracing::Instrument;
 
 /// How one lease's ack ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +121,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
 /// lease by lease ([`crate::settle::Settle::ack_many`]): an ack that landed
 /// reports `Acked`, never `LeaseLost`.
 async fn ack_batch(shared: &Shared, keys: &[Held]) -> Vec<AckResult> {
-    match shared.settle.ack_many(shared.backend.as_ref(), keys).await {
+    let span = spans::ack_batch(&shared.queue, keys.len());
+    let acked = shared
+        .settle
+        .ack_many(shared.backend.as_ref(), keys)
+        .instrument(span.clone())
+        .await;
+    match spans::outcome(&span, acked) {
         Ok(results) if results.len() == keys.len() => results
             .iter()
             .map(|r| match r {

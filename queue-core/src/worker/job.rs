@@ -17,7 +17,9 @@ use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
 use super::slots::{Running, Slots};
+use super::timeout::JobTimedOut;
 use crate::settle::Held;
+use crate::spans::{self, error_types};
 use crate::{BoxError, Error, Lease, Released, Timestamp};
 
 /// How the handler's run ended: its result, or the payload of its panic.
@@ -27,8 +29,13 @@ enum Ran {
 }
 
 /// The job's part of its worker: the lease room it holds until its outcome
-/// is recorded, the worker's slots, and the two stop signals.
+/// is recorded, the worker's slots, the two stop signals, and when and
+/// under which span it was claimed.
 pub(crate) struct Place {
+    /// When the claim that leased the job returned (for the wait metric).
+    pub(crate) claimed: Instant,
+    /// The job's `process` span ([`crate::spans`]), opened at the claim.
+    pub(crate) span: tracing::Span,
     pub(crate) room: OwnedSemaphorePermit,
     pub(crate) slots: Arc<Slots>,
     /// Shutdown: a job still waiting for a handler slot gives its lease back.
@@ -41,21 +48,53 @@ pub(crate) struct Place {
 /// ahead), runs the handler, gives up the slot as soon as the handler ends
 /// (so the next claim overlaps this job's ack), then records the outcome.
 pub(crate) async fn run(shared: Arc<Shared>, lease: Lease, place: Place, acker: Acker) {
-    let span = tracing::info_span!(
-        "job",
-        queue = %lease.key.queue,
-        id = %lease.key.id,
-        attempt = lease.attempts,
-    );
     let Place {
+        claimed,
+        span,
         room,
         slots,
         shutdown,
         abandon,
     } = place;
-    run_inner(&shared, lease, room, &slots, &shutdown, &abandon, &acker)
-        .instrument(span)
-        .await;
+    let claimed_job = ClaimedJob {
+        lease,
+        claimed,
+        span: span.clone(),
+    };
+    run_inner(
+        &shared,
+        claimed_job,
+        room,
+        &slots,
+        &shutdown,
+        &abandon,
+        &acker,
+    )
+    .instrument(span)
+    .await;
+}
+
+/// A claimed job: its lease, when the claim returned, and its span.
+struct ClaimedJob {
+    lease: Lease,
+    claimed: Instant,
+    span: tracing::Span,
+}
+
+impl ClaimedJob {
+    /// How long ago the item was enqueued: up to the claim on the backend's
+    /// clock (its `expires_at` less the ttl the claim asked for), since the
+    /// claim on this process's monotonic clock.
+    fn waited(&self, ttl: crate::LeaseTtl) -> Duration {
+        let lease = &self.lease;
+        let claimed_at = lease.expires_at.as_millis().saturating_sub(ttl.as_millis());
+        Timestamp::from_millis(claimed_at).saturating_since(lease.enqueued_at)
+            + self.claimed.elapsed()
+    }
+
+    fn failed(&self, error_type: &'static str) {
+        spans::failed(&self.span, error_type);
+    }
 }
 
 /// A handler run in progress, for the metrics; dropping it (at the end, or
@@ -67,7 +106,8 @@ struct Handling<'a> {
 }
 
 impl<'a> Handling<'a> {
-    fn start(shared: &'a Shared, slot: Running) -> Self {
+    fn start(shared: &'a Shared, slot: Running, job: &ClaimedJob) -> Self {
+        shared.metrics.waited(job.waited(shared.ttl));
         shared.metrics.in_flight(1.0);
         Handling {
             shared,
@@ -86,15 +126,16 @@ impl Drop for Handling<'_> {
 
 async fn run_inner(
     shared: &Shared,
-    lease: Lease,
+    claimed_job: ClaimedJob,
     room: OwnedSemaphorePermit,
     slots: &Arc<Slots>,
     shutdown: &CancellationToken,
     abandon: &CancellationToken,
     acker: &Acker,
 ) {
+    let lease = &claimed_job.lease;
     let ctx = JobContext::new(lease.key.clone());
-    let job = Job::from_lease(&lease);
+    let job = Job::from_lease(lease);
     // The handler runs in this task (no second spawn per job); a panic is
     // caught here and counts as an error. Heartbeats run beside it, also
     // while a job claimed ahead waits for its slot.
@@ -107,7 +148,7 @@ async fn run_inner(
             }
             slot = slots.handler() => slot,
         };
-        let _handling = Handling::start(shared, slot);
+        let _handling = Handling::start(shared, slot, &claimed_job);
         let run = AssertUnwindSafe(shared.handler.handle(job, ctx.clone()));
         Some(run.catch_unwind().await)
     };
@@ -116,7 +157,7 @@ async fn run_inner(
     // reply compares against.
     let mut held_until = lease.expires_at;
     let ran = {
-        let heartbeats = heartbeats(shared, &lease, &ctx, &mut held_until, &mut lost);
+        let heartbeats = heartbeats(shared, lease, &ctx, &mut held_until, &mut lost);
         // Handler first: one that is done at its first poll never starts
         // the heartbeat timer.
         tokio::select! {
@@ -132,15 +173,17 @@ async fn run_inner(
             ctx.cancel();
             if lost {
                 // Nothing to give back, but the job still ends with an event.
+                claimed_job.failed(error_types::LEASE_LOST);
                 shared
                     .events
                     .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
             } else {
-                release_unfinished(shared, &lease, held_until).await;
+                release_unfinished(shared, &claimed_job, held_until).await;
             }
         }
         Ran::Done(res) => {
             if lost {
+                claimed_job.failed(error_types::LEASE_LOST);
                 shared
                     .events
                     .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
@@ -148,15 +191,25 @@ async fn run_inner(
             }
             let outcome = match res {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e),
+                Ok(Err(e)) => {
+                    claimed_job.failed(if e.downcast_ref::<Permanent>().is_some() {
+                        error_types::PERMANENT
+                    } else if e.downcast_ref::<JobTimedOut>().is_some() {
+                        error_types::TIMEOUT
+                    } else {
+                        error_types::HANDLER
+                    });
+                    Err(e)
+                }
                 Err(panic) => {
                     shared.metrics.inc(Counter::Panicked);
+                    claimed_job.failed(error_types::PANIC);
                     let msg = panic_text(panic);
                     tracing::error!(panic = %msg, "handler panicked");
                     Err(format!("handler panicked: {msg}").into())
                 }
             };
-            record(shared, &lease, held_until, outcome, acker, room).await;
+            record(shared, &claimed_job, held_until, outcome, acker, room).await;
         }
     }
 }
@@ -207,12 +260,13 @@ async fn heartbeats(
 /// to the handler's result.
 async fn record(
     shared: &Shared,
-    lease: &Lease,
+    claimed_job: &ClaimedJob,
     held_until: Timestamp,
     outcome: Result<(), BoxError>,
     acker: &Acker,
     room: OwnedSemaphorePermit,
 ) {
+    let lease = &claimed_job.lease;
     let held = Held {
         key: lease.key.clone(),
         until: held_until,
@@ -228,15 +282,21 @@ async fn record(
                 tracing::debug!("acked");
                 shared.events.emit(id, attempts, JobOutcome::Acked);
             }
-            AckResult::LeaseLost => lost_before_recording(shared, lease),
-            AckResult::Failed(error) => not_recorded(shared, lease, error),
+            AckResult::LeaseLost => lost_before_recording(shared, claimed_job),
+            AckResult::Failed(error) => not_recorded(shared, claimed_job, error),
         },
         Err(err) => {
             let text = error_text(&*err);
             let permanent = err.downcast_ref::<Permanent>().is_some();
             if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
                 let reason = text;
-                match shared.settle.fail(b, &held, &reason).await {
+                let span = spans::settle("fail", &lease.key.queue, id);
+                let res = shared
+                    .settle
+                    .fail(b, &held, &reason)
+                    .instrument(span.clone())
+                    .await;
+                match spans::outcome(&span, res) {
                     Ok(()) => {
                         shared.metrics.inc(Counter::Dead);
                         tracing::warn!(error = %reason, "job failed for good; item is Dead");
@@ -244,11 +304,17 @@ async fn record(
                             .events
                             .emit(id, attempts, JobOutcome::Dead { reason });
                     }
-                    Err(e) => unrecorded(shared, lease, e),
+                    Err(e) => unrecorded(shared, claimed_job, e),
                 }
             } else {
                 let delay = shared.retry.delay_for(attempts);
-                match shared.settle.release(b, &held, delay).await {
+                let span = spans::settle("release", &lease.key.queue, id);
+                let res = shared
+                    .settle
+                    .release(b, &held, delay)
+                    .instrument(span.clone())
+                    .await;
+                match spans::outcome(&span, res) {
                     Ok(Released::Dead) => {
                         shared.metrics.inc(Counter::Dead);
                         let reason = "attempts exhausted".to_string();
@@ -262,7 +328,7 @@ async fn record(
                         let outcome = JobOutcome::Retried { delay, error: text };
                         shared.events.emit(id, attempts, outcome);
                     }
-                    Err(e) => unrecorded(shared, lease, e),
+                    Err(e) => unrecorded(shared, claimed_job, e),
                 }
             }
         }
@@ -270,7 +336,8 @@ async fn record(
 }
 
 /// Gives an unfinished job's lease back at shutdown.
-async fn release_unfinished(shared: &Shared, lease: &Lease, held_until: Timestamp) {
+async fn release_unfinished(shared: &Shared, claimed_job: &ClaimedJob, held_until: Timestamp) {
+    let lease = &claimed_job.lease;
     let held = Held {
         key: lease.key.clone(),
         until: held_until,
@@ -278,14 +345,22 @@ async fn release_unfinished(shared: &Shared, lease: &Lease, held_until: Timestam
     let b = shared.backend.as_ref();
     // The job never ran to its end: give the attempt back too, so a deploy
     // never dead-letters work. A backend without give_back gets a release.
-    let given = match shared.settle.give_back(b, &held).await {
+    let span = spans::settle("give_back", &lease.key.queue, lease.id());
+    let given = match shared
+        .settle
+        .give_back(b, &held)
+        .instrument(span.clone())
+        .await
+    {
         Err(Error::Unsupported { .. }) => shared
             .settle
             .release(b, &held, Duration::ZERO)
+            .instrument(span.clone())
             .await
             .map(|_| ()),
         other => other,
     };
+    let given = spans::outcome(&span, given);
     match given {
         Ok(()) => {
             shared.metrics.inc(Counter::Released);
@@ -296,19 +371,22 @@ async fn release_unfinished(shared: &Shared, lease: &Lease, held_until: Timestam
                 .events
                 .emit(lease.id(), lease.attempts, JobOutcome::Released);
         }
-        Err(e) => unrecorded(shared, lease, e),
+        Err(e) => unrecorded(shared, claimed_job, e),
     }
 }
 
-fn unrecorded(shared: &Shared, lease: &Lease, e: Error) {
+fn unrecorded(shared: &Shared, claimed_job: &ClaimedJob, e: Error) {
     if e.is_lease_lost() {
-        lost_before_recording(shared, lease);
+        lost_before_recording(shared, claimed_job);
     } else {
-        not_recorded(shared, lease, e.to_string());
+        claimed_job.failed(spans::error_type(&e));
+        not_recorded(shared, claimed_job, e.to_string());
     }
 }
 
-fn lost_before_recording(shared: &Shared, lease: &Lease) {
+fn lost_before_recording(shared: &Shared, claimed_job: &ClaimedJob) {
+    let lease = &claimed_job.lease;
+    claimed_job.failed(error_types::LEASE_LOST);
     shared.metrics.inc(Counter::LeaseLost);
     tracing::warn!("lease lost before the result was recorded; result discarded");
     shared
@@ -316,7 +394,8 @@ fn lost_before_recording(shared: &Shared, lease: &Lease) {
         .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
 }
 
-fn not_recorded(shared: &Shared, lease: &Lease, error: String) {
+fn not_recorded(shared: &Shared, claimed_job: &ClaimedJob, error: String) {
+    let lease = &claimed_job.lease;
     tracing::error!(error = %error, "could not record the job's result; a reaper will recover the item");
     shared
         .events

@@ -34,9 +34,35 @@ pub mod names {
     pub const IN_FLIGHT: &str = "leaseq_jobs_in_flight";
     /// Histogram: handler run time, seconds.
     pub const DURATION: &str = "leaseq_job_duration_seconds";
+    /// Histogram: seconds from the item's enqueue to its handler's start,
+    /// recorded as the handler starts. The part up to the claim is read on
+    /// the backend's clock (the claim's time less the item's
+    /// `enqueued_at`), the part after on this process's monotonic clock, so
+    /// skew between the two clocks does not enter. For a retried item it
+    /// spans every attempt since the enqueue (and a redriven item's time in
+    /// Dead).
+    pub const WAIT: &str = "leaseq_job_wait_seconds";
     /// Gauge (from [`crate::export_queue_gauges`]): items per state, with a
     /// `state` label too.
     pub const ITEMS: &str = "leaseq_queue_items";
+
+    /// Every name above, in this order.
+    pub const ALL: &[&str] = &[
+        CLAIMED,
+        ACKED,
+        RETRIED,
+        DEAD,
+        LEASE_LOST,
+        REPAIRED,
+        REAPED,
+        PANICKED,
+        RELEASED,
+        BACKEND_ERRORS,
+        IN_FLIGHT,
+        DURATION,
+        WAIT,
+        ITEMS,
+    ];
 }
 
 /// The worker's handles in the installed `metrics` recorder, made once
@@ -55,6 +81,7 @@ struct Exported {
     backend_errors: metrics::Counter,
     in_flight: metrics::Gauge,
     duration: metrics::Histogram,
+    wait: metrics::Histogram,
 }
 
 impl Exported {
@@ -74,6 +101,7 @@ impl Exported {
             backend_errors: c(names::BACKEND_ERRORS),
             in_flight: metrics::gauge!(names::IN_FLIGHT, "queue" => q.clone()),
             duration: metrics::histogram!(names::DURATION, "queue" => q.clone()),
+            wait: metrics::histogram!(names::WAIT, "queue" => q.clone()),
         }
     }
 }
@@ -211,6 +239,13 @@ impl WorkerMetrics {
         }
     }
 
+    /// A handler started `d` after its item was enqueued.
+    pub(crate) fn waited(&self, d: Duration) {
+        if let Some(e) = self.0.exported.get() {
+            e.wait.record(d.as_secs_f64());
+        }
+    }
+
     pub(crate) fn inc(&self, counter: Counter) {
         self.add(counter, 1);
     }
@@ -285,5 +320,18 @@ impl fmt::Debug for EventSink {
         } else {
             "EventSink(none)"
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn all_lists_every_metric_name_once() {
+        let declared = crate::declared_consts(include_str!("metrics.rs"), "names");
+        assert_eq!(
+            declared,
+            super::names::ALL,
+            "names::ALL must list every name, in order"
+        );
     }
 }

@@ -53,8 +53,11 @@ use crate::{Backend, QueueName, Result};
 /// (acked, lease lost, or not recorded), and shutdown sends every pending
 /// ack before [`Worker::run`] returns.
 ///
-/// Each job runs in a `tracing` span `job` with its queue, id and attempt;
-/// [`Worker::metrics`] counts what happened.
+/// Each job runs in a `tracing` span `job` with its queue, id and attempt,
+/// and claims and acks run in spans of their own, all with OpenTelemetry's
+/// messaging fields ([`crate::spans`]); [`Worker::metrics`] counts what
+/// happened, and the `metrics` facade gets the counters and histograms in
+/// [`crate::metric_names`].
 ///
 /// ```no_run
 /// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {

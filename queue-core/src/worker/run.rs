@@ -13,7 +13,9 @@ use super::metrics::Counter;
 use super::shared::Shared;
 use super::slots::{Slots, GATHER_TURNS};
 use super::{job, reaper};
+use crate::spans;
 use crate::{ClaimSpec, Error, Result};
+use tracing::Instrument;
 
 /// Runs until `shutdown` fires, then stops claiming, lets running handlers
 /// finish until the shutdown deadline, releases the leases of those still
@@ -116,17 +118,25 @@ async fn claim_loop(
         // A claim is never cut short: its leases would dangle until expiry.
         // A claim whose reply was lost is recovered by its spec, never
         // claimed again on top.
-        let claimed = match shared
+        let span = spans::receive(&shared.queue);
+        let claimed = shared
             .settle
             .claim(shared.backend.as_ref(), &shared.queue, spec)
-            .await
-        {
-            Ok(c) => c,
+            .instrument(span.clone())
+            .await;
+        let claimed_at = tokio::time::Instant::now();
+        let claimed = match spans::outcome(&span, claimed) {
+            Ok(c) => {
+                span.record(spans::fields::BATCH_COUNT, spans::count(c.leases.len()));
+                c
+            }
             Err(e @ Error::InvalidInput { .. }) => return Err(e),
             Err(e) => {
                 shared.metrics.inc(Counter::BackendErrors);
                 let wait = backoff.next();
                 tracing::warn!(queue = %shared.queue, error = %e, ?wait, "claim failed; trying again");
+                // The claim's span ends with the claim, not after the wait.
+                drop(span);
                 drop(permits);
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
@@ -142,6 +152,7 @@ async fn claim_loop(
         // that long (new work would not help), whether or not it got any.
         let limited = claimed.retry_after.map(|d| d.min(LIMIT_WAIT_CAP));
         if claimed.leases.is_empty() {
+            drop(span);
             drop(permits);
             if let Some(wait) = limited {
                 tokio::select! {
@@ -159,7 +170,13 @@ async fn claim_loop(
             .add(Counter::Claimed, claimed.leases.len() as u64);
         slots.claimed(claimed.leases.len());
         for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
+            // Opened here, while the claim's span is still open, so the
+            // link to it can be made.
+            let job_span = spans::process(&shared.queue, lease.id(), lease.attempts);
+            job_span.follows_from(&span);
             let place = Place {
+                claimed: claimed_at,
+                span: job_span,
                 room,
                 slots: slots.clone(),
                 shutdown: shutdown.clone(),
@@ -167,6 +184,7 @@ async fn claim_loop(
             };
             jobs.spawn(job::run(shared.clone(), lease, place, acks.clone()));
         }
+        drop(span);
         // Room the claim did not fill is free again before any wait.
         drop(permits);
         if let Some(wait) = limited {
