@@ -400,10 +400,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Concurrent enqueues and purges or acks never leave a phantom (an
     ///   empty queue listed once those calls have returned) and never hide
     ///   a queue that holds an item.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn queues(&self) -> Result<Vec<QueueName>> {
-        Err(crate::Error::unsupported("queues"))
-    }
+    async fn queues(&self) -> Result<Vec<QueueName>>;
 
     /// Up to `limit` items in `state`, in the order that state's index keeps
     /// (claim order for Ready, due time for Scheduled, expiry for Leased,
