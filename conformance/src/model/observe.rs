@@ -70,8 +70,9 @@ impl Model {
             "queues() is not sorted by name with each queue once: {got:?}"
         );
         let listed = got.contains(queue);
+        let holds = !self.items.is_empty();
         ensure!(
-            listed == !self.items.is_empty(),
+            listed == holds,
             Rule::Contract("queues"),
             "queues() {} the queue while the model holds {} items",
             if listed { "lists" } else { "leaves out" },
