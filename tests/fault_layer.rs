@@ -59,3 +59,16 @@ async fn delay_waits_then_runs() {
     b.stats(&q).await.expect("stats");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn a_listing_can_be_refused_like_any_call() {
+    let (b, q) = setup();
+    b.push(&q, "job").await.expect("enqueue");
+    b.inject(Op::Queues, Fault::Refuse, 1);
+    assert!(matches!(
+        b.queues().await,
+        Err(leaseq::Error::Unavailable { .. })
+    ));
+    assert_eq!(b.queues().await.expect("queues"), vec![q]);
+    assert_eq!(b.fired(), 1);
+}

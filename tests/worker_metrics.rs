@@ -1,16 +1,18 @@
 //! The worker reports through the `metrics` facade: per-queue counters,
 //! the in-flight gauge, the handler-duration and wait histograms, and
-//! `export_queue_gauges` reports items per state.
+//! `export_queue_gauges` reports items per state, of the queues named or
+//! of every queue listed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq::{
-    handler_fn, metric_names, Backend, BackendExt, CancellationToken, Job, JobContext,
-    MemoryBackend, NewItem, QueueName, Worker,
+    async_trait, handler_fn, metric_names, Backend, BackendExt, CancellationToken, Job, JobContext,
+    Layer, MemoryBackend, NewItem, QueueName, Worker,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
+use tokio::sync::{mpsc, Semaphore};
 
 fn value<'a>(
     snapshot: &'a [(
@@ -174,4 +176,95 @@ fn the_wait_runs_on_the_backends_clock_from_the_enqueue_across_attempts() {
     assert!(waits[0] >= 10.0, "first start waited {waits:?}");
     // The second start counts from the enqueue, through the first attempt.
     assert!(waits[1] >= 30.0, "second start waited {waits:?}");
+}
+
+/// Tells the test when a listing starts, and holds it until the test lets
+/// it run: the gauge task lists once per tick, so the start of one tick's
+/// listing means the previous tick's samples are all set.
+#[derive(Debug)]
+struct TickGate {
+    inner: Arc<dyn Backend>,
+    started: mpsc::UnboundedSender<()>,
+    go: Arc<Semaphore>,
+}
+
+#[async_trait]
+impl Layer for TickGate {
+    type Inner = Arc<dyn Backend>;
+    fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
+    }
+    async fn queues(&self) -> leaseq::Result<Vec<QueueName>> {
+        let _ = self.started.send(());
+        if let Ok(permit) = self.go.acquire().await {
+            permit.forget();
+        }
+        self.inner.queues().await
+    }
+}
+
+#[test]
+fn the_gauge_task_samples_every_listed_queue_and_zeroes_the_ones_gone() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let memory: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+            let (started_tx, mut started) = mpsc::unbounded_channel();
+            let go = Arc::new(Semaphore::new(0));
+            let backend: Arc<dyn Backend> = Arc::new(TickGate {
+                inner: memory.clone(),
+                started: started_tx,
+                go: go.clone(),
+            });
+            let (kept, dropped) = (
+                QueueName::new("kept").expect("name"),
+                QueueName::new("dropped").expect("name"),
+            );
+            memory.push(&kept, "a").await.expect("enqueue");
+            memory.push(&kept, "b").await.expect("enqueue");
+            memory.push(&dropped, "c").await.expect("enqueue");
+            let stop = CancellationToken::new();
+            let task = tokio::spawn(leaseq::export_queue_gauges(
+                backend,
+                Vec::new(),
+                Duration::from_millis(10),
+                stop.clone(),
+            ));
+            // Lets the held listing run; back once the next one starts.
+            async fn next_tick(go: &Semaphore, started: &mut mpsc::UnboundedReceiver<()>) {
+                go.add_permits(1);
+                started.recv().await.expect("the gauge task lists again");
+            }
+            started.recv().await.expect("the first listing");
+            // The first tick samples both queues (`dropped`: one Ready).
+            next_tick(&go, &mut started).await;
+            // Purged between two ticks: no longer listed at the second.
+            memory.purge(&dropped).await.expect("purge");
+            next_tick(&go, &mut started).await;
+            stop.cancel();
+            go.add_permits(1);
+            task.await.expect("join");
+        });
+    });
+    // One snapshot (reading a gauge resets it): the first tick set
+    // `dropped`'s Ready gauge to 1, only the zeroing set it back.
+    let snap = snapshotter.snapshot().into_vec();
+    let gauge = |queue: &str, state: &str| match value(
+        &snap,
+        MetricKind::Gauge,
+        metric_names::ITEMS,
+        &[("queue", queue), ("state", state)],
+    ) {
+        Some(DebugValue::Gauge(g)) => Some(g.into_inner()),
+        _ => None,
+    };
+    assert_eq!(gauge("kept", "ready"), Some(2.0));
+    for state in ["ready", "scheduled", "leased", "dead"] {
+        assert_eq!(gauge("dropped", state), Some(0.0), "dropped, {state}");
+    }
 }

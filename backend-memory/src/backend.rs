@@ -188,6 +188,26 @@ impl MemoryBackend {
         }
     }
 
+    /// The queues whose indexes hold an entry (what `stats` counts), sorted.
+    /// The map also keeps queues with nothing but limits, held dedup keys
+    /// or a waiter: those are left out. Each queue is read under its own
+    /// lock, so a queue emptied or filled by a call that returned before
+    /// is seen as that call left it.
+    pub(crate) fn listed(&self) -> Vec<QueueName> {
+        let map = self
+            .shared
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<QueueName> = map
+            .iter()
+            .filter(|(_, q)| q.lock().holds_entries())
+            .map(|(name, _)| name.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
     /// How many queues this backend keeps in memory.
     pub fn queues_in_memory(&self) -> usize {
         self.shared

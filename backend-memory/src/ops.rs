@@ -387,6 +387,10 @@ impl Backend for MemoryBackend {
         Ok(stats.unwrap_or_default())
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        Ok(self.listed())
+    }
+
     async fn peek(
         &self,
         queue: &QueueName,

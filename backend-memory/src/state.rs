@@ -387,6 +387,15 @@ impl QueueState {
         moved
     }
 
+    /// Whether any index holds an entry: what `stats` counts, so what
+    /// `queues` lists.
+    pub(crate) fn holds_entries(&self) -> bool {
+        !(self.ready.is_empty()
+            && self.scheduled.is_empty()
+            && self.leased.is_empty()
+            && self.dead.is_empty())
+    }
+
     /// Deletes every item and index entry; returns how many items there were.
     /// Nothing left to keep: no item, no dedup key, no remembered request
     /// (as of `now`), no limits. Such a queue may be forgotten.

@@ -737,6 +737,20 @@ impl Backend for PgBackend {
         })
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let rows = sqlx::query(&self.inner.sql.queues)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db("queues"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.extend(crate::rows::queue_name(col::<String>(row, 0)?));
+        }
+        // The database's collation may order names otherwise than bytes.
+        out.sort();
+        Ok(out)
+    }
+
     async fn peek(&self, queue: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
         let sql = &self.inner.sql.peek[match st {
             ItemState::Ready => 0,

@@ -1,8 +1,22 @@
 //! Decoding rows into the core's types, and errors into the core's error.
 
-use leaseq_core::{Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, Result, Timestamp};
+use leaseq_core::{
+    Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, QueueName, Result, Timestamp,
+};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
+
+/// A stored queue name, or `None` (logged) for a name written around the
+/// backend that it would refuse: no call could name that queue.
+pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
+    match QueueName::new(&raw) {
+        Ok(q) => Some(q),
+        Err(e) => {
+            tracing::warn!(queue = %raw, error = %e, "leaseq-postgres: a row names a queue no call can name; left out of the listing");
+            None
+        }
+    }
+}
 
 /// Wraps a client or server error with what was being done, as
 /// [`Error::Unavailable`] when the statement certainly did not run (or was

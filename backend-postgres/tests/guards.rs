@@ -710,3 +710,84 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     }
     let _ = c.close().await;
 }
+
+/// The listing walks each state's partial index one queue at a time (a
+/// seek past the last queue found): it never reads the table, nor every
+/// entry of an index, whatever the planner knows of the table.
+#[tokio::test]
+async fn the_queue_listing_seeks_each_state_index_queue_by_queue() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("lplan");
+    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
+        .await
+        .expect("connect");
+    let db = OneConnection { backend, schema };
+    let b = &db.backend;
+    let t = table(&db.schema);
+    // 500 queues, a quarter of each one's rows in each state, and one
+    // queue of 20,000 leases: reading rows instead of seeking past queues
+    // would show in the plan.
+    let fill = format!(
+        "INSERT INTO {t} (queue, state, payload, attempts, max_attempts, token, \
+           lease_expires_at, available_at, dead_at) \
+         SELECT q, st, 'x', 1, 3, \
+                CASE WHEN st = 'leased' THEN gen_random_uuid() END, \
+                CASE WHEN st = 'leased' THEN now() + interval '1 hour' END, \
+                CASE WHEN st = 'scheduled' THEN now() + interval '1 hour' ELSE now() END, \
+                CASE WHEN st = 'dead' THEN now() END \
+         FROM (SELECT 'q' || (n % 500) AS q, \
+                      (ARRAY['ready','scheduled','leased','dead'])[1 + (n / 500) % 4] AS st \
+               FROM generate_series(0, 19999) n \
+               UNION ALL \
+               SELECT 'big', 'leased' FROM generate_series(1, 20000)) g"
+    );
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    sqlx::query(&fill).execute(&mut c).await.expect("fill");
+    // A row whose item is missing is no item (stats leave it out too).
+    sqlx::query(&format!(
+        "INSERT INTO {t} (queue, state, payload, max_attempts) VALUES ('ghost', 'ready', NULL, 1)"
+    ))
+    .execute(&mut c)
+    .await
+    .expect("plant a missing payload");
+
+    let mut want: Vec<QueueName> = (0..500).map(|n| q(&format!("q{n}"))).collect();
+    want.push(q("big"));
+    want.sort();
+    assert_eq!(b.queues().await.expect("queues"), want);
+
+    let sql = prepared(b, "WITH RECURSIVE r(queue)").await;
+    for phase in ["never analyzed", "analyzed"] {
+        if phase == "analyzed" {
+            sqlx::query(&format!("VACUUM ANALYZE {t}"))
+                .execute(&mut c)
+                .await
+                .expect("analyze");
+        }
+        let row = sqlx::raw_sql(&format!("EXPLAIN (FORMAT JSON) {sql}"))
+            .fetch_one(&mut c)
+            .await
+            .expect("explain");
+        let json: String = row.try_get_unchecked(0).expect("plan text");
+        let found = nodes(&json);
+        let what = format!("queues, {phase}");
+        no_table_scan(&found, &what);
+        for index in [
+            "leaseq_items_ready",
+            "leaseq_items_scheduled",
+            "leaseq_items_leased",
+            "leaseq_items_dead",
+        ] {
+            assert!(
+                found.iter().any(|n| n.index.as_deref() == Some(index)
+                    && n.cond.as_deref().is_some_and(|c| c.contains("queue >"))),
+                "{what}: no seek past the last queue in {index}: {found:#?}"
+            );
+        }
+    }
+    let _ = c.close().await;
+}

@@ -19,6 +19,8 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
 /// | `{p:q}:limits` | hash | the queue's global limits: `conc`, `rate`, `per` (ms), and the rate window's `win` (start, ms) and `used` |
 /// | `{p:q}:req:<request>` | string | the results of one `enqueue_once` request, kept for [`leaseq_core::limits::REQUEST_MEMORY`] (`PX`) |
+/// | `{p:q}:listed` | string | present while the queue is in the registry of queues: the token it was registered under (see [`leaseq_core::Backend::queues`]) |
+/// | `{p:q}:listgen` | string | how many times the queue left the listing (a listing found it empty) |
 ///
 /// Index members are ids written as 20 zero-padded decimal digits
 /// ([`KeyLayout::member`]), so members with equal scores sort by id.
@@ -105,6 +107,20 @@ impl KeyLayout {
     /// rate window's count. Kept by purge.
     pub fn limits(&self) -> String {
         self.key("limits")
+    }
+
+    /// Present while the queue is in the registry of queues: the token
+    /// its registration wrote there. Deleted (with
+    /// [`KeyLayout::listing_generation`] raised) by a listing that finds
+    /// the queue empty.
+    pub fn listed(&self) -> String {
+        self.key("listed")
+    }
+
+    /// How many times a listing found the queue empty and took it out;
+    /// an enqueue registers the queue again under the current count.
+    pub fn listing_generation(&self) -> String {
+        self.key("listgen")
     }
 
     /// The prefix of item hash keys.
@@ -222,6 +238,12 @@ mod tests {
         let req = k.request(LeaseToken::random());
         assert!(req.starts_with("{p:q1}:req:"), "{req}");
         assert_eq!(key_slot(req.as_bytes()), k.slot());
+        // The scripts name these two after the item prefix: the same keys.
+        assert_eq!(k.listed(), "{p:q1}:listed");
+        assert_eq!(k.listing_generation(), "{p:q1}:listgen");
+        let prelude = include_str!("scripts/common.lua");
+        assert!(prelude
+            .contains("local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'"));
     }
 
     #[test]

@@ -209,6 +209,30 @@
 //!
 //! A dedup key or failure reason that is not UTF-8 is shown lossily.
 //!
+//! # Listing queues
+//! [`leaseq_core::Backend::queues`] reads a registry of queues (a hash at
+//! `{prefix:_}:queues`, under the backend's prefix, so two prefixes never
+//! see each other's queues) and counts each registered queue's items with
+//! one script in the queue's own slot, concurrently (pipelined per node on
+//! a cluster): its cost grows with the number of queues, and no `KEYS` or
+//! `SCAN` is sent. A queue found empty is taken out of the registry on the
+//! way. A queue enters the registry on its first enqueue since it was last
+//! taken out: the enqueue script finds the queue unregistered, writes
+//! nothing and says so, the client registers the queue and sends the
+//! script again. That one extra round trip (two scripts and a registry
+//! write) is paid only by the first enqueue of a queue that was empty at a
+//! listing; every other enqueue is one script, as before. Why concurrent
+//! enqueues, acks, purges and listings never hide a queue that holds an
+//! item, nor list one that does not, is in the source (`src/listing.rs`).
+//!
+//! Queues written by a version without the listing have no registration:
+//! they are listed from their next enqueue on, and until then only
+//! `stats` (and every other call that names them) sees their items.
+//!
+//! Each queue keeps two small keys after it is emptied, like its id
+//! counter: `{prefix:queue}:listgen` (how many times a listing took it
+//! out) and, until the next listing, `{prefix:queue}:listed`.
+//!
 //! # Waiting for work
 //! Enqueue, release, reap and redrive push a marker onto the queue's notify
 //! list (at most 32 kept); idle workers `BLPOP` it on a dedicated
@@ -247,17 +271,19 @@
 //! The server must run `maxmemory-policy noeviction`. At its `maxmemory`
 //! it then refuses new data instead of deleting keys, and:
 //! - an enqueue or `enqueue_once` fails with [`leaseq_core::Error::Full`]
-//!   and writes nothing: its script reads first (dedup holders, the id
-//!   counter, whether the new ids are free) and its first write, the id
-//!   counter's, is the one the server refuses, before any item;
-//!   `enqueue_once` still answers a request it already wrote (that path
-//!   only reads);
+//!   and writes nothing: its script reads first (dedup holders, the
+//!   listing, the id counter, whether the new ids are free) and its first
+//!   write, the listing's or the id counter's, is the one the server
+//!   refuses, before any item (a registration in the listing, when the
+//!   queue needs one, is refused the same way); `enqueue_once` still
+//!   answers a request it already wrote (that path only reads);
 //! - every other script (claim, extend, ack, `ack_many`, release, fail,
 //!   reap, redrive, purge, stats, peek, item, `recover_claim`,
-//!   `lease_fate`) carries the Redis 7 script flag `#!lua flags=allow-oom`
-//!   and keeps running: none adds an item, and what they add (a token and
-//!   an expiry per lease, a reason per death, a wake-up marker) is a few
-//!   bytes against the payloads acks free. Consumers drain a full server
+//!   `lease_fate`, the listing's) carries the Redis 7 script flag
+//!   `#!lua flags=allow-oom` and keeps running: none adds an item, and what
+//!   they add (a token and an expiry per lease, a reason per death, a
+//!   wake-up marker, a listing's count of prunes) is a few bytes against
+//!   the payloads acks free. Consumers drain a full server
 //!   while producers get `Full`; once memory is freed, enqueues work again.
 //!
 //! The flags ride in the script source, so they hold for `EVALSHA` and for
@@ -327,6 +353,7 @@ mod decode;
 mod hooks;
 mod keys;
 mod limits;
+mod listing;
 mod ops;
 mod reply;
 mod schedules;
@@ -346,5 +373,6 @@ pub use ops::MAX_PEEK;
 pub use reply::Reply;
 pub use scripts::Script;
 pub use sharded::{
-    sharded_id, split_id, ShardNamer, Sharded, ShardedBackend, ShardedRedisBackend, MAX_SHARDS,
+    sharded_id, split_id, ShardNamer, ShardParser, Sharded, ShardedBackend, ShardedRedisBackend,
+    MAX_SHARDS,
 };

@@ -43,7 +43,8 @@ fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
 }
 
-/// The enqueue script's batch arguments: the id floor (the highest id this
+/// The enqueue scripts' batch arguments (after the registration, see
+/// [`crate::listing::enqueue_args`]): the id floor (the highest id this
 /// handle has seen in the queue), `n`, then six per item.
 pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
     args.reserve(2 + items.len() * 6);
@@ -113,9 +114,9 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let mut args = Vec::new();
-        batch_args(self.floors.get(queue), &items, &mut args);
-        let r = self.run(&self.scripts.enqueue, queue, args).await?;
+        let r = self
+            .run_registered(&self.scripts.enqueue, queue, Vec::new(), &[], &items)
+            .await?;
         let f = r.tuple(2)?;
         log_note(queue, &f[1])?;
         let out = enqueued(f[0].array()?, items.len())?;
@@ -135,10 +136,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         // its results.
         let key = self.keys(queue)?.request(request);
         let memory_ms = u64::try_from(REQUEST_MEMORY.as_millis()).unwrap_or(u64::MAX);
-        let mut args = vec![arg(memory_ms)];
-        batch_args(self.floors.get(queue), &items, &mut args);
         let r = self
-            .run_with_keys(&self.scripts.enqueue_once, queue, vec![key], args)
+            .run_registered(
+                &self.scripts.enqueue_once,
+                queue,
+                vec![key],
+                &[arg(memory_ms)],
+                &items,
+            )
             .await?;
         let f = r.tuple(3)?;
         log_note(queue, &f[2])?;
@@ -348,6 +353,10 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             leased: f[2].uint()?,
             dead: f[3].uint()?,
         })
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.list_queues().await
     }
 
     async fn peek(

@@ -24,7 +24,7 @@ use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredS
 use leaseq_core::{Error, NewItem, QueueName, Result, Timestamp};
 
 use crate::backend::arg;
-use crate::ops::{batch_args, enqueued, log_note};
+use crate::ops::{enqueued, log_note};
 use crate::{RedisBackend, Reply, ScriptClient};
 
 /// The queue whose hash tag the index of schedules carries.
@@ -210,10 +210,15 @@ impl<C: ScriptClient> RedisBackend<C> {
             return Ok(Fired::Stale);
         };
         let key = self.schedule_key(&queue, &tick.name)?;
-        let mut args = vec![arg(tick.revision), arg(tick.at.as_millis())];
-        batch_args(self.floors.get(&queue), &items, &mut args);
+        let head = [arg(tick.revision), arg(tick.at.as_millis())];
         let r = self
-            .run_with_keys(&self.scripts.schedule_fire, &queue, vec![key], args)
+            .run_registered(
+                &self.scripts.schedule_fire,
+                &queue,
+                vec![key],
+                &head,
+                &items,
+            )
             .await?;
         let f = r.array()?;
         let what = f.first().map(Reply::text).transpose()?.unwrap_or_default();

@@ -2,9 +2,9 @@
 //! prelude (`scripts/common.lua`) at build time, and with the shared parts it
 //! names (`scripts/enqueue_batch.lua` for both enqueues).
 //!
-//! Every script but the two enqueues (and the schedule scripts that write
-//! new data: `schedule_fire`, which enqueues, `schedule_put` and
-//! `schedule_index`) starts with the Redis 7 shebang
+//! Every script but the two enqueues (and the scripts that write new data:
+//! `schedule_fire`, which enqueues, `schedule_put`, `schedule_index` and
+//! `queues_register`) starts with the Redis 7 shebang
 //! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
 //! still runs it, so consumers keep draining a full server (claim, extend,
 //! ack, release, give back, fail, reap, redrive, purge and inspection add no data, or a
@@ -119,6 +119,9 @@ pub(crate) struct Scripts {
     pub(crate) schedule_put: Script,
     pub(crate) schedule_get: Script,
     pub(crate) schedule_index: Script,
+    pub(crate) queue_prune: Script,
+    pub(crate) queues_registry: Script,
+    pub(crate) queues_register: Script,
 }
 
 impl Scripts {
@@ -153,6 +156,9 @@ impl Scripts {
             schedule_put: script!(grows "schedule_put"),
             schedule_get: script!("schedule_get"),
             schedule_index: script!(grows "schedule_index"),
+            queue_prune: script!("queue_prune"),
+            queues_registry: script!("queues_registry"),
+            queues_register: script!(grows "queues_register"),
         }
     }
 }
@@ -206,6 +212,9 @@ mod tests {
                 &self.schedule_put,
                 &self.schedule_get,
                 &self.schedule_index,
+                &self.queue_prune,
+                &self.queues_registry,
+                &self.queues_register,
             ]
         }
     }
@@ -228,7 +237,12 @@ mod tests {
         for script in s.all() {
             let grows = matches!(
                 script.name(),
-                "enqueue" | "enqueue_once" | "schedule_fire" | "schedule_put" | "schedule_index"
+                "enqueue"
+                    | "enqueue_once"
+                    | "schedule_fire"
+                    | "schedule_put"
+                    | "schedule_index"
+                    | "queues_register"
             );
             assert_eq!(
                 !script.source().starts_with(ALLOW_OOM),

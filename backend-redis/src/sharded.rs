@@ -3,7 +3,9 @@
 //! so on Redis Cluster shards land in different slots and, in general, on
 //! different masters.
 
-pub use leaseq_core::layer::shard::{sharded_id, split_id, ShardNamer, Sharded, MAX_SHARDS};
+pub use leaseq_core::layer::shard::{
+    sharded_id, split_id, ShardNamer, ShardParser, Sharded, MAX_SHARDS,
+};
 
 use crate::RedisBackend;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{ClusterFactory, Which};
 use leaseq_core::QueueName;
-use leaseq_redis::{key_slot, ShardNamer};
+use leaseq_redis::{key_slot, ShardNamer, ShardParser};
 
 const SHARDS: u16 = 4;
 
@@ -43,9 +43,20 @@ fn spread(prefix: String) -> ShardNamer {
     })
 }
 
+/// The inverse of [`spread`]: `q.s<salt>:i` back to `q` and `i` (the
+/// layer keeps an answer only when naming it gives the name again).
+fn parse() -> ShardParser {
+    Arc::new(|physical: &QueueName| {
+        let (rest, i) = physical.as_str().rsplit_once(':')?;
+        let (q, _salt) = rest.rsplit_once(".s")?;
+        Some((QueueName::new(q).ok()?, i.parse().ok()?))
+    })
+}
+
 fn factory(which: Which) -> ClusterFactory {
     let prefix = common::fresh_prefix("shard");
-    ClusterFactory::sharded_with_prefix(which, SHARDS, prefix.clone(), Some(spread(prefix)))
+    let names = (spread(prefix.clone()), parse());
+    ClusterFactory::sharded_with_prefix(which, SHARDS, prefix, Some(names))
 }
 
 #[cfg(feature = "redis-rs")]

@@ -379,10 +379,20 @@ async fn out_of_memory_is_full(which: Which) {
         .expect_err("over maxmemory");
     assert!(matches!(err, Error::Full { .. }), "{err:?}");
     assert!(err.is_retryable() && !err.may_have_applied(), "{err:?}");
+    // The listing runs on a full server; the first enqueue of a queue
+    // (which registers it in the listing) is refused like any other.
+    assert_eq!(b.queues().await.expect("queues when full"), vec![q.clone()]);
+    let fresh = QueueName::new("n").expect("valid");
+    let err = b
+        .enqueue(&fresh, vec![NewItem::new("x")])
+        .await
+        .expect_err("over maxmemory");
+    assert!(matches!(err, Error::Full { .. }), "{err:?}");
     server
         .command(&["CONFIG", "SET", "maxmemory", "0"])
         .expect("config set");
     assert_eq!(b.stats(&q).await.expect("stats"), stats(1, 0, 0, 0));
+    assert_eq!(b.queues().await.expect("queues"), vec![q.clone()]);
 }
 
 /// While another script runs past the busy threshold the server answers

@@ -530,6 +530,21 @@ impl Backend for SqliteBackend {
         })
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let rows = sqlx::query(sql::QUEUES)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(db("queues"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.extend(crate::rows::queue_name(col::<String>(row, 0)?));
+        }
+        // The walk is in SQLite's BINARY order, which is byte order: the
+        // order of `QueueName` too; sorted again all the same, cheaply.
+        out.sort();
+        Ok(out)
+    }
+
     async fn peek(&self, queue: &QueueName, st: ItemState, n: usize) -> Result<Vec<ItemInfo>> {
         let text = sql::PEEK[match st {
             ItemState::Ready => 0,

@@ -1,6 +1,8 @@
 //! Decoding rows into the core's types, and errors into the core's error.
 
-use leaseq_core::{Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, Result, Timestamp};
+use leaseq_core::{
+    Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, QueueName, Result, Timestamp,
+};
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
@@ -60,6 +62,18 @@ where
     T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
 {
     row.try_get(idx).map_err(db("decoding a row"))
+}
+
+/// A stored queue name, or `None` (logged) for a name written around the
+/// backend that it would refuse: no call could name that queue.
+pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
+    match QueueName::new(&raw) {
+        Ok(q) => Some(q),
+        Err(e) => {
+            tracing::warn!(queue = %raw, error = %e, "leaseq-sqlite: a row names a queue no call can name; left out of the listing");
+            None
+        }
+    }
 }
 
 /// A stored id as an [`ItemId`]; ids are never negative.

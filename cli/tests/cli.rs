@@ -145,6 +145,7 @@ fn a_bad_queue_name_is_a_usage_error() {
 fn admin_commands_refuse_the_one_shot_memory_backend() {
     for args in [
         &["stats", "jobs"][..],
+        &["stats"],
         &["enqueue", "jobs", "a", "b"],
         &["peek", "jobs"],
         &["dead", "list", "jobs"],

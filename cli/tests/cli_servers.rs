@@ -89,6 +89,13 @@ fn admin_round_trip(url: &str) {
         .assert()
         .success()
         .stdout(is_match(r"(?m)^ready\s+2$").expect("regex"));
+    // Without a queue: every queue of the namespace that holds items.
+    leaseq(url).arg("stats").assert().success().stdout(
+        is_match(format!(
+            r"^queue\s+ready\s+scheduled\s+leased\s+dead\s+total\n{queue}\s+2\s+0\s+0\s+0\s+2\n$"
+        ))
+        .expect("regex"),
+    );
     leaseq(url)
         .args(["peek", &queue])
         .assert()

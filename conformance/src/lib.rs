@@ -80,10 +80,13 @@
 //! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
 //! input writes nothing), limits (global concurrency and rate limits per
-//! queue, for backends whose `Capabilities::queue_limits` is `Global`) and
+//! queue, for backends whose `Capabilities::queue_limits` is `Global`),
 //! schedules (one item per tick across racing schedulers, acks, restarts
 //! and skewed clocks; changes and removals; unique-for keys held after the
-//! ack).
+//! ack) and listing (`queues` lists a queue exactly while it holds an
+//! item, from every call that creates one, also while enqueues, acks and
+//! purges race; checks that share a backend assert only about their own
+//! queues).
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.
@@ -173,6 +176,10 @@ macro_rules! __with_checks {
             schedules::clock_skew_cannot_fire_early
             schedules::schedule_changes_take_effect
             schedules::unique_for_holds_after_ack
+            listing::listed_while_holding_items
+            listing::every_item_path_lists_the_queue
+            listing::listing_shows_exactly_the_filled_queues
+            listing::racing_calls_leave_no_phantom_and_hide_nothing
         }
     };
 }

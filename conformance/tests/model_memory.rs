@@ -80,6 +80,23 @@ fn the_model_catches_a_double_claim() {
     assert!(matches!(v.rule, Rule::Inv2), "{v}");
 }
 
+#[test]
+fn the_model_catches_a_listing_that_keeps_emptied_queues() {
+    let verdict = check_model(
+        &FaultyFactory(Fault::ListedAfterPurge),
+        &ModelConfig::new(500),
+    );
+    let v = verdict.expect_err("a queue listed after its last item went is caught");
+    assert_eq!(v.rule, Rule::Contract("queues"), "{v}");
+}
+
+#[test]
+fn the_model_catches_a_listing_that_hides_dead_items() {
+    let verdict = check_model(&FaultyFactory(Fault::DeadHidden), &ModelConfig::new(500));
+    let v = verdict.expect_err("a queue of Dead items left out is caught");
+    assert_eq!(v.rule, Rule::Contract("queues"), "{v}");
+}
+
 fn one(payload: &[u8], priority: i32, delay: Option<Span>, dedup: Option<u8>) -> ItemSpec {
     ItemSpec {
         payload: payload.to_vec(),

@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, limits, ordering, recovery, replies, schedules,
-    storm,
+    batch, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery, replies,
+    schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -349,4 +349,62 @@ fn the_schedule_checks_pass_without_a_fault() {
         "scheduler_runtimes_race_and_restart",
         block_on(schedules::scheduler_runtimes_race_and_restart(&f)),
     );
+}
+
+const QUEUES: Rule = Rule::Contract("queues");
+
+#[test]
+fn a_listing_that_keeps_emptied_queues_is_caught() {
+    let f = FaultyFactory(Fault::ListedAfterPurge);
+    caught("a purged queue still listed", &[QUEUES], || {
+        listing::listed_while_holding_items(&f)
+    });
+    caught("a purged queue among the filled ones", &[QUEUES], || {
+        listing::listing_shows_exactly_the_filled_queues(&f)
+    });
+    caught("phantoms after racing purges", &[QUEUES], || {
+        listing::racing_calls_leave_no_phantom_and_hide_nothing(&f)
+    });
+}
+
+#[test]
+fn a_listing_that_hides_queues_of_dead_items_is_caught() {
+    caught("a queue of Dead items left out", &[QUEUES], || {
+        listing::listed_while_holding_items(&FaultyFactory(Fault::DeadHidden))
+    });
+}
+
+/// A listing kept by the client from its calls' replies is right one call
+/// at a time (the sequential checks pass it) and wrong when calls race.
+#[test]
+fn a_listing_kept_by_the_client_is_caught_when_calls_race() {
+    let f = FaultyFactory(Fault::ListingKeptByCalls);
+    passes(
+        "listed_while_holding_items, calls one at a time",
+        block_on(listing::listed_while_holding_items(&f)),
+    );
+    caught("a listing kept from racing calls", &[QUEUES], || {
+        listing::racing_calls_leave_no_phantom_and_hide_nothing(&f)
+    });
+}
+
+#[test]
+fn the_listing_checks_pass_without_a_fault() {
+    let manual = FaultyFactory(Fault::None);
+    let real = RealClockFaultyFactory(Fault::None);
+    for r in [
+        block_on(listing::listed_while_holding_items(&manual)),
+        block_on(listing::every_item_path_lists_the_queue(&manual)),
+        block_on(listing::listing_shows_exactly_the_filled_queues(&manual)),
+        block_on(listing::racing_calls_leave_no_phantom_and_hide_nothing(
+            &manual,
+        )),
+        block_on(listing::listed_while_holding_items(&real)),
+        block_on(listing::racing_calls_leave_no_phantom_and_hide_nothing(
+            &real,
+        )),
+        block_on(listing::listed_while_holding_items(&TwoListFactory)),
+    ] {
+        passes("a listing check on a backend without a fault", r);
+    }
 }

@@ -3,15 +3,11 @@ use leaseq_core::{Backend, Error, ItemId, QueueName, Result};
 
 #[async_trait::async_trait]
 pub(crate) trait Pending {
-    async fn queues(&self) -> Result<Vec<QueueName>>;
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool>;
 }
 
 #[async_trait::async_trait]
 impl Pending for std::sync::Arc<dyn Backend> {
-    async fn queues(&self) -> Result<Vec<QueueName>> {
-        Ok(vec![QueueName::new("dash")?, QueueName::new("other")?])
-    }
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
         let _ = id;
         self.redrive(queue, 1)

@@ -385,6 +385,27 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Items per state.
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats>;
 
+    /// The queues that hold at least one item, in any state, sorted by
+    /// name.
+    ///
+    /// # Contract
+    /// - A queue is listed from the return of the first call that gives it
+    ///   an item (any call that creates items: [`Backend::enqueue`],
+    ///   [`Backend::enqueue_once`], [`Backend::fire_schedule`]) until it
+    ///   holds no item: after [`Backend::purge`], or once its last item is
+    ///   acked (or otherwise deleted). Items count in every state: Ready,
+    ///   Scheduled, Leased and Dead, the items [`Backend::stats`] counts.
+    ///   A queue that only has limits set ([`Backend::set_queue_limits`])
+    ///   or a schedule naming it, and no item, is not listed.
+    /// - Sorted by name (the order of [`QueueName`]), each queue once.
+    /// - Cost grows with the number of queues, not the number of items:
+    ///   no scan of the whole store (on Redis no `KEYS` or `SCAN`), and it
+    ///   works on Redis Cluster.
+    /// - Concurrent enqueues and purges or acks never leave a phantom (an
+    ///   empty queue listed once those calls have returned) and never hide
+    ///   a queue that holds an item.
+    async fn queues(&self) -> Result<Vec<QueueName>>;
+
     /// Up to `limit` items in `state`, in the order that state's index keeps
     /// (claim order for Ready, due time for Scheduled, expiry for Leased,
     /// death order for Dead).

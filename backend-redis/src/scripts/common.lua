@@ -203,6 +203,12 @@ local QUEUE_TAG = string.sub(ITEM_PREFIX, 1, -6)
 local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
 local HELD_TRIM = 64
 
+-- The listing of queues (src/listing.rs): `{p:q}:listed` holds the token
+-- the queue was registered under while it is in the registry of queues;
+-- `{p:q}:listgen` counts the prunes that took it out, so a registration
+-- made before the latest prune is refused.
+local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'
+
 -- Before an ack deletes item `k` (id `id`, dedup key `dk`): when it was
 -- enqueued with a hold, keeps `dk` held from now for that long, and drops up
 -- to HELD_TRIM holds that ran out.

@@ -1,15 +1,23 @@
--- The write of one enqueue batch, shared by `enqueue` and `enqueue_once`.
--- ARGV[base] = the highest id the client has seen in this queue (0: none),
--- ARGV[base + 1] = n, then per item: payload, priority, delay ms, max
--- attempts, dedup key ('' = none), unique-for hold ms ('0' = none).
+-- The write of one enqueue batch, shared by `enqueue`, `enqueue_once` and
+-- `schedule_fire`.
+-- ARGV[base] = the token the client registered the queue under ('' =
+-- none), ARGV[base + 1] = the prune generation it registered in,
+-- ARGV[base + 2] = the highest id the client has seen in this queue (0:
+-- none), ARGV[base + 3] = n, then per item: payload, priority, delay ms,
+-- max attempts, dedup key ('' = none), unique-for hold ms ('0' = none).
 -- Returns (rows, note): per item { id, deduplicated (0/1) }, and a note
 -- (text, or nil) when the id counter had to be re-seeded; or an error reply
--- (a table with `err`) for the caller to return.
+-- (a table with `err`) for the caller to return; or { unregistered = gen }
+-- when the batch would give the queue its first item since it left the
+-- listing and the client holds no registration of the current generation:
+-- then nothing is written and the caller answers { 'unregistered', gen }
+-- (see src/listing.rs).
 --
--- All or nothing: every read comes first (the dedup holders, the counter,
--- whether each new id is free), so a batch that cannot be written writes
--- nothing, and the first write (the counter's SET, a command a server over
--- `maxmemory` refuses as a script's first write) comes before any item.
+-- All or nothing: every read comes first (the dedup holders, the listing,
+-- the counter, whether each new id is free), so a batch that cannot be
+-- written writes nothing, and the first write (the listing's or the
+-- counter's SET, commands a server over `maxmemory` refuses as a script's
+-- first write) comes before any item.
 --
 -- Ids: K_SEQ holds the last id handed out and K_MARK a second copy of it,
 -- written together. The next id is 1 + the highest of the two and of the
@@ -103,14 +111,25 @@ local function new_ids(n, floor)
   return ids, why
 end
 
+-- Nil when the queue may get new items now: it is listed, or the client
+-- registered it (`token`) in the current prune generation (`gen`). Else
+-- the current generation, for the client to register in. Reads only.
+local function unregistered(token, gen)
+  if redis.call('EXISTS', K_LISTED) == 1 then return nil end
+  local now_gen = redis.call('GET', K_LISTGEN) or '0'
+  if token ~= '' and gen == now_gen then return nil end
+  return now_gen
+end
+
 local function enqueue_batch(base)
   local bad = guard(K_READY, K_SCHED, K_LEASED, K_DEAD, K_SEQ, K_MARK, K_DEDUP)
   if bad then return bad end
   local now = now_ms()
   local now_s = fmt_int(now)
-  local floor = int_field(ARGV[base], 0, ID_MAX) or 0
-  local n = tonumber(ARGV[base + 1])
-  local first = base + 2
+  local token = ARGV[base]
+  local floor = int_field(ARGV[base + 2], 0, ID_MAX) or 0
+  local n = tonumber(ARGV[base + 3])
+  local first = base + 4
   -- First pass, reads only: which items a dedup key holder absorbs (an older
   -- item, or the first item of this batch with the key), and how many are new.
   local holder, first_of, fresh = {}, {}, 0
@@ -132,11 +151,14 @@ local function enqueue_batch(base)
   end
   local new, note = {}, nil
   if fresh > 0 then
+    local gen = unregistered(token, ARGV[base + 1])
+    if gen then return { unregistered = gen } end
     local err
     new, err = new_ids(fresh, floor)
     if not new then return redis.error_reply(err) end
     note = err
     -- The first write.
+    if redis.call('EXISTS', K_LISTED) == 0 then redis.call('SET', K_LISTED, token) end
     local hi = fmt_int(new[fresh])
     redis.call('SET', K_SEQ, hi)
     redis.call('SET', K_MARK, hi)

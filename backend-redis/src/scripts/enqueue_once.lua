@@ -1,7 +1,9 @@
 -- enqueue_once: KEYS[10] = the request's key; ARGV[2] = how long to remember
--- the request (ms); ARGV[3] = the client's id floor, ARGV[4] = n, then per
--- item what `enqueue` takes.
--- Returns { seen, results, note }: seen = 1 when the request was already
+-- the request (ms); from ARGV[3] what `enqueue` takes from ARGV[2] (the
+-- registration, the id floor, n, the items).
+-- Returns { 'unregistered', generation } as `enqueue` does (nothing
+-- written, the request not stored), or { seen, results, note }: seen = 1
+-- when the request was already
 -- written (its stored results come back and nothing is written: this path
 -- reads only, so it answers even on a server over `maxmemory`), else 0 and
 -- the batch is written as `enqueue` writes it and its results are stored
@@ -25,6 +27,7 @@ elseif t ~= 'none' then
 end
 local out, note = enqueue_batch(3)
 if out.err then return out end
+if out.unregistered then return { 'unregistered', out.unregistered } end
 local parts = {}
 for i, r in ipairs(out) do parts[i] = fmt_int(r[1]) .. ':' .. fmt_int(r[2]) end
 redis.call('SET', K_REQ, table.concat(parts, ','), 'PX', ARGV[2])

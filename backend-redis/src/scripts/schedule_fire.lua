@@ -3,7 +3,8 @@
 -- caller loaded, ARGV[3] = the tick (ms), then from ARGV[4] the enqueue
 -- batch arguments of one item (scripts/enqueue_batch.lua).
 -- Returns { 'stale' } | { 'done', last } | { 'early', now } |
--- { 'fired', rows, note }. The check of the last tick, the enqueue and the
+-- { 'fired', rows, note } | { 'unregistered', generation } (the queue must
+-- be registered first, nothing written, as `enqueue` answers). The check of the last tick, the enqueue and the
 -- record of the tick are this one script: one step.
 local K_REC = KEYS[10]
 local t = key_type(K_REC)
@@ -20,5 +21,6 @@ local now = now_ms()
 if tick > now then return { 'early', fmt_int(now) } end
 local out, note = enqueue_batch(4)
 if out.err then return out end
+if out.unregistered then return { 'unregistered', out.unregistered } end
 redis.call('HSET', K_REC, 'last', ARGV[3])
 return { 'fired', out, note or false }

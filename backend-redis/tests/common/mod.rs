@@ -158,19 +158,23 @@ impl leaseq_conformance::BackendFactory for Factory {
 }
 
 /// A backend of `which` for `config`, sharded over `shards` physical queues
-/// named by `namer` (default names when `None`).
+/// named by `namer` and read back by its inverse (default names when
+/// `None`).
 pub async fn connect_sharded(
     which: Which,
     config: RedisConfig,
     shards: u16,
-    namer: Option<leaseq_redis::ShardNamer>,
+    namer: Option<Names>,
 ) -> leaseq_core::Result<Arc<dyn Backend>> {
     fn named<B: Backend>(
         b: leaseq_redis::ShardedBackend<B>,
-        namer: Option<leaseq_redis::ShardNamer>,
+        namer: Option<Names>,
     ) -> Arc<dyn Backend> {
         match namer {
-            Some(n) => Arc::new(b.shard_names(move |q, i| n(q, i))),
+            Some((n, p)) => Arc::new(
+                b.shard_names(move |q, i| n(q, i))
+                    .shard_parser(move |q| p(q)),
+            ),
             None => Arc::new(b),
         }
     }
@@ -199,12 +203,15 @@ pub async fn connect_sharded(
     }
 }
 
+/// Custom shard names and their inverse.
+pub type Names = (leaseq_redis::ShardNamer, leaseq_redis::ShardParser);
+
 /// A conformance factory on the local cluster shared by the test binary:
 /// one backend per check (each check builds its own runtime), plain or
 /// sharded, under a prefix of its own deleted when dropped.
 pub struct ClusterFactory {
     which: Which,
-    shards: Option<(u16, Option<leaseq_redis::ShardNamer>)>,
+    shards: Option<(u16, Option<Names>)>,
     prefix: String,
     backend: tokio::sync::OnceCell<Result<Arc<dyn Backend>, String>>,
 }
@@ -229,8 +236,9 @@ impl ClusterFactory {
         }
     }
 
-    /// Queues sharded `shards` ways, shards named by `namer`.
-    pub fn sharded(which: Which, shards: u16, namer: Option<leaseq_redis::ShardNamer>) -> Self {
+    /// Queues sharded `shards` ways, shards named by `namer` (and read back
+    /// by its inverse).
+    pub fn sharded(which: Which, shards: u16, namer: Option<Names>) -> Self {
         let mut f = Self::new(which);
         f.shards = Some((shards, namer));
         f
@@ -241,7 +249,7 @@ impl ClusterFactory {
         which: Which,
         shards: u16,
         prefix: String,
-        namer: Option<leaseq_redis::ShardNamer>,
+        namer: Option<Names>,
     ) -> Self {
         let mut f = Self::sharded(which, shards, namer);
         f.prefix = prefix;

@@ -37,6 +37,15 @@ pub(crate) struct EnqueueArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// The queue's name; without one, every queue that holds items.
+    queue: Option<String>,
+    /// Accept a queue that holds no items instead of reporting it unknown.
+    #[arg(long, requires = "queue")]
+    allow_empty: bool,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct PeekArgs {
     #[command(flatten)]
     queue: QueueArgs,
@@ -88,7 +97,14 @@ async fn open_known(
     Ok((backend, queue, stats))
 }
 
-pub(crate) async fn stats(url: &Target, q: QueueArgs) -> Result<(), CliError> {
+pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError> {
+    let Some(queue) = args.queue else {
+        return all_stats(url).await;
+    };
+    let q = QueueArgs {
+        queue,
+        allow_empty: args.allow_empty,
+    };
     let (_, queue, stats) = open_known(url, &q).await?;
     println!("queue {queue}");
     println!("{:<10} {:>12}", "state", "items");
@@ -96,6 +112,38 @@ pub(crate) async fn stats(url: &Target, q: QueueArgs) -> Result<(), CliError> {
         println!("{:<10} {:>12}", state.as_str(), stats.get(state));
     }
     println!("{:<10} {:>12}", "total", stats.total());
+    Ok(())
+}
+
+/// One line per queue that holds items (from `Backend::queues`), with its
+/// counts per state, under a header. A queue emptied between the listing
+/// and its stats shows zeros.
+async fn all_stats(url: &Target) -> Result<(), CliError> {
+    url.shared_only()?;
+    let backend = url.connect(false).await?;
+    let queues = backend.queues().await?;
+    let width = queues
+        .iter()
+        .map(|q| q.as_str().len())
+        .max()
+        .unwrap_or(0)
+        .max("queue".len());
+    print!("{:<width$}", "queue");
+    for state in ItemState::ALL {
+        print!(" {:>10}", state.as_str());
+    }
+    println!(" {:>10}", "total");
+    for queue in &queues {
+        let stats = backend.stats(queue).await?;
+        print!("{:<width$}", queue.as_str());
+        for state in ItemState::ALL {
+            print!(" {:>10}", stats.get(state));
+        }
+        println!(" {:>10}", stats.total());
+    }
+    if queues.is_empty() {
+        println!("(no queues hold items)");
+    }
     Ok(())
 }
 

@@ -51,8 +51,9 @@ impl Cli {
 enum Command {
     /// Producers, workers (some crashing), reapers at once; prints the verdict.
     Demo(demo::DemoArgs),
-    /// Items per state in a queue, as a table.
-    Stats(QueueArgs),
+    /// Items per state in a queue, as a table; without a queue, one line
+    /// per queue that holds items.
+    Stats(admin::StatsArgs),
     /// Adds items to a queue; prints their ids.
     Enqueue(admin::EnqueueArgs),
     /// Shows items in one state.

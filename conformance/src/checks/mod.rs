@@ -10,6 +10,7 @@ pub mod input;
 pub mod isolation;
 pub mod lifecycle;
 pub mod limits;
+pub mod listing;
 pub mod ordering;
 pub mod recovery;
 pub mod replies;

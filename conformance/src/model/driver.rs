@@ -30,7 +30,8 @@ pub struct ModelConfig {
     /// The longest sequence drawn.
     pub max_steps: usize,
     /// Every item is read back (`item`) after every `sweep_every`-th step and
-    /// at the end of a case; `stats` and the index snapshot after every step.
+    /// at the end of a case; `stats`, `queues` and the index snapshot after
+    /// every step.
     pub sweep_every: usize,
     /// A file (relative to the test's working directory, i.e. the crate
     /// root) where proptest keeps the seeds of failing cases and replays them
@@ -323,6 +324,8 @@ impl Run {
         let stats = b.stats(&self.q).await;
         let now = self.window().await?;
         self.model.stats(now, &stats)?;
+        let listing = b.queues().await;
+        self.model.listing(&self.q, &listing)?;
         if let Some(hooks) = b.test_hooks() {
             let snap = hooks
                 .snapshot(&self.q)

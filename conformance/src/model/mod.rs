@@ -16,7 +16,8 @@
 //! ack, extend, release and fail with the token a claim handed out (often a
 //! stale one by then) and with forged tokens; reap; time passing; the
 //! `expire_leases` and `make_due` hooks; stats, peek, redrive and purge.
-//! After every step it compares `stats` and, with test hooks, the raw
+//! After every step it compares `stats`, whether `queues` lists the queue
+//! (exactly while the model holds an item) and, with test hooks, the raw
 //! indexes (INV-1, and that the backend holds exactly the model's items);
 //! every item is read back with `item` as often as configured.
 //!

@@ -1,7 +1,7 @@
 //! Inspection against the model: `stats`, `peek` and `item` must show what
 //! the model holds, in the order each index keeps.
 
-use leaseq_core::{Error, ItemId, ItemInfo, ItemState, QueueStats, Result};
+use leaseq_core::{Error, ItemId, ItemInfo, ItemState, QueueName, QueueStats, Result};
 
 use super::state::{Entry, Model, Note, Slot};
 use super::window::Window;
@@ -49,6 +49,34 @@ impl Model {
             *got == want,
             Rule::Inv1,
             "stats at {now} are {got:?}, the model holds {want:?}"
+        );
+        Ok(())
+    }
+
+    /// `queues()` answered `got`: sorted, each name once, and `queue` (the
+    /// model's) in it exactly while the model holds an item. Other queues
+    /// may be listed: the backend may be shared.
+    pub fn listing(
+        &self,
+        queue: &QueueName,
+        got: &Result<Vec<QueueName>>,
+    ) -> Result<(), Violation> {
+        let got = got
+            .as_ref()
+            .map_err(|e| contract("queues", format!("queues failed: {e}")))?;
+        ensure!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            Rule::Contract("queues"),
+            "queues() is not sorted by name with each queue once: {got:?}"
+        );
+        let listed = got.contains(queue);
+        let holds = !self.items.is_empty();
+        ensure!(
+            listed == holds,
+            Rule::Contract("queues"),
+            "queues() {} the queue while the model holds {} items",
+            if listed { "lists" } else { "leaves out" },
+            self.items.len()
         );
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // Each test crate that includes this file uses some of the faults.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,6 +61,18 @@ pub(crate) enum Fault {
     /// A claim reports the claim's time as the item's enqueue time (as a
     /// backend that never stored it would).
     ClaimTimeAsEnqueueTime,
+    /// `queues` also lists every queue ever enqueued through the wrapper,
+    /// as a list of queue names that is added to and never pruned.
+    ListedAfterPurge,
+    /// `queues` leaves out queues whose items are all Dead, as a listing
+    /// that reads only the indexes of live work.
+    DeadHidden,
+    /// `queues` is a list the client keeps from its own calls: a queue is
+    /// added once an enqueue returns, removed once a purge returns or an
+    /// ack leaves the queue empty (a round trip after the call). Right when
+    /// calls come one at a time; when they race, a purge's removal lands
+    /// after an enqueue's addition, and the other way round.
+    ListingKeptByCalls,
 }
 
 /// `inner` with `fault`.
@@ -78,6 +90,8 @@ pub(crate) struct Faulty {
     limits: Mutex<HashMap<QueueName, QueueLimits>>,
     /// Last fired tick per schedule (for SplitFire).
     ticks: Mutex<HashMap<ScheduleName, Timestamp>>,
+    /// The wrapper's own listing (ListedAfterPurge, ListingKeptByCalls).
+    listing: Mutex<BTreeSet<QueueName>>,
 }
 
 impl Faulty {
@@ -90,11 +104,34 @@ impl Faulty {
             keys: Mutex::new(HashMap::new()),
             limits: Mutex::new(HashMap::new()),
             ticks: Mutex::new(HashMap::new()),
+            listing: Mutex::new(BTreeSet::new()),
         }
     }
 }
 
 impl Faulty {
+    /// Adds `queue` to the wrapper's own listing, or takes it out.
+    fn note_listed(&self, queue: &QueueName, listed: bool) {
+        let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        if listed {
+            listing.insert(queue.clone());
+        } else {
+            listing.remove(queue);
+        }
+    }
+
+    /// After an ack of `queue` returned (ListingKeptByCalls): a round
+    /// trip, then the queue leaves the listing if it looks empty.
+    async fn after_ack(&self, queue: &QueueName) -> Result<()> {
+        if self.fault == Fault::ListingKeptByCalls {
+            tokio::task::yield_now().await;
+            if self.inner.stats(queue).await?.total() == 0 {
+                self.note_listed(queue, false);
+            }
+        }
+        Ok(())
+    }
+
     /// The limits the wrapper keeps for `queue`.
     fn kept_limits(&self, queue: &QueueName) -> QueueLimits {
         self.limits
@@ -172,6 +209,10 @@ impl Layer for Faulty {
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        if self.fault == Fault::ListingKeptByCalls {
+            self.inner.ack(lease).await?;
+            return self.after_ack(&lease.queue).await;
+        }
         if self.fault == Fault::UnfencedAck {
             let current = self
                 .current
@@ -201,6 +242,15 @@ impl Layer for Faulty {
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
+        if matches!(
+            self.fault,
+            Fault::ListedAfterPurge | Fault::ListingKeptByCalls
+        ) {
+            let out = self.inner.enqueue(queue, items).await?;
+            tokio::task::yield_now().await;
+            self.note_listed(queue, true);
+            return Ok(out);
+        }
         if self.fault != Fault::GlobalDedup {
             return self.inner.enqueue(queue, items).await;
         }
@@ -274,6 +324,13 @@ impl Layer for Faulty {
     }
 
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        if self.fault == Fault::ListingKeptByCalls {
+            let out = self.inner.ack_many(leases).await?;
+            for lease in leases {
+                self.after_ack(&lease.queue).await?;
+            }
+            return Ok(out);
+        }
         if self.fault != Fault::LoopedBatchAck {
             return self.inner.ack_many(leases).await;
         }
@@ -348,6 +405,43 @@ impl Layer for Faulty {
         match e.into_iter().next() {
             Some(e) => Ok(Fired::Enqueued(e)),
             None => Ok(Fired::Stale),
+        }
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let n = self.inner.purge(queue).await?;
+        if self.fault == Fault::ListingKeptByCalls {
+            tokio::task::yield_now().await;
+            self.note_listed(queue, false);
+        }
+        Ok(n)
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let listing = || {
+            self.listing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        };
+        match self.fault {
+            Fault::ListedAfterPurge => {
+                let mut all: BTreeSet<QueueName> = self.inner.queues().await?.into_iter().collect();
+                all.extend(listing());
+                Ok(all.into_iter().collect())
+            }
+            Fault::DeadHidden => {
+                let mut out = Vec::new();
+                for q in self.inner.queues().await? {
+                    let s = self.inner.stats(&q).await?;
+                    if s.total() > s.dead {
+                        out.push(q);
+                    }
+                }
+                Ok(out)
+            }
+            Fault::ListingKeptByCalls => Ok(listing().into_iter().collect()),
+            _ => self.inner.queues().await,
         }
     }
 

@@ -329,6 +329,17 @@ impl Backend for TwoList {
         }))
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let all = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<QueueName> = all
+            .iter()
+            .filter(|(_, k)| !(k.avail.is_empty() && k.claimed.is_empty() && k.dead.is_empty()))
+            .map(|(q, _)| q.clone())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     async fn peek(
         &self,
         queue: &QueueName,

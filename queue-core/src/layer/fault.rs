@@ -64,6 +64,8 @@ pub enum Op {
     Reap,
     /// [`Backend::stats`]
     Stats,
+    /// [`Backend::queues`]
+    Queues,
     /// [`Backend::peek`]
     Peek,
     /// [`Backend::item`]
@@ -283,6 +285,9 @@ impl<B: Backend> Layer for Faults<B> {
     }
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         self.run(Op::Stats, self.inner.stats(queue)).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.run(Op::Queues, self.inner.queues()).await
     }
     async fn peek(
         &self,

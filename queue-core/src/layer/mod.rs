@@ -167,6 +167,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().stats(queue).await
     }
 
+    /// [`Backend::queues`], forwarded by default.
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.inner().queues().await
+    }
+
     /// [`Backend::peek`], forwarded by default.
     async fn peek(
         &self,
@@ -289,6 +294,9 @@ impl<L: Layer> Backend for L {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         Layer::stats(self, queue).await
     }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        Layer::queues(self).await
+    }
     async fn peek(
         &self,
         queue: &QueueName,
@@ -388,6 +396,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         (**self).stats(queue).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        (**self).queues().await
     }
     async fn peek(
         &self,

@@ -127,6 +127,9 @@ impl Backend for Recorder {
     async fn stats(&self, _: &QueueName) -> Result<QueueStats> {
         self.hit("stats")
     }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.hit("queues")
+    }
     async fn peek(&self, _: &QueueName, _: ItemState, _: usize) -> Result<Vec<ItemInfo>> {
         self.hit("peek")
     }
@@ -205,6 +208,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.fail(&lease, "r").await;
     let _ = b.reap(&q).await;
     let _ = b.stats(&q).await;
+    let _ = b.queues().await;
     let _ = b.peek(&q, ItemState::Ready, 1).await;
     let _ = b.item(&q, ItemId::new(1)).await;
     let _ = b.redrive(&q, 1).await;

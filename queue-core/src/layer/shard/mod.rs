@@ -32,6 +32,15 @@
 //! - **Wait for work** waits on one shard at a time, in turn, each for a
 //!   slice of the timeout: one blocking connection per waiter, not K.
 //! - **Reap, stats, purge** cover every shard concurrently; stats are summed.
+//! - **Queues** ([`Backend::queues`]) lists the logical queues of which at
+//!   least one shard is listed by the inner backend: its listing, each
+//!   physical name read back as (logical queue, shard) and kept only when
+//!   the shard is below K and naming that shard gives the same name again.
+//!   Physical queues that are no shard of this layer (a plain queue on the
+//!   same store) are left out. Default names `queue:i` read back by
+//!   splitting at the last `:`; with [`Sharded::shard_names`] give the
+//!   inverse with [`Sharded::shard_parser`], or `queues` is
+//!   [`Error::Unsupported`].
 //! - **Limits** ([`crate::Backend::set_queue_limits`]) are split into one
 //!   share per shard ([`crate::LimitScope::Split`]): each shard enforces its
 //!   share in its own atomic claim and the shares add up to the limit, so
@@ -86,12 +95,24 @@ const MIN_WAIT_SLICE: Duration = Duration::from_millis(50);
 /// Names shard `i` of a logical queue.
 pub type ShardNamer = Arc<dyn Fn(&QueueName, u16) -> Result<QueueName> + Send + Sync>;
 
+/// Reads a physical queue's name back as its logical queue and shard (the
+/// inverse of a [`ShardNamer`]); `None` for a name that is no shard.
+pub type ShardParser = Arc<dyn Fn(&QueueName) -> Option<(QueueName, u16)> + Send + Sync>;
+
+/// The inverse of the default names `queue:i`.
+fn default_parser(physical: &QueueName) -> Option<(QueueName, u16)> {
+    let (logical, i) = physical.as_str().rsplit_once(':')?;
+    Some((QueueName::new(logical).ok()?, i.parse().ok()?))
+}
+
 /// One logical queue over K physical queues of an inner backend: see the
 /// [module docs](self).
 pub struct Sharded<B: Backend> {
     inner: Arc<B>,
     shards: u16,
     namer: ShardNamer,
+    /// `None` when custom names came without their inverse.
+    parser: Option<ShardParser>,
     enqueue_turn: Arc<Rotation>,
     claim_turn: Arc<Rotation>,
     wait_turn: Arc<Rotation>,
@@ -103,6 +124,7 @@ impl<B: Backend> Clone for Sharded<B> {
             inner: Arc::clone(&self.inner),
             shards: self.shards,
             namer: Arc::clone(&self.namer),
+            parser: self.parser.clone(),
             enqueue_turn: Arc::clone(&self.enqueue_turn),
             claim_turn: Arc::clone(&self.claim_turn),
             wait_turn: Arc::clone(&self.wait_turn),
@@ -132,6 +154,7 @@ impl<B: Backend> Sharded<B> {
             inner: Arc::new(inner),
             shards,
             namer: Arc::new(|q: &QueueName, i: u16| QueueName::new(format!("{q}:{i}"))),
+            parser: Some(Arc::new(default_parser)),
             enqueue_turn: Arc::default(),
             claim_turn: Arc::default(),
             wait_turn: Arc::default(),
@@ -139,14 +162,40 @@ impl<B: Backend> Sharded<B> {
     }
 
     /// Names shards with `namer` instead of `queue:i`. The names must be
-    /// distinct per shard and stable for the queue's life.
+    /// distinct per shard and stable for the queue's life. It drops the
+    /// inverse of the default names: set yours with
+    /// [`Sharded::shard_parser`] (after this call) for
+    /// [`Backend::queues`].
     #[must_use]
     pub fn shard_names(
         mut self,
         namer: impl Fn(&QueueName, u16) -> Result<QueueName> + Send + Sync + 'static,
     ) -> Self {
         self.namer = Arc::new(namer);
+        self.parser = None;
         self
+    }
+
+    /// Reads physical names back as (logical queue, shard): the inverse of
+    /// the names [`Sharded::shard_names`] gives, for [`Backend::queues`].
+    /// An answer is used only when the shard is below K and naming that
+    /// shard of that queue gives the physical name again, so a parser that
+    /// accepts too much cannot list a queue that is not there.
+    #[must_use]
+    pub fn shard_parser(
+        mut self,
+        parser: impl Fn(&QueueName) -> Option<(QueueName, u16)> + Send + Sync + 'static,
+    ) -> Self {
+        self.parser = Some(Arc::new(parser));
+        self
+    }
+
+    /// The logical queue `physical` is a shard of, when it is one of this
+    /// layer's shards.
+    fn logical(&self, parser: &ShardParser, physical: &QueueName) -> Option<QueueName> {
+        let (logical, i) = parser(physical)?;
+        let named = (self.namer)(&logical, i).ok()?;
+        (i < self.shards && named == *physical).then_some(logical)
     }
 
     /// The number of shards.
@@ -519,6 +568,23 @@ impl<B: Backend> Layer for Sharded<B> {
                 leased: a.leased + s.leased,
                 dead: a.dead + s.dead,
             }))
+    }
+
+    /// The logical queues with a listed shard, sorted, each once.
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let Some(parser) = &self.parser else {
+            return Err(Error::unsupported(
+                "queues on a Sharded layer with custom shard names: give their inverse with Sharded::shard_parser",
+            ));
+        };
+        let logical: std::collections::BTreeSet<QueueName> = self
+            .inner
+            .queues()
+            .await?
+            .iter()
+            .filter_map(|physical| self.logical(parser, physical))
+            .collect();
+        Ok(logical.into_iter().collect())
     }
 
     /// Up to `limit` items in `state`: shard 0's in its order, then shard
