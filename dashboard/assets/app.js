@@ -8,6 +8,7 @@ const HISTORY = 120; // samples kept for the charts (one per second)
 const history = []; // {t, ready, scheduled, leased, dead, total}
 let timer = null;
 let route = "";
+let nextNotice = ""; // shown after the next navigation (e.g. after a purge)
 
 // ---- small helpers -------------------------------------------------------
 
@@ -23,6 +24,11 @@ function el(tag, attrs, ...children) {
     if (c !== null && c !== undefined) node.append(c);
   }
   return node;
+}
+
+// Replaces the page's main part; `null` stands for "nothing here".
+function setMain(...nodes) {
+  document.getElementById("main").replaceChildren(...nodes.filter((n) => n !== null));
 }
 
 function showError(message) {
@@ -132,8 +138,7 @@ async function overview() {
     el("tbody", {}, ...rows));
   const empty = data.queues.length === 0
     ? el("p", { class: "muted", text: "No queue holds items." }) : null;
-  const main = document.getElementById("main");
-  main.replaceChildren(
+  setMain(
     el("h1", { text: "Queues" }), table, empty,
     el("h2", { text: "Items per state, all queues" }),
     chart("depth", STATES, (p, s) => p[s]),
@@ -215,7 +220,7 @@ async function queuePage(name, state) {
       text: "Purge queue…" })) : null;
   const more = data.items.length < data.queue[state]
     ? el("p", { class: "muted", text: "Showing the first " + data.items.length + " of " + data.queue[state] + "." }) : null;
-  document.getElementById("main").replaceChildren(
+  setMain(
     el("h1", { text: name }), tabs, actions,
     el("table", { id: "items" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
@@ -240,7 +245,8 @@ async function purge(name) {
   const ok = await confirmWith("Delete every item of " + name + " in every state? Type the queue's name to confirm.", name);
   if (!ok) return;
   const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/purge", { confirm: name }));
-  if (r) notice(r.deleted + " items deleted.");
+  if (!r) return;
+  nextNotice = r.deleted + " items deleted.";
   location.hash = "#/";
 }
 
@@ -271,7 +277,7 @@ async function itemPage(name, id) {
     [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
-  document.getElementById("main").replaceChildren(
+  setMain(
     el("h1", { text: "Item " + item.id }), dl, redrive,
     el("h2", { text: "Payload" }), payloadCell(item.payload));
 }
@@ -300,6 +306,11 @@ function schedule() {
   }, live ? 1000 : 5000);
 }
 
-window.addEventListener("hashchange", () => { notice(""); render(); schedule(); });
+window.addEventListener("hashchange", () => {
+  notice(nextNotice);
+  nextNotice = "";
+  render();
+  schedule();
+});
 render();
 schedule();

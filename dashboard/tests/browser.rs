@@ -178,9 +178,14 @@ async fn walk(backend: Arc<dyn Backend>, label: &str) {
     while Instant::now() < deadline {
         match c.find(Locator::Css(&total)).await {
             Ok(cell) => {
+                // A row being redrawn reads empty for a moment.
                 let t = cell.text().await.unwrap_or_default();
-                if seen.last() != Some(&t) {
+                if !t.is_empty() && seen.last() != Some(&t) {
                     seen.push(t);
+                    if seen.len() == 3 {
+                        // Mid-drain: the charts have a few seconds of history.
+                        browser.screenshot(&format!("overview-{label}")).await;
+                    }
                 }
             }
             Err(_) if !seen.is_empty() => break,
