@@ -431,6 +431,17 @@ impl Backend for MemoryBackend {
         Ok(moved.unwrap_or(0))
     }
 
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let moved = self.existing(queue, |q| {
+            let moved = q.lock().redrive_one(id.get());
+            if moved == Some(true) {
+                q.wake();
+            }
+            moved
+        });
+        moved.flatten().ok_or(Error::NotFound { id })
+    }
+
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         let n = self.existing(queue, |q| q.lock().purge()).unwrap_or(0);
         self.forget_if_idle(queue);

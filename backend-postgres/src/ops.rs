@@ -784,6 +784,29 @@ impl Backend for PgBackend {
         Ok(u64::try_from(moved).unwrap_or(0))
     }
 
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let row = sqlx::query(&self.inner.sql.redrive_item)
+            .bind(queue.as_str())
+            .bind(raw)
+            .bind(&self.inner.channel)
+            .fetch_one(self.statement_on([queue]))
+            .await
+            .map_err(db("redrive_item"))?;
+        let moved: i64 = col(&row, 0)?;
+        let was: Option<String> = col(&row, 1)?;
+        match (moved, was) {
+            (1, _) => Ok(true),
+            (0, Some(_)) => Ok(false),
+            (0, None) => Err(Error::NotFound { id }),
+            (n, _) => Err(Error::Corrupt {
+                what: format!("redrive of item {id} moved {n} rows"),
+            }),
+        }
+    }
+
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         let done = sqlx::query(&self.inner.sql.purge)
             .bind(queue.as_str())

@@ -259,9 +259,21 @@ async fn redrive_brings_back_only_usable_items(which: Which) {
         plant(&b, &q, *id, p).await;
         assert_quarantined(b.as_ref(), &q, *id, p).await;
     }
+    // Named one by one: an unusable one stays in Dead and says why; a
+    // usable one comes back.
+    for (id, p) in ids.iter().zip(kinds).take(3) {
+        let got = b.redrive_item(&q, *id).await;
+        assert!(
+            matches!(&got, Err(leaseq_core::Error::Corrupt { what }) if what.contains("still unusable")),
+            "redrive_item of {p:?}: {got:?}"
+        );
+        assert_quarantined(b.as_ref(), &q, *id, p).await;
+    }
+    assert!(b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
+    assert!(!b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
     // One at a time: each call steps over the three left in Dead.
     assert_eq!(b.redrive(&q, 1).await.expect("redrive"), 1);
-    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 2);
+    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 1);
     assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 0);
     let s = b.stats(&q).await.expect("stats");
     assert_eq!((s.ready, s.dead), (3, 3));

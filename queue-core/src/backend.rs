@@ -406,6 +406,29 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// their attempts reset to 0; returns how many moved.
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
 
+    /// Moves the Dead item `id` back to Ready with its attempts reset to 0,
+    /// as [`Backend::redrive`] does for the oldest ones; returns whether it
+    /// moved. What a dashboard's "redrive" button on one dead job calls.
+    ///
+    /// # Contract
+    /// - One atomic step: the item moves only if it is Dead at that step.
+    ///   Of concurrent calls naming one id (and a [`Backend::redrive`] that
+    ///   takes the same item), exactly one moves it; the others find it
+    ///   Ready and return `Ok(false)`.
+    /// - `Ok(true)`: the item is Ready with attempts 0, keeps its payload,
+    ///   priority, max attempts and dedup key, and takes the place in claim
+    ///   order that [`Backend::redrive`] gives the items it moves; waiting
+    ///   consumers are woken as by [`Backend::redrive`].
+    /// - `Ok(false)` and nothing changed: the item exists in another state
+    ///   (Ready, Scheduled or Leased; a Leased item's lease stays valid).
+    /// - [`crate::Error::NotFound`]: `queue` holds no item `id`, by the
+    ///   same rules as [`Backend::item`] (an id no backend can have handed
+    ///   out is `NotFound` too).
+    /// - [`crate::Error::Corrupt`] and nothing changed: a Dead item that was
+    ///   quarantined for fields no claim can use, and whose fields are
+    ///   still unusable; [`Backend::redrive`] leaves such items in Dead too.
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool>;
+
     /// Deletes every item of the queue in every state, and its dedup keys
     /// (keys held after an ack too); returns how many items were deleted.
     /// Leases held on them are lost. Schedules that name the queue stay.

@@ -70,6 +70,8 @@ pub enum Op {
     Item,
     /// [`Backend::redrive`]
     Redrive,
+    /// [`Backend::redrive_item`]
+    RedriveItem,
     /// [`Backend::purge`]
     Purge,
 }
@@ -298,6 +300,10 @@ impl<B: Backend> Layer for Faults<B> {
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         self.run(Op::Redrive, self.inner.redrive(queue, limit))
+            .await
+    }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.run(Op::RedriveItem, self.inner.redrive_item(queue, id))
             .await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

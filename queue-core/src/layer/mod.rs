@@ -187,6 +187,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().redrive(queue, limit).await
     }
 
+    /// [`Backend::redrive_item`], forwarded by default.
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.inner().redrive_item(queue, id).await
+    }
+
     /// [`Backend::purge`], forwarded by default.
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         self.inner().purge(queue).await
@@ -303,6 +308,9 @@ impl<L: Layer> Backend for L {
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         Layer::redrive(self, queue, limit).await
     }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        Layer::redrive_item(self, queue, id).await
+    }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Layer::purge(self, queue).await
     }
@@ -402,6 +410,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         (**self).redrive(queue, limit).await
+    }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        (**self).redrive_item(queue, id).await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         (**self).purge(queue).await

@@ -136,6 +136,9 @@ impl Backend for Recorder {
     async fn redrive(&self, _: &QueueName, _: usize) -> Result<u64> {
         self.hit("redrive")
     }
+    async fn redrive_item(&self, _: &QueueName, _: ItemId) -> Result<bool> {
+        self.hit("redrive_item")
+    }
     async fn purge(&self, _: &QueueName) -> Result<u64> {
         self.hit("purge")
     }
@@ -208,6 +211,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.peek(&q, ItemState::Ready, 1).await;
     let _ = b.item(&q, ItemId::new(1)).await;
     let _ = b.redrive(&q, 1).await;
+    let _ = b.redrive_item(&q, ItemId::new(1)).await;
     let _ = b.purge(&q).await;
     let _ = b
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))
