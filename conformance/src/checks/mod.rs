@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod ordering;
 pub mod recovery;
+pub mod redrive;
 pub mod replies;
 pub mod schedules;
 pub mod storm;

@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
-    NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
+    Backend, ClaimSpec, Claimed, Enqueued, ItemId, ItemState, Layer, Lease, LeaseFate, LeaseKey,
+    LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
+    Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -54,6 +55,13 @@ pub(crate) enum Fault {
     /// Leased count, then claims what is left, in two steps (a round trip
     /// apart), so racing claimers all see the same free slots.
     LimitCheckedInClient,
+    /// `redrive_item` checks that the named item is Dead, then moves the
+    /// oldest Dead item (a `redrive` of one) instead of the one named.
+    RedriveOldest,
+    /// `redrive_item` split into steps: it reads the item's state, then
+    /// moves it in a second round trip and says it moved whatever that
+    /// step found, so racing callers all answer `true`.
+    SplitRedriveItem,
     /// `fire_schedule` split into steps, as a scheduler that reads the
     /// last tick, enqueues and then records the tick would run it: read,
     /// enqueue, write, each on its own.
@@ -337,6 +345,22 @@ impl Layer for Faulty {
             Some(e) => Ok(Fired::Enqueued(e)),
             None => Ok(Fired::Stale),
         }
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        if !matches!(self.fault, Fault::RedriveOldest | Fault::SplitRedriveItem) {
+            return self.inner.redrive_item(queue, id).await;
+        }
+        if self.inner.item(queue, id).await?.state != ItemState::Dead {
+            return Ok(false);
+        }
+        if self.fault == Fault::RedriveOldest {
+            return Ok(self.inner.redrive(queue, 1).await? == 1);
+        }
+        // The round trip between the read and the move.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.redrive_item(queue, id).await?;
+        Ok(true)
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
