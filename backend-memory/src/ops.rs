@@ -153,7 +153,7 @@ impl Backend for MemoryBackend {
         Ok(claimed.unwrap_or_default())
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let leases = self.existing(queue, |q| {
             let st = q.lock();
             let now = self.now_ms();

@@ -520,7 +520,7 @@ impl Backend for PgBackend {
         self.claim_plain(queue, &spec).await
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
         let last = first | !ClaimSpec::FAMILY_MASK;
         let rows = sqlx::query(&self.inner.sql.recover_claim)

@@ -93,7 +93,10 @@ async fn poison_at_the_head_is_quarantined_and_never_stalls_a_claim() {
     // The claim of 2 returns two healthy items (first attempt, first
     // tokens), and reports the poison it moved aside.
     let spec = ClaimSpec::new(2, LONG).expect("spec");
-    let claimed = b.claim(&queue, spec).await.expect("a claim over poison");
+    let claimed = b
+        .claim(&queue, spec.duplicate())
+        .await
+        .expect("a claim over poison");
     let got: Vec<_> = claimed.leases.iter().map(|l| (l.id(), l.token())).collect();
     assert_eq!(
         got,

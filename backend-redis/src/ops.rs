@@ -185,7 +185,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         }
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let r = self
             .run(
                 &self.scripts.recover_claim,

@@ -157,7 +157,8 @@ async fn leased_poison_is_quarantined(which: Which) {
         let (b, q) = (b.clone(), q.clone());
         async move {
             let spec = ClaimSpec::new(n, TTL).expect("spec");
-            let c = b.claim(&q, spec).await.expect("claim");
+            // Kept to recover the claim with.
+            let c = b.claim(&q, spec.duplicate()).await.expect("claim");
             assert_eq!(c.leases.len(), n as usize);
             (spec, c.leases)
         }
@@ -167,7 +168,7 @@ async fn leased_poison_is_quarantined(which: Which) {
     let ids = push(b.as_ref(), &q, 2, "a").await;
     let (spec, leases) = claim(2).await;
     plant(&b, &q, ids[0], Poison::MissingPayload).await;
-    let recovered = b.recover_claim(&q, spec).await.expect("recover_claim");
+    let recovered = b.recover_claim(&q, &spec).await.expect("recover_claim");
     assert_eq!(
         recovered.leases.iter().map(|l| l.id()).collect::<Vec<_>>(),
         vec![ids[1]]

@@ -277,7 +277,7 @@ impl Backend for SqliteBackend {
         Ok(out)
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
         let last = first | !ClaimSpec::FAMILY_MASK;
         let rows = sqlx::query(sql::RECOVER_CLAIM)

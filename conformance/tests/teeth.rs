@@ -213,6 +213,15 @@ impl BackendFactory for RealClockFaultyFactory {
 }
 
 #[test]
+fn claims_that_share_one_spec_are_caught() {
+    caught(
+        "every claim under the first spec's tokens (one spec kept for all claims)",
+        &[Rule::Contract("lost replies")],
+        || replies::lost_replies_settle_truthfully(&FaultyFactory(Fault::OneSpecForAll)),
+    );
+}
+
+#[test]
 fn a_stray_entry_left_by_reap_is_caught_though_a_later_call_repairs_it() {
     caught(
         "a reap that leaves a stray Ready entry",

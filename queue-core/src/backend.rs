@@ -233,7 +233,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   tokens of the family), `attempts + 1`, and expires at `now + ttl`
     ///   on the backend's clock. Tokens come from the caller's spec so that
     ///   a claim whose reply was lost can be recovered
-    ///   ([`Backend::recover_claim`]).
+    ///   ([`Backend::recover_claim`]). The spec is taken by value: one
+    ///   spec, one claim ([`ClaimSpec`]).
     /// - MUST NOT return an item whose lease is live (INV-2).
     /// - An index entry without its item, or with corrupt data, is removed,
     ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
@@ -245,7 +246,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// The leases a claim with `spec` made that its tokens still hold: what
     /// a caller whose claim reply was lost uses instead of claiming again.
-    /// Claims nothing.
+    /// Claims nothing, so it borrows the spec the caller keeps.
     ///
     /// # Contract
     /// - Returns every item of `queue` whose current token belongs to
@@ -255,7 +256,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Its cost may grow with the queue's live leases: it is for the rare
     ///   call after a lost reply.
     /// - The default returns [`crate::Error::Unsupported`].
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let _ = (queue, spec);
         Err(crate::Error::unsupported("recover_claim"))
     }

@@ -55,6 +55,10 @@ pub(crate) enum Fault {
     /// Leased count, then claims what is left, in two steps (a round trip
     /// apart), so racing claimers all see the same free slots.
     LimitCheckedInClient,
+    /// Every claim hands out the tokens of the first spec the wrapper saw,
+    /// whatever spec it is given: what a caller that kept one spec for all
+    /// its claims would send.
+    OneSpecForAll,
     /// `redrive_item` checks that the named item is Dead, then moves the
     /// oldest Dead item (a `redrive` of one) instead of the one named.
     RedriveOldest,
@@ -83,6 +87,8 @@ pub(crate) struct Faulty {
     limits: Mutex<HashMap<QueueName, QueueLimits>>,
     /// Last fired tick per schedule (for SplitFire).
     ticks: Mutex<HashMap<ScheduleName, Timestamp>>,
+    /// The request of the first claim (for OneSpecForAll).
+    first_request: Mutex<Option<LeaseToken>>,
 }
 
 impl Faulty {
@@ -95,6 +101,7 @@ impl Faulty {
             keys: Mutex::new(HashMap::new()),
             limits: Mutex::new(HashMap::new()),
             ticks: Mutex::new(HashMap::new()),
+            first_request: Mutex::new(None),
         }
     }
 }
@@ -120,6 +127,15 @@ impl Layer for Faulty {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        if self.fault == Fault::OneSpecForAll {
+            let first = *self
+                .first_request
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(spec.request());
+            let reused = ClaimSpec::with_request(spec.max(), spec.ttl().get(), first)?;
+            return self.inner.claim(queue, reused).await;
+        }
         if self.fault == Fault::LimitCheckedInClient {
             let limit = self.kept_limits(queue).concurrency;
             if let Some(k) = limit {
@@ -142,6 +158,7 @@ impl Layer for Faulty {
                 return Ok(c);
             }
         }
+        let max = spec.max() as usize;
         let mut claimed = self.inner.claim(queue, spec).await?;
         {
             let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
@@ -154,7 +171,7 @@ impl Layer for Faulty {
             let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
             let fresh = claimed.leases.clone();
             for old in handed.iter() {
-                if claimed.leases.len() >= spec.max() as usize {
+                if claimed.leases.len() >= max {
                     break;
                 }
                 let live = old.expires_at > now && old.key.queue == *queue;
@@ -255,7 +272,7 @@ impl Layer for Faulty {
         Ok(Released::Ready)
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         if self.fault == Fault::Amnesia {
             return Ok(Claimed::default());
         }

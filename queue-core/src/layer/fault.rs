@@ -253,7 +253,7 @@ impl<B: Backend> Layer for Faults<B> {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.run(Op::Claim, self.inner.claim(queue, spec)).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         self.run(Op::RecoverClaim, self.inner.recover_claim(queue, spec))
             .await
     }

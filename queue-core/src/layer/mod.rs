@@ -117,7 +117,7 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// [`Backend::recover_claim`], forwarded by default.
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         self.inner().recover_claim(queue, spec).await
     }
 
@@ -264,7 +264,7 @@ impl<L: Layer> Backend for L {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         Layer::claim(self, queue, spec).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         Layer::recover_claim(self, queue, spec).await
     }
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
@@ -367,7 +367,7 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         (**self).claim(queue, spec).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         (**self).recover_claim(queue, spec).await
     }
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {

@@ -97,7 +97,7 @@ impl Backend for Recorder {
     async fn claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
         self.hit("claim")
     }
-    async fn recover_claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, _: &QueueName, _: &ClaimSpec) -> Result<Claimed> {
         self.hit("recover_claim")
     }
     async fn lease_fate(&self, _: &LeaseKey, _: Timestamp) -> Result<LeaseFate> {
@@ -197,8 +197,8 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b
         .enqueue_once(&q, LeaseToken::random(), vec![NewItem::new("x")])
         .await;
-    let _ = b.claim(&q, spec).await;
-    let _ = b.recover_claim(&q, spec).await;
+    let _ = b.claim(&q, spec.duplicate()).await;
+    let _ = b.recover_claim(&q, &spec).await;
     let _ = b.lease_fate(&lease, Timestamp::from_millis(1)).await;
     let _ = b.ack(&lease).await;
     let _ = b.ack_many(std::slice::from_ref(&lease)).await;

@@ -408,10 +408,12 @@ impl<B: Backend> Layer for Sharded<B> {
         }
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let found = self
-            .on_shards(queue, &self.all(), |_, b, q| async move {
-                b.recover_claim(&q, spec).await
+            .on_shards(queue, &self.all(), |_, b, q| {
+                // Each shard's task looks up the same claim.
+                let spec = spec.duplicate();
+                async move { b.recover_claim(&q, &spec).await }
             })
             .await?;
         let mut out = Claimed::default();
