@@ -19,7 +19,6 @@ fn main() -> leaseq_core::Result<()> {
     rt.block_on(async {
         let backend = MemoryBackend::new();
         let queue = QueueName::new("bench")?;
-        let spec = ClaimSpec::new(100, Duration::from_secs(30))?;
         let payload = leaseq_core::Bytes::from_static(b"0123456789abcdef");
         for round in 0..3 {
             let start = Instant::now();
@@ -27,6 +26,8 @@ fn main() -> leaseq_core::Result<()> {
             while done < jobs {
                 let batch = (0..100).map(|_| NewItem::new(payload.clone())).collect();
                 backend.enqueue(&queue, batch).await?;
+                // One spec per claim: a spec names its claim's tokens.
+                let spec = ClaimSpec::new(100, Duration::from_secs(30))?;
                 let claimed = backend.claim(&queue, spec).await?;
                 for lease in &claimed.leases {
                     backend.ack(&lease.key).await?;

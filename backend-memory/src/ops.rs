@@ -154,7 +154,7 @@ impl Backend for MemoryBackend {
         Ok(claimed.unwrap_or_default())
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let leases = self.existing(queue, |q| {
             let st = q.lock();
             let now = self.now_ms();
@@ -435,6 +435,17 @@ impl Backend for MemoryBackend {
             moved
         });
         Ok(moved.unwrap_or(0))
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let moved = self.existing(queue, |q| {
+            let moved = q.lock().redrive_one(id.get());
+            if moved == Some(true) {
+                q.wake();
+            }
+            moved
+        });
+        moved.flatten().ok_or(Error::NotFound { id })
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

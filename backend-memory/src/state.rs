@@ -396,6 +396,21 @@ impl QueueState {
             && self.dead.is_empty())
     }
 
+    /// Moves the Dead item `id` to Ready with attempts reset to 0, to the
+    /// place [`Self::redrive`] gives it. `None` when there is no such item,
+    /// `Some(false)` when it is in another state (then nothing changes).
+    pub(crate) fn redrive_one(&mut self, id: u64) -> Option<bool> {
+        let item = self.items.get_mut(&id)?;
+        let Slot::Dead { death } = item.slot else {
+            return Some(false);
+        };
+        self.dead.remove(&(death, id));
+        item.attempts = 0;
+        item.slot = Slot::Ready;
+        self.ready.insert(item.ready_key(id));
+        Some(true)
+    }
+
     /// Deletes every item and index entry; returns how many items there were.
     /// Nothing left to keep: no item, no dedup key, no remembered request
     /// (as of `now`), no limits. Such a queue may be forgotten.
@@ -487,6 +502,28 @@ mod tests {
         assert_eq!(st.reap_expired(10, 4, &mut repairs), (3, 0, false));
         assert_eq!((st.leased.len(), st.ready.len()), (9_997, 3));
         assert!(repairs.is_empty());
+    }
+
+    #[test]
+    fn redrive_one_moves_only_that_dead_item_to_its_place() {
+        let mut st = QueueState::default();
+        let ids: Vec<u64> = (1..=3).map(|id| st.insert(fresh(0), 0, id)).collect();
+        for i in 0..3u64 {
+            let (id, _) = st
+                .lease_next(10, LeaseToken::from_u128(u128::from(i)), &mut Vec::new())
+                .expect("leased");
+            st.kill_leased(id, 10, "x");
+        }
+        let late = st.insert(fresh(0), 0, 4);
+        assert_eq!(st.redrive_one(ids[1]), Some(true));
+        assert_eq!(st.redrive_one(ids[1]), Some(false), "already Ready");
+        assert_eq!(st.redrive_one(99), None);
+        let dead: Vec<u64> = st.dead.iter().map(|e| e.1).collect();
+        assert_eq!(dead, [ids[0], ids[2]]);
+        // Back at its place by enqueue order, before the later item.
+        let ready: Vec<u64> = st.ready.iter().map(|e| e.2).collect();
+        assert_eq!(ready, [ids[1], late]);
+        assert_eq!(st.items.get(&ids[1]).map(|i| i.attempts), Some(0));
     }
 
     #[test]

@@ -40,11 +40,12 @@ async fn producers_consumers_and_reapers_lose_and_duplicate_nothing() {
             clock.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let spec = ClaimSpec::new(50, Duration::from_secs(5)).expect("spec");
             loop {
                 if acked.lock().expect("set").len() as u64 == total {
                     return;
                 }
+                // One spec per claim: a spec names its claim's tokens.
+                let spec = ClaimSpec::new(50, Duration::from_secs(5)).expect("spec");
                 let claimed = b.claim(&q, spec).await.expect("claim");
                 for (n, lease) in claimed.leases.iter().enumerate() {
                     // Worker 0 "crashes" on some items: never acks, lets time pass.

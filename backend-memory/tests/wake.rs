@@ -93,6 +93,19 @@ async fn woken_by_reap_and_redrive() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn woken_by_redrive_item() {
+    let f = Arc::new(fixture());
+    f.push(items(&["a"])).await;
+    let l = f.claim(1).await.remove(0);
+    f.backend.fail(&l.key, "x").await.expect("fail");
+    woken_by(f, |f| async move {
+        let moved = f.backend.redrive_item(&f.queue, l.id()).await;
+        assert!(moved.expect("redrive_item"), "the Dead item did not move");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn wakes_by_the_earliest_due_time() {
     let f = fixture();
     f.push(vec![

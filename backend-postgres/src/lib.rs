@@ -107,7 +107,11 @@
 //!   batch. Its cost grows with expired leases (and those leftovers) only,
 //!   and concurrent reapers recover each lease once. It also promotes due
 //!   Scheduled items to Ready in bounded batches, walking the scheduled
-//!   index the same way; redrive walks the dead index so.
+//!   index the same way; redrive walks the dead index so. `redrive_item`
+//!   is one statement: it locks its row (found by the primary key, never
+//!   through the dead index), moves it only if that row is Dead, and
+//!   answers with the state it found, so `false` (another state) and
+//!   `NotFound` are told apart in the same step.
 //! - **Stats** is one pass over the queue's rows, found through the four
 //!   state indexes at once (a `BitmapOr` of the partial indexes): its cost
 //!   follows the queue's own rows, not the table's.
@@ -155,9 +159,9 @@
 //!   items behind them are claimed by the same statement.
 //!
 //! # Wake-ups
-//! Enqueue, release, reap and redrive send `pg_notify('leaseq_<schema>',
-//! queue)` inside their own statement, once per statement, only when
-//! something became claimable. Each backend (all its clones) keeps one
+//! Enqueue, release, reap, redrive and `redrive_item` send
+//! `pg_notify('leaseq_<schema>', queue)` inside their own statement, once
+//! per statement, only when something became claimable. Each backend (all its clones) keeps one
 //! `LISTEN` connection, started on the first
 //! [`leaseq_core::Backend::wait_for_work`], which wakes the waiters of that
 //! queue. A notification is a hint: waiters also wake after

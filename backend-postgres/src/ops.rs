@@ -520,7 +520,7 @@ impl Backend for PgBackend {
         self.claim_plain(queue, &spec).await
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
         let last = first | !ClaimSpec::FAMILY_MASK;
         let rows = sqlx::query(&self.inner.sql.recover_claim)
@@ -796,6 +796,29 @@ impl Backend for PgBackend {
             )
             .await?;
         Ok(u64::try_from(moved).unwrap_or(0))
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let row = sqlx::query(&self.inner.sql.redrive_item)
+            .bind(queue.as_str())
+            .bind(raw)
+            .bind(&self.inner.channel)
+            .fetch_one(self.statement_on([queue]))
+            .await
+            .map_err(db("redrive_item"))?;
+        let moved: i64 = col(&row, 0)?;
+        let was: Option<String> = col(&row, 1)?;
+        match (moved, was) {
+            (1, _) => Ok(true),
+            (0, Some(_)) => Ok(false),
+            (0, None) => Err(Error::NotFound { id }),
+            (n, _) => Err(Error::Corrupt {
+                what: format!("redrive of item {id} moved {n} rows"),
+            }),
+        }
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

@@ -46,6 +46,7 @@ pub(crate) struct Sql {
     pub(crate) peek: [String; 4],
     pub(crate) item: String,
     pub(crate) redrive: String,
+    pub(crate) redrive_item: String,
     pub(crate) purge: String,
     pub(crate) expire_leases: String,
     pub(crate) make_due: String,
@@ -544,6 +545,31 @@ impl Sql {
                  SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
                         (SELECT at::text FROM last), (SELECT id FROM last) \
                  FROM r CROSS JOIN hint"
+            ),
+            // $1 queue, $2 id, $3 notify channel. One row always: how many
+            // rows moved (0 or 1), and the row's state as the statement
+            // found it (NULL: no such item). `c` finds the row by the
+            // primary key alone and locks it, reading its latest version:
+            // of concurrent calls (and redrives) the first moves it and the
+            // others, waiting on the lock, read it Ready. The update is the
+            // redrive's for that one row. No clause names the state of the
+            // row the update scans: `state = 'dead'` next to `queue = $1`
+            // lets the planner walk the queue's whole dead index to find
+            // one id (it does on a table never analyzed).
+            redrive_item: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id, state FROM {t} WHERE id = $2 AND queue = $1 AND payload IS NOT NULL \
+                   FOR NO KEY UPDATE \
+                 ), r AS ( \
+                   UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
+                          available_at = now() \
+                   FROM c WHERE i.id = c.id AND c.state = 'dead' \
+                   RETURNING i.id \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+                 ) \
+                 SELECT (SELECT count(*) FROM r) AS moved, (SELECT state FROM c) AS was \
+                 FROM hint"
             ),
             purge: format!(
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1) DELETE FROM {t} WHERE queue = $1"

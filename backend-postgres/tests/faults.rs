@@ -71,10 +71,16 @@ async fn work(
     stop: Arc<AtomicBool>,
     acks: Arc<AtomicU64>,
 ) {
-    let spec = ClaimSpec::new(8, Duration::from_millis(1500)).expect("spec");
+    let new_spec = || ClaimSpec::new(8, Duration::from_millis(1500)).expect("spec");
+    let mut spec = new_spec();
     while !stop.load(Ordering::SeqCst) {
-        let claimed = match b.claim(&queue, spec).await {
-            Ok(c) => c,
+        // After a failure the same claim is sent again (its tokens); after
+        // a reply the next claim is a new one, with a spec of its own.
+        let claimed = match b.claim(&queue, spec.duplicate()).await {
+            Ok(c) => {
+                spec = new_spec();
+                c
+            }
             Err(e) if e.is_retryable() => {
                 ERRORS.fetch_add(1, Ordering::Relaxed);
                 continue;

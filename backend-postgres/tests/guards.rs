@@ -93,7 +93,10 @@ async fn poison_at_the_head_is_quarantined_and_never_stalls_a_claim() {
     // The claim of 2 returns two healthy items (first attempt, first
     // tokens), and reports the poison it moved aside.
     let spec = ClaimSpec::new(2, LONG).expect("spec");
-    let claimed = b.claim(&queue, spec).await.expect("a claim over poison");
+    let claimed = b
+        .claim(&queue, spec.duplicate())
+        .await
+        .expect("a claim over poison");
     let got: Vec<_> = claimed.leases.iter().map(|l| (l.id(), l.token())).collect();
     assert_eq!(
         got,
@@ -590,7 +593,9 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                       (ARRAY['ready','scheduled','leased','dead'])[1 + (n / 500) % 4] AS st \
                FROM generate_series(0, 19999) n \
                UNION ALL \
-               SELECT 'big', 'leased' FROM generate_series(1, 20000)) g"
+               SELECT 'big', 'leased' FROM generate_series(1, 20000) \
+               UNION ALL \
+               SELECT 'bigdead', 'dead' FROM generate_series(1, 20000)) g"
     );
     let mut c = PgConnection::connect(&common::url())
         .await
@@ -614,7 +619,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     };
     assert!(b.ack(&stranger).await.is_err_and(|e| e.is_lease_lost()));
     assert!(b.ack_many(&[stranger]).await.expect("ack_many")[0].is_err());
+    assert!(b
+        .redrive_item(&q("q42"), ItemId::new(1))
+        .await
+        .is_err_and(|e| matches!(e, Error::NotFound { .. })));
     let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let redrive_item = prepared(b, "AS was").await;
     let ack = prepared(b, "leaseq_items WHERE id = $1").await;
     let ack_many = prepared(b, "unnest($1::bigint[]").await;
     let reap = prepared(b, "lease_expires_at AS at").await;
@@ -688,6 +698,26 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                     "{what} walks the leased index: {found:#?}"
                 );
             }
+
+            // redrive_item finds its row by the primary key, never by
+            // walking the queue's dead items.
+            let what = format!("redrive_item, {phase} ({mode})");
+            let found = plan(
+                &mut c,
+                &redrive_item,
+                "text, int8, text",
+                "'bigdead', 1, 'ch'",
+                mode,
+            )
+            .await;
+            no_table_scan(&found, &what);
+            uses(&found, "leaseq_items_pkey", &what);
+            assert!(
+                !found
+                    .iter()
+                    .any(|n| n.index.as_deref() == Some("leaseq_items_dead")),
+                "{what} walks the dead index: {found:#?}"
+            );
 
             let what = format!("claim, {phase} ({mode})");
             let found = plan(

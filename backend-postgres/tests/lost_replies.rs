@@ -50,13 +50,13 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
     .await
     .expect("enqueue");
     let spec = ClaimSpec::new(3, LONG).expect("spec");
-    let claimed = b.claim(&queue, spec).await.expect("claim");
+    let claimed = b.claim(&queue, spec.duplicate()).await.expect("claim");
     let payloads: Vec<_> = claimed.leases.iter().map(|l| l.payload.clone()).collect();
     assert_eq!(payloads, vec!["d", "b", "a"], "claim order");
     let tokens: Vec<LeaseToken> = claimed.leases.iter().map(|l| l.token()).collect();
     assert_eq!(tokens, (0..3).map(|i| spec.token(i)).collect::<Vec<_>>());
 
-    let again = b.recover_claim(&queue, spec).await.expect("recover");
+    let again = b.recover_claim(&queue, &spec).await.expect("recover");
     assert_eq!(
         again.leases, claimed.leases,
         "the same leases, in claim order"
@@ -70,7 +70,7 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
 
     let other = ClaimSpec::new(3, LONG).expect("spec");
     assert!(b
-        .recover_claim(&queue, other)
+        .recover_claim(&queue, &other)
         .await
         .expect("recover another")
         .leases
@@ -79,7 +79,7 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
     // whole family (what a layer's sub-claims rely on).
     let sub = ClaimSpec::with_request(1, LONG, spec.token(7)).expect("sub spec");
     assert_eq!(
-        b.recover_claim(&queue, sub)
+        b.recover_claim(&queue, &sub)
             .await
             .expect("recover sub")
             .leases
@@ -89,12 +89,12 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
 
     // Acked and expired leases are no longer recovered.
     b.ack(&claimed.leases[0].key).await.expect("ack");
-    let rest = b.recover_claim(&queue, spec).await.expect("recover");
+    let rest = b.recover_claim(&queue, &spec).await.expect("recover");
     assert_eq!(rest.leases, claimed.leases[1..]);
     let hooks = b.test_hooks().expect("hooks");
     hooks.expire_leases(&queue).await.expect("expire");
     assert!(b
-        .recover_claim(&queue, spec)
+        .recover_claim(&queue, &spec)
         .await
         .expect("recover after expiry")
         .leases
@@ -127,7 +127,7 @@ async fn tokens_skip_the_rows_a_claim_moves_aside() {
         .await
         .expect("plant");
     let spec = ClaimSpec::new(3, LONG).expect("spec");
-    let claimed = b.claim(&queue, spec).await.expect("claim");
+    let claimed = b.claim(&queue, spec.duplicate()).await.expect("claim");
     assert_eq!(claimed.repairs.len(), 1, "{:?}", claimed.repairs);
     let got: Vec<_> = claimed.leases.iter().map(|l| (l.id(), l.token())).collect();
     let want: Vec<_> = ids
@@ -136,7 +136,7 @@ async fn tokens_skip_the_rows_a_claim_moves_aside() {
         .zip((0..3).map(|i| spec.token(i)))
         .collect();
     assert_eq!(got, want);
-    let again = b.recover_claim(&queue, spec).await.expect("recover");
+    let again = b.recover_claim(&queue, &spec).await.expect("recover");
     assert_eq!(again.leases, claimed.leases);
 }
 
@@ -444,8 +444,8 @@ async fn an_unreachable_server_is_unavailable() {
     let spec = ClaimSpec::new(1, LONG).expect("spec");
     let results = [
         b.stats(&queue).await.map(|_| ()),
-        b.claim(&queue, spec).await.map(|_| ()),
-        b.recover_claim(&queue, spec).await.map(|_| ()),
+        b.claim(&queue, spec.duplicate()).await.map(|_| ()),
+        b.recover_claim(&queue, &spec).await.map(|_| ()),
         b.enqueue(&queue, vec![NewItem::new("x")]).await.map(|_| ()),
         b.enqueue_once(&queue, LeaseToken::random(), vec![NewItem::new("x")])
             .await

@@ -72,11 +72,15 @@ async fn main() -> leaseq_core::Result<()> {
     for _ in 0..16 {
         let (b, q, stop, acked) = (b.clone(), q.clone(), stop.clone(), acked.clone());
         tasks.spawn(async move {
-            let spec = ClaimSpec::new(10, Duration::from_secs(30)).expect("spec");
+            let new_spec = || ClaimSpec::new(10, Duration::from_secs(30)).expect("spec");
+            let mut spec = new_spec();
             while !stop.load(Ordering::Relaxed) {
-                let Ok(c) = b.claim(&q, spec).await else {
+                // A failed claim is sent again as the same claim (its
+                // tokens); after a reply the next claim gets a new spec.
+                let Ok(c) = b.claim(&q, spec.duplicate()).await else {
                     continue;
                 };
+                spec = new_spec();
                 if c.leases.is_empty() {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }

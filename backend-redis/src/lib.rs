@@ -205,7 +205,8 @@
 //!   once the lease expires). Each is logged as a warning.
 //! - redrive resets attempts, so an item quarantined for its attempts comes
 //!   back; one whose max attempts, priority or payload is still unusable
-//!   stays in Dead (stepped over, logged).
+//!   stays in Dead (stepped over, logged; `redrive_item` naming it answers
+//!   [`leaseq_core::Error::Corrupt`]).
 //!
 //! A dedup key or failure reason that is not UTF-8 is shown lossily.
 //!
@@ -234,9 +235,9 @@
 //! out) and, until the next listing, `{prefix:queue}:listed`.
 //!
 //! # Waiting for work
-//! Enqueue, release, reap and redrive push a marker onto the queue's notify
-//! list (at most 32 kept); idle workers `BLPOP` it on a dedicated
-//! connection. A lost marker delays work by at most the caller's poll
+//! Enqueue, release, reap, redrive and `redrive_item` push a marker onto
+//! the queue's notify list (at most 32 kept); idle workers `BLPOP` it on a
+//! dedicated connection. A lost marker delays work by at most the caller's poll
 //! interval (the wait's timeout).
 //!
 //! # Redis Cluster
@@ -278,7 +279,7 @@
 //!   queue needs one, is refused the same way); `enqueue_once` still
 //!   answers a request it already wrote (that path only reads);
 //! - every other script (claim, extend, ack, `ack_many`, release, fail,
-//!   reap, redrive, purge, stats, peek, item, `recover_claim`,
+//!   reap, redrive, `redrive_item`, purge, stats, peek, item, `recover_claim`,
 //!   `lease_fate`, the listing's) carries the Redis 7 script flag
 //!   `#!lua flags=allow-oom` and keeps running: none adds an item, and what
 //!   they add (a token and an expiry per lease, a reason per death, a

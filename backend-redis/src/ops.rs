@@ -190,7 +190,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         }
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let r = self
             .run(
                 &self.scripts.recover_claim,
@@ -418,6 +418,28 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             }
         }
         Ok(moved)
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let r = self
+            .run(&self.scripts.redrive_item, queue, vec![arg(id.get())])
+            .await?;
+        let f = r.tuple(3)?;
+        decode::repairs(queue, &f[1])?;
+        match f[0].int()? {
+            1 => Ok(true),
+            0 => Ok(false),
+            -1 => Err(Error::NotFound { id }),
+            2 => Err(Error::Corrupt {
+                what: format!(
+                    "item {id} stays in Dead: it was quarantined and its fields are still unusable ({})",
+                    f[2].opt_text()?.unwrap_or_default()
+                ),
+            }),
+            other => Err(Error::Corrupt {
+                what: format!("unexpected redrive_item answer {other} from the server"),
+            }),
+        }
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

@@ -150,14 +150,20 @@ async fn storm_through_migration(which: Which) {
             produced_all.clone(),
         );
         tasks.spawn(async move {
-            let spec = ClaimSpec::new(10, Duration::from_secs(30)).expect("spec");
+            let new_spec = || ClaimSpec::new(10, Duration::from_secs(30)).expect("spec");
+            let mut spec = new_spec();
             loop {
                 let finished = acked.lock().expect("lock").len() as u64 >= BEFORE + DURING;
                 if finished && done.load(Ordering::SeqCst) {
                     return;
                 }
-                let claimed = match b.claim(&q, spec).await {
-                    Ok(c) => c,
+                // A failed claim is sent again as the same claim (its
+                // tokens); after a reply the next claim gets a new spec.
+                let claimed = match b.claim(&q, spec.duplicate()).await {
+                    Ok(c) => {
+                        spec = new_spec();
+                        c
+                    }
                     Err(e) => {
                         errors.lock().expect("lock").push(format!("claim: {e}"));
                         continue;

@@ -50,20 +50,20 @@ async fn recover_claim_returns_the_claims_leases(which: Which) {
     };
     let q = QueueName::new("rc").expect("valid");
     assert!(b
-        .recover_claim(&q, ClaimSpec::new(3, TTL).expect("spec"))
+        .recover_claim(&q, &ClaimSpec::new(3, TTL).expect("spec"))
         .await
         .expect("recover on an empty queue")
         .leases
         .is_empty());
     push(b.as_ref(), &q, 5).await;
     let spec = ClaimSpec::new(3, TTL).expect("spec");
-    let claimed = b.claim(&q, spec).await.expect("claim");
+    let claimed = b.claim(&q, spec.duplicate()).await.expect("claim");
     assert_eq!(claimed.leases.len(), 3);
     let want: Vec<LeaseToken> = (0..3).map(|i| spec.token(i)).collect();
     let got: Vec<LeaseToken> = claimed.leases.iter().map(Lease::token).collect();
     assert_eq!(got, want, "the i-th lease gets spec.token(i)");
 
-    let again = b.recover_claim(&q, spec).await.expect("recover_claim");
+    let again = b.recover_claim(&q, &spec).await.expect("recover_claim");
     assert_eq!(keys(&again.leases), keys(&claimed.leases));
     assert_eq!(
         again.leases, claimed.leases,
@@ -73,11 +73,11 @@ async fn recover_claim_returns_the_claims_leases(which: Which) {
     assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 0, 3, 0));
 
     let other = ClaimSpec::new(3, TTL).expect("spec");
-    let none = b.recover_claim(&q, other).await.expect("recover_claim");
+    let none = b.recover_claim(&q, &other).await.expect("recover_claim");
     assert!(none.leases.is_empty(), "{:?}", keys(&none.leases));
 
     b.ack(&claimed.leases[1].key).await.expect("ack");
-    let rest = b.recover_claim(&q, spec).await.expect("recover_claim");
+    let rest = b.recover_claim(&q, &spec).await.expect("recover_claim");
     assert_eq!(
         keys(&rest.leases),
         vec![keys(&claimed.leases)[0], keys(&claimed.leases)[2]]
@@ -87,7 +87,7 @@ async fn recover_claim_returns_the_claims_leases(which: Which) {
     let hooks = b.test_hooks().expect("test hooks");
     hooks.expire_leases(&q).await.expect("expire");
     assert!(b
-        .recover_claim(&q, spec)
+        .recover_claim(&q, &spec)
         .await
         .expect("recover_claim")
         .leases
@@ -132,14 +132,14 @@ async fn tokens_count_across_repair_rounds(which: Which) {
             .expect("zadd");
     }
     let spec = ClaimSpec::new(4, TTL).expect("spec");
-    let claimed = b.claim(&q, spec).await.expect("claim");
+    let claimed = b.claim(&q, spec.duplicate()).await.expect("claim");
     assert_eq!(claimed.repairs.len(), 1_100);
     let ids: Vec<ItemId> = claimed.leases.iter().map(Lease::id).collect();
     let want_ids: Vec<ItemId> = first.iter().chain(&second).map(|e| e.id).collect();
     assert_eq!(ids, want_ids);
     let tokens: Vec<LeaseToken> = claimed.leases.iter().map(Lease::token).collect();
     assert_eq!(tokens, (0..4).map(|i| spec.token(i)).collect::<Vec<_>>());
-    let again = b.recover_claim(&q, spec).await.expect("recover_claim");
+    let again = b.recover_claim(&q, &spec).await.expect("recover_claim");
     assert_eq!(keys(&again.leases), keys(&claimed.leases));
 }
 

@@ -157,7 +157,8 @@ async fn leased_poison_is_quarantined(which: Which) {
         let (b, q) = (b.clone(), q.clone());
         async move {
             let spec = ClaimSpec::new(n, TTL).expect("spec");
-            let c = b.claim(&q, spec).await.expect("claim");
+            // Kept to recover the claim with.
+            let c = b.claim(&q, spec.duplicate()).await.expect("claim");
             assert_eq!(c.leases.len(), n as usize);
             (spec, c.leases)
         }
@@ -167,7 +168,7 @@ async fn leased_poison_is_quarantined(which: Which) {
     let ids = push(b.as_ref(), &q, 2, "a").await;
     let (spec, leases) = claim(2).await;
     plant(&b, &q, ids[0], Poison::MissingPayload).await;
-    let recovered = b.recover_claim(&q, spec).await.expect("recover_claim");
+    let recovered = b.recover_claim(&q, &spec).await.expect("recover_claim");
     assert_eq!(
         recovered.leases.iter().map(|l| l.id()).collect::<Vec<_>>(),
         vec![ids[1]]
@@ -259,9 +260,21 @@ async fn redrive_brings_back_only_usable_items(which: Which) {
         plant(&b, &q, *id, p).await;
         assert_quarantined(b.as_ref(), &q, *id, p).await;
     }
+    // Named one by one: an unusable one stays in Dead and says why; a
+    // usable one comes back.
+    for (id, p) in ids.iter().zip(kinds).take(3) {
+        let got = b.redrive_item(&q, *id).await;
+        assert!(
+            matches!(&got, Err(leaseq_core::Error::Corrupt { what }) if what.contains("still unusable")),
+            "redrive_item of {p:?}: {got:?}"
+        );
+        assert_quarantined(b.as_ref(), &q, *id, p).await;
+    }
+    assert!(b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
+    assert!(!b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
     // One at a time: each call steps over the three left in Dead.
     assert_eq!(b.redrive(&q, 1).await.expect("redrive"), 1);
-    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 2);
+    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 1);
     assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 0);
     let s = b.stats(&q).await.expect("stats");
     assert_eq!((s.ready, s.dead), (3, 3));

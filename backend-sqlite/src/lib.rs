@@ -140,8 +140,9 @@
 //!   `Unavailable` too. Anything else is [`leaseq_core::Error::Backend`].
 //!
 //! # Wake-ups
-//! Enqueue, release, give_back, reap and redrive wake the waiters of their
-//! queue in this process at once (through every handle on the same file).
+//! Enqueue, release, give_back, reap, redrive and `redrive_item` wake the
+//! waiters of their queue in this process at once (through every handle on
+//! the same file).
 //! SQLite cannot signal another process: waiters also wake after
 //! [`SqliteOptions::poll_interval`] (250 ms by default), which bounds how
 //! late work enqueued by another process is seen.

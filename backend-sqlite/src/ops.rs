@@ -277,7 +277,7 @@ impl Backend for SqliteBackend {
         Ok(out)
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let first = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
         let last = first | !ClaimSpec::FAMILY_MASK;
         let rows = sqlx::query(sql::RECOVER_CLAIM)
@@ -587,6 +587,36 @@ impl Backend for SqliteBackend {
             self.inner.wakeups.wake(queue.as_str());
         }
         Ok(u64::try_from(moved.len()).unwrap_or(u64::MAX))
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let moved = sqlx::query(sql::REDRIVE_ITEM)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.write_on([queue]))
+            .await
+            .map_err(db("redrive_item"))?;
+        if moved.is_some() {
+            self.inner.wakeups.wake(queue.as_str());
+            return Ok(true);
+        }
+        // The update is the whole transition, and it changed nothing: the
+        // item is in another state or there is none. This read only tells
+        // the two apart (ids are never reused, so an item it finds existed,
+        // not Dead, when the update ran).
+        let found = sqlx::query(sql::ITEM)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.read_on(queue))
+            .await
+            .map_err(db("redrive_item: reading the item"))?;
+        match found {
+            Some(_) => Ok(false),
+            None => Err(Error::NotFound { id }),
+        }
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

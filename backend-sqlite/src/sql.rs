@@ -286,6 +286,15 @@ pub(crate) const REDRIVE: &str = concat!(
     "ORDER BY dead_at, id LIMIT ?2) RETURNING id"
 );
 
+/// `?1` queue, `?2` id. The redrive of one row, found by its primary key,
+/// only while it is Dead (a row without a payload is no item, as for
+/// [`ITEM`]). Returns the id when it moved.
+pub(crate) const REDRIVE_ITEM: &str = concat!(
+    "UPDATE leaseq_items SET state = 'ready', attempts = 0, dead_at = NULL, available_at = ",
+    now!(),
+    " WHERE id = ?2 AND queue = ?1 AND state = 'dead' AND payload IS NOT NULL RETURNING id"
+);
+
 /// `?1` queue. Each count through its own partial index.
 pub(crate) const STATS: &str = concat!(
     "SELECT ",
@@ -621,7 +630,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 11] = [
+        let cases: [(&str, &str); 12] = [
             (
                 super::REAP,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -631,6 +640,7 @@ mod tests {
                 "leaseq_items_scheduled (queue=? AND available_at<?)",
             ),
             (super::REDRIVE, "leaseq_items_dead (queue=?)"),
+            (super::REDRIVE_ITEM, "INTEGER PRIMARY KEY"),
             (super::STATS, "leaseq_items_leased (queue=?)"),
             (super::PURGE, "MULTI-INDEX OR"),
             (super::ACK, "INTEGER PRIMARY KEY"),

@@ -122,7 +122,9 @@ pub async fn run(
             "payloads carry an 8-byte timestamp: --payload-bytes must be at least 8",
         ));
     }
-    let spec = ClaimSpec::new(config.prefetch.unwrap_or(100), config.lease)?;
+    let max = config.prefetch.unwrap_or(100);
+    // Checked once here; each claim makes its own spec.
+    ClaimSpec::new(max, config.lease)?;
     backend.purge(queue).await?;
     let origin = Instant::now();
     let end = origin + config.duration;
@@ -145,8 +147,9 @@ pub async fn run(
             let mut consumers = Vec::new();
             for _ in 0..config.consumers {
                 let (b, q, c) = (backend.clone(), queue.clone(), counters.clone());
+                let lease = config.lease;
                 consumers.push(tokio::spawn(async move {
-                    consume(b.as_ref(), &q, &c, spec, origin, end).await
+                    consume(b.as_ref(), &q, &c, (max, lease), origin, end).await
                 }));
             }
             let mut hist = new_histogram()?;
@@ -303,14 +306,14 @@ async fn consume(
     b: &dyn Backend,
     q: &QueueName,
     c: &Counters,
-    spec: ClaimSpec,
+    (max, lease): (u32, Duration),
     origin: Instant,
     end: Instant,
 ) -> Result<Histogram<u64>> {
     let mut hist = new_histogram()?;
     while Instant::now() < end {
         // One spec per claim: a spec names its claim's tokens.
-        let spec = ClaimSpec::new(spec.max(), spec.ttl().get())?;
+        let spec = ClaimSpec::new(max, lease)?;
         let claimed = b.claim(q, spec).await?;
         if claimed.leases.is_empty() {
             b.wait_for_work(

@@ -150,6 +150,7 @@ fn admin_commands_refuse_the_one_shot_memory_backend() {
         &["peek", "jobs"],
         &["dead", "list", "jobs"],
         &["dead", "redrive", "jobs"],
+        &["dead", "redrive", "jobs", "--id", "1"],
         &["reap", "jobs"],
         &["purge", "jobs", "--yes"],
         &["migrate"],

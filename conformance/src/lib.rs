@@ -75,7 +75,9 @@
 //! [`Outcome::Skipped`] with the reason, or a [`Violation`] naming the
 //! [`Rule`] broken and the evidence. The themes, one module each under
 //! [`checks`]: basics and lifecycle (round trip, inspection, stats, peek,
-//! extend, release, fail, redrive, purge, delays, reap), fencing (INV-3,
+//! extend, release, fail, redrive, purge, delays, reap), redrive of one
+//! item (`redrive_item`: only the item named, only from Dead, once under
+//! racing callers), fencing (INV-3,
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
 //! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
@@ -120,6 +122,9 @@ macro_rules! __with_checks {
             lifecycle::release_exhausted_goes_dead
             lifecycle::fail_goes_dead_with_reason
             lifecycle::redrive_dead_items
+            redrive::redrive_item_moves_that_item
+            redrive::redrive_item_leaves_other_states
+            redrive::concurrent_redrive_item_moves_once
             lifecycle::purge_removes_everything
             lifecycle::delayed_item_waits
             lifecycle::reap_requeues_expired

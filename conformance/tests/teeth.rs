@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery, replies,
-    schedules, storm,
+    batch, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery, redrive,
+    replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -213,6 +213,15 @@ impl BackendFactory for RealClockFaultyFactory {
 }
 
 #[test]
+fn claims_that_share_one_spec_are_caught() {
+    caught(
+        "every claim under the first spec's tokens (one spec kept for all claims)",
+        &[Rule::Contract("lost replies")],
+        || replies::lost_replies_settle_truthfully(&FaultyFactory(Fault::OneSpecForAll)),
+    );
+}
+
+#[test]
 fn a_stray_entry_left_by_reap_is_caught_though_a_later_call_repairs_it() {
     caught(
         "a reap that leaves a stray Ready entry",
@@ -407,4 +416,50 @@ fn the_listing_checks_pass_without_a_fault() {
     ] {
         passes("a listing check on a backend without a fault", r);
     }
+}
+
+#[test]
+fn a_redrive_item_that_moves_the_oldest_dead_item_is_caught() {
+    caught(
+        "redrive_item that moves the oldest Dead item instead of the named one",
+        &[Rule::Contract("redrive_item")],
+        || redrive::redrive_item_moves_that_item(&FaultyFactory(Fault::RedriveOldest)),
+    );
+}
+
+#[test]
+fn a_redrive_item_split_into_read_and_move_is_caught() {
+    caught(
+        "redrive_item as a read of the state, then a move",
+        &[Rule::Contract("redrive_item")],
+        || redrive::concurrent_redrive_item_moves_once(&FaultyFactory(Fault::SplitRedriveItem)),
+    );
+}
+
+#[test]
+fn the_redrive_item_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    for r in [
+        block_on(redrive::redrive_item_moves_that_item(&f)),
+        block_on(redrive::redrive_item_leaves_other_states(&f)),
+        block_on(redrive::concurrent_redrive_item_moves_once(&f)),
+        block_on(redrive::redrive_item_moves_that_item(&TwoListFactory)),
+        block_on(redrive::redrive_item_leaves_other_states(&TwoListFactory)),
+    ] {
+        passes("a redrive_item check on a wrapper without its fault", r);
+    }
+    // Each faulty wrapper passes the checks it is not built to fail: the
+    // detection above is the fault's, not an accident of the wrapper.
+    passes(
+        "redrive_item_leaves_other_states with RedriveOldest",
+        block_on(redrive::redrive_item_leaves_other_states(&FaultyFactory(
+            Fault::RedriveOldest,
+        ))),
+    );
+    passes(
+        "redrive_item_moves_that_item with SplitRedriveItem",
+        block_on(redrive::redrive_item_moves_that_item(&FaultyFactory(
+            Fault::SplitRedriveItem,
+        ))),
+    );
 }

@@ -12,7 +12,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::guard::Guard;
-use crate::pending::Pending;
 use crate::view::{parse_state, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
 /// Items listed per state when the page does not say.

@@ -43,7 +43,6 @@
 mod api;
 mod assets;
 mod guard;
-mod pending;
 mod server;
 mod view;
 

@@ -237,7 +237,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   tokens of the family), `attempts + 1`, and expires at `now + ttl`
     ///   on the backend's clock. Tokens come from the caller's spec so that
     ///   a claim whose reply was lost can be recovered
-    ///   ([`Backend::recover_claim`]).
+    ///   ([`Backend::recover_claim`]). The spec is taken by value: one
+    ///   spec, one claim ([`ClaimSpec`]).
     /// - MUST NOT return an item whose lease is live (INV-2).
     /// - An index entry without its item, or with corrupt data, is removed,
     ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
@@ -249,7 +250,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// The leases a claim with `spec` made that its tokens still hold: what
     /// a caller whose claim reply was lost uses instead of claiming again.
-    /// Claims nothing.
+    /// Claims nothing, so it borrows the spec the caller keeps.
     ///
     /// # Contract
     /// - Returns every item of `queue` whose current token belongs to
@@ -259,7 +260,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Its cost may grow with the queue's live leases: it is for the rare
     ///   call after a lost reply.
     /// - The default returns [`crate::Error::Unsupported`].
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let _ = (queue, spec);
         Err(crate::Error::unsupported("recover_claim"))
     }
@@ -430,6 +431,29 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Moves up to `limit` Dead items (oldest death first) back to Ready with
     /// their attempts reset to 0; returns how many moved.
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
+
+    /// Moves the Dead item `id` back to Ready with its attempts reset to 0,
+    /// as [`Backend::redrive`] does for the oldest ones; returns whether it
+    /// moved. What a dashboard's "redrive" button on one dead job calls.
+    ///
+    /// # Contract
+    /// - One atomic step: the item moves only if it is Dead at that step.
+    ///   Of concurrent calls naming one id (and a [`Backend::redrive`] that
+    ///   takes the same item), exactly one moves it; the others find it
+    ///   Ready and return `Ok(false)`.
+    /// - `Ok(true)`: the item is Ready with attempts 0, keeps its payload,
+    ///   priority, max attempts and dedup key, and takes the place in claim
+    ///   order that [`Backend::redrive`] gives the items it moves; waiting
+    ///   consumers are woken as by [`Backend::redrive`].
+    /// - `Ok(false)` and nothing changed: the item exists in another state
+    ///   (Ready, Scheduled or Leased; a Leased item's lease stays valid).
+    /// - [`crate::Error::NotFound`]: `queue` holds no item `id`, by the
+    ///   same rules as [`Backend::item`] (an id no backend can have handed
+    ///   out is `NotFound` too).
+    /// - [`crate::Error::Corrupt`] and nothing changed: a Dead item that was
+    ///   quarantined for fields no claim can use, and whose fields are
+    ///   still unusable; [`Backend::redrive`] leaves such items in Dead too.
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool>;
 
     /// Deletes every item of the queue in every state, and its dedup keys
     /// (keys held after an ack too); returns how many items were deleted.

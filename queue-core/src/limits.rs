@@ -92,8 +92,38 @@ impl TryFrom<Duration> for LeaseTtl {
     }
 }
 
-/// What one claim asks for: up to `max` items, each leased for `ttl`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one claim asks for: up to `max` items, each leased for `ttl`, and
+/// the claim's identity: the tokens its leases get.
+///
+/// **One spec, one claim.** [`crate::Backend::claim`] takes the spec by
+/// value, and a spec is neither `Copy` nor `Clone`: a spec sent to a claim
+/// cannot be sent to another by accident, because a second claim with the
+/// same spec would hand out the same tokens (a stale holder of the first
+/// claim's lease could then act on the second's). Make a new spec for
+/// every claim. To send the same claim again after a lost reply, or to keep
+/// it for [`crate::Backend::recover_claim`] while it is sent, take an
+/// explicit [`ClaimSpec::duplicate`].
+///
+/// ```compile_fail,E0382
+/// # use leaseq_core::{Backend, ClaimSpec, QueueName};
+/// # async fn twice(b: &dyn Backend, q: &QueueName) -> leaseq_core::Result<()> {
+/// let spec = ClaimSpec::new(10, std::time::Duration::from_secs(30))?;
+/// b.claim(q, spec).await?;
+/// b.claim(q, spec).await?; // error[E0382]: use of moved value: `spec`
+/// # Ok(())
+/// # }
+/// ```
+///
+/// ```
+/// # use leaseq_core::{Backend, ClaimSpec, QueueName};
+/// # async fn twice(b: &dyn Backend, q: &QueueName) -> leaseq_core::Result<()> {
+/// // A spec per claim.
+/// b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
+/// b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, PartialEq, Eq)]
 pub struct ClaimSpec {
     max: u32,
     ttl: LeaseTtl,
@@ -112,13 +142,12 @@ impl ClaimSpec {
     /// Validates the request: `max` in 1..=[`MAX_CLAIM`] and a valid ttl.
     ///
     /// **One spec per claim.** A spec names its claim's tokens: make a new
-    /// one for every claim, and send a spec again only to resend the same
-    /// claim after a lost reply. Two claims with one spec on one queue hand
-    /// out the same tokens, so a stale holder could act on a newer lease.
+    /// one for every claim (see [`ClaimSpec`]).
     ///
     /// The claim gets a fresh random identity ([`ClaimSpec::request`]):
-    /// sending the same spec again after a lost reply names the same
-    /// tokens, so [`crate::Backend::recover_claim`] can find what it leased.
+    /// sending the same claim again after a lost reply (a
+    /// [`ClaimSpec::duplicate`]) names the same tokens, so
+    /// [`crate::Backend::recover_claim`] can find what it leased.
     pub fn new(max: u32, ttl: Duration) -> Result<Self> {
         let family = LeaseToken::random().as_u128() & Self::FAMILY_MASK;
         Self::with_request(max, ttl, LeaseToken::from_u128(family))
@@ -147,6 +176,21 @@ impl ClaimSpec {
             ttl: LeaseTtl::new(ttl)?,
             request,
         })
+    }
+
+    /// The same claim again: the same `max`, ttl and tokens. Only for
+    /// sending this claim again after its reply was lost, or for keeping it
+    /// to call [`crate::Backend::recover_claim`] with while a duplicate is
+    /// sent ([`crate::settle::Settle::claim`] does both). A duplicate sent
+    /// as a new claim hands out this claim's tokens a second time: a new
+    /// claim needs [`ClaimSpec::new`].
+    #[must_use]
+    pub fn duplicate(&self) -> ClaimSpec {
+        ClaimSpec {
+            max: self.max,
+            ttl: self.ttl,
+            request: self.request,
+        }
     }
 
     /// The claim's identity: its first token.

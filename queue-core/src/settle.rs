@@ -6,7 +6,7 @@
 //!
 //! | operation | identity | after an unknown outcome |
 //! |---|---|---|
-//! | claim | the [`ClaimSpec`]'s token family | [`Backend::recover_claim`]: the leases it made, or claim again with the same spec |
+//! | claim | the [`ClaimSpec`]'s token family | [`Backend::recover_claim`]: the leases it made, or the same claim again ([`ClaimSpec::duplicate`]) |
 //! | ack, ack_many, release, fail | the lease's token | [`Backend::lease_fate`]: held (send again), finished by this lease (it landed), or lost |
 //! | enqueue | a request id | [`Backend::enqueue_once`] again with the same id |
 //! | extend | the lease's token | send again (extending twice is harmless) |
@@ -131,6 +131,8 @@ impl Settle {
 
     /// [`Backend::claim`], settled: a claim whose reply was lost returns
     /// the leases it made ([`Backend::recover_claim`]), never leases more.
+    /// It keeps `spec` for that and sends [`ClaimSpec::duplicate`]s of it:
+    /// every try is the same claim, never a new one.
     pub async fn claim(
         &self,
         b: &dyn Backend,
@@ -139,7 +141,7 @@ impl Settle {
     ) -> Result<Claimed> {
         let mut last = None;
         for try_no in 0..self.attempts {
-            let e = match b.claim(queue, spec).await {
+            let e = match b.claim(queue, spec.duplicate()).await {
                 Ok(c) => return Ok(c),
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => {
@@ -148,7 +150,7 @@ impl Settle {
                 }
             };
             if e.may_have_applied() {
-                match self.recover(b, queue, spec).await {
+                match self.recover(b, queue, &spec).await {
                     Ok(c) if !c.leases.is_empty() => return Ok(c),
                     Ok(_) => {} // it leased nothing: claim again, same tokens
                     Err(Error::Unsupported { .. }) => return Err(e),
@@ -197,7 +199,7 @@ impl Settle {
         &self,
         b: &dyn Backend,
         queue: &QueueName,
-        spec: ClaimSpec,
+        spec: &ClaimSpec,
     ) -> Result<Claimed> {
         self.repeating(self.probe_attempts(), || b.recover_claim(queue, spec))
             .await

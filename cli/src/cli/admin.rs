@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use leaseq::{Backend, ItemInfo, ItemState, NewItem, QueueName};
+use leaseq::{Backend, ItemId, ItemInfo, ItemState, NewItem, QueueName};
 
 use super::{CliError, QueueArgs, Target};
 
@@ -64,6 +64,18 @@ pub(crate) struct ListArgs {
     /// The most items to list or move.
     #[arg(long, default_value_t = 100)]
     limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RedriveArgs {
+    #[command(flatten)]
+    queue: QueueArgs,
+    /// The most items to move, oldest deaths first.
+    #[arg(long, default_value_t = 100, conflicts_with = "id")]
+    limit: usize,
+    /// Move only this Dead item (an id from `leaseq dead list`).
+    #[arg(long)]
+    id: Option<ItemId>,
 }
 
 #[derive(Debug, Args)]
@@ -198,11 +210,37 @@ pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliErr
     Ok(())
 }
 
-pub(crate) async fn dead_redrive(url: &Target, args: ListArgs) -> Result<(), CliError> {
+pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
-    let moved = backend.redrive(&queue, args.limit).await?;
-    println!("redrove {moved} dead items of {queue} back to ready");
-    Ok(())
+    let Some(id) = args.id else {
+        let moved = backend.redrive(&queue, args.limit).await?;
+        println!("redrove {moved} dead items of {queue} back to ready");
+        return Ok(());
+    };
+    match backend.redrive_item(&queue, id).await {
+        Ok(true) => {
+            println!("redrove item {id} of {queue} back to ready");
+            Ok(())
+        }
+        Ok(false) => {
+            // Only for the message: the refusal itself changed nothing.
+            let state = backend
+                .item(&queue, id)
+                .await
+                .ok()
+                .map(|info| info.state.as_str().to_owned());
+            Err(CliError::NotDead {
+                queue: queue.to_string(),
+                id: id.get(),
+                state,
+            })
+        }
+        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
+            queue: queue.to_string(),
+            id: id.get(),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {

@@ -12,6 +12,16 @@ pub(crate) enum CliError {
     Usage(String),
     /// The queue holds no items in any state: 3.
     UnknownQueue(String),
+    /// The queue holds no item of the id named: 3, like an unknown queue
+    /// (the thing named does not exist).
+    UnknownItem { queue: String, id: u64 },
+    /// The item named is not Dead (its state, if known), so a command for
+    /// Dead items changed nothing: 4.
+    NotDead {
+        queue: String,
+        id: u64,
+        state: Option<String>,
+    },
     /// The backend failed or could not be reached: 1.
     Backend(String),
     /// The demo's verdict failed: 1.
@@ -24,7 +34,8 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Usage(_) => ExitCode::from(2),
-            CliError::UnknownQueue(_) => ExitCode::from(3),
+            CliError::UnknownQueue(_) | CliError::UnknownItem { .. } => ExitCode::from(3),
+            CliError::NotDead { .. } => ExitCode::from(4),
             CliError::Backend(_) | CliError::Verdict(_) => ExitCode::FAILURE,
             CliError::Interrupted(_) => ExitCode::from(130),
         }
@@ -43,6 +54,27 @@ impl fmt::Display for CliError {
                 "queue {q:?} not found: it holds no items in any state \
                  (pass --allow-empty to accept an empty queue)"
             ),
+            CliError::UnknownItem { queue, id } => write!(
+                f,
+                "item {id} not found in queue {queue:?} (acked, purged, or never enqueued there)"
+            ),
+            CliError::NotDead { queue, id, state } => match state.as_deref() {
+                // It died between the refusal and the look at its state.
+                Some("dead") => write!(
+                    f,
+                    "item {id} of queue {queue:?} was not dead when asked and is dead now: \
+                     nothing changed; run the command again"
+                ),
+                Some(state) => write!(
+                    f,
+                    "item {id} of queue {queue:?} is {state}, not dead: nothing changed \
+                     (`leaseq dead list {queue}` shows the dead items)"
+                ),
+                None => write!(
+                    f,
+                    "item {id} of queue {queue:?} is not dead: nothing changed"
+                ),
+            },
         }
     }
 }

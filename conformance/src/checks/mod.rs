@@ -13,6 +13,7 @@ pub mod limits;
 pub mod listing;
 pub mod ordering;
 pub mod recovery;
+pub mod redrive;
 pub mod replies;
 pub mod schedules;
 pub mod storm;

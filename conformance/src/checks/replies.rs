@@ -43,7 +43,8 @@ pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> Ch
     run(factory, "claim_recovers_its_own_leases", rule, Needs::NONE, |cx| async move {
         cx.push_n(5).await?;
         let spec = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
-        let claimed = cx.b.claim(&cx.q, spec).await.or_fail(rule, "claim")?;
+        // The spec is kept to recover the claim with; a duplicate is sent.
+        let claimed = cx.b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "claim")?;
         ensure!(claimed.leases.len() == 3, rule, "a claim of 3 over 5 items returned {}", claimed.leases.len());
         let mut tokens: Vec<u128> = claimed.leases.iter().map(|l| l.token().as_u128()).collect();
         for (i, l) in claimed.leases.iter().enumerate() {
@@ -52,7 +53,7 @@ pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> Ch
         tokens.sort_unstable();
         tokens.dedup();
         ensure!(tokens.len() == claimed.leases.len(), rule, "the claim handed out one token twice: {:?}", claimed.leases);
-        let again = match cx.b.recover_claim(&cx.q, spec).await {
+        let again = match cx.b.recover_claim(&cx.q, &spec).await {
             Err(e) => return Err(unsupported("recover_claim", &e).unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}")))),
             Ok(c) => c,
         };
@@ -60,10 +61,10 @@ pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> Ch
         ensure!(keys(&again.leases) == keys(&claimed.leases), rule, "recover_claim returned {:?}; the claim made {:?}", keys(&again.leases), keys(&claimed.leases));
         cx.expect_stats([2, 0, 3, 0], "after recover_claim (it must claim nothing)").await?;
         let other = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
-        let none = cx.b.recover_claim(&cx.q, other).await.or_fail(rule, "recover_claim of another spec")?;
+        let none = cx.b.recover_claim(&cx.q, &other).await.or_fail(rule, "recover_claim of another spec")?;
         ensure!(none.leases.is_empty(), rule, "another spec recovered {:?}", keys(&none.leases));
         cx.b.ack(&claimed.leases[0].key).await.or_fail(rule, "ack")?;
-        let rest = cx.b.recover_claim(&cx.q, spec).await.or_fail(rule, "recover_claim after an ack")?;
+        let rest = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after an ack")?;
         ensure!(keys(&rest.leases) == keys(&claimed.leases[1..]), rule, "after acking the first lease recover_claim returned {:?}", keys(&rest.leases));
         Ok(())
     })
@@ -162,8 +163,9 @@ pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckRe
 
 /// With the reply of each operation lost once (the call ran, the caller
 /// saw an error), [`Settle`] still delivers each item once and reports
-/// what the store holds: an enqueue is written once, a claim leases once,
-/// and ack, `ack_many`, release and fail report that they landed.
+/// what the store holds: an enqueue is written once, a claim leases once
+/// (under its spec's tokens), and ack, `ack_many`, release and fail report
+/// that they landed. A later claim with a new spec gets tokens of its own.
 pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("lost replies");
     run(
@@ -197,6 +199,8 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
             lost(Op::Claim);
             lost(Op::RecoverClaim);
             let spec = ClaimSpec::new(5, LONG).or_fail(rule, "spec")?;
+            // Kept to see which claim the leases belong to.
+            let first = spec.duplicate();
             let c = settle
                 .claim(b, q, spec)
                 .await
@@ -212,6 +216,13 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
                 "after a claim whose reply was lost (it must not lease more)",
             )
             .await?;
+            ensure!(
+                c.leases.iter().all(|l| first.owns(l.token())),
+                rule,
+                "the leases of a claim recovered after a lost reply are not all of its spec's family {}: {:?}",
+                first.request(),
+                c.leases
+            );
             let ids: Vec<ItemId> = c.leases.iter().map(Lease::id).collect();
 
             lost(Op::AckMany);
@@ -274,8 +285,10 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
             );
 
             faults.inject(Op::Claim, Fault::Refuse, 1);
+            let spec = ClaimSpec::new(2, LONG).or_fail(rule, "spec")?;
+            let second = spec.duplicate();
             let last = settle
-                .claim(b, q, ClaimSpec::new(2, LONG).or_fail(rule, "spec")?)
+                .claim(b, q, spec)
                 .await
                 .or_fail(rule, "claim after a refusal")?;
             ensure!(
@@ -283,6 +296,18 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
                 rule,
                 "a claim sent again after a refusal returned {} leases, expected the 1 left",
                 last.leases.len()
+            );
+            // A new claim, with a spec of its own, hands out tokens of its
+            // own: none of the first claim's family, whose holders could
+            // otherwise act on this lease.
+            let token = last.leases[0].token();
+            ensure!(
+                second.owns(token) && !first.owns(token),
+                rule,
+                "a claim with a new spec got token {token}; expected one of its own family {}, \
+                 not of the earlier claim's {}",
+                second.request(),
+                first.request()
             );
             Ok(())
         },

@@ -310,6 +310,22 @@ impl Run {
                 let ids: Vec<ItemId> = dead.iter().map(|i| i.id).collect();
                 self.model.redrive(*limit as usize, &got, &ids)
             }
+            Op::RedriveItem(pick) => {
+                let known: Vec<ItemId> = self
+                    .model
+                    .items()
+                    .keys()
+                    .chain(self.model.gone())
+                    .copied()
+                    .collect();
+                if known.is_empty() {
+                    return Ok(());
+                }
+                let id = known[*pick as usize % known.len()];
+                let got = b.redrive_item(&q, id).await;
+                self.window().await?;
+                self.model.redrive_item(id, &got)
+            }
             Op::Purge => {
                 let got = b.purge(&q).await;
                 self.window().await?;

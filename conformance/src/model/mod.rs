@@ -15,7 +15,8 @@
 //! enqueue with priority, delay and dedup key; claim of 1 to 4 (or 1,000);
 //! ack, extend, release and fail with the token a claim handed out (often a
 //! stale one by then) and with forged tokens; reap; time passing; the
-//! `expire_leases` and `make_due` hooks; stats, peek, redrive and purge.
+//! `expire_leases` and `make_due` hooks; stats, peek, redrive,
+//! `redrive_item` (of a live or a gone item) and purge.
 //! After every step it compares `stats`, whether `queues` lists the queue
 //! (exactly while the model holds an item) and, with test hooks, the raw
 //! indexes (INV-1, and that the backend holds exactly the model's items);

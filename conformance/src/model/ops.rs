@@ -90,6 +90,9 @@ pub enum Op {
     Peek(ItemState, u8),
     /// `redrive(limit)`.
     Redrive(u8),
+    /// `redrive_item` of an id picked (modulo) from every id the queue
+    /// handed out, live or gone.
+    RedriveItem(u16),
     /// `purge`.
     Purge,
 }
@@ -193,6 +196,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Stats),
         2 => (state(), 0u8..6).prop_map(|(s, n)| Op::Peek(s, n)),
         2 => (0u8..4).prop_map(Op::Redrive),
+        2 => any::<u16>().prop_map(Op::RedriveItem),
         1 => Just(Op::Purge),
     ]
 }

@@ -694,6 +694,41 @@ impl Model {
         Ok(())
     }
 
+    /// `redrive_item(id)` answered `got`: a Dead item moves to Ready with
+    /// attempts 0 (anywhere within its priority, as after `redrive`); an
+    /// item in another state stays as it is; a gone id is `NotFound`.
+    pub fn redrive_item(&mut self, id: ItemId, got: &Result<bool>) -> Result<(), Violation> {
+        let Some(e) = self.items.get_mut(&id) else {
+            return match got {
+                Err(Error::NotFound { id: n }) if *n == id => Ok(()),
+                other => Err(contract(
+                    "redrive_item",
+                    format!("redrive_item of {id}, acked or purged, answered {other:?}; expected NotFound"),
+                )),
+            };
+        };
+        let dead = matches!(e.slot, Slot::Dead { .. });
+        match got {
+            Ok(moved) if *moved == dead => {}
+            other => {
+                return Err(contract(
+                    "redrive_item",
+                    format!(
+                        "redrive_item of {id} in {:?} answered {other:?}; expected Ok({dead})",
+                        e.slot
+                    ),
+                ))
+            }
+        }
+        if dead {
+            e.slot = Slot::Ready;
+            e.attempts = 0;
+            e.fifo = false;
+            e.note = Note::Free;
+        }
+        Ok(())
+    }
+
     /// `purge()` answered `got`.
     pub fn purge(&mut self, got: &Result<u64>) -> Result<(), Violation> {
         let n = *got

@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, Enqueued, ItemId, Layer, Lease, LeaseFate, LeaseKey, LeaseToken,
-    NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks, Timestamp,
+    Backend, ClaimSpec, Claimed, Enqueued, ItemId, ItemState, Layer, Lease, LeaseFate, LeaseKey,
+    LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
+    Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -54,6 +55,17 @@ pub(crate) enum Fault {
     /// Leased count, then claims what is left, in two steps (a round trip
     /// apart), so racing claimers all see the same free slots.
     LimitCheckedInClient,
+    /// Every claim hands out the tokens of the first spec the wrapper saw,
+    /// whatever spec it is given: what a caller that kept one spec for all
+    /// its claims would send.
+    OneSpecForAll,
+    /// `redrive_item` checks that the named item is Dead, then moves the
+    /// oldest Dead item (a `redrive` of one) instead of the one named.
+    RedriveOldest,
+    /// `redrive_item` split into steps: it reads the item's state, then
+    /// moves it in a second round trip and says it moved whatever that
+    /// step found, so racing callers all answer `true`.
+    SplitRedriveItem,
     /// `fire_schedule` split into steps, as a scheduler that reads the
     /// last tick, enqueues and then records the tick would run it: read,
     /// enqueue, write, each on its own.
@@ -92,6 +104,8 @@ pub(crate) struct Faulty {
     ticks: Mutex<HashMap<ScheduleName, Timestamp>>,
     /// The wrapper's own listing (ListedAfterPurge, ListingKeptByCalls).
     listing: Mutex<BTreeSet<QueueName>>,
+    /// The request of the first claim (for OneSpecForAll).
+    first_request: Mutex<Option<LeaseToken>>,
 }
 
 impl Faulty {
@@ -105,6 +119,7 @@ impl Faulty {
             limits: Mutex::new(HashMap::new()),
             ticks: Mutex::new(HashMap::new()),
             listing: Mutex::new(BTreeSet::new()),
+            first_request: Mutex::new(None),
         }
     }
 }
@@ -152,6 +167,15 @@ impl Layer for Faulty {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        if self.fault == Fault::OneSpecForAll {
+            let first = *self
+                .first_request
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(spec.request());
+            let reused = ClaimSpec::with_request(spec.max(), spec.ttl().get(), first)?;
+            return self.inner.claim(queue, reused).await;
+        }
         if self.fault == Fault::LimitCheckedInClient {
             let limit = self.kept_limits(queue).concurrency;
             if let Some(k) = limit {
@@ -174,13 +198,13 @@ impl Layer for Faulty {
                 return Ok(c);
             }
         }
+        let max = spec.max() as usize;
+        let ttl = spec.ttl();
         let mut claimed = self.inner.claim(queue, spec).await?;
         if self.fault == Fault::ClaimTimeAsEnqueueTime {
             for l in &mut claimed.leases {
                 l.enqueued_at = Timestamp::from_millis(
-                    l.expires_at
-                        .as_millis()
-                        .saturating_sub(spec.ttl().as_millis()),
+                    l.expires_at.as_millis().saturating_sub(ttl.as_millis()),
                 );
             }
         }
@@ -195,7 +219,7 @@ impl Layer for Faulty {
             let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
             let fresh = claimed.leases.clone();
             for old in handed.iter() {
-                if claimed.leases.len() >= spec.max() as usize {
+                if claimed.leases.len() >= max {
                     break;
                 }
                 let live = old.expires_at > now && old.key.queue == *queue;
@@ -309,7 +333,7 @@ impl Layer for Faulty {
         Ok(Released::Ready)
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         if self.fault == Fault::Amnesia {
             return Ok(Claimed::default());
         }
@@ -443,6 +467,22 @@ impl Layer for Faulty {
             Fault::ListingKeptByCalls => Ok(listing().into_iter().collect()),
             _ => self.inner.queues().await,
         }
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        if !matches!(self.fault, Fault::RedriveOldest | Fault::SplitRedriveItem) {
+            return self.inner.redrive_item(queue, id).await;
+        }
+        if self.inner.item(queue, id).await?.state != ItemState::Dead {
+            return Ok(false);
+        }
+        if self.fault == Fault::RedriveOldest {
+            return Ok(self.inner.redrive(queue, 1).await? == 1);
+        }
+        // The round trip between the read and the move.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.redrive_item(queue, id).await?;
+        Ok(true)
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {

@@ -379,6 +379,24 @@ impl Backend for TwoList {
         }))
     }
 
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.cmd(queue, |k, _| {
+            let raw = id.get();
+            if !k.items.contains_key(&raw) {
+                return Err(Error::NotFound { id });
+            }
+            let Some(at) = k.dead.iter().position(|d| *d == raw) else {
+                return Ok(false);
+            };
+            k.dead.remove(at);
+            if let Some(r) = k.items.get_mut(&raw) {
+                r.attempts = 0;
+            }
+            k.avail.push_front(raw);
+            Ok(true)
+        })
+    }
+
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Ok(self.cmd(queue, |k, _| {
             let n = k.items.len() as u64;

@@ -72,6 +72,8 @@ pub enum Op {
     Item,
     /// [`Backend::redrive`]
     Redrive,
+    /// [`Backend::redrive_item`]
+    RedriveItem,
     /// [`Backend::purge`]
     Purge,
 }
@@ -253,7 +255,7 @@ impl<B: Backend> Layer for Faults<B> {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         self.run(Op::Claim, self.inner.claim(queue, spec)).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         self.run(Op::RecoverClaim, self.inner.recover_claim(queue, spec))
             .await
     }
@@ -303,6 +305,10 @@ impl<B: Backend> Layer for Faults<B> {
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         self.run(Op::Redrive, self.inner.redrive(queue, limit))
+            .await
+    }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.run(Op::RedriveItem, self.inner.redrive_item(queue, id))
             .await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

@@ -117,7 +117,7 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// [`Backend::recover_claim`], forwarded by default.
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         self.inner().recover_claim(queue, spec).await
     }
 
@@ -192,6 +192,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().redrive(queue, limit).await
     }
 
+    /// [`Backend::redrive_item`], forwarded by default.
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.inner().redrive_item(queue, id).await
+    }
+
     /// [`Backend::purge`], forwarded by default.
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         self.inner().purge(queue).await
@@ -264,7 +269,7 @@ impl<L: Layer> Backend for L {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         Layer::claim(self, queue, spec).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         Layer::recover_claim(self, queue, spec).await
     }
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
@@ -310,6 +315,9 @@ impl<L: Layer> Backend for L {
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         Layer::redrive(self, queue, limit).await
+    }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        Layer::redrive_item(self, queue, id).await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Layer::purge(self, queue).await
@@ -367,7 +375,7 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
         (**self).claim(queue, spec).await
     }
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         (**self).recover_claim(queue, spec).await
     }
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
@@ -413,6 +421,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         (**self).redrive(queue, limit).await
+    }
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        (**self).redrive_item(queue, id).await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         (**self).purge(queue).await

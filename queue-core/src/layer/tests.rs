@@ -97,7 +97,7 @@ impl Backend for Recorder {
     async fn claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
         self.hit("claim")
     }
-    async fn recover_claim(&self, _: &QueueName, _: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, _: &QueueName, _: &ClaimSpec) -> Result<Claimed> {
         self.hit("recover_claim")
     }
     async fn lease_fate(&self, _: &LeaseKey, _: Timestamp) -> Result<LeaseFate> {
@@ -138,6 +138,9 @@ impl Backend for Recorder {
     }
     async fn redrive(&self, _: &QueueName, _: usize) -> Result<u64> {
         self.hit("redrive")
+    }
+    async fn redrive_item(&self, _: &QueueName, _: ItemId) -> Result<bool> {
+        self.hit("redrive_item")
     }
     async fn purge(&self, _: &QueueName) -> Result<u64> {
         self.hit("purge")
@@ -197,8 +200,8 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b
         .enqueue_once(&q, LeaseToken::random(), vec![NewItem::new("x")])
         .await;
-    let _ = b.claim(&q, spec).await;
-    let _ = b.recover_claim(&q, spec).await;
+    let _ = b.claim(&q, spec.duplicate()).await;
+    let _ = b.recover_claim(&q, &spec).await;
     let _ = b.lease_fate(&lease, Timestamp::from_millis(1)).await;
     let _ = b.ack(&lease).await;
     let _ = b.ack_many(std::slice::from_ref(&lease)).await;
@@ -212,6 +215,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.peek(&q, ItemState::Ready, 1).await;
     let _ = b.item(&q, ItemId::new(1)).await;
     let _ = b.redrive(&q, 1).await;
+    let _ = b.redrive_item(&q, ItemId::new(1)).await;
     let _ = b.purge(&q).await;
     let _ = b
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))

@@ -22,7 +22,7 @@
 //!   false). Bad input is refused before anything is written.
 //! - **Ids.** An item's id is `shard_id * K + shard` ([`sharded_id`]), so
 //!   ids are unique across shards and ack / extend / release / fail / item
-//!   go straight to the item's shard ([`split_id`]).
+//!   / redrive_item go straight to the item's shard ([`split_id`]).
 //! - **Claim.** Each claim starts at the next shard in turn and asks the
 //!   shards concurrently, `max` split over them, so an idle claim costs one
 //!   round of concurrent calls when `max >= K` (`ceil(K / max)` rounds when
@@ -457,10 +457,12 @@ impl<B: Backend> Layer for Sharded<B> {
         }
     }
 
-    async fn recover_claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let found = self
-            .on_shards(queue, &self.all(), |_, b, q| async move {
-                b.recover_claim(&q, spec).await
+            .on_shards(queue, &self.all(), |_, b, q| {
+                // Each shard's task looks up the same claim.
+                let spec = spec.duplicate();
+                async move { b.recover_claim(&q, &spec).await }
             })
             .await?;
         let mut out = Claimed::default();
@@ -632,6 +634,17 @@ impl<B: Backend> Layer for Sharded<B> {
             moved += self.inner.redrive(&self.shard(queue, shard)?, left).await?;
         }
         Ok(moved)
+    }
+
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.redrive_item(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

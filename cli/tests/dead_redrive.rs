@@ -1,0 +1,177 @@
+//! `leaseq dead redrive <queue> --id <ID>`, run as a user would: on an
+//! SQLite file (`--features sqlite`) the item named moves and nothing else;
+//! an item in another state (exit code 4) and an id the queue does not hold
+//! (exit code 3) change nothing. Bad ids are usage errors on any build.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::{contains, is_match};
+
+fn leaseq() -> Command {
+    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
+    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
+    cmd
+}
+
+#[test]
+fn an_id_that_is_not_a_number_is_a_usage_error() {
+    leaseq()
+        .args(["dead", "redrive", "jobs", "--id", "seven"])
+        .assert()
+        .code(2)
+        .stderr(contains("--id"));
+}
+
+#[test]
+fn an_id_and_a_limit_together_are_a_usage_error() {
+    leaseq()
+        .args(["dead", "redrive", "jobs", "--id", "7", "--limit", "3"])
+        .assert()
+        .code(2)
+        .stderr(contains("cannot be used with"));
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use leaseq::{Backend, ClaimSpec, ItemId, ItemState, NewItem, QueueName};
+
+    use super::*;
+
+    /// A fresh database file, removed (with its WAL) when dropped.
+    struct Db {
+        dir: std::path::PathBuf,
+        url: String,
+    }
+
+    impl Db {
+        fn new() -> Self {
+            let dir = std::env::temp_dir().join(format!(
+                "leaseq-cli-redrive-{}-{}",
+                std::process::id(),
+                leaseq_testkit::env::tag()
+            ));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let url = format!("sqlite://{}", dir.join("jobs.db").display());
+            Db { dir, url }
+        }
+
+        fn leaseq(&self) -> Command {
+            let mut cmd = leaseq();
+            cmd.args(["--backend", &self.url]);
+            cmd
+        }
+    }
+
+    impl Drop for Db {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// The queue as this test sets it up through the library: `a` and `b`
+    /// Dead (in that order), `c` Leased under `lease`, `d` Ready.
+    struct Setup {
+        backend: Arc<dyn Backend>,
+        queue: QueueName,
+        ids: [ItemId; 4],
+        lease: leaseq::Lease,
+    }
+
+    async fn setup(url: &str) -> Setup {
+        let backend = leaseq::connect(url).await.expect("open the file");
+        let queue = QueueName::new("mail").expect("name");
+        let ids: Vec<ItemId> = backend
+            .enqueue(
+                &queue,
+                ["a", "b", "c"].into_iter().map(NewItem::new).collect(),
+            )
+            .await
+            .expect("enqueue")
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        let spec = ClaimSpec::new(3, Duration::from_secs(3600)).expect("spec");
+        let mut leases = backend.claim(&queue, spec).await.expect("claim").leases;
+        assert_eq!(leases.len(), 3);
+        let lease = leases.pop().expect("c's lease");
+        for l in &leases {
+            backend.fail(&l.key, "boom").await.expect("fail");
+        }
+        let d = backend
+            .enqueue(&queue, vec![NewItem::new("d")])
+            .await
+            .expect("enqueue d")[0]
+            .id;
+        Setup {
+            backend,
+            queue,
+            ids: [ids[0], ids[1], ids[2], d],
+            lease,
+        }
+    }
+
+    #[test]
+    fn redrive_by_id_moves_that_item_alone() {
+        let db = Db::new();
+        db.leaseq().arg("migrate").assert().success();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let s = rt.block_on(setup(&db.url));
+        let [a, b, c, d] = s.ids;
+        let state = |id: ItemId| rt.block_on(s.backend.item(&s.queue, id)).expect("item");
+
+        // The younger of the two deaths moves; the older stays Dead.
+        db.leaseq()
+            .args(["dead", "redrive", "mail", "--id", &b.to_string()])
+            .assert()
+            .success()
+            .stdout(contains(format!("redrove item {b} of mail back to ready")));
+        let moved = state(b);
+        assert_eq!((moved.state, moved.attempts), (ItemState::Ready, 0));
+        assert_eq!(state(a).state, ItemState::Dead);
+        let row = |id: ItemId| is_match(format!(r"(?m)^\s*{id} dead ")).expect("regex");
+        db.leaseq()
+            .args(["dead", "list", "mail"])
+            .assert()
+            .success()
+            .stdout(row(a))
+            .stdout(row(b).not());
+
+        // Not Dead: exit code 4, the state named, nothing changed.
+        for (id, said) in [
+            (b, "is ready, not dead"),
+            (c, "is leased, not dead"),
+            (d, "is ready, not dead"),
+        ] {
+            db.leaseq()
+                .args(["dead", "redrive", "mail", "--id", &id.to_string()])
+                .assert()
+                .code(4)
+                .stdout(predicates::str::is_empty())
+                .stderr(contains(format!("item {id} of queue \"mail\" {said}")));
+        }
+        assert_eq!(state(c).state, ItemState::Leased);
+        rt.block_on(s.backend.ack(&s.lease.key))
+            .expect("the lease the refusal left alone still acks");
+
+        // Not in the queue (acked now, or never handed out): exit code 3.
+        for id in [c.to_string(), "9999999".to_string()] {
+            db.leaseq()
+                .args(["dead", "redrive", "mail", "--id", &id])
+                .assert()
+                .code(3)
+                .stderr(contains(format!("item {id} not found in queue \"mail\"")));
+        }
+        assert_eq!(state(a).state, ItemState::Dead);
+
+        // Without --id it still redrives the oldest deaths.
+        db.leaseq()
+            .args(["dead", "redrive", "mail"])
+            .assert()
+            .success()
+            .stdout(contains("redrove 1 dead items"));
+        assert_eq!(state(a).state, ItemState::Ready);
+    }
+}

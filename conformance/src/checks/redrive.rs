@@ -1,0 +1,349 @@
+//! `redrive_item`: the Dead item named by its id back to Ready, in one
+//! atomic step, and nothing else: no other Dead item, no item in another
+//! state, no id the queue does not hold.
+
+use std::collections::BTreeSet;
+
+use leaseq_core::{ClaimSpec, Error, ItemId, ItemInfo, ItemState, NewItem, Order, QueueName};
+
+use crate::cx::{run, Cx, Needs, LONG};
+use crate::outcome::{ensure, OrFail};
+use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
+
+const RULE: Rule = Rule::Contract("redrive_item");
+
+/// Enqueues `item`, claims it and fails it: one more death, after every
+/// death before it. Returns its id.
+async fn kill(cx: &Cx, item: NewItem) -> Result<ItemId, Violation> {
+    let id = cx.enqueue(vec![item]).await?[0];
+    let lease = cx.claim_one(LONG).await?;
+    ensure!(
+        lease.id() == id,
+        RULE,
+        "the only claimable item is {id}, but the claim returned {}",
+        lease.id()
+    );
+    cx.b.fail(&lease.key, "dead on purpose")
+        .await
+        .or_fail(RULE, "fail")?;
+    Ok(id)
+}
+
+/// The ids in Dead, as `peek` lists them.
+async fn dead_ids(cx: &Cx) -> Result<Vec<ItemId>, Violation> {
+    Ok(cx
+        .b
+        .peek(&cx.q, ItemState::Dead, 100)
+        .await
+        .or_fail(RULE, "peek(Dead)")?
+        .iter()
+        .map(|i| i.id)
+        .collect())
+}
+
+/// Fails unless `redrive_item(id)` answered `Ok(false)`.
+async fn expect_not_moved(cx: &Cx, id: ItemId, what: &str) -> Result<(), Violation> {
+    match cx.b.redrive_item(&cx.q, id).await {
+        Ok(false) => Ok(()),
+        other => Err(cx.fail(format!(
+            "redrive_item of {what} {id} answered {other:?}; expected Ok(false)"
+        ))),
+    }
+}
+
+/// Fails unless `redrive_item(id)` on `queue` answered `NotFound`.
+async fn expect_not_found(
+    cx: &Cx,
+    queue: &QueueName,
+    id: ItemId,
+    what: &str,
+) -> Result<(), Violation> {
+    match cx.b.redrive_item(queue, id).await {
+        Err(Error::NotFound { .. }) => Ok(()),
+        other => Err(cx.fail(format!(
+            "redrive_item of {what} ({id}) answered {other:?}; expected NotFound"
+        ))),
+    }
+}
+
+/// `redrive_item` moves exactly the item it names: that item is Ready with
+/// attempts 0 and keeps its payload, priority, max attempts and dedup key;
+/// every other Dead item stays Dead, in death order; the item is claimed
+/// next, and `redrive` afterwards still takes the oldest death first.
+pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "redrive_item_moves_that_item",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            let caps = cx.b.capabilities();
+            // The named item dies third of four: neither the oldest nor
+            // the newest death, so moving "the oldest" or "the newest"
+            // instead is caught.
+            let d0 = kill(&cx, NewItem::new("d0").max_attempts(5)).await?;
+            let d1 = kill(&cx, NewItem::new("d1").max_attempts(5)).await?;
+            let mut target = NewItem::new("target").max_attempts(4);
+            if caps.priorities {
+                target = target.priority(7);
+            }
+            if caps.dedup {
+                target = target.dedup_key("redrive-target");
+            }
+            let t = kill(&cx, target).await?;
+            let d2 = kill(&cx, NewItem::new("d2").max_attempts(5)).await?;
+            let before = cx.must_item(t).await?;
+            ensure!(
+                before.state == ItemState::Dead && before.attempts == 1,
+                RULE,
+                "the item to redrive is not Dead after one claim and a fail: {before:?}"
+            );
+
+            let moved = cx.b.redrive_item(&cx.q, t).await.or_fail(RULE, "redrive_item")?;
+            ensure!(moved, RULE, "redrive_item of the Dead item {t} answered false");
+            let after = cx.must_item(t).await?;
+            let want = ItemInfo {
+                state: ItemState::Ready,
+                attempts: 0,
+                due_at: None,
+                last_error: after.last_error.clone(),
+                ..before.clone()
+            };
+            ensure!(
+                after == want,
+                RULE,
+                "after redrive_item: {after:?}; expected Ready with attempts 0 and the rest kept: {want:?}"
+            );
+            let dead = dead_ids(&cx).await?;
+            if caps.order == Order::Global {
+                ensure!(
+                    dead == [d0, d1, d2],
+                    RULE,
+                    "after redrive_item({t}) Dead holds {dead:?}; expected {:?} in death order",
+                    [d0, d1, d2]
+                );
+            } else {
+                let dead: BTreeSet<ItemId> = dead.into_iter().collect();
+                ensure!(
+                    dead == BTreeSet::from([d0, d1, d2]),
+                    RULE,
+                    "after redrive_item({t}) Dead holds {dead:?}; expected {:?}",
+                    [d0, d1, d2]
+                );
+            }
+            cx.expect_stats([1, 0, 0, 3], "after redrive_item").await?;
+            if caps.dedup {
+                let again = cx
+                    .b
+                    .enqueue(&cx.q, vec![NewItem::new("copy").dedup_key("redrive-target")])
+                    .await
+                    .or_fail(RULE, "enqueue with the redriven item's key")?;
+                ensure!(
+                    again.len() == 1 && again[0].id == t && again[0].deduplicated,
+                    RULE,
+                    "the redriven item {t} no longer holds its dedup key: enqueue answered {again:?}"
+                );
+            }
+            // A second call finds it Ready: nothing moves.
+            expect_not_moved(&cx, t, "the item just redriven").await?;
+
+            let lease = cx.claim_one(LONG).await?;
+            ensure!(
+                lease.id() == t && lease.attempts == 1 && lease.payload == before.payload,
+                RULE,
+                "the next claim returned {} (attempt {}); expected the redriven item {t} at attempt 1",
+                lease.id(),
+                lease.attempts
+            );
+            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            ensure!(
+                cx.claim(10, LONG).await?.is_empty(),
+                RULE,
+                "items other than the one redriven became claimable"
+            );
+            if caps.order == Order::Global {
+                let n = cx.b.redrive(&cx.q, 1).await.or_fail(RULE, "redrive")?;
+                let first = cx.must_item(d0).await?;
+                ensure!(
+                    n == 1 && first.state == ItemState::Ready,
+                    RULE,
+                    "redrive(1) after redrive_item moved {n} and left the oldest death {d0} {}",
+                    first.state
+                );
+            }
+            cx.check_indexes("after redrive_item").await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// `redrive_item` of an item in any other state answers `false` and
+/// changes nothing (a Leased item's lease still acks); an id the queue
+/// does not hold (acked, of another queue, never handed out) is
+/// `NotFound`, and a Dead item of another queue stays Dead.
+pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "redrive_item_leaves_other_states",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            let caps = cx.b.capabilities();
+            let leased_id = cx.push_n(1).await?[0];
+            let lease = cx.claim_one(LONG).await?;
+            ensure!(lease.id() == leased_id, RULE, "claimed {} instead of {leased_id}", lease.id());
+            let ready = cx.push_n(1).await?[0];
+            let scheduled = if caps.delays {
+                Some(cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?[0])
+            } else {
+                None
+            };
+            let before_leased = cx.must_item(leased_id).await?;
+            let before_ready = cx.must_item(ready).await?;
+
+            expect_not_moved(&cx, ready, "the Ready item").await?;
+            expect_not_moved(&cx, leased_id, "the Leased item").await?;
+            if let Some(s) = scheduled {
+                expect_not_moved(&cx, s, "the Scheduled item").await?;
+                let info = cx.must_item(s).await?;
+                ensure!(
+                    info.state == ItemState::Scheduled,
+                    RULE,
+                    "after a refused redrive_item the Scheduled item is {info:?}"
+                );
+            }
+            let after_leased = cx.must_item(leased_id).await?;
+            let after_ready = cx.must_item(ready).await?;
+            ensure!(
+                after_leased == before_leased && after_ready == before_ready,
+                RULE,
+                "a refused redrive_item changed items: Leased {before_leased:?} -> {after_leased:?}, \
+                 Ready {before_ready:?} -> {after_ready:?}"
+            );
+            let scheduled_n = u64::from(scheduled.is_some());
+            cx.expect_stats([1, scheduled_n, 1, 0], "after refused redrive_item calls")
+                .await?;
+            // The lease is untouched: its holder still finishes it.
+            cx.b.ack(&lease.key)
+                .await
+                .or_fail(RULE, "ack of the lease redrive_item refused to touch")?;
+
+            // Ids this queue does not hold.
+            expect_not_found(&cx, &cx.q, leased_id, "an acked item").await?;
+            expect_not_found(&cx, &cx.q, ItemId::new(u64::MAX), "an id over i64::MAX").await?;
+            expect_not_found(&cx, &cx.q, ItemId::new(0), "id 0").await?;
+            let top = leased_id.get().max(ready.get()).max(scheduled.map_or(0, ItemId::get));
+            expect_not_found(
+                &cx,
+                &cx.q,
+                ItemId::new(top.saturating_add(1_000_000_007)),
+                "an id not handed out",
+            )
+            .await?;
+            let other = QueueName::new(format!("{}-other", cx.q)).or_fail(RULE, "naming")?;
+            let found = async {
+                let id = cx
+                    .b
+                    .enqueue(&other, vec![NewItem::new("elsewhere")])
+                    .await
+                    .or_fail(RULE, "enqueue on another queue")?[0]
+                    .id;
+                let spec = ClaimSpec::new(1, LONG).or_fail(RULE, "spec")?;
+                let claimed = cx.b.claim(&other, spec).await.or_fail(RULE, "claim")?;
+                let l = claimed
+                    .leases
+                    .first()
+                    .ok_or_else(|| cx.fail("the other queue's claim returned nothing"))?;
+                cx.b.fail(&l.key, "x").await.or_fail(RULE, "fail")?;
+                if cx.item(id).await?.is_none() {
+                    // Ids are per queue: this queue holds no item `id`.
+                    expect_not_found(&cx, &cx.q, id, "a Dead item of another queue").await?;
+                }
+                let info = cx.b.item(&other, id).await.or_fail(RULE, "item")?;
+                ensure!(
+                    info.state == ItemState::Dead,
+                    RULE,
+                    "redrive_item on {} moved item {id} of queue {other}: {info:?}",
+                    cx.q
+                );
+                Ok::<(), Violation>(())
+            }
+            .await;
+            let purged = cx.b.purge(&other).await;
+            found?;
+            purged.or_fail(RULE, "purging the other queue")?;
+            cx.expect_stats([1, scheduled_n, 0, 0], "at the end").await?;
+            cx.check_indexes("after refused redrive_item calls").await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Concurrent `redrive_item` calls for one Dead item (in some rounds, on a
+/// backend of one claim order, with a `redrive` racing them for the same,
+/// only, Dead item): exactly one moves it, the others answer `false`, and the item is Ready exactly once:
+/// claims return it and nothing else.
+pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "concurrent_redrive_item_moves_once",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            const CALLERS: usize = 8;
+            let global = cx.b.capabilities().order == Order::Global;
+            for round in 0..6 * scale() {
+                // Odd rounds race a redrive(1) too: the named item is then
+                // the only Dead one, so the redrive can take only it.
+                let with_redrive = global && round % 2 == 1;
+                let mut ids = vec![kill(&cx, NewItem::new("a")).await?];
+                if !with_redrive {
+                    ids.push(kill(&cx, NewItem::new("b")).await?);
+                    ids.push(kill(&cx, NewItem::new("c")).await?);
+                }
+                // Neither the oldest nor the newest death, where there are three.
+                let target = ids[ids.len() / 2];
+                let mut tasks = Vec::new();
+                for i in 0..CALLERS {
+                    let cx = cx.clone();
+                    tasks.push(tokio::spawn(async move {
+                        if with_redrive && i == CALLERS / 2 {
+                            return cx.b.redrive(&cx.q, 1).await.map(|n| ("redrive", n));
+                        }
+                        cx.b.redrive_item(&cx.q, target)
+                            .await
+                            .map(|moved| ("redrive_item", u64::from(moved)))
+                    }));
+                }
+                let mut moves = 0u64;
+                for r in cx.join(tasks).await? {
+                    let (what, n) = r.map_err(|e| {
+                        cx.fail(format!("round {round}: a concurrent call failed: {e}"))
+                    })?;
+                    ensure!(n <= 1, RULE, "round {round}: {what} moved {n} items");
+                    moves += n;
+                }
+                ensure!(
+                    moves == 1,
+                    RULE,
+                    "round {round}: {CALLERS} concurrent calls for Dead item {target} moved it {moves} times; exactly one must"
+                );
+                let got = cx.claim(10, LONG).await?;
+                let got_ids: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
+                ensure!(
+                    got_ids == [target],
+                    RULE,
+                    "round {round}: after the race claims returned {got_ids:?}; expected only {target}, once"
+                );
+                let dead = ids.len() as u64 - 1;
+                cx.expect_stats([0, 0, 1, dead], &format!("round {round}, after the claim"))
+                    .await?;
+                cx.b.purge(&cx.q).await.or_fail(RULE, "purge between rounds")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
