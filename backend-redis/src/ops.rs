@@ -432,7 +432,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             -1 => Err(Error::NotFound { id }),
             2 => Err(Error::Corrupt {
                 what: format!(
-                    "item {id} stays in Dead: it was quarantined and its fields are still unusable ({})",
+                    "item {id} stays in Dead: it was quarantined and its fields are still \
+                     unusable ({})",
                     f[2].opt_text()?.unwrap_or_default()
                 ),
             }),

@@ -51,14 +51,9 @@ async fn expect_not_moved(cx: &Cx, id: ItemId, what: &str) -> Result<(), Violati
     }
 }
 
-/// Fails unless `redrive_item(id)` on `queue` answered `NotFound`.
-async fn expect_not_found(
-    cx: &Cx,
-    queue: &QueueName,
-    id: ItemId,
-    what: &str,
-) -> Result<(), Violation> {
-    match cx.b.redrive_item(queue, id).await {
+/// Fails unless `redrive_item(id)` answered `NotFound`.
+async fn expect_not_found(cx: &Cx, id: ItemId, what: &str) -> Result<(), Violation> {
+    match cx.b.redrive_item(&cx.q, id).await {
         Err(Error::NotFound { .. }) => Ok(()),
         other => Err(cx.fail(format!(
             "redrive_item of {what} ({id}) answered {other:?}; expected NotFound"
@@ -99,8 +94,15 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
                 "the item to redrive is not Dead after one claim and a fail: {before:?}"
             );
 
-            let moved = cx.b.redrive_item(&cx.q, t).await.or_fail(RULE, "redrive_item")?;
-            ensure!(moved, RULE, "redrive_item of the Dead item {t} answered false");
+            let moved =
+                cx.b.redrive_item(&cx.q, t)
+                    .await
+                    .or_fail(RULE, "redrive_item")?;
+            ensure!(
+                moved,
+                RULE,
+                "redrive_item of the Dead item {t} answered false"
+            );
             let after = cx.must_item(t).await?;
             let want = ItemInfo {
                 state: ItemState::Ready,
@@ -112,7 +114,8 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
             ensure!(
                 after == want,
                 RULE,
-                "after redrive_item: {after:?}; expected Ready with attempts 0 and the rest kept: {want:?}"
+                "after redrive_item: {after:?}; expected Ready with attempts 0 and the rest \
+                 kept: {want:?}"
             );
             let dead = dead_ids(&cx).await?;
             if caps.order == Order::Global {
@@ -133,15 +136,18 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
             }
             cx.expect_stats([1, 0, 0, 3], "after redrive_item").await?;
             if caps.dedup {
-                let again = cx
-                    .b
-                    .enqueue(&cx.q, vec![NewItem::new("copy").dedup_key("redrive-target")])
+                let again =
+                    cx.b.enqueue(
+                        &cx.q,
+                        vec![NewItem::new("copy").dedup_key("redrive-target")],
+                    )
                     .await
                     .or_fail(RULE, "enqueue with the redriven item's key")?;
                 ensure!(
                     again.len() == 1 && again[0].id == t && again[0].deduplicated,
                     RULE,
-                    "the redriven item {t} no longer holds its dedup key: enqueue answered {again:?}"
+                    "the redriven item {t} no longer holds its dedup key: enqueue answered \
+                     {again:?}"
                 );
             }
             // A second call finds it Ready: nothing moves.
@@ -151,7 +157,8 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
             ensure!(
                 lease.id() == t && lease.attempts == 1 && lease.payload == before.payload,
                 RULE,
-                "the next claim returned {} (attempt {}); expected the redriven item {t} at attempt 1",
+                "the next claim returned {} (attempt {}); expected the redriven item {t} at \
+                 attempt 1",
                 lease.id(),
                 lease.attempts
             );
@@ -192,7 +199,12 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
             let caps = cx.b.capabilities();
             let leased_id = cx.push_n(1).await?[0];
             let lease = cx.claim_one(LONG).await?;
-            ensure!(lease.id() == leased_id, RULE, "claimed {} instead of {leased_id}", lease.id());
+            ensure!(
+                lease.id() == leased_id,
+                RULE,
+                "claimed {} instead of {leased_id}",
+                lease.id()
+            );
             let ready = cx.push_n(1).await?[0];
             let scheduled = if caps.delays {
                 Some(cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?[0])
@@ -218,8 +230,8 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
             ensure!(
                 after_leased == before_leased && after_ready == before_ready,
                 RULE,
-                "a refused redrive_item changed items: Leased {before_leased:?} -> {after_leased:?}, \
-                 Ready {before_ready:?} -> {after_ready:?}"
+                "a refused redrive_item changed items: Leased {before_leased:?} -> \
+                 {after_leased:?}, Ready {before_ready:?} -> {after_ready:?}"
             );
             let scheduled_n = u64::from(scheduled.is_some());
             cx.expect_stats([1, scheduled_n, 1, 0], "after refused redrive_item calls")
@@ -230,25 +242,24 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
                 .or_fail(RULE, "ack of the lease redrive_item refused to touch")?;
 
             // Ids this queue does not hold.
-            expect_not_found(&cx, &cx.q, leased_id, "an acked item").await?;
-            expect_not_found(&cx, &cx.q, ItemId::new(u64::MAX), "an id over i64::MAX").await?;
-            expect_not_found(&cx, &cx.q, ItemId::new(0), "id 0").await?;
-            let top = leased_id.get().max(ready.get()).max(scheduled.map_or(0, ItemId::get));
-            expect_not_found(
-                &cx,
-                &cx.q,
-                ItemId::new(top.saturating_add(1_000_000_007)),
-                "an id not handed out",
-            )
-            .await?;
+            expect_not_found(&cx, leased_id, "an acked item").await?;
+            expect_not_found(&cx, ItemId::new(u64::MAX), "an id over i64::MAX").await?;
+            expect_not_found(&cx, ItemId::new(0), "id 0").await?;
+            let top = [Some(leased_id), Some(ready), scheduled]
+                .into_iter()
+                .flatten()
+                .map(ItemId::get)
+                .max()
+                .unwrap_or(0);
+            let never = ItemId::new(top.saturating_add(1_000_000_007));
+            expect_not_found(&cx, never, "an id not handed out").await?;
             let other = QueueName::new(format!("{}-other", cx.q)).or_fail(RULE, "naming")?;
             let found = async {
-                let id = cx
-                    .b
-                    .enqueue(&other, vec![NewItem::new("elsewhere")])
-                    .await
-                    .or_fail(RULE, "enqueue on another queue")?[0]
-                    .id;
+                let id =
+                    cx.b.enqueue(&other, vec![NewItem::new("elsewhere")])
+                        .await
+                        .or_fail(RULE, "enqueue on another queue")?[0]
+                        .id;
                 let spec = ClaimSpec::new(1, LONG).or_fail(RULE, "spec")?;
                 let claimed = cx.b.claim(&other, spec).await.or_fail(RULE, "claim")?;
                 let l = claimed
@@ -258,7 +269,7 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
                 cx.b.fail(&l.key, "x").await.or_fail(RULE, "fail")?;
                 if cx.item(id).await?.is_none() {
                     // Ids are per queue: this queue holds no item `id`.
-                    expect_not_found(&cx, &cx.q, id, "a Dead item of another queue").await?;
+                    expect_not_found(&cx, id, "a Dead item of another queue").await?;
                 }
                 let info = cx.b.item(&other, id).await.or_fail(RULE, "item")?;
                 ensure!(
@@ -273,7 +284,8 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
             let purged = cx.b.purge(&other).await;
             found?;
             purged.or_fail(RULE, "purging the other queue")?;
-            cx.expect_stats([1, scheduled_n, 0, 0], "at the end").await?;
+            cx.expect_stats([1, scheduled_n, 0, 0], "at the end")
+                .await?;
             cx.check_indexes("after refused redrive_item calls").await?;
             Ok(())
         },
@@ -283,8 +295,8 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
 
 /// Concurrent `redrive_item` calls for one Dead item (in some rounds, on a
 /// backend of one claim order, with a `redrive` racing them for the same,
-/// only, Dead item): exactly one moves it, the others answer `false`, and the item is Ready exactly once:
-/// claims return it and nothing else.
+/// only, Dead item): exactly one moves it, the others answer `false`, and
+/// the item is Ready exactly once: claims return it and nothing else.
 pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) -> CheckResult {
     run(
         factory,
@@ -303,7 +315,7 @@ pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) 
                     ids.push(kill(&cx, NewItem::new("b")).await?);
                     ids.push(kill(&cx, NewItem::new("c")).await?);
                 }
-                // Neither the oldest nor the newest death, where there are three.
+                // Of three deaths, neither the oldest nor the newest.
                 let target = ids[ids.len() / 2];
                 let mut tasks = Vec::new();
                 for i in 0..CALLERS {
@@ -328,19 +340,23 @@ pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) 
                 ensure!(
                     moves == 1,
                     RULE,
-                    "round {round}: {CALLERS} concurrent calls for Dead item {target} moved it {moves} times; exactly one must"
+                    "round {round}: {CALLERS} concurrent calls for Dead item {target} moved it \
+                     {moves} times; exactly one must"
                 );
                 let got = cx.claim(10, LONG).await?;
                 let got_ids: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
                 ensure!(
                     got_ids == [target],
                     RULE,
-                    "round {round}: after the race claims returned {got_ids:?}; expected only {target}, once"
+                    "round {round}: after the race claims returned {got_ids:?}; expected only \
+                     {target}, once"
                 );
                 let dead = ids.len() as u64 - 1;
                 cx.expect_stats([0, 0, 1, dead], &format!("round {round}, after the claim"))
                     .await?;
-                cx.b.purge(&cx.q).await.or_fail(RULE, "purge between rounds")?;
+                cx.b.purge(&cx.q)
+                    .await
+                    .or_fail(RULE, "purge between rounds")?;
             }
             Ok(())
         },

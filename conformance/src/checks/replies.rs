@@ -219,7 +219,8 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
             ensure!(
                 c.leases.iter().all(|l| first.owns(l.token())),
                 rule,
-                "the leases of a claim recovered after a lost reply are not all of its spec's family {}: {:?}",
+                "the leases of a claim recovered after a lost reply are not all of its spec's \
+                 family {}: {:?}",
                 first.request(),
                 c.leases
             );

@@ -703,7 +703,10 @@ impl Model {
                 Err(Error::NotFound { id: n }) if *n == id => Ok(()),
                 other => Err(contract(
                     "redrive_item",
-                    format!("redrive_item of {id}, acked or purged, answered {other:?}; expected NotFound"),
+                    format!(
+                        "redrive_item of {id}, acked or purged, answered {other:?}; \
+                         expected NotFound"
+                    ),
                 )),
             };
         };
