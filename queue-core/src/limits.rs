@@ -108,8 +108,9 @@ impl TryFrom<Duration> for LeaseTtl {
 /// # use leaseq_core::{Backend, ClaimSpec, QueueName};
 /// # async fn twice(b: &dyn Backend, q: &QueueName) -> leaseq_core::Result<()> {
 /// let spec = ClaimSpec::new(10, std::time::Duration::from_secs(30))?;
-/// b.claim(q, spec).await?;
-/// b.claim(q, spec).await?; // error[E0382]: use of moved value: `spec`
+/// let first = b.claim(q, spec).await?;
+/// let second = b.claim(q, spec).await?; // error[E0382]: use of moved value: `spec`
+/// # let _ = (first, second);
 /// # Ok(())
 /// # }
 /// ```
@@ -118,8 +119,9 @@ impl TryFrom<Duration> for LeaseTtl {
 /// # use leaseq_core::{Backend, ClaimSpec, QueueName};
 /// # async fn twice(b: &dyn Backend, q: &QueueName) -> leaseq_core::Result<()> {
 /// // A spec per claim.
-/// b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
-/// b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
+/// let first = b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
+/// let second = b.claim(q, ClaimSpec::new(10, std::time::Duration::from_secs(30))?).await?;
+/// # let _ = (first, second);
 /// # Ok(())
 /// # }
 /// ```
