@@ -94,6 +94,12 @@ fn queue_name(name: &str) -> Result<QueueName, ApiError> {
     Ok(QueueName::new(name)?)
 }
 
+fn item_id(id: &str) -> Result<ItemId, ApiError> {
+    Ok(id
+        .parse()
+        .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?)
+}
+
 async fn overview(State(app): State<App>) -> ApiResult {
     let now = app.backend.now().await?;
     let names = app.backend.queues().await?;
@@ -141,9 +147,7 @@ async fn items(
 
 async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>) -> ApiResult {
     let queue = queue_name(&queue)?;
-    let id: ItemId = id
-        .parse()
-        .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?;
+    let id = item_id(&id)?;
     let now = app.backend.now().await?;
     let item = app.backend.item(&queue, id).await?;
     Ok(Json(json!({
@@ -170,9 +174,7 @@ async fn redrive(
     let queue = queue_name(&queue)?;
     let moved = match (body.id, body.all) {
         (Some(id), false) => {
-            let id: ItemId = id
-                .parse()
-                .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?;
+            let id = item_id(&id)?;
             u64::from(app.backend.redrive_item(&queue, id).await?)
         }
         (None, true) => {

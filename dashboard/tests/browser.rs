@@ -48,33 +48,25 @@ async fn serve(backend: Arc<dyn Backend>, stop: &CancellationToken) -> String {
 
 /// Waits until the element's text is `want`.
 async fn wait_text(c: &Client, css: &str, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await {
-            if let Ok(t) = e.text().await {
-                if t == want {
-                    return;
-                }
-                last = t;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{css}: wanted {want:?}, the page showed {last:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(c, css, &format!("{want:?}"), |t| t == want).await;
 }
 
 /// Waits until the element's text contains `part`; returns the text.
 async fn wait_contains(c: &Client, css: &str, part: &str) -> String {
+    wait_for(c, css, &format!("text containing {part:?}"), |t| {
+        t.contains(part)
+    })
+    .await
+}
+
+/// Waits until the element's text satisfies `ok`; returns the text.
+async fn wait_for(c: &Client, css: &str, wanted: &str, ok: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = String::new();
     loop {
         if let Ok(e) = c.find(Locator::Css(css)).await {
             if let Ok(t) = e.text().await {
-                if t.contains(part) {
+                if ok(&t) {
                     return t;
                 }
                 last = t;
@@ -82,7 +74,7 @@ async fn wait_contains(c: &Client, css: &str, part: &str) -> String {
         }
         assert!(
             Instant::now() < deadline,
-            "{css}: wanted text containing {part:?}, the page showed {last:?}"
+            "{css}: wanted {wanted}, the page showed {last:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
