@@ -43,6 +43,7 @@ impl Backend for MemoryBackend {
         Capabilities::all_features()
             .queue_limits(LimitScope::Global)
             .schedules(true)
+            .delete_queue(true)
             .unique_for(true)
     }
 
@@ -450,6 +451,12 @@ impl Backend for MemoryBackend {
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         let n = self.existing(queue, |q| q.lock().purge()).unwrap_or(0);
+        self.forget_if_idle(queue);
+        Ok(n)
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let n = self.existing(queue, |q| q.lock().delete()).unwrap_or(0);
         self.forget_if_idle(queue);
         Ok(n)
     }

@@ -435,6 +435,15 @@ impl QueueState {
         n
     }
 
+    /// [`leaseq_core::Backend::delete_queue`]: every item and everything
+    /// else kept for the queue (limits, window, holds, requests). Ids come
+    /// from the backend's counter, so none is reused after this.
+    pub(crate) fn delete(&mut self) -> u64 {
+        let n = self.items.len() as u64;
+        *self = QueueState::default();
+        n
+    }
+
     /// The earliest due time among Scheduled items.
     pub(crate) fn earliest_due(&self) -> Option<u64> {
         self.scheduled.first().map(|e| e.0)

@@ -442,6 +442,7 @@ impl Backend for PgBackend {
             .queue_limits(LimitScope::Global)
             .schedules(true)
             .unique_for(true)
+            .delete_queue(true)
     }
 
     fn limits(&self) -> Limits {
@@ -827,6 +828,15 @@ impl Backend for PgBackend {
             .execute(self.statement_on([queue]))
             .await
             .map_err(db("purge"))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let done = sqlx::query(&self.inner.sql.delete_queue)
+            .bind(queue.as_str())
+            .execute(self.statement_on([queue]))
+            .await
+            .map_err(db("delete_queue"))?;
         Ok(done.rows_affected())
     }
 

@@ -48,6 +48,7 @@ pub(crate) struct Sql {
     pub(crate) redrive: String,
     pub(crate) redrive_item: String,
     pub(crate) purge: String,
+    pub(crate) delete_queue: String,
     pub(crate) expire_leases: String,
     pub(crate) make_due: String,
     pub(crate) plant_ghost: String,
@@ -573,6 +574,15 @@ impl Sql {
             ),
             purge: format!(
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1) DELETE FROM {t} WHERE queue = $1"
+            ),
+            // One statement, so one snapshot: the items, their held keys,
+            // the request records and the limits row go together. Ids come
+            // from one sequence, so none is reused afterwards.
+            delete_queue: format!(
+                "WITH k AS (DELETE FROM {h} WHERE queue = $1), \
+                      q AS (DELETE FROM {r} WHERE queue = $1), \
+                      l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1) \
+                 DELETE FROM {t} WHERE queue = $1"
             ),
             expire_leases: format!(
                 "UPDATE {t} SET lease_expires_at = now() - interval '1 millisecond' \

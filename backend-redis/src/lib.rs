@@ -24,10 +24,7 @@
 //! assert_eq!(&lease.payload[..], b"hello");
 //! backend.ack(&lease.key).await?;
 //! assert_eq!(backend.purge(&queue).await?, 0);
-//! # // Leave nothing behind: the purge keeps the id counter, so ids stay unique.
-//! # let keys = backend.keys(&queue)?;
-//! # let mut raw = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()).expect("raw");
-//! # let _: () = redis::cmd("DEL").arg(keys.seq()).arg(keys.id_mark()).query(&mut raw).expect("del");
+//! # backend.delete_queue(&queue).await?; // leave nothing behind
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "redis-rs"))]
@@ -234,6 +231,19 @@
 //! counter: `{prefix:queue}:listgen` (how many times a listing took it
 //! out) and, until the next listing, `{prefix:queue}:listed`.
 //!
+//! # Deleting a queue
+//! [`leaseq_core::Backend::delete_queue`] (`leaseq purge QUEUE --forget`)
+//! leaves no key of the queue but `{prefix:queue}:listgen`, raised and set
+//! to expire after two minutes (it turns away an enqueue that registered
+//! the queue before the delete), and `enqueue_once` records, which expire
+//! on their own ([`leaseq_core::limits::REQUEST_MEMORY`]; a resend within
+//! that time is answered from its record and writes nothing). Ids stay
+//! unique: before it deletes the id counter, the delete raises an id floor
+//! kept next to the registry (`{prefix:_}:idfloor`, one key per prefix)
+//! past the queue's last id, and a queue with no counter starts above the
+//! floor. So a deleted queue's ids never come back, also for a process
+//! that never saw them. Steps and races: `src/delete.rs`.
+//!
 //! # Waiting for work
 //! Enqueue, release, reap, redrive and `redrive_item` push a marker onto
 //! the queue's notify list (at most 32 kept); idle workers `BLPOP` it on a
@@ -351,6 +361,7 @@ mod client_redis_rs;
 mod cluster_url;
 mod config;
 mod decode;
+mod delete;
 mod hooks;
 mod keys;
 mod limits;

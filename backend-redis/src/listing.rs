@@ -49,6 +49,8 @@
 //! enqueues at once, each writing its token) are dropped like any other
 //! by the first listing that finds the queue empty.
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use futures_util::future::join_all;
 use leaseq_core::{Error, LeaseToken, NewItem, QueueName, Result};
@@ -69,9 +71,25 @@ const DROP_BATCH: usize = 256;
 /// yet) and took the registration back.
 const MAX_REGISTRATIONS: usize = 8;
 
-/// A registration: the token written to the registry and the prune
-/// generation it was written in.
-type Registration = (LeaseToken, Bytes);
+/// How long an enqueue may use a registration: a deleted queue's prune
+/// generation is a tombstone that lives [`GENERATION_TOMBSTONE`], and a
+/// registration older than that might match the generation the queue
+/// falls back to once it is gone.
+const REGISTRATION_LIFETIME: Duration = Duration::from_secs(30);
+/// How long the prune generation a delete raises is kept (see
+/// `scripts/queue_delete.lua`).
+pub(crate) const GENERATION_TOMBSTONE: Duration = Duration::from_secs(120);
+
+/// A registration: the token written to the registry, the prune generation
+/// it was written in, the registry's id floor it read (where a queue with
+/// no id counter starts), and when it was made.
+#[derive(Debug, Clone)]
+struct Registration {
+    token: LeaseToken,
+    generation: Bytes,
+    floor: u64,
+    made: Instant,
+}
 
 /// The generation of an `unregistered` answer, or `None` for any other.
 fn unregistered(r: &Reply) -> Result<Option<Bytes>> {
@@ -85,20 +103,22 @@ fn unregistered(r: &Reply) -> Result<Option<Bytes>> {
 
 /// The enqueue arguments: the registration (empty when none), then the
 /// batch (see `scripts/enqueue_batch.lua`).
-pub(crate) fn enqueue_args(
+fn enqueue_args(
     registration: Option<&Registration>,
     floor: u64,
     items: &[NewItem],
     args: &mut Vec<Bytes>,
 ) {
     match registration {
-        Some((token, generation)) => {
-            args.push(arg(token));
-            args.push(generation.clone());
+        Some(r) => {
+            args.push(arg(r.token));
+            args.push(r.generation.clone());
+            args.push(arg(r.floor));
         }
         None => {
             args.push(Bytes::new());
             args.push(Bytes::new());
+            args.push(arg(0));
         }
     }
     batch_args(floor, items, args);
@@ -119,9 +139,19 @@ impl<C: ScriptClient> RedisBackend<C> {
         ))
     }
 
-    async fn on_registry(&self, script: &Script, args: Vec<Bytes>) -> Result<Reply> {
-        let key = self.queue_registry_key()?;
-        self.run_with_keys(script, &Self::registry_queue()?, vec![key], args)
+    /// The key of the registry's id floor: the highest id any deleted queue
+    /// handed out (a string), next to the registry. A queue with no id
+    /// counter starts above it, so a deleted queue's ids are never reused.
+    pub fn id_floor_key(&self) -> Result<String> {
+        Ok(format!(
+            "{}:idfloor",
+            self.keys(&Self::registry_queue()?)?.tag()
+        ))
+    }
+
+    pub(crate) async fn on_registry(&self, script: &Script, args: Vec<Bytes>) -> Result<Reply> {
+        let keys = vec![self.queue_registry_key()?, self.id_floor_key()?];
+        self.run_with_keys(script, &Self::registry_queue()?, keys, args)
             .await
     }
 
@@ -130,9 +160,15 @@ impl<C: ScriptClient> RedisBackend<C> {
     /// field with no items behind it is dropped by the next listing).
     async fn register(&self, queue: &QueueName, generation: Bytes) -> Result<Registration> {
         let token = LeaseToken::random();
+        let made = Instant::now();
         let args = vec![arg(queue.as_str()), arg(token)];
         match self.on_registry(&self.scripts.queues_register, args).await {
-            Ok(_) => Ok((token, generation)),
+            Ok(floor) => Ok(Registration {
+                token,
+                generation,
+                floor: floor.uint()?,
+                made,
+            }),
             Err(e @ (Error::Full { .. } | Error::Corrupt { .. } | Error::Unavailable { .. })) => {
                 Err(e)
             }
@@ -158,6 +194,9 @@ impl<C: ScriptClient> RedisBackend<C> {
     ) -> Result<Reply> {
         let mut registration: Option<Registration> = None;
         for _ in 0..=MAX_REGISTRATIONS {
+            // A stale registration is sent as none: the script then asks
+            // for a fresh one.
+            registration.take_if(|r| r.made.elapsed() > REGISTRATION_LIFETIME);
             let mut args = head.to_vec();
             enqueue_args(
                 registration.as_ref(),

@@ -22,7 +22,6 @@ use crate::{decode, RedisBackend, ScriptClient};
 /// The most items one `peek` returns.
 pub const MAX_PEEK: usize = 10_000;
 const REDRIVE_BATCH: usize = 500;
-const PURGE_BATCH: usize = 500;
 
 /// A claim slot as [`ClaimSpec::token`] numbers it (a claim has at most
 /// [`leaseq_core::limits::MAX_CLAIM`] slots).
@@ -96,6 +95,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .queue_limits(LimitScope::Global)
             .schedules(true)
             .unique_for(true)
+            .delete_queue(true)
     }
 
     fn limits(&self) -> Limits {
@@ -444,17 +444,11 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        let mut deleted = 0u64;
-        loop {
-            let r = self
-                .run(&self.scripts.purge, queue, vec![arg(PURGE_BATCH)])
-                .await?;
-            let f = r.tuple(2)?;
-            deleted += f[0].uint()?;
-            if f[1].int()? != 1 {
-                return Ok(deleted);
-            }
-        }
+        self.purge_items(queue).await
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        self.delete(queue).await
     }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {

@@ -174,6 +174,7 @@ impl Backend for SqliteBackend {
             .shared(!self.inner.in_memory)
             .queue_limits(LimitScope::Global)
             .schedules(true)
+            .delete_queue(true)
             .unique_for(true)
     }
 
@@ -627,6 +628,32 @@ impl Backend for SqliteBackend {
             .map_err(db("purge"))?;
         // The held keys go after the items (whose deletion may hold keys).
         self.purge_held_keys(queue).await?;
+        Ok(done.rows_affected())
+    }
+
+    // One transaction: the items, then the keys their deletion held, the
+    // request records and the limits row. `AUTOINCREMENT` keeps ids from
+    // being reused.
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let mut tx = self
+            .inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("delete_queue: beginning a transaction"))?;
+        let done = sqlx::query(sql::PURGE)
+            .bind(queue.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("delete_queue: items"))?;
+        for table in ["leaseq_held_keys", "leaseq_requests", "leaseq_queue_limits"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE queue = ?1"))
+                .bind(queue.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(db("delete_queue"))?;
+        }
+        tx.commit().await.map_err(db("delete_queue: committing"))?;
         Ok(done.rows_affected())
     }
 

@@ -184,6 +184,68 @@ fn admin_round_trip(url: &str) {
         .success()
         .stdout(contains("purged 2 items"));
 
+    // `purge --forget` deletes the queue whole: items, limits, and an
+    // empty queue's limits too; ids go on rising.
+    let before: u64 = String::from_utf8(
+        leaseq(url)
+            .args(["enqueue", &queue, "a"])
+            .output()
+            .expect("run")
+            .stdout,
+    )
+    .expect("utf-8")
+    .trim()
+    .parse()
+    .expect("an id");
+    leaseq(url)
+        .args(["limits", "set", &queue, "--concurrency", "2"])
+        .assert()
+        .success();
+    leaseq(url)
+        .args(["purge", &queue, "--forget", "--yes"])
+        .assert()
+        .success()
+        .stdout(contains(format!("deleted queue {queue} and its 1 items")));
+    leaseq(url)
+        .args(["limits", "show", &queue])
+        .assert()
+        .success()
+        .stdout(contains("concurrency  none"));
+    leaseq(url).args(["stats", &queue]).assert().code(3);
+    let after: u64 = String::from_utf8(
+        leaseq(url)
+            .args(["enqueue", &queue, "b"])
+            .output()
+            .expect("run")
+            .stdout,
+    )
+    .expect("utf-8")
+    .trim()
+    .parse()
+    .expect("an id");
+    assert!(
+        after > before,
+        "id {after} after the delete, {before} before"
+    );
+    leaseq(url)
+        .args(["limits", "set", &queue, "--concurrency", "2"])
+        .assert()
+        .success();
+    leaseq(url)
+        .args(["purge", &queue, "--yes"])
+        .assert()
+        .success();
+    leaseq(url)
+        .args(["purge", &queue, "--forget", "--yes"])
+        .assert()
+        .success()
+        .stdout(contains(format!("deleted queue {queue} and its 0 items")));
+    leaseq(url)
+        .args(["limits", "show", &queue])
+        .assert()
+        .success()
+        .stdout(contains("concurrency  none"));
+
     // The namespace separates: the same queue under the default one is unknown.
     leaseq(url)
         .args(["enqueue", &queue, "z"])

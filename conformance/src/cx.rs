@@ -40,6 +40,8 @@ pub(crate) struct Needs {
     pub(crate) schedules: bool,
     /// Unique-for keys ([`leaseq_core::Capabilities::unique_for`]).
     pub(crate) unique_for: bool,
+    /// [`leaseq_core::Backend::delete_queue`].
+    pub(crate) delete_queue: bool,
 }
 
 impl Needs {
@@ -54,6 +56,7 @@ impl Needs {
         limits: false,
         schedules: false,
         unique_for: false,
+        delete_queue: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -88,6 +91,10 @@ impl Needs {
         schedules: true,
         ..Needs::NONE
     };
+    pub(crate) const DELETE_QUEUE: Needs = Needs {
+        delete_queue: true,
+        ..Needs::NONE
+    };
     pub(crate) const UNIQUE_FOR: Needs = Needs {
         dedup: true,
         unique_for: true,
@@ -107,6 +114,7 @@ impl Needs {
             limits: self.limits || other.limits,
             schedules: self.schedules || other.schedules,
             unique_for: self.unique_for || other.unique_for,
+            delete_queue: self.delete_queue || other.delete_queue,
         }
     }
 
@@ -149,6 +157,11 @@ impl Needs {
                     .into(),
             );
         }
+        if self.delete_queue && !caps.delete_queue {
+            return Some(
+                "the backend cannot delete a queue (Capabilities::delete_queue is false)".into(),
+            );
+        }
         if self.global_order && caps.order != Order::Global {
             return Some(format!(
                 "the backend keeps claim order per shard, not over the whole queue (Capabilities::order is {:?})",
@@ -171,8 +184,9 @@ pub(crate) struct Cx {
     planted: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Runs `body` on a fresh backend and queue, then purges the queue (also
-/// when the body found a violation).
+/// Runs `body` on a fresh backend and queue, then deletes the queue (purges
+/// it on a backend that cannot delete one), also when the body found a
+/// violation: a shared store keeps nothing of the check.
 pub(crate) async fn run<F, Fut>(
     factory: &F,
     check: &str,
@@ -206,9 +220,13 @@ where
         planted: Arc::default(),
     };
     let result = body(cx.clone()).await;
-    let purged = cx.b.purge(&cx.q).await;
+    let (cleaned, how) = if cx.b.capabilities().delete_queue {
+        (cx.b.delete_queue(&cx.q).await, "delete_queue")
+    } else {
+        (cx.b.purge(&cx.q).await, "purge")
+    };
     result?;
-    purged.or_fail(Rule::Contract("purge"), "purging the check's queue")?;
+    cleaned.or_fail(Rule::Contract(how), "cleaning up the check's queue")?;
     Ok(Outcome::Passed)
 }
 

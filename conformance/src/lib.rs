@@ -126,6 +126,9 @@ macro_rules! __with_checks {
             redrive::redrive_item_leaves_other_states
             redrive::concurrent_redrive_item_moves_once
             lifecycle::purge_removes_everything
+            delete::delete_queue_forgets_the_queue
+            delete::ids_never_return_after_delete
+            delete::racing_enqueues_leave_whole_items
             lifecycle::delayed_item_waits
             lifecycle::reap_requeues_expired
             lifecycle::reap_final_attempt_goes_dead

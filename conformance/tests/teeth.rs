@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery, redrive,
-    replies, schedules, storm,
+    batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery,
+    redrive, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -361,6 +361,7 @@ fn the_schedule_checks_pass_without_a_fault() {
 }
 
 const QUEUES: Rule = Rule::Contract("queues");
+const DELETE: Rule = Rule::Contract("delete_queue");
 
 #[test]
 fn a_listing_that_keeps_emptied_queues_is_caught() {
@@ -395,6 +396,28 @@ fn a_listing_kept_by_the_client_is_caught_when_calls_race() {
     caught("a listing kept from racing calls", &[QUEUES], || {
         listing::racing_calls_leave_no_phantom_and_hide_nothing(&f)
     });
+}
+
+/// A delete that only purges leaves the queue's limits behind.
+#[test]
+fn a_delete_that_only_purges_is_caught() {
+    caught("limits left by a delete", &[DELETE], || {
+        delete::delete_queue_forgets_the_queue(&FaultyFactory(Fault::DeleteAsPurge))
+    });
+}
+
+#[test]
+fn the_delete_checks_pass_without_a_fault() {
+    let manual = FaultyFactory(Fault::None);
+    let real = RealClockFaultyFactory(Fault::None);
+    for r in [
+        block_on(delete::delete_queue_forgets_the_queue(&manual)),
+        block_on(delete::ids_never_return_after_delete(&manual)),
+        block_on(delete::racing_enqueues_leave_whole_items(&manual)),
+        block_on(delete::racing_enqueues_leave_whole_items(&real)),
+    ] {
+        passes("a delete check on a backend without a fault", r);
+    }
 }
 
 #[test]

@@ -51,6 +51,8 @@ pub struct Capabilities {
     /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
     /// its item is acked.
     pub unique_for: bool,
+    /// [`Backend::delete_queue`] forgets a queue entirely.
+    pub delete_queue: bool,
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -82,6 +84,7 @@ impl Capabilities {
             queue_limits: LimitScope::Unsupported,
             schedules: false,
             unique_for: false,
+            delete_queue: false,
         }
     }
 
@@ -152,6 +155,13 @@ impl Capabilities {
     #[must_use]
     pub const fn unique_for(mut self, yes: bool) -> Self {
         self.unique_for = yes;
+        self
+    }
+
+    /// With `delete_queue` set.
+    #[must_use]
+    pub const fn delete_queue(mut self, yes: bool) -> Self {
+        self.delete_queue = yes;
         self
     }
 }
@@ -459,6 +469,38 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// (keys held after an ack too); returns how many items were deleted.
     /// Leases held on them are lost. Schedules that name the queue stay.
     async fn purge(&self, queue: &QueueName) -> Result<u64>;
+
+    /// Deletes the queue: its items in every state (as [`Backend::purge`])
+    /// and everything else the backend keeps under its name (dedup keys
+    /// and holds, `enqueue_once` records, limits and their rate window, the
+    /// id counter); returns how many items were deleted. What an operator
+    /// calls for a queue that is gone for good, and what keeps a store
+    /// bounded with short-lived queue names.
+    ///
+    /// # Contract
+    /// - Afterwards the store holds nothing for the queue (a backend's
+    ///   docs name any bounded exception): it is not listed by
+    ///   [`Backend::queues`], its stats are zero, its limits are
+    ///   [`QueueLimits::NONE`], and a dedup key it held is free.
+    /// - Ids are never reused: an item enqueued into the queue later gets
+    ///   an id above every id the queue handed out before the delete.
+    /// - Leases held on its items are lost: fenced calls on them fail as
+    ///   for any lost lease and change nothing.
+    /// - An `enqueue_once` request resent after the delete is a new
+    ///   request: its batch is written again.
+    /// - Schedules that name the queue stay (they are stored by name);
+    ///   their next fire fills the queue again.
+    /// - Calls racing the delete: an item enqueued by a call that returned
+    ///   before the delete started is deleted; one enqueued by a call that
+    ///   started after the delete returned is kept, whole; items of calls
+    ///   in between are either deleted or kept whole, and a kept item is
+    ///   listed and counted like any other.
+    /// - The default returns [`crate::Error::Unsupported`]; a backend that
+    ///   overrides it says so in [`Capabilities::delete_queue`].
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let _ = queue;
+        Err(crate::Error::unsupported("delete_queue"))
+    }
 
     /// Sets the global limits of `queue`, replacing both;
     /// [`QueueLimits::NONE`] clears them. See [`crate::queue_limits`].

@@ -2,9 +2,12 @@
 -- `schedule_fire`.
 -- ARGV[base] = the token the client registered the queue under ('' =
 -- none), ARGV[base + 1] = the prune generation it registered in,
--- ARGV[base + 2] = the highest id the client has seen in this queue (0:
--- none), ARGV[base + 3] = n, then per item: payload, priority, delay ms,
--- max attempts, dedup key ('' = none), unique-for hold ms ('0' = none).
+-- ARGV[base + 2] = the registry's id floor that registration returned
+-- (0: none; the highest id of any deleted queue, where a queue with no
+-- counter starts), ARGV[base + 3] = the highest id the client has seen in
+-- this queue (0: none), ARGV[base + 4] = n, then per item: payload,
+-- priority, delay ms, max attempts, dedup key ('' = none), unique-for hold
+-- ms ('0' = none).
 -- Returns (rows, note): per item { id, deduplicated (0/1) }, and a note
 -- (text, or nil) when the id counter had to be re-seeded; or an error reply
 -- (a table with `err`) for the caller to return; or { unregistered = gen }
@@ -55,8 +58,10 @@ local function taken_after(last, n)
 end
 
 -- `n` new ids, rising, and a note when the counter was re-seeded; or nil and
--- an error line. Reads only.
-local function new_ids(n, floor)
+-- an error line. Reads only. A queue with no counter and no item (new, or
+-- deleted) starts above `start`, the registry's floor: ids of a deleted
+-- queue are never handed out again.
+local function new_ids(n, floor, start)
   local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX)
   local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX)
   local last = math.max(seq or 0, mark or 0)
@@ -68,6 +73,7 @@ local function new_ids(n, floor)
       why = 'the id counter is missing while the queue holds ' .. fmt_int(held) .. ' items'
       last, walked = highest_indexed_id(), true
     end
+    last = math.max(last, start)
   elseif seq == nil or seq < last then
     why = 'the id counter (' .. shown(redis.call('GET', K_SEQ)) .. ') is behind its copy (' .. fmt_int(last) .. ')'
   end
@@ -127,9 +133,10 @@ local function enqueue_batch(base)
   local now = now_ms()
   local now_s = fmt_int(now)
   local token = ARGV[base]
-  local floor = int_field(ARGV[base + 2], 0, ID_MAX) or 0
-  local n = tonumber(ARGV[base + 3])
-  local first = base + 4
+  local start = int_field(ARGV[base + 2], 0, ID_MAX) or 0
+  local floor = int_field(ARGV[base + 3], 0, ID_MAX) or 0
+  local n = tonumber(ARGV[base + 4])
+  local first = base + 5
   -- First pass, reads only: which items a dedup key holder absorbs (an older
   -- item, or the first item of this batch with the key), and how many are new.
   local holder, first_of, fresh = {}, {}, 0
@@ -154,7 +161,7 @@ local function enqueue_batch(base)
     local gen = unregistered(token, ARGV[base + 1])
     if gen then return { unregistered = gen } end
     local err
-    new, err = new_ids(fresh, floor)
+    new, err = new_ids(fresh, floor, start)
     if not new then return redis.error_reply(err) end
     note = err
     -- The first write.

@@ -2,8 +2,23 @@
 -- token it was last registered under). ARGV[2] = 'all': every field and
 -- value; or 'drop' followed by pairs of queue and token: each queue's field
 -- is deleted only while it still holds that token (a registration made
--- since keeps it). Returns the fields and values, or how many were deleted.
+-- since keeps it); or 'raise' and an id: KEYS[11], the id floor, becomes at
+-- least that id. Returns the fields and values, how many were deleted, or
+-- the floor.
 local K_REG = KEYS[10]
+if ARGV[2] == 'raise' then
+  local stored = redis.call('GET', KEYS[11])
+  local floor = int_field(stored, 0, ID_MAX) or 0
+  if stored and not int_field(stored, 0, ID_MAX) then
+    return redis.error_reply('LEASEQ_CORRUPT key ' .. KEYS[11] .. ' holds ' .. shown(stored) .. ', expected an id')
+  end
+  local id = int_field(ARGV[3], 0, ID_MAX) or 0
+  if id > floor then
+    floor = id
+    redis.call('SET', KEYS[11], fmt_int(floor))
+  end
+  return floor
+end
 local t = key_type(K_REG)
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REG .. ' holds a ' .. t .. ', expected a hash')

@@ -85,6 +85,11 @@ pub(crate) struct PurgeArgs {
     /// Do not ask for confirmation.
     #[arg(long, short)]
     yes: bool,
+    /// Delete the queue entirely: also its dedup keys, limits and id
+    /// counter, so the store keeps nothing of it (ids are still never
+    /// reused). Works on an empty queue too.
+    #[arg(long)]
+    forget: bool,
 }
 
 /// Connects without touching the schema: admin commands read and change
@@ -259,6 +264,9 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 }
 
 pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
+    if args.forget {
+        return forget(url, args).await;
+    }
     let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let prompt = format!("purge all {} items of queue {queue}? [y/N] ", stats.total());
     if !args.yes && !confirm(&prompt)? {
@@ -267,6 +275,29 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
     }
     let n = backend.purge(&queue).await?;
     println!("purged {n} items from {queue}");
+    Ok(())
+}
+
+/// `purge --forget`: `delete_queue`, also of a queue with no items left
+/// (its limits or held keys are what an operator wants gone then).
+async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &args.queue.queue).await?;
+    if !backend.capabilities().delete_queue {
+        return Err(CliError::Usage(
+            "this backend cannot delete a queue; `purge` without --forget deletes its items".into(),
+        ));
+    }
+    let stats = backend.stats(&queue).await?;
+    let prompt = format!(
+        "delete queue {queue} with its {} items, dedup keys and limits? [y/N] ",
+        stats.total()
+    );
+    if !args.yes && !confirm(&prompt)? {
+        println!("nothing deleted");
+        return Ok(());
+    }
+    let n = backend.delete_queue(&queue).await?;
+    println!("deleted queue {queue} and its {n} items");
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 pub mod basics;
 pub mod batch;
 pub mod dedup;
+pub mod delete;
 pub mod fencing;
 pub mod healing;
 pub mod input;

@@ -85,6 +85,9 @@ pub(crate) enum Fault {
     /// calls come one at a time; when they race, a purge's removal lands
     /// after an enqueue's addition, and the other way round.
     ListingKeptByCalls,
+    /// `delete_queue` only purges: the items go, the queue's limits stay
+    /// (what a delete built from the purge it already had leaves behind).
+    DeleteAsPurge,
 }
 
 /// `inner` with `fault`.
@@ -439,6 +442,13 @@ impl Layer for Faulty {
             self.note_listed(queue, false);
         }
         Ok(n)
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        if self.fault == Fault::DeleteAsPurge {
+            return self.inner.purge(queue).await;
+        }
+        self.inner.delete_queue(queue).await
     }
 
     async fn queues(&self) -> Result<Vec<QueueName>> {

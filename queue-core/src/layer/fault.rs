@@ -76,6 +76,8 @@ pub enum Op {
     RedriveItem,
     /// [`Backend::purge`]
     Purge,
+    /// [`Backend::delete_queue`]
+    DeleteQueue,
 }
 
 /// What happens to a targeted call.
@@ -313,5 +315,9 @@ impl<B: Backend> Layer for Faults<B> {
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         self.run(Op::Purge, self.inner.purge(queue)).await
+    }
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        self.run(Op::DeleteQueue, self.inner.delete_queue(queue))
+            .await
     }
 }

@@ -202,6 +202,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().purge(queue).await
     }
 
+    /// [`Backend::delete_queue`], forwarded by default.
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        self.inner().delete_queue(queue).await
+    }
+
     /// [`Backend::set_queue_limits`], forwarded by default.
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         self.inner().set_queue_limits(queue, limits).await
@@ -322,6 +327,9 @@ impl<L: Layer> Backend for L {
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Layer::purge(self, queue).await
     }
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        Layer::delete_queue(self, queue).await
+    }
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         Layer::set_queue_limits(self, queue, limits).await
     }
@@ -427,6 +435,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         (**self).purge(queue).await
+    }
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        (**self).delete_queue(queue).await
     }
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         (**self).set_queue_limits(queue, limits).await

@@ -145,6 +145,9 @@ impl Backend for Recorder {
     async fn purge(&self, _: &QueueName) -> Result<u64> {
         self.hit("purge")
     }
+    async fn delete_queue(&self, _: &QueueName) -> Result<u64> {
+        self.hit("delete_queue")
+    }
     async fn set_queue_limits(&self, _: &QueueName, _: QueueLimits) -> Result<()> {
         self.hit("set_queue_limits")
     }
@@ -217,6 +220,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.redrive(&q, 1).await;
     let _ = b.redrive_item(&q, ItemId::new(1)).await;
     let _ = b.purge(&q).await;
+    let _ = b.delete_queue(&q).await;
     let _ = b
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))
         .await;

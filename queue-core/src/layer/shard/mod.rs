@@ -658,6 +658,16 @@ impl<B: Backend> Layer for Sharded<B> {
         Ok(all.into_iter().map(|(_, n)| n).sum())
     }
 
+    /// Deletes every shard's queue (and with it the shares of its limits).
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.delete_queue(&q).await
+            })
+            .await?;
+        Ok(all.into_iter().map(|(_, n)| n).sum())
+    }
+
     /// Splits `limits` into one share per shard and sets each (see the
     /// [module docs](self)).
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {

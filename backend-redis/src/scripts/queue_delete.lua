@@ -1,0 +1,26 @@
+-- queue_delete: the last step of `delete_queue` (src/delete.rs), after
+-- purge batches emptied the indexes. KEYS[10] = the queue's limits hash;
+-- ARGV[2] = the registry's id floor the client has raised, ARGV[3] = how
+-- long the generation tombstone lives (ms), ARGV[4] = batch size. First
+-- deletes up to a batch of entries per index, as purge does (items that
+-- came in since the purge). Answers { items deleted, 'busy' } when the
+-- indexes still hold entries (purge again); { items deleted, 'behind',
+-- last id } when the queue handed out ids above the floor (raise it and
+-- call again); else deletes every key of the queue, raises the prune
+-- generation on a tombstone that expires (a registration made before this
+-- call no longer lets an enqueue in, see src/listing.rs), and answers
+-- { items deleted, 'deleted', the token `listed` held ('' if none) }.
+-- Records of `enqueue_once` requests expire on their own (`PX`).
+local bad = guard_indexes()
+if bad then return bad end
+local deleted, left = purge_batch(tonumber(ARGV[4]))
+if left > 0 then return { deleted, 'busy' } end
+local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX) or 0
+local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX) or 0
+local last = math.max(seq, mark)
+if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', last } end
+local token = redis.call('GET', K_LISTED) or ''
+redis.call('DEL', K_SEQ, K_MARK, K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, KEYS[10])
+redis.call('INCR', K_LISTGEN)
+redis.call('PEXPIRE', K_LISTGEN, ARGV[3])
+return { deleted, 'deleted', token }

@@ -1,0 +1,114 @@
+//! `delete_queue` on Redis, on both clients: what is left of a deleted
+//! queue (nothing but a generation tombstone that expires), and ids that
+//! never come back, also for a handle that has seen none of them (another
+//! process), which only the server's id floor can protect.
+#![cfg(any(feature = "redis-rs", feature = "fred"))]
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Which;
+use leaseq_core::{Backend, BackendExt, ItemId, NewItem, QueueLimits, QueueName};
+use leaseq_redis::{KeyLayout, RedisConfig};
+use redis::AsyncCommands;
+
+const TTL: Duration = Duration::from_secs(60);
+
+async fn fresh_handle(which: Which, url: &str, prefix: &str) -> Arc<dyn Backend> {
+    let config = RedisConfig::new(url).prefix(prefix);
+    common::connect(which, config).await.expect("connect")
+}
+
+async fn enqueue(b: &dyn Backend, q: &QueueName, n: usize) -> Vec<ItemId> {
+    let items = (0..n).map(|i| NewItem::new(format!("i{i}")).dedup_key(format!("k{i}")));
+    let out = b.enqueue(q, items.collect()).await.expect("enqueue");
+    out.into_iter().map(|e| e.id).collect()
+}
+
+/// A queue used every way (items in each state, dedup keys, a key held
+/// after its ack, limits, the listing) leaves no key of its own after
+/// `delete_queue` but the prune generation, which expires.
+async fn delete_leaves_only_an_expiring_tombstone(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "delkeys").await else {
+        return;
+    };
+    let q = QueueName::new("q").expect("valid");
+    let keys = KeyLayout::new(&cleanup.prefix, &q).expect("keys");
+    b.enqueue(
+        &q,
+        vec![NewItem::new("held").dedup_key("h").unique_for(TTL)],
+    )
+    .await
+    .expect("enqueue");
+    let held = b.claim_up_to(&q, 1, TTL).await.expect("claim").leases;
+    b.ack(&held[0].key).await.expect("ack");
+    enqueue(b.as_ref(), &q, 6).await;
+    let leases = b.claim_up_to(&q, 2, TTL).await.expect("claim").leases;
+    b.fail(&leases[0].key, "dead").await.expect("fail");
+    b.enqueue(&q, vec![NewItem::new("later").delay(TTL)])
+        .await
+        .expect("enqueue");
+    b.set_queue_limits(&q, QueueLimits::NONE.concurrency(5))
+        .await
+        .expect("limits");
+    assert!(b.queues().await.expect("queues").contains(&q));
+
+    let deleted = b.delete_queue(&q).await.expect("delete_queue");
+    assert_eq!(
+        deleted, 7,
+        "6 keyed items (one dead, one leased) and one scheduled"
+    );
+
+    let mut raw = common::raw(&cleanup.url).await;
+    let pattern = format!("{}*", keys.tag().replace('{', "\\{").replace('}', "\\}"));
+    let left: Vec<String> = raw.keys(&pattern).await.expect("keys");
+    assert_eq!(
+        left,
+        vec![keys.listing_generation()],
+        "keys left of a deleted queue"
+    );
+    let ttl: i64 = raw.pttl(keys.listing_generation()).await.expect("pttl");
+    assert!(
+        ttl > 0 && ttl <= 120_000,
+        "the generation tombstone must expire within 2 minutes, its PTTL is {ttl}"
+    );
+    assert!(!b.queues().await.expect("queues").contains(&q));
+}
+
+/// Ids after a delete are above every id the queue had, for the handle that
+/// deleted it and for a fresh one that has seen no id (which the client's
+/// own floor cannot protect); deleting again and again keeps them rising.
+async fn ids_stay_new_for_a_handle_that_saw_none(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "delids").await else {
+        return;
+    };
+    let q = QueueName::new("q").expect("valid");
+    let mut top = 0;
+    for round in 0..3 {
+        let old = enqueue(b.as_ref(), &q, 5).await;
+        top = top.max(old.iter().map(|i| i.get()).max().unwrap_or(0));
+        b.delete_queue(&q).await.expect("delete_queue");
+        let other = fresh_handle(which, &cleanup.url, &cleanup.prefix).await;
+        let got = enqueue(other.as_ref(), &q, 5).await;
+        for id in &got {
+            assert!(
+                id.get() > top,
+                "round {round}: a fresh handle got id {id} after the delete, though the queue had handed out ids up to {top}"
+            );
+        }
+        top = top.max(got.iter().map(|i| i.get()).max().unwrap_or(0));
+        let claimed = other.claim_up_to(&q, 10, TTL).await.expect("claim").leases;
+        assert_eq!(claimed.len(), 5, "round {round}: the new items, whole");
+        for l in claimed {
+            other.ack(&l.key).await.expect("ack");
+        }
+    }
+}
+
+for_each_client!(
+    delete_leaves_only_an_expiring_tombstone,
+    ids_stay_new_for_a_handle_that_saw_none,
+);
