@@ -393,6 +393,26 @@ impl PgBackend {
         Ok((out, limited))
     }
 
+    /// Forgets `enqueue_once` requests whose memory ran out, in batches,
+    /// each starting at the expiry where the last one stopped.
+    async fn reap_requests(&self, queue: &QueueName) -> Result<()> {
+        let mut from = WALK_START.0.to_owned();
+        loop {
+            let row = sqlx::query(&self.inner.sql.reap_requests)
+                .bind(queue.as_str())
+                .bind(REAP_BATCH)
+                .bind(&from)
+                .fetch_one(self.statement_on([queue]))
+                .await
+                .map_err(db("reaping expired requests"))?;
+            let locked: i64 = col(&row, 0)?;
+            match col::<Option<String>>(&row, 2)? {
+                Some(at) if locked >= REAP_BATCH => from = at,
+                _ => return Ok(()),
+            }
+        }
+    }
+
     /// Runs one of the keyset batch statements (reap, promote, redrive) on
     /// `queue` until a batch locks fewer than `batch` rows or `limit` rows
     /// were counted, each batch starting after the key where the last one
@@ -708,18 +728,7 @@ impl Backend for PgBackend {
             "promoting due items",
         )
         .await?;
-        // Forget `enqueue_once` requests whose memory ran out.
-        loop {
-            let done = sqlx::query(&self.inner.sql.reap_requests)
-                .bind(queue.as_str())
-                .bind(REAP_BATCH)
-                .execute(self.statement_on([queue]))
-                .await
-                .map_err(db("reaping expired requests"))?;
-            if done.rows_affected() < REAP_BATCH.unsigned_abs() {
-                break;
-            }
-        }
+        self.reap_requests(queue).await?;
         Ok(report)
     }
 

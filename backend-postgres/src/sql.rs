@@ -361,16 +361,25 @@ impl Sql {
                 "UPDATE {r} SET ids = $3::bigint[], deduplicated = $4::boolean[] \
                  WHERE queue = $1 AND request = $2"
             ),
-            // $1 queue, $2 batch. Through the expiry index: the cost follows
-            // the expired rows only.
+            // $1 queue, $2 batch, $3 the expiry the last batch stopped at.
+            // Through the expiry index from there on, in index order: the
+            // cost follows the expired rows, and no batch walks again over
+            // the entries of rows earlier batches deleted (dead until a
+            // vacuum). Rows of that very expiry are seen again; those the
+            // last batch deleted are no longer visible, so each batch
+            // deletes new rows or is the last.
             reap_requests: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT request FROM {r} \
-                   WHERE queue = $1 AND expires_at <= now() \
+                   SELECT request, expires_at AS at FROM {r} \
+                   WHERE queue = $1 AND expires_at <= now() AND expires_at >= $3::timestamptz \
                    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), d AS ( \
+                   DELETE FROM {r} d USING c \
+                   WHERE d.queue = $1 AND d.request = c.request AND d.expires_at <= now() \
+                   RETURNING 1 \
                  ) \
-                 DELETE FROM {r} d USING c \
-                 WHERE d.queue = $1 AND d.request = c.request AND d.expires_at <= now()"
+                 SELECT (SELECT count(*) FROM c) AS locked, (SELECT count(*) FROM d), \
+                        (SELECT max(at)::text FROM c)"
             ),
             // $1 id, $2 queue, $3 token. One row when the fence held. A
             // unique-for key is held from now on (`{hold}`).

@@ -454,6 +454,34 @@ async fn reap_promote_and_redrive_walk_many_batches_once() {
         Some(1_100)
     );
     assert!(!snap.indexes.contains_key(&ItemState::Scheduled));
+
+    // Expired `enqueue_once` records: 1,200 sharing one expiry (batches of
+    // 500 cut through the tie) and 300 of their own, all forgotten by one
+    // reap; a live record stays.
+    let requests = format!("\"{}\".leaseq_requests", db.schema);
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    sqlx::query(&format!(
+        "INSERT INTO {requests} (queue, request, ids, deduplicated, expires_at) \
+         SELECT 'walk', gen_random_uuid(), ARRAY[n]::bigint[], ARRAY[false], \
+                CASE WHEN n < 1200 THEN now() - interval '1 hour' \
+                     WHEN n < 1500 THEN now() - n * interval '1 second' \
+                     ELSE now() + interval '1 hour' END \
+         FROM generate_series(0, 1500) n"
+    ))
+    .execute(&mut c)
+    .await
+    .expect("fill requests");
+    b.reap(&queue).await.expect("reap forgets records");
+    let left: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {requests} WHERE queue = 'walk'"
+    ))
+    .fetch_one(&mut c)
+    .await
+    .expect("count");
+    assert_eq!(left, 1, "only the live record is left");
+    let _ = c.close().await;
 }
 
 /// One node of an `EXPLAIN (FORMAT JSON)` plan: its type and the relation,
@@ -601,6 +629,17 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         .await
         .expect("connect");
     sqlx::query(&fill).execute(&mut c).await.expect("fill");
+    // 20,000 expired `enqueue_once` records over the same queues.
+    let requests = format!("\"{}\".leaseq_requests", db.schema);
+    sqlx::query(&format!(
+        "INSERT INTO {requests} (queue, request, ids, deduplicated, expires_at) \
+         SELECT 'q' || (n % 500), gen_random_uuid(), ARRAY[n]::bigint[], ARRAY[false], \
+                now() - interval '1 hour' \
+         FROM generate_series(0, 19999) n"
+    ))
+    .execute(&mut c)
+    .await
+    .expect("fill requests");
 
     // Run each statement once (on queues with nothing to do) so the
     // backend's exact text can be read back.
@@ -629,6 +668,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     let ack_many = prepared(b, "unnest($1::bigint[]").await;
     let reap = prepared(b, "lease_expires_at AS at").await;
     let claim = prepared(b, "bad_ready AS").await;
+    let reap_requests = prepared(b, "request, expires_at AS at").await;
 
     // Before any ANALYZE (autovacuum off, or not yet come round) the
     // planner guesses; after it, it knows. Both, in custom and generic plans.
@@ -674,6 +714,36 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                     "{what}: the leased index is not walked once from the key: {found:#?}"
                 );
             }
+
+            // Expired `enqueue_once` records: one walk of the expiry index,
+            // in its order (no sort of every expired record), from the
+            // last batch's expiry on.
+            let what = format!("reap of requests, {phase} ({mode})");
+            let found = plan(
+                &mut c,
+                &reap_requests,
+                "text, int8, text",
+                "'q42', 500, '-infinity'",
+                mode,
+            )
+            .await;
+            no_table_scan(&found, &what);
+            let walks: Vec<&Node> = found
+                .iter()
+                .filter(|n| n.index.as_deref() == Some("leaseq_requests_expiry"))
+                .collect();
+            assert!(
+                walks.len() == 1
+                    && walks[0]
+                        .cond
+                        .as_deref()
+                        .is_some_and(|c| c.contains("expires_at >=")),
+                "{what}: the expiry index is not walked once from the last batch's expiry: {found:#?}"
+            );
+            assert!(
+                !found.iter().any(|n| n.kind == "Sort"),
+                "{what}: the expired records are sorted instead of read in index order: {found:#?}"
+            );
 
             // A fenced call finds its row by the primary key, never by
             // walking the queue's leases.
