@@ -186,3 +186,41 @@ fn peek_rejects_an_unknown_state() {
         .code(2)
         .stderr(contains("unknown state"));
 }
+
+/// README's install line names this package's path, its binary and only
+/// features it has, so a user who copies it gets the tool.
+#[test]
+fn the_readme_install_line_installs_this_tool() {
+    let readme = include_str!("../../README.md");
+    let manifest = include_str!("../Cargo.toml");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo install "))
+        .expect("README has an install line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let path = words
+        .iter()
+        .position(|w| *w == "--path")
+        .map(|i| words[i + 1]);
+    assert_eq!(path, Some("cli"), "{line}");
+    assert!(line.contains("binary: leaseq"), "{line}");
+    assert!(manifest.contains("[[bin]]\nname = \"leaseq\""));
+    let features = words
+        .iter()
+        .position(|w| *w == "--features")
+        .map(|i| words[i + 1])
+        .expect("the line names features");
+    let table = manifest
+        .split("[features]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [features] table");
+    for feature in features.split(',') {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("{feature} = "))),
+            "README installs with feature {feature:?}, which cli/Cargo.toml does not have"
+        );
+    }
+}
