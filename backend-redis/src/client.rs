@@ -1,4 +1,7 @@
-//! The thin seam between the backend and a Redis client crate.
+//! The seam between the backend and a Redis client crate: what another
+//! client needs to implement ([`ScriptClient`]) to run the scripts
+//! ([`Script`]) and hand back their replies ([`Reply`]). The two adapters
+//! this crate ships are [`RedisRsClient`] and [`FredClient`] (by feature).
 
 use std::fmt;
 use std::time::Duration;
@@ -7,7 +10,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use leaseq_core::BoxError;
 
-use crate::{Reply, Script};
+#[cfg(feature = "fred")]
+pub use crate::client_fred::FredClient;
+#[cfg(feature = "redis-rs")]
+pub use crate::client_redis_rs::RedisRsClient;
+pub use crate::reply::Reply;
+pub use crate::scripts::Script;
 
 /// What a client adapter reports when a call fails.
 #[derive(Debug)]

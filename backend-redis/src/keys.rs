@@ -27,7 +27,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 ///
 /// ```
 /// use leaseq_core::{ItemId, QueueName};
-/// use leaseq_redis::KeyLayout;
+/// use leaseq_redis::keys::KeyLayout;
 /// let keys = KeyLayout::new("leaseq", &QueueName::new("mail")?)?;
 /// assert_eq!(keys.ready(), "{leaseq:mail}:ready");
 /// assert_eq!(keys.item(ItemId::new(7)), "{leaseq:mail}:item:7");
@@ -177,7 +177,7 @@ impl KeyLayout {
 /// empty), else of the whole key.
 ///
 /// ```
-/// use leaseq_redis::key_slot;
+/// use leaseq_redis::keys::key_slot;
 /// assert_eq!(key_slot(b"123456789"), 0x31c3);
 /// assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
 /// ```

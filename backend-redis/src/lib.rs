@@ -37,7 +37,7 @@
 //!   crate's connection manager (multiplexed, reconnects by itself);
 //! - feature `fred`: [`FredBackend`], on a `fred` client.
 //!
-//! Each is a thin [`ScriptClient`] adapter: run a script by `EVALSHA`,
+//! Each is a thin [`client::ScriptClient`] adapter: run a script by `EVALSHA`,
 //! loading it on `NOSCRIPT`, a blocking pop on a connection of its own, and
 //! plain commands on every master for the checks made at connect.
 //! Neither client replays a script cut off by a dropped connection: the call
@@ -76,7 +76,7 @@
 //! # Layout
 //! Every key of a queue carries the hash tag `{prefix:queue}`, so each script
 //! touches one slot and the layout is valid on Redis Cluster; see
-//! [`KeyLayout`] for the table. Indexes are sorted sets, so none can hold an
+//! [`keys::KeyLayout`] for the table. Indexes are sorted sets, so none can hold an
 //! id twice: Ready (score `-priority`, ties broken by the zero-padded id, so
 //! highest priority first and FIFO within one), Scheduled (due time), Leased
 //! (lease expiry), Dead (death order). Each item is one hash with its
@@ -94,7 +94,7 @@
 //! # Ids
 //! An id is never given to two items, even when the counter is lost or
 //! taken back. The counter (`{p:q}:seq`) and its copy
-//! ([`KeyLayout::id_mark`]) are written together by each enqueue, and the
+//! ([`keys::KeyLayout::id_mark`]) are written together by each enqueue, and the
 //! next id is one more than the highest of: the counter, its copy, and the
 //! highest id this backend handle has seen in the queue (its enqueues and
 //! claims; at most 65,536 queues are remembered). Before an enqueue writes
@@ -255,7 +255,7 @@
 //! `RedisConfig::new("redis+cluster://host:port,host:port")` connects
 //! either client to a cluster: `redis` through its cluster connection,
 //! `fred` as a clustered client. Every key of a queue shares the hash tag
-//! `{prefix:queue}` ([`KeyLayout::slot`], [`key_slot`]), so each script runs
+//! `{prefix:queue}` ([`keys::KeyLayout::slot`], [`keys::key_slot`]), so each script runs
 //! on one node and never meets `CROSSSLOT`.
 //!
 //! Redirections and migrations never run a script twice. A script is sent
@@ -353,7 +353,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
-mod client;
+pub mod client;
 #[cfg(feature = "fred")]
 mod client_fred;
 #[cfg(feature = "redis-rs")]
@@ -363,7 +363,7 @@ mod config;
 mod decode;
 mod delete;
 mod hooks;
-mod keys;
+pub mod keys;
 mod limits;
 mod listing;
 mod ops;
@@ -374,16 +374,19 @@ mod server;
 mod sharded;
 
 pub use backend::RedisBackend;
-pub use client::{ClientError, NodeReply, ScriptClient};
 #[cfg(feature = "fred")]
-pub use client_fred::{FredBackend, FredClient};
+pub use client_fred::FredBackend;
 #[cfg(feature = "redis-rs")]
-pub use client_redis_rs::{RedisRsBackend, RedisRsClient};
+pub use client_redis_rs::RedisRsBackend;
 pub use config::RedisConfig;
-pub use keys::{key_slot, KeyLayout};
 pub use ops::MAX_PEEK;
-pub use reply::Reply;
-pub use scripts::Script;
+
+// The crate's own paths to the client seam and the key layout (public in
+// their modules).
+pub(crate) use client::{ClientError, ScriptClient};
+pub(crate) use keys::KeyLayout;
+pub(crate) use reply::Reply;
+pub(crate) use scripts::Script;
 pub use sharded::{
     sharded_id, split_id, ShardNamer, ShardParser, Sharded, ShardedBackend, ShardedRedisBackend,
     MAX_SHARDS,

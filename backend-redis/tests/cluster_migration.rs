@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::cluster::{node_text, LocalCluster};
 use common::Which;
 use leaseq_core::{Backend, BackendExt, ClaimSpec, NewItem, QueueName};
-use leaseq_redis::KeyLayout;
+use leaseq_redis::keys::KeyLayout;
 
 const BEFORE: u64 = 1_500;
 const DURING: u64 = 1_500;

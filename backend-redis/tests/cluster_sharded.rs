@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use common::{ClusterFactory, Which};
 use leaseq_core::QueueName;
-use leaseq_redis::{key_slot, ShardNamer, ShardParser};
+use leaseq_redis::keys::key_slot;
+use leaseq_redis::{ShardNamer, ShardParser};
 
 const SHARDS: u16 = 4;
 

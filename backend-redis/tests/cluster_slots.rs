@@ -7,7 +7,7 @@
 mod common;
 
 use leaseq_core::{ItemId, LeaseToken, QueueName};
-use leaseq_redis::{key_slot, KeyLayout};
+use leaseq_redis::keys::{key_slot, KeyLayout};
 
 fn every_key(layout: &KeyLayout) -> Vec<String> {
     let mut keys = layout.script_keys();

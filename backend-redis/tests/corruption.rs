@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::Which;
 use leaseq_core::{Backend, BackendExt, Error, ItemId, ItemState, NewItem, QueueName, Repair};
-use leaseq_redis::KeyLayout;
+use leaseq_redis::keys::KeyLayout;
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_secs(30);

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use common::Which;
 use leaseq_core::{Backend, BackendExt, ItemId, NewItem, QueueLimits, QueueName};
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_secs(60);

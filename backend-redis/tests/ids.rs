@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, Error, ItemId, NewItem, QueueName};
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_secs(60);

@@ -16,9 +16,8 @@ use bytes::Bytes;
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
-use leaseq_redis::{
-    ClientError, NodeReply, RedisBackend, RedisConfig, Reply, Script, ScriptClient,
-};
+use leaseq_redis::client::{ClientError, NodeReply, Reply, Script, ScriptClient};
+use leaseq_redis::{RedisBackend, RedisConfig};
 use redis::AsyncCommands;
 use tokio::sync::oneshot;
 
@@ -133,7 +132,7 @@ where
         #[cfg(feature = "redis-rs")]
         Which::RedisRs => {
             let mk = || async {
-                let c = leaseq_redis::RedisRsClient::connect(config).await?;
+                let c = leaseq_redis::client::RedisRsClient::connect(config).await?;
                 RedisBackend::with_client(Gated::new(c), config.clone())
             };
             match (mk().await, mk().await) {
@@ -144,7 +143,7 @@ where
         #[cfg(feature = "fred")]
         Which::Fred => {
             let mk = || async {
-                let c = leaseq_redis::FredClient::connect(config).await?;
+                let c = leaseq_redis::client::FredClient::connect(config).await?;
                 RedisBackend::with_client(Gated::new(c), config.clone())
             };
             match (mk().await, mk().await) {
@@ -277,7 +276,7 @@ async fn racing_first_enqueues_leave_no_field_behind(which: Which) {
         assert_eq!(b.queues().await.expect("queues"), vec![q.clone()]);
         assert_eq!(a.purge(&q).await.expect("purge"), 2);
         assert!(a.queues().await.expect("queues").is_empty());
-        let keys = leaseq_redis::KeyLayout::new(&prefix, &q).expect("keys");
+        let keys = leaseq_redis::keys::KeyLayout::new(&prefix, &q).expect("keys");
         let registry = format!("{{{prefix}:_}}:queues");
         let mut raw = common::raw(&common::url()).await;
         let field: Option<String> = raw.hget(&registry, q.as_str()).await.expect("hget");
@@ -303,7 +302,7 @@ async fn queues_from_before_the_listing_appear_after_their_next_enqueue(which: W
     b.enqueue(&q, vec![NewItem::new("a")])
         .await
         .expect("enqueue");
-    let keys = leaseq_redis::KeyLayout::new(&cleanup.prefix, &q).expect("keys");
+    let keys = leaseq_redis::keys::KeyLayout::new(&cleanup.prefix, &q).expect("keys");
     let registry = format!("{{{}:_}}:queues", cleanup.prefix);
     let mut raw = common::raw(&common::url()).await;
     // What a store written by an older version holds: the items only.

@@ -17,7 +17,8 @@ use leaseq_core::{
     Backend, ClaimSpec, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, NewItem,
     QueueName, QueueStats,
 };
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 
 const TTL: Duration = Duration::from_secs(60);
 

@@ -16,7 +16,8 @@ use common::Which;
 use leaseq_core::{
     Backend, BackendExt, Error, ItemState, LeaseToken, NewItem, QueueName, Released,
 };
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 
 const TTL: Duration = Duration::from_secs(60);
 const PAYLOAD: usize = 2048;

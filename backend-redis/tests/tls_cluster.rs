@@ -14,7 +14,8 @@ use std::time::Duration;
 use common::cluster::wait_until;
 use common::Which;
 use leaseq_core::{BackendExt, NewItem, QueueName};
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 use leaseq_testkit::redis_server::{command_tls, free_port};
 use leaseq_testkit::tls::TestPki;
 

@@ -242,7 +242,7 @@ async fn redis(url: &str, client: RedisClient, shards: u16) -> Result<Got, Strin
 
 /// One Redis backend, or `shards` physical queues per logical queue on it.
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
-fn sharded<C: leaseq_redis::ScriptClient>(
+fn sharded<C: leaseq_redis::client::ScriptClient>(
     b: leaseq_redis::RedisBackend<C>,
     shards: u16,
 ) -> Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable> {
