@@ -171,8 +171,18 @@ impl<C: ScriptClient> RedisBackend<C> {
         let deadline = tokio::time::Instant::now() + self.config.response_timeout;
         let mut pause = Duration::from_millis(2);
         loop {
-            match self.client.eval(script, &script_keys, &full).await {
-                Ok(reply) => return Ok(reply),
+            let ran = match self.config.replica_wait.filter(|_| crate::replicas::waits(script)) {
+                None => self.client.eval(script, &script_keys, &full).await.map(Ok),
+                Some(w) => self
+                    .client
+                    .eval_wait(script, &script_keys, &full, w.replicas(), w.timeout_ms())
+                    .await
+                    .map(|(reply, acked)| {
+                        crate::replicas::judge(script.name(), queue, w, reply, acked)
+                    }),
+            };
+            match ran {
+                Ok(judged) => return judged,
                 // The script did not run (see `not_run`): safe to send again.
                 Err(e) if not_run(&e) && tokio::time::Instant::now() + pause < deadline => {
                     tracing::debug!(queue = %queue, script = script.name(), error = %e,

@@ -104,6 +104,31 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
         args: &[Bytes],
     ) -> Result<Reply, ClientError>;
 
+    /// Runs `script` as [`ScriptClient::eval`] does, followed on the same
+    /// connection by `WAIT replicas timeout_ms` (on a cluster, sent to the
+    /// node that ran the script), both in one round trip. Returns the
+    /// script's reply with what `WAIT` answered: the number of replicas
+    /// that acknowledged every write the connection had made, or its error.
+    /// A script that failed fails the call, whatever `WAIT` said.
+    ///
+    /// The default runs nothing and fails as unsent
+    /// ([`leaseq_core::Error::Unavailable`]): an adapter that cannot pipeline
+    /// a `WAIT` on the script's connection cannot offer
+    /// [`crate::RedisConfig::wait_for_replicas`].
+    async fn eval_wait(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> Result<(Reply, Result<i64, ClientError>), ClientError> {
+        let _ = (script, keys, args, replicas, timeout_ms);
+        Err(ClientError::unsent(
+            "this client adapter cannot wait for replicas",
+        ))
+    }
+
     /// Pops a marker from the list `key`, waiting up to `timeout` on a
     /// connection of its own (so waiting never delays other calls).
     /// `Ok(true)` when a marker was popped, `Ok(false)` on timeout.

@@ -22,6 +22,7 @@ use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
     Options, ReconnectPolicy, ServerConfig, Value,
 };
+use fred::clients::Pipeline;
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
@@ -192,6 +193,81 @@ impl FredClient {
             ),
         }))
     }
+}
+
+/// What a script and the `WAIT` after it answered, each on its own.
+type ScriptAndWait = (
+    std::result::Result<Value, FredError>,
+    std::result::Result<Value, FredError>,
+);
+
+impl FredClient {
+    /// `EVALSHA` (or `EVAL` with the source, `with_source`) and `WAIT
+    /// replicas timeout_ms` in one pipeline. Both name the slot of the
+    /// script's first key, so on a cluster both go to the node that serves
+    /// it, on its one connection, in order.
+    async fn script_and_wait(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+        with_source: bool,
+        (replicas, timeout_ms): (u32, u64),
+    ) -> std::result::Result<ScriptAndWait, ClientError> {
+        let slot = keys.first().map_or(0, |k| crate::key_slot(k.as_bytes()));
+        let (name, body) = if with_source {
+            ("EVAL", Bytes::from_static(script.source().as_bytes()))
+        } else {
+            ("EVALSHA", Bytes::from(script.sha().to_owned()))
+        };
+        let mut run = Vec::with_capacity(2 + keys.len() + args.len());
+        run.push(Value::Bytes(body));
+        run.push(Value::Integer(i64::try_from(keys.len()).unwrap_or(i64::MAX)));
+        run.extend(keys.iter().map(|k| Value::Bytes(Bytes::from(k.clone()))));
+        run.extend(args.iter().cloned().map(Value::Bytes));
+        let wait = vec![
+            Value::Integer(i64::from(replicas)),
+            Value::Integer(i64::try_from(timeout_ms).unwrap_or(i64::MAX)),
+        ];
+        let hash = ClusterHash::Custom(slot);
+        let results = match &self.cluster {
+            Some(o) => {
+                let pipe = Pipeline::from(self.main.with_options(o));
+                queue_pair(&pipe, name, run, wait, hash).await?;
+                pipe.try_all::<Value>().await
+            }
+            None => {
+                let pipe = self.main.pipeline();
+                queue_pair(&pipe, name, run, wait, hash).await?;
+                pipe.try_all::<Value>().await
+            }
+        };
+        let mut results = results.into_iter();
+        match (results.next(), results.next(), results.next()) {
+            (Some(ran), Some(waited), None) => Ok((ran, waited)),
+            _ => Err(ClientError::transport(
+                "a script and WAIT answered with other than two replies",
+            )),
+        }
+    }
+}
+
+/// Queues the script (`name` with `run`) and `WAIT` (`wait`) on `pipe`.
+async fn queue_pair<C: ClientLike>(
+    pipe: &Pipeline<C>,
+    name: &str,
+    run: Vec<Value>,
+    wait: Vec<Value>,
+    hash: ClusterHash,
+) -> std::result::Result<(), ClientError> {
+    let queued = |e: FredError| ClientError::unsent(e);
+    pipe.custom::<Value, _>(CustomCommand::new(name.to_owned(), hash.clone(), false), run)
+        .await
+        .map_err(queued)?;
+    pipe.custom::<Value, _>(CustomCommand::new("WAIT", hash, false), wait)
+        .await
+        .map_err(queued)?;
+    Ok(())
 }
 
 /// Sets `base`'s TLS from `config`: for a TLS URL, fred's rustls connector
@@ -376,6 +452,39 @@ impl ScriptClient for FredClient {
             Some(_) => cluster_error(e),
             None => client_error(e),
         })?)
+    }
+
+    async fn eval_wait(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> std::result::Result<(Reply, std::result::Result<i64, ClientError>), ClientError> {
+        if self.cluster.is_none() {
+            self.connected().await?;
+        }
+        let wait = (replicas, timeout_ms);
+        let mut replies = self.script_and_wait(script, keys, args, false, wait).await?;
+        // NOSCRIPT: nothing ran; send the source (and the wait) again.
+        if matches!(&replies.0, Err(e) if e.details().starts_with("NOSCRIPT")) {
+            replies = self.script_and_wait(script, keys, args, true, wait).await?;
+        }
+        let mapped = |e: FredError| match &self.cluster {
+            Some(_) => cluster_error(e),
+            None => client_error(e),
+        };
+        let (ran, waited) = replies;
+        let reply = convert(ran.map_err(mapped)?)?;
+        let acked = match waited.map_err(mapped) {
+            Ok(Value::Integer(n)) => Ok(n),
+            Ok(other) => Err(ClientError::transport(format!(
+                "WAIT answered {other:?}, not a count"
+            ))),
+            Err(e) => Err(e),
+        };
+        Ok((reply, acked))
     }
 
     async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {

@@ -211,21 +211,65 @@ impl RedisRsClient {
         args: &[Bytes],
         with_source: bool,
     ) -> redis::RedisResult<Value> {
-        let mut cmd = if with_source {
-            let mut c = redis::cmd("EVAL");
-            c.arg(script.source());
-            c
-        } else {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(script.sha());
-            c
-        };
-        cmd.arg(keys.len()).arg(keys);
-        for a in args {
-            cmd.arg(a.as_ref());
-        }
-        self.query(&cmd).await
+        self.query(&script_cmd(script, keys, args, with_source))
+            .await
     }
+
+    /// [`RedisRsClient::run_script`] and `WAIT replicas timeout_ms`, one
+    /// pipeline on one connection: on a cluster the pipeline goes to the
+    /// node of the script's keys (`WAIT` names none). Each reply comes
+    /// back on its own, errors included.
+    async fn run_script_wait(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+        with_source: bool,
+        (replicas, timeout_ms): (u32, u64),
+    ) -> redis::RedisResult<(Value, Value)> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors()
+            .add_command(script_cmd(script, keys, args, with_source))
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout_ms);
+        let mut replies: Vec<Value> = match &self.inner {
+            Inner::Single { manager, .. } => pipe.query_async(&mut manager.clone()).await?,
+            Inner::Cluster { connection, .. } => {
+                pipe.query_async(&mut connection.clone()).await?
+            }
+        };
+        match (replies.pop(), replies.pop()) {
+            (Some(wait), Some(ran)) if replies.is_empty() => Ok((ran, wait)),
+            _ => Err(RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "a script and WAIT answered with other than two replies",
+            ))),
+        }
+    }
+}
+
+/// The command that runs `script`: `EVALSHA`, or `EVAL` with the source.
+fn script_cmd(script: &Script, keys: &[String], args: &[Bytes], with_source: bool) -> Cmd {
+    let mut cmd = if with_source {
+        let mut c = redis::cmd("EVAL");
+        c.arg(script.source());
+        c
+    } else {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(script.sha());
+        c
+    };
+    cmd.arg(keys.len()).arg(keys);
+    for a in args {
+        cmd.arg(a.as_ref());
+    }
+    cmd
+}
+
+/// The script's reply of a pipelined run, and whether it was `NOSCRIPT`.
+fn is_noscript_value(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT")
 }
 
 /// Failures that prove the command was never written: the connection was
@@ -322,6 +366,38 @@ impl ScriptClient for RedisRsClient {
             other => other,
         };
         convert(reply.map_err(client_error)?)
+    }
+
+    async fn eval_wait(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[Bytes],
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> std::result::Result<(Reply, std::result::Result<i64, ClientError>), ClientError> {
+        let wait = (replicas, timeout_ms);
+        let mut replies = self
+            .run_script_wait(script, keys, args, false, wait)
+            .await
+            .map_err(client_error)?;
+        // NOSCRIPT: nothing ran; send the source (and the wait) again.
+        if is_noscript_value(&replies.0) {
+            replies = self
+                .run_script_wait(script, keys, args, true, wait)
+                .await
+                .map_err(client_error)?;
+        }
+        let (ran, waited) = replies;
+        let reply = convert(ran)?;
+        let acked = match convert(waited) {
+            Ok(Reply::Int(n)) => Ok(n),
+            Ok(other) => Err(ClientError::transport(format!(
+                "WAIT answered {other:?}, not a count"
+            ))),
+            Err(e) => Err(e),
+        };
+        Ok((reply, acked))
     }
 
     async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {

@@ -28,9 +28,57 @@ pub struct RedisConfig {
     /// says (see [`RedisConfig::durable`]).
     pub(crate) durable: Option<bool>,
     pub(crate) allow_eviction: bool,
+    /// Replicas each write waits for (see [`RedisConfig::wait_for_replicas`]).
+    pub(crate) replica_wait: Option<ReplicaWait>,
     pub(crate) test_hooks: bool,
     /// The CA certificates (PEM) trusted for TLS instead of the system's.
     pub(crate) tls_root_cert: Option<RootCert>,
+}
+
+/// How many replicas each write waits for, and how long
+/// ([`RedisConfig::wait_for_replicas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaWait {
+    replicas: u32,
+    timeout: Duration,
+}
+
+impl ReplicaWait {
+    /// The replicas each write waits for.
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// How long a write waits for them.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The timeout in whole ms for `WAIT` (at least 1: `WAIT n 0` would
+    /// wait for ever).
+    pub(crate) fn timeout_ms(&self) -> u64 {
+        u64::try_from(self.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// The wait must end before the reply is given up on, or every wait
+    /// that runs out would be reported as a timed-out call.
+    fn check(&self, response_timeout: Duration) -> Result<()> {
+        if self.replicas == 0 {
+            return Err(leaseq_core::Error::invalid(
+                "wait_for_replicas: replicas must be at least 1",
+            ));
+        }
+        if self.timeout < Duration::from_millis(1) || self.timeout >= response_timeout {
+            return Err(leaseq_core::Error::invalid(format!(
+                "wait_for_replicas: the timeout ({:?}) must be at least 1 ms and below the \
+                 response timeout ({response_timeout:?})",
+                self.timeout
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// PEM bytes of trusted CA certificates (shown by size, not content).
@@ -87,6 +135,7 @@ impl RedisConfig {
             idle_wait_connections: 4,
             durable: None,
             allow_eviction: false,
+            replica_wait: None,
             test_hooks: false,
             tls_root_cert: None,
         }
@@ -218,6 +267,41 @@ impl RedisConfig {
         self
     }
 
+    /// Makes every write wait for `replicas` replicas: right after each
+    /// script that writes, the client sends `WAIT replicas timeout` on the
+    /// same connection, pipelined in the same round trip (on a cluster, to
+    /// the node that ran the script). A write reports `Ok` only once that
+    /// many replicas acknowledged it; when the wait times out or reaches
+    /// fewer, the call fails with [`leaseq_core::Error::Backend`]: it was
+    /// applied on the master but may be lost by a failover, so the caller
+    /// settles it by its identity ([`leaseq_core::settle`]) as it would a
+    /// lost reply. Reads (`stats`, `peek`, `item`, the listing, the clock)
+    /// do not wait. `timeout` is at least 1 ms and below the response
+    /// timeout, `replicas` at least 1.
+    ///
+    /// Each write then costs a round trip to the replicas, and the
+    /// connection (shared by the handle's calls) waits with it. What a
+    /// forced failover loses with and without it is in the crate docs
+    /// ("Replicas and failover").
+    ///
+    /// ```
+    /// use leaseq_redis::RedisConfig;
+    /// use std::time::Duration;
+    /// let c = RedisConfig::new("redis://127.0.0.1:6379")
+    ///     .wait_for_replicas(1, Duration::from_millis(500));
+    /// let wait = c.get_wait_for_replicas().expect("set");
+    /// assert_eq!((wait.replicas(), wait.timeout()), (1, Duration::from_millis(500)));
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_wait = Some(ReplicaWait { replicas, timeout });
+        self
+    }
+
+    /// What [`RedisConfig::wait_for_replicas`] set, if anything.
+    pub fn get_wait_for_replicas(&self) -> Option<ReplicaWait> {
+        self.replica_wait
+    }
+
     /// Lets [`connect`](crate::RedisRsBackend::connect) accept a server
     /// whose `maxmemory-policy` evicts keys (anything but `noeviction`), which
     /// it otherwise refuses with [`leaseq_core::Error::InvalidInput`].
@@ -279,6 +363,9 @@ impl RedisConfig {
         }
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(leaseq_core::Error::invalid("timeouts must be above zero"));
+        }
+        if let Some(w) = self.replica_wait {
+            w.check(self.response_timeout)?;
         }
         Ok(())
     }
@@ -376,6 +463,21 @@ mod tests {
         let c = RedisConfig::cluster(["rediss://h:1", "rediss://h:2"]);
         assert!(c.uses_tls());
         assert_eq!(c.get_url(), "rediss+cluster://h:1,h:2");
+    }
+
+    #[test]
+    fn a_replica_wait_needs_a_replica_and_a_timeout_below_the_response_timeout() {
+        let base = RedisConfig::new("redis://h:1").response_timeout(Duration::from_secs(2));
+        let zero = base.clone().wait_for_replicas(0, Duration::from_millis(100));
+        assert!(refused(&zero).contains("at least 1"));
+        let long = base.clone().wait_for_replicas(1, Duration::from_secs(2));
+        assert!(refused(&long).contains("below the response timeout"));
+        let none = base.clone().wait_for_replicas(1, Duration::ZERO);
+        assert!(refused(&none).contains("at least 1 ms"));
+        let ok = base.wait_for_replicas(2, Duration::from_millis(300));
+        assert!(ok.check().is_ok());
+        let w = ok.get_wait_for_replicas().expect("set");
+        assert_eq!((w.replicas(), w.timeout_ms()), (2, 300));
     }
 
     #[test]

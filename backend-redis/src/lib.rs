@@ -367,6 +367,7 @@ pub mod keys;
 mod limits;
 mod listing;
 mod ops;
+mod replicas;
 mod reply;
 mod schedules;
 mod scripts;
@@ -378,7 +379,7 @@ pub use backend::RedisBackend;
 pub use client_fred::FredBackend;
 #[cfg(feature = "redis-rs")]
 pub use client_redis_rs::RedisRsBackend;
-pub use config::RedisConfig;
+pub use config::{RedisConfig, ReplicaWait};
 pub use ops::MAX_PEEK;
 
 // The crate's own paths to the client seam and the key layout (public in

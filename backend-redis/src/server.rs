@@ -14,8 +14,9 @@ const MIN_MAJOR: u32 = 7;
 /// What the checks found out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ServerFacts {
-    /// Every node runs `appendonly yes` with `appendfsync always`, as far as
-    /// could be read (a node whose settings could not be read is not).
+    /// Every node runs `appendonly yes` with `appendfsync always`, and has
+    /// no replica or has writes wait for all of them, as far as could be
+    /// read (a node whose settings could not be read is not).
     pub(crate) durable: bool,
 }
 
@@ -160,6 +161,7 @@ pub(crate) async fn inspect<C: ScriptClient>(
                 .is_some_and(|v| v.eq_ignore_ascii_case("always"));
         durable &= node_durable;
     }
+    durable &= replicas_covered(client, config).await;
     match config.durable {
         Some(false) => durable = false,
         Some(true) if !durable => tracing::warn!(server,
@@ -168,6 +170,55 @@ pub(crate) async fn inspect<C: ScriptClient>(
         _ => {}
     }
     Ok(ServerFacts { durable })
+}
+
+/// The `connected_slaves` line of an `INFO replication` reply.
+fn replicas_of(reply: &Reply) -> Option<u32> {
+    let text = reply.text().ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Whether a forced failover keeps every acknowledged write, as far as
+/// replicas go: a node with `replicas` connected replicas is covered when
+/// it has none, or when each write waits for all of them (`wait`), so any
+/// replica promoted holds every write reported done.
+fn covered(replicas: u32, wait: Option<crate::ReplicaWait>) -> bool {
+    replicas == 0 || wait.is_some_and(|w| w.replicas() >= replicas)
+}
+
+/// Reads `INFO replication` on every master and judges it with
+/// [`covered`]; warns when writes wait for more replicas than a node has
+/// (they would all fail until the replicas connect). A node that cannot be
+/// read is not covered.
+async fn replicas_covered<C: ScriptClient>(client: &C, config: &RedisConfig) -> bool {
+    let server = config.get_url();
+    let wait = config.replica_wait;
+    let nodes = match on_every_node(client, &["INFO", "replication"]).await {
+        Ok(nodes) => nodes,
+        Err(e) => {
+            tracing::warn!(server, error = %e,
+                "leaseq-redis: could not read the replicas (INFO replication); reporting not durable");
+            return false;
+        }
+    };
+    let mut all = true;
+    for n in nodes {
+        let Some(replicas) = n.reply.as_ref().ok().and_then(replicas_of) else {
+            tracing::warn!(server, node = %n.node,
+                "leaseq-redis: could not read the node's replicas (INFO replication); reporting not durable");
+            all = false;
+            continue;
+        };
+        if let Some(w) = wait.filter(|w| w.replicas() > replicas) {
+            tracing::warn!(server, node = %n.node, replicas, wanted = w.replicas(),
+                "leaseq-redis: writes wait for more replicas than the node has connected: \
+                 they fail (as maybe applied) until enough replicas connect");
+        }
+        all &= covered(replicas, wait);
+    }
+    all
 }
 
 #[cfg(test)]
@@ -199,5 +250,22 @@ mod tests {
         assert_eq!(major_of("7.0.15"), Some(7));
         assert_eq!(major_of("6.2.1"), Some(6));
         assert!(evicts("allkeys-lru") && evicts("volatile-ttl") && !evicts("noeviction"));
+        let info = d("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n");
+        assert_eq!(replicas_of(&info), Some(2));
+        assert_eq!(replicas_of(&d("role:master")), None);
+    }
+
+    #[test]
+    fn a_failover_keeps_acknowledged_writes_only_when_writes_wait_for_every_replica() {
+        let wait = |n| {
+            RedisConfig::new("redis://h:1")
+                .wait_for_replicas(n, std::time::Duration::from_millis(100))
+                .get_wait_for_replicas()
+        };
+        assert!(covered(0, None));
+        assert!(!covered(1, None));
+        assert!(covered(1, wait(1)));
+        assert!(!covered(2, wait(1)));
+        assert!(covered(2, wait(2)));
     }
 }

@@ -30,8 +30,19 @@
 -- a new id's item key already exists (a counter set back behind existing
 -- items), the indexes are walked for their highest id and the counter
 -- re-seeded past it; item keys in no index above that are stepped over.
+-- K_RUN holds the server's replication id when the counter was last written.
+-- A master with another one (a promoted replica, a restart) may hold a
+-- counter taken back past ids the old history handed out and lost; the next
+-- ids then start RUN_GAP above the counter, past any id issued unreplicated.
 local ID_PAGE = 1000
 local ID_PROBES = 10000
+local K_RUN = K_SEQ .. ':run'
+local RUN_GAP = 4294967296
+
+-- The server's replication id: a new one after a promotion or a restart.
+local function replication_id()
+  return string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or ''
+end
 
 -- The highest id any index holds, 0 when they are empty. Walks every index
 -- by rank in bounded pages: its cost grows with the queue. It runs only when
@@ -60,8 +71,8 @@ end
 -- `n` new ids, rising, and a note when the counter was re-seeded; or nil and
 -- an error line. Reads only. A queue with no counter and no item (new, or
 -- deleted) starts above `start`, the registry's floor: ids of a deleted
--- queue are never handed out again.
-local function new_ids(n, floor, start)
+-- queue are never handed out again. `run`: the server's replication id.
+local function new_ids(n, floor, start, run)
   local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX)
   local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX)
   local last = math.max(seq or 0, mark or 0)
@@ -81,6 +92,13 @@ local function new_ids(n, floor, start)
     why = why or ('the id counter (' .. fmt_int(last) .. ') is behind id ' .. fmt_int(floor)
       .. ' this client has seen: the server may have restarted from an older snapshot')
     last = floor
+  end
+  local ran = redis.call('GET', K_RUN)
+  if ran and ran ~= run and last > 0 then
+    why = (why and why .. '; ' or '') .. 'the id counter (' .. fmt_int(last) .. ') was written under replication id '
+      .. shown(ran) .. ', the server now runs ' .. shown(run)
+      .. ': a failover or restart may have lost ids handed out since; skipping ' .. fmt_int(RUN_GAP)
+    last = last + RUN_GAP
   end
   local taken = taken_after(last, n)
   if taken > 0 and not walked then
@@ -161,7 +179,8 @@ local function enqueue_batch(base)
     local gen = unregistered(token, ARGV[base + 1])
     if gen then return { unregistered = gen } end
     local err
-    new, err = new_ids(fresh, floor, start)
+    local run = replication_id()
+    new, err = new_ids(fresh, floor, start, run)
     if not new then return redis.error_reply(err) end
     note = err
     -- The first write.
@@ -169,6 +188,7 @@ local function enqueue_batch(base)
     local hi = fmt_int(new[fresh])
     redis.call('SET', K_SEQ, hi)
     redis.call('SET', K_MARK, hi)
+    if redis.call('GET', K_RUN) ~= run then redis.call('SET', K_RUN, run) end
   end
   local out, ids, ready, sched = {}, {}, {}, {}
   local readied, used = 0, 0

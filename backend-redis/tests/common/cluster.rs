@@ -59,6 +59,34 @@ impl LocalCluster {
     /// Starts three masters and joins them; an error when `redis-server`
     /// or `redis-cli` is missing or the cluster never forms.
     pub fn start() -> Result<Self, String> {
+        Self::start_nodes(3, 0)
+    }
+
+    /// Three masters with one replica each (six nodes).
+    pub fn start_with_replicas() -> Result<Self, String> {
+        Self::start_nodes(6, 1)
+    }
+
+    /// One node on `port`, in the cluster's dir.
+    fn spawn_node(&self, port: u16) -> Result<Child, String> {
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+            .args(["--cluster-node-timeout", "5000"])
+            .args(["--appendonly", "no", "--save", ""])
+            // Replicas sync at once (the default waits 5 s for others).
+            .args(["--repl-diskless-sync-delay", "0"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server: {e}"))
+    }
+
+    /// `nodes` nodes joined with `replicas` replicas per master.
+    fn start_nodes(nodes: usize, replicas: usize) -> Result<Self, String> {
         let dir = leaseq_testkit::env::temp_dir("leaseq-cluster")?;
         let mut cluster = LocalCluster {
             ports: Vec::new(),
@@ -66,20 +94,9 @@ impl LocalCluster {
             children: Vec::new(),
             watchdog: None,
         };
-        for _ in 0..3 {
+        for _ in 0..nodes {
             let port = free_cluster_port(&cluster.ports)?;
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--appendonly", "no", "--save", ""])
-                .arg("--dir")
-                .arg(&cluster.dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("redis-server: {e}"))?;
+            let child = cluster.spawn_node(port)?;
             cluster.ports.push(port);
             cluster.children.push(child);
         }
@@ -97,7 +114,7 @@ impl LocalCluster {
             .arg("--cluster")
             .arg("create")
             .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("redis-cli: {e}"))?;
@@ -116,6 +133,61 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// Signals the node on `port` (`KILL`, `STOP`, `CONT`).
+    pub fn signal(&self, port: u16, signal: &str) -> Result<(), String> {
+        let at = self.ports.iter().position(|&p| p == port);
+        let child = at.and_then(|i| self.children.get(i)).ok_or("no such node")?;
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .map_err(|e| format!("kill: {e}"))?;
+        status
+            .success()
+            .then_some(())
+            .ok_or_else(|| format!("kill -{signal} failed"))
+    }
+
+    /// Starts a new empty node and makes it a replica of `master`
+    /// (`CLUSTER MEET`, then `CLUSTER REPLICATE` once it knows the
+    /// master); returns its port.
+    pub fn add_replica(&mut self, master: u16) -> Result<u16, String> {
+        let port = free_cluster_port(&self.ports)?;
+        let child = self.spawn_node(port)?;
+        self.ports.push(port);
+        self.children.push(child);
+        self.start_watchdog();
+        wait_until(Duration::from_secs(10), || redis_cmd(port, &["PING"]).is_ok())
+            .map_err(|_| format!("node {port} never answered PING"))?;
+        let id = node_text(master, &["CLUSTER", "MYID"])?;
+        node_text(port, &["CLUSTER", "MEET", "127.0.0.1", &master.to_string()])?;
+        wait_until(Duration::from_secs(10), || {
+            node_text(port, &["CLUSTER", "NODES"]).is_ok_and(|n| n.contains(&id))
+        })
+        .map_err(|_| format!("node {port} never learnt of {master}"))?;
+        node_text(port, &["CLUSTER", "REPLICATE", &id])?;
+        Ok(port)
+    }
+
+    /// The port of `master`'s replica (from each node's `INFO replication`).
+    pub fn replica_of(&self, master: u16) -> Result<u16, String> {
+        let line = format!("master_port:{master}");
+        self.ports
+            .iter()
+            .copied()
+            .find(|&p| {
+                p != master
+                    && node_text(p, &["INFO", "replication"])
+                        .is_ok_and(|i| i.lines().any(|l| l.trim() == line))
+            })
+            .ok_or_else(|| format!("no replica of {master}"))
+    }
+
+    /// Whether `master` has a replica in sync (`state=online`).
+    pub fn replica_online(&self, master: u16) -> bool {
+        node_text(master, &["INFO", "replication"]).is_ok_and(|i| i.contains("state=online"))
+    }
+
     /// Kills the servers and removes the dir once this process is gone.
     fn start_watchdog(&mut self) {
         let pids: Vec<String> = self.children.iter().map(|c| c.id().to_string()).collect();
@@ -125,6 +197,10 @@ impl LocalCluster {
             pids = pids.join(" "),
             dir = self.dir.display()
         );
+        if let Some(mut old) = self.watchdog.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
         self.watchdog = Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
