@@ -27,6 +27,23 @@ pub enum Error {
         id: ItemId,
     },
 
+    /// The lease vanished: the store no longer holds it (the item is gone,
+    /// or no longer Leased under this token), yet the lease had not expired
+    /// on the backend's clock and no call of this lease ended it, so no
+    /// reaper and no other worker took it. The store lost it: a failover
+    /// that lost acknowledged writes (Redis replicas, see `leaseq-redis`),
+    /// a restore from an older snapshot, or a purge. Nothing was changed.
+    ///
+    /// Backends answer such a call [`Error::LeaseLost`]; [`crate::settle`]
+    /// tells the two apart with [`crate::Backend::lease_fate`] and reports
+    /// this one. [`Error::is_lease_lost`] is true for both: either way the
+    /// lease is over.
+    #[error("lease vanished: item {id} is no longer held by this lease, and no reaper or other worker took it (the store lost it)")]
+    LeaseVanished {
+        /// The item the vanished lease named.
+        id: ItemId,
+    },
+
     /// The item does not exist in the queue (or not in the state asked for).
     #[error("item {id} not found")]
     NotFound {
@@ -147,8 +164,14 @@ impl Error {
         matches!(self, Error::Backend { .. })
     }
 
-    /// True for [`Error::LeaseLost`].
+    /// True for [`Error::LeaseLost`] and [`Error::LeaseVanished`]: the
+    /// lease is over and the call changed nothing.
     pub fn is_lease_lost(&self) -> bool {
-        matches!(self, Error::LeaseLost { .. })
+        matches!(self, Error::LeaseLost { .. } | Error::LeaseVanished { .. })
+    }
+
+    /// True for [`Error::LeaseVanished`]: the store lost the lease.
+    pub fn is_lease_vanished(&self) -> bool {
+        matches!(self, Error::LeaseVanished { .. })
     }
 }

@@ -11,6 +11,10 @@
 //! | enqueue | a request id | [`Backend::enqueue_once`] again with the same id |
 //! | extend | the lease's token | send again (extending twice is harmless) |
 //!
+//! A first send that answers [`Error::LeaseLost`] is asked about too: a
+//! lease that had not expired and that no call of its own ended was lost
+//! by the store, and is reported [`Error::LeaseVanished`].
+//!
 //! An [`Error::Unavailable`] (refused before it ran) is simply sent again.
 //! Each helper gives up after [`Settle::attempts`] tries (probes, which
 //! only read, after three times as many) and returns the last error; on a
@@ -228,6 +232,23 @@ impl Settle {
         .await
     }
 
+    /// What a first send that answered [`Error::LeaseLost`] met: when the
+    /// lease had not expired ([`Backend::lease_fate`] says finished, and
+    /// no call of this lease can have landed), no reaper or worker took
+    /// it, so the store lost it: [`Error::LeaseVanished`]. Otherwise (or
+    /// when the fate cannot be read) `lost` as it is.
+    pub(crate) async fn lost_or_vanished(&self, b: &dyn Backend, lease: &Held, lost: Error) -> Error {
+        match self.fate(b, lease).await {
+            Ok(LeaseFate::Finished { .. }) => {
+                tracing::warn!(queue = %lease.key.queue, id = %lease.key.id,
+                    "lease vanished: the store no longer holds an unexpired lease that no call of its own ended \
+                     (a failover that lost writes, an older snapshot, or a purge)");
+                Error::LeaseVanished { id: lease.key.id }
+            }
+            _ => lost,
+        }
+    }
+
     /// Runs a fenced call on `lease`; after an unknown outcome asks
     /// [`Backend::lease_fate`]: held → send again; finished by this lease →
     /// `landed(state)`; lost → [`Error::LeaseLost`].
@@ -251,9 +272,11 @@ impl Settle {
                 Err(e) if e.is_lease_lost() && maybe_sent => {
                     return match self.fate(b, lease).await {
                         Ok(LeaseFate::Finished { state }) => Ok(landed(state)),
-                        _ => Err(e),
+                        Ok(_) | Err(Error::Unsupported { .. }) => Err(e),
+                        Err(e2) => Err(unknown(lease, e2)),
                     }
                 }
+                Err(e) if e.is_lease_lost() => return Err(self.lost_or_vanished(b, lease, e).await),
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => {
                     self.saw(&e);
@@ -326,8 +349,12 @@ impl Settle {
                             Err(e) if e.is_lease_lost() && maybe_sent => {
                                 match self.fate(b, &leases[i]).await {
                                     Ok(LeaseFate::Finished { .. }) => Ok(()),
-                                    _ => Err(e),
+                                    Ok(_) | Err(Error::Unsupported { .. }) => Err(e),
+                                    Err(e2) => Err(unknown(&leases[i], e2)),
                                 }
+                            }
+                            Err(e) if e.is_lease_lost() => {
+                                Err(self.lost_or_vanished(b, &leases[i], e).await)
                             }
                             r => r,
                         });
@@ -382,6 +409,18 @@ impl Settle {
             .map(|r| r.unwrap_or_else(|| Err(Error::invalid("no result"))))
             .collect())
     }
+}
+
+/// A resend found `lease` gone and its fate could not be read: whether
+/// the first send landed is unknown.
+fn unknown(lease: &Held, probe: Error) -> Error {
+    Error::backend(
+        format!(
+            "item {}: a resend found the lease gone, and what ended it could not be read",
+            lease.key.id
+        ),
+        probe,
+    )
 }
 
 /// What a release that landed did, judged from where the item is now.

@@ -82,6 +82,8 @@ pub mod error_types {
     pub const PANIC: &str = "panic";
     /// The lease was lost before the result was recorded.
     pub const LEASE_LOST: &str = "lease_lost";
+    /// The store lost the lease ([`crate::Error::LeaseVanished`]).
+    pub const LEASE_VANISHED: &str = "lease_vanished";
     /// The backend failed a call (its [`crate::Error`] variant otherwise).
     pub const BACKEND: &str = "backend";
     /// The backend refused the call before running it.
@@ -100,6 +102,7 @@ pub mod error_types {
 pub(crate) fn error_type(e: &Error) -> &'static str {
     match e {
         Error::LeaseLost { .. } => error_types::LEASE_LOST,
+        Error::LeaseVanished { .. } => error_types::LEASE_VANISHED,
         Error::InvalidInput { .. } => error_types::INVALID_INPUT,
         Error::Backend { .. } => error_types::BACKEND,
         Error::Unavailable { .. } => error_types::UNAVAILABLE,

@@ -22,8 +22,12 @@ use tracing::Instrument;
 pub(crate) enum AckResult {
     /// The item is gone: the work is done.
     Acked,
-    /// The lease was no longer current; nothing changed.
-    LeaseLost,
+    /// The lease was no longer current; nothing changed. `vanished`: the
+    /// store lost it ([`Error::LeaseVanished`]).
+    LeaseLost {
+        /// The store lost the lease; no reaper or worker took it.
+        vanished: bool,
+    },
     /// The ack could not be recorded (the backend failed); the text says
     /// why. The lease will expire and a reaper will recover the item.
     Failed(String),
@@ -32,7 +36,9 @@ pub(crate) enum AckResult {
 impl AckResult {
     fn from_error(e: &Error) -> Self {
         if e.is_lease_lost() {
-            AckResult::LeaseLost
+            AckResult::LeaseLost {
+                vanished: e.is_lease_vanished(),
+            }
         } else {
             AckResult::Failed(e.to_string())
         }

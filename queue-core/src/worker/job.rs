@@ -242,8 +242,18 @@ async fn heartbeats(
         match res {
             Ok(until) => *held_until = until,
             Err(e) if e.is_lease_lost() => {
-                tracing::warn!("lease lost while the handler ran; its result will be discarded");
-                shared.metrics.inc(Counter::LeaseLost);
+                let held = Held {
+                    key: lease.key.clone(),
+                    until: *held_until,
+                };
+                let b = shared.backend.as_ref();
+                if shared.settle.lost_or_vanished(b, &held, e).await.is_lease_vanished() {
+                    tracing::error!("lease vanished while the handler ran (the store lost it); its result will be discarded");
+                    shared.metrics.inc(Counter::LeaseVanished);
+                } else {
+                    tracing::warn!("lease lost while the handler ran; its result will be discarded");
+                    shared.metrics.inc(Counter::LeaseLost);
+                }
                 ctx.mark_lost();
                 *lost = true;
                 return std::future::pending().await;
@@ -282,7 +292,9 @@ async fn record(
                 tracing::debug!("acked");
                 shared.events.emit(id, attempts, JobOutcome::Acked);
             }
-            AckResult::LeaseLost => lost_before_recording(shared, claimed_job),
+            AckResult::LeaseLost { vanished } => {
+                lost_before_recording(shared, claimed_job, vanished)
+            }
             AckResult::Failed(error) => not_recorded(shared, claimed_job, error),
         },
         Err(err) => {
@@ -377,18 +389,29 @@ async fn release_unfinished(shared: &Shared, claimed_job: &ClaimedJob, held_unti
 
 fn unrecorded(shared: &Shared, claimed_job: &ClaimedJob, e: Error) {
     if e.is_lease_lost() {
-        lost_before_recording(shared, claimed_job);
+        lost_before_recording(shared, claimed_job, e.is_lease_vanished());
     } else {
         claimed_job.failed(spans::error_type(&e));
         not_recorded(shared, claimed_job, e.to_string());
     }
 }
 
-fn lost_before_recording(shared: &Shared, claimed_job: &ClaimedJob) {
+/// `vanished`: the store lost the lease (no reaper or worker took it), so
+/// the item may come back, or may be gone for good.
+fn lost_before_recording(shared: &Shared, claimed_job: &ClaimedJob, vanished: bool) {
     let lease = &claimed_job.lease;
-    claimed_job.failed(error_types::LEASE_LOST);
-    shared.metrics.inc(Counter::LeaseLost);
-    tracing::warn!("lease lost before the result was recorded; result discarded");
+    if vanished {
+        claimed_job.failed(error_types::LEASE_VANISHED);
+        shared.metrics.inc(Counter::LeaseVanished);
+        tracing::error!(
+            "lease vanished before the result was recorded: the store lost it (a failover that lost \
+             writes, an older snapshot, or a purge); result discarded"
+        );
+    } else {
+        claimed_job.failed(error_types::LEASE_LOST);
+        shared.metrics.inc(Counter::LeaseLost);
+        tracing::warn!("lease lost before the result was recorded; result discarded");
+    }
     shared
         .events
         .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);

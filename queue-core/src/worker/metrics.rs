@@ -20,6 +20,9 @@ pub mod names {
     pub const DEAD: &str = "leaseq_jobs_dead_total";
     /// Counter: leases found lost.
     pub const LEASE_LOST: &str = "leaseq_jobs_lease_lost_total";
+    /// Counter: leases the store lost (not counted as lost): unexpired
+    /// leases that no reaper or worker took ([`crate::Error::LeaseVanished`]).
+    pub const LEASE_VANISHED: &str = "leaseq_jobs_lease_vanished_total";
     /// Counter: corrupt entries removed (self-healing).
     pub const REPAIRED: &str = "leaseq_repairs_total";
     /// Counter: expired leases this worker's reaper recovered.
@@ -53,6 +56,7 @@ pub mod names {
         RETRIED,
         DEAD,
         LEASE_LOST,
+        LEASE_VANISHED,
         REPAIRED,
         REAPED,
         PANICKED,
@@ -74,6 +78,7 @@ struct Exported {
     retried: metrics::Counter,
     dead: metrics::Counter,
     lease_lost: metrics::Counter,
+    lease_vanished: metrics::Counter,
     repaired: metrics::Counter,
     reaped: metrics::Counter,
     panicked: metrics::Counter,
@@ -94,6 +99,7 @@ impl Exported {
             retried: c(names::RETRIED),
             dead: c(names::DEAD),
             lease_lost: c(names::LEASE_LOST),
+            lease_vanished: c(names::LEASE_VANISHED),
             repaired: c(names::REPAIRED),
             reaped: c(names::REAPED),
             panicked: c(names::PANICKED),
@@ -113,6 +119,7 @@ struct Counters {
     retried: AtomicU64,
     dead: AtomicU64,
     lease_lost: AtomicU64,
+    lease_vanished: AtomicU64,
     repaired: AtomicU64,
     reaped: AtomicU64,
     panicked: AtomicU64,
@@ -141,6 +148,9 @@ pub struct MetricsSnapshot {
     pub dead: u64,
     /// Leases found lost (by a heartbeat or by the final ack/release/fail).
     pub lease_lost: u64,
+    /// Leases the store lost (a failover that lost writes, a purge): found
+    /// unexpired, yet taken by no reaper or worker. Not in `lease_lost`.
+    pub lease_vanished: u64,
     /// Corrupt index entries removed by claims and reaps (self-healing).
     pub repaired: u64,
     /// Expired leases this worker's reaper sent back to Ready.
@@ -161,6 +171,7 @@ pub(crate) enum Counter {
     Retried,
     Dead,
     LeaseLost,
+    LeaseVanished,
     Repaired,
     Reaped,
     Panicked,
@@ -179,6 +190,7 @@ impl WorkerMetrics {
             retried: get(&c.retried),
             dead: get(&c.dead),
             lease_lost: get(&c.lease_lost),
+            lease_vanished: get(&c.lease_vanished),
             repaired: get(&c.repaired),
             reaped: get(&c.reaped),
             panicked: get(&c.panicked),
@@ -195,6 +207,7 @@ impl WorkerMetrics {
             Counter::Retried => &c.retried,
             Counter::Dead => &c.dead,
             Counter::LeaseLost => &c.lease_lost,
+            Counter::LeaseVanished => &c.lease_vanished,
             Counter::Repaired => &c.repaired,
             Counter::Reaped => &c.reaped,
             Counter::Panicked => &c.panicked,
@@ -209,6 +222,7 @@ impl WorkerMetrics {
                 Counter::Retried => &e.retried,
                 Counter::Dead => &e.dead,
                 Counter::LeaseLost => &e.lease_lost,
+                Counter::LeaseVanished => &e.lease_vanished,
                 Counter::Repaired => &e.repaired,
                 Counter::Reaped => &e.reaped,
                 Counter::Panicked => &e.panicked,
