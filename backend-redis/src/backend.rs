@@ -171,7 +171,11 @@ impl<C: ScriptClient> RedisBackend<C> {
         let deadline = tokio::time::Instant::now() + self.config.response_timeout;
         let mut pause = Duration::from_millis(2);
         loop {
-            let ran = match self.config.replica_wait.filter(|_| crate::replicas::waits(script)) {
+            let ran = match self
+                .config
+                .replica_wait
+                .filter(|_| crate::replicas::waits(script))
+            {
                 None => self.client.eval(script, &script_keys, &full).await.map(Ok),
                 Some(w) => self
                     .client

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use fred::clients::Pipeline;
 use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
     Options, ReconnectPolicy, ServerConfig, Value,
 };
-use fred::clients::Pipeline;
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
@@ -222,7 +222,9 @@ impl FredClient {
         };
         let mut run = Vec::with_capacity(2 + keys.len() + args.len());
         run.push(Value::Bytes(body));
-        run.push(Value::Integer(i64::try_from(keys.len()).unwrap_or(i64::MAX)));
+        run.push(Value::Integer(
+            i64::try_from(keys.len()).unwrap_or(i64::MAX),
+        ));
         run.extend(keys.iter().map(|k| Value::Bytes(Bytes::from(k.clone()))));
         run.extend(args.iter().cloned().map(Value::Bytes));
         let wait = vec![
@@ -261,9 +263,12 @@ async fn queue_pair<C: ClientLike>(
     hash: ClusterHash,
 ) -> std::result::Result<(), ClientError> {
     let queued = |e: FredError| ClientError::unsent(e);
-    pipe.custom::<Value, _>(CustomCommand::new(name.to_owned(), hash.clone(), false), run)
-        .await
-        .map_err(queued)?;
+    pipe.custom::<Value, _>(
+        CustomCommand::new(name.to_owned(), hash.clone(), false),
+        run,
+    )
+    .await
+    .map_err(queued)?;
     pipe.custom::<Value, _>(CustomCommand::new("WAIT", hash, false), wait)
         .await
         .map_err(queued)?;
@@ -466,7 +471,9 @@ impl ScriptClient for FredClient {
             self.connected().await?;
         }
         let wait = (replicas, timeout_ms);
-        let mut replies = self.script_and_wait(script, keys, args, false, wait).await?;
+        let mut replies = self
+            .script_and_wait(script, keys, args, false, wait)
+            .await?;
         // NOSCRIPT: nothing ran; send the source (and the wait) again.
         if matches!(&replies.0, Err(e) if e.details().starts_with("NOSCRIPT")) {
             replies = self.script_and_wait(script, keys, args, true, wait).await?;

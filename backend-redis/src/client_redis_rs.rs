@@ -235,9 +235,7 @@ impl RedisRsClient {
             .arg(timeout_ms);
         let mut replies: Vec<Value> = match &self.inner {
             Inner::Single { manager, .. } => pipe.query_async(&mut manager.clone()).await?,
-            Inner::Cluster { connection, .. } => {
-                pipe.query_async(&mut connection.clone()).await?
-            }
+            Inner::Cluster { connection, .. } => pipe.query_async(&mut connection.clone()).await?,
         };
         match (replies.pop(), replies.pop()) {
             (Some(wait), Some(ran)) if replies.is_empty() => Ok((ran, wait)),

@@ -254,10 +254,13 @@ impl RedisConfig {
     /// it unset.
     ///
     /// [`leaseq_core::Capabilities::durable`] comes from the server: at
-    /// connect the backend reads `appendonly` and `appendfsync` (on every
-    /// master of a cluster) and reports durable only when each has
-    /// `appendonly yes` and `appendfsync always` (see the crate docs,
-    /// "Persistence and what is lost"). `durable(false)` turns that off (the
+    /// connect the backend reads `appendonly`, `appendfsync` and the
+    /// connected replicas (on every master of a cluster) and reports
+    /// durable only when each has `appendonly yes` and `appendfsync
+    /// always`, and either no replica or writes that wait for all of them
+    /// ([`RedisConfig::wait_for_replicas`]): a forced failover otherwise
+    /// loses acknowledged writes (see the crate docs, "Persistence and
+    /// what is lost" and "Replicas and failover"). `durable(false)` turns that off (the
     /// backend then reports not durable whatever the server says);
     /// `durable(true)` is accepted for compatibility with the time this
     /// setting was a declaration, but cannot make a server durable: the
@@ -468,7 +471,9 @@ mod tests {
     #[test]
     fn a_replica_wait_needs_a_replica_and_a_timeout_below_the_response_timeout() {
         let base = RedisConfig::new("redis://h:1").response_timeout(Duration::from_secs(2));
-        let zero = base.clone().wait_for_replicas(0, Duration::from_millis(100));
+        let zero = base
+            .clone()
+            .wait_for_replicas(0, Duration::from_millis(100));
         assert!(refused(&zero).contains("at least 1"));
         let long = base.clone().wait_for_replicas(1, Duration::from_secs(2));
         assert!(refused(&long).contains("below the response timeout"));

@@ -14,6 +14,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` enqueue time (ms, server `TIME`) |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
+/// | `{p:q}:seq:run` | string | the server's replication id when the id counter was last written (see [`KeyLayout::id_run`]) |
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
@@ -86,6 +87,15 @@ impl KeyLayout {
     /// enqueue writes anything.
     pub fn id_mark(&self) -> String {
         self.key("idmark")
+    }
+
+    /// The server's replication id (`master_replid`) when an enqueue last
+    /// wrote the id counter. An enqueue on a server with another one (a
+    /// promoted replica, a restart) may meet a counter from before ids
+    /// that were handed out and lost, and starts its ids 2^32 above it
+    /// (see the crate docs, "Ids"). The scripts name it `K_SEQ .. ':run'`.
+    pub fn id_run(&self) -> String {
+        self.key("seq:run")
     }
 
     /// The death-order counter.
@@ -244,6 +254,24 @@ mod tests {
         let prelude = include_str!("scripts/common.lua");
         assert!(prelude
             .contains("local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'"));
+    }
+
+    #[test]
+    fn the_enqueue_scripts_name_the_replication_id_key_as_the_layout_does() {
+        let keys = KeyLayout::new("p", &QueueName::new("q").expect("name")).expect("layout");
+        assert_eq!(keys.id_run(), format!("{}:run", keys.seq()));
+        let scripts = crate::scripts::Scripts::new();
+        for s in [
+            &scripts.enqueue,
+            &scripts.enqueue_once,
+            &scripts.schedule_fire,
+        ] {
+            assert!(
+                s.source().contains("local K_RUN = K_SEQ .. ':run'"),
+                "{}",
+                s.name()
+            );
+        }
     }
 
     #[test]

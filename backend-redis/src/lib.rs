@@ -102,14 +102,25 @@
 //! copy are both gone while the queue holds items, or a new id's item
 //! already exists (a counter set back), it walks the indexes (in pages;
 //! cost grows with the queue, once) and re-seeds the counter past the
-//! highest id in them, logging a warning. So:
+//! highest id in them, logging a warning.
+//!
+//! Each enqueue also stores the server's replication id
+//! (`master_replid` of `INFO replication`) with the counter
+//! ([`KeyLayout::id_run`]). A master promoted by a failover, and a server
+//! restarted, run under a new replication id, and may hold a counter from
+//! before ids the old history handed out and lost (writes the replica had
+//! not received, or made after the snapshot); so when the stored id is
+//! another one, the next ids start 2^32 above the counter, past any id
+//! handed out since the counter was last kept, and the skip is logged as
+//! a warning. Ids stay below 2^53: that leaves room for some two million
+//! failovers and restarts per queue. So:
 //! - a counter deleted or set back on its own follows its copy;
 //! - a counter lost with its copy re-seeds past the highest id in use;
-//! - a server restarted from an older snapshot (which takes both back)
-//!   never hands a live handle an id it already saw; a process started
-//!   after that restart can only be kept from ids still in the queue: ids
-//!   of items acked after the snapshot may be handed out again (use
-//!   `appendfsync always`, below).
+//! - a server restarted from an older snapshot (which takes both back), or
+//!   a replica promoted by a failover that lost writes, never hands out an
+//!   id given before, also to a process that has seen none: the new
+//!   replication id skips the ids of the lost writes (proved with a forced
+//!   failover in `tests/failover.rs`).
 //!
 //! A batch is written whole or not at all: when no free ids can be found
 //! (more than 10,000 stray item keys after the counter) the enqueue fails
@@ -156,7 +167,8 @@
 //! `NOSCRIPT`, `MISCONF`, `NOREPLICAS`, and `MOVED` / `ASK` / `TRYAGAIN` /
 //! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::Backend`]
 //! when it may have run (timeouts, connections dropped after sending,
-//! script runtime errors). A failed `connect` is `Unavailable`. On one
+//! script runtime errors, and with [`RedisConfig::wait_for_replicas`] a
+//! write fewer replicas acknowledged in time). A failed `connect` is `Unavailable`. On one
 //! server the `fred` adapter hands a script to its client only while that
 //! client is connected (it waits up to the connect timeout for a reconnect,
 //! then fails `Unavailable`), since a command left waiting in the client's
@@ -303,8 +315,8 @@
 //!
 //! # Checks at connect
 //! `connect` ([`RedisBackend::verify_server`]) reads, on the one server or
-//! every cluster master, `INFO server` and `CONFIG GET maxmemory-policy
-//! appendonly appendfsync`:
+//! every cluster master, `INFO server`, `INFO replication` and `CONFIG GET
+//! maxmemory-policy appendonly appendfsync`:
 //! - a server older than Redis 7.0 is refused
 //!   ([`leaseq_core::Error::Unsupported`]);
 //! - any `maxmemory-policy` but `noeviction` is refused with
@@ -312,8 +324,10 @@
 //!   unless [`RedisConfig::allow_eviction`]`(true)` (then a warning is
 //!   logged: items can be lost or delivered twice);
 //! - [`leaseq_core::Capabilities::durable`] is reported only when every
-//!   node runs `appendonly yes` with `appendfsync always`
-//!   ([`RedisConfig::durable`]`(false)` turns it off; it cannot turn it on).
+//!   node runs `appendonly yes` with `appendfsync always`, and has no
+//!   replica or has writes wait for all of them (`INFO replication`,
+//!   [`RedisConfig::wait_for_replicas`]); [`RedisConfig::durable`]`(false)`
+//!   turns it off, it cannot turn it on.
 //!
 //! Where `CONFIG` (or `INFO`) is disabled, renamed or denied by an ACL the
 //! backend logs a warning and connects, reporting itself not durable; the
@@ -336,11 +350,45 @@
 //! | RDB only (`save <seconds> <changes>`) | every write since the last snapshot (minutes, by the save rules) | the same |
 //! | AOF, `appendfsync everysec` (Redis's default AOF) | nothing acknowledged (the AOF write reaches the OS before the reply), except while the disk stalls (writes then wait up to 2 s) | about the last second of acknowledged writes (up to 2 s) |
 //! | AOF, `appendfsync always` | nothing acknowledged | nothing acknowledged: each script is on disk before its reply; reported as [`leaseq_core::Capabilities::durable`] |
-//! | replicas and failover (Sentinel, Cluster) | a promoted replica lacks the writes it had not received (replication is asynchronous: milliseconds, more under lag), whatever the master's `appendfsync`; `min-replicas-to-write` narrows but does not close that window | the same |
+//! | replicas and failover (Sentinel, Cluster) | see [Replicas and failover](#replicas-and-failover) | the same |
 //!
-//! On Redis Cluster each master is its own server in this table; the
-//! backend reports durable only when every master has `appendfsync
-//! always`, and a failover still loses the replication lag.
+//! On Redis Cluster each master is its own server in this table.
+//!
+//! # Replicas and failover
+//! Replication is asynchronous: a master answers a script before its
+//! replicas have it, so a forced failover (a replica promoted while its
+//! master is gone: `CLUSTER FAILOVER TAKEOVER`, or an automatic failover
+//! after the master died) loses what the promoted replica had not
+//! received. A coordinated failover (`CLUSTER FAILOVER` without options,
+//! Sentinel's `FAILOVER`) waits for the replica to catch up and loses
+//! nothing. What a forced failover loses, per setting:
+//!
+//! | setting | a forced failover loses |
+//! |---|---|
+//! | no replica wait (the default) | every write the replica had not received (milliseconds of writes, seconds under lag), though each was answered `Ok`: enqueued items vanish, acked items are delivered again, leases and their ends are undone (see [Persistence](#persistence-and-what-is-lost)); ids are never handed out twice (see [Ids](#ids)); a lease whose item vanished is reported to its worker as [`leaseq_core::Error::LeaseVanished`] |
+//! | [`RedisConfig::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::Backend`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
+//! | `wait_for_replicas(n, ..)`, a replica promoted that did not acknowledge | as without the wait; automatic failover promotes the replica with the most data, so wait for every replica to rule it out |
+//!
+//! The wait costs a round trip to the replicas per write, and the
+//! handle's connection to that node waits with it (on a cluster, per
+//! master). While a replica stalls, writes wait their timeout and fail as
+//! maybe applied; reads go on. A replica acknowledges a write once it is
+//! in its memory, not on its disk: with `appendfsync always` on every
+//! node as well, an acknowledged write survives a failover and a crash of
+//! any one machine. `min-replicas-to-write` only refuses writes while too
+//! few replicas are connected; it does not close the window.
+//!
+//! Settling after a wait that ran out reads on the same connection and
+//! waits again, so what it reports as done is on the replicas too. A
+//! reply lost with its connection is settled over a new one, whose wait
+//! covers only writes made on it (a read that waits on a fresh connection
+//! returns at once): that one case can still report a write done that a
+//! failover a moment later takes back.
+//!
+//! [`leaseq_core::Capabilities::durable`] is reported only when every
+//! master runs `appendonly yes` with `appendfsync always` and either has
+//! no replica or has writes wait for all of its connected replicas
+//! (checked at connect: [`RedisBackend::verify_server`]).
 //!
 //! `maxmemory-policy` must be `noeviction` (checked at connect, see
 //! above): any evicting policy deletes keys when memory runs out (items,

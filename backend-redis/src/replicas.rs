@@ -93,7 +93,13 @@ mod tests {
         assert!(short.may_have_applied(), "{short:?}");
         let source = std::error::Error::source(&short).expect("kept").to_string();
         assert!(source.contains("1 of 2 replicas"), "{source}");
-        let failed = judge("ack", &q, wait(1), Reply::Int(1), Err(ClientError::transport("reset")));
+        let failed = judge(
+            "ack",
+            &q,
+            wait(1),
+            Reply::Int(1),
+            Err(ClientError::transport("reset")),
+        );
         assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
     }
 
@@ -103,7 +109,13 @@ mod tests {
         for script in [&s.stats, &s.peek, &s.item, &s.time] {
             assert!(!waits(script), "{}", script.name());
         }
-        for script in [&s.enqueue, &s.ack_many, &s.claim, &s.lease_fate, &s.recover_claim] {
+        for script in [
+            &s.enqueue,
+            &s.ack_many,
+            &s.claim,
+            &s.lease_fate,
+            &s.recover_claim,
+        ] {
             assert!(waits(script), "{}", script.name());
         }
     }

@@ -55,7 +55,10 @@ struct Ledger {
 impl Ledger {
     fn error(&mut self, e: &Error) {
         if self.errors.len() < 3 {
-            self.errors.push(format!("{e} ({:?})", std::error::Error::source(e).map(|s| s.to_string())));
+            self.errors.push(format!(
+                "{e} ({:?})",
+                std::error::Error::source(e).map(|s| s.to_string())
+            ));
         }
     }
 }
@@ -152,7 +155,12 @@ async fn produce(
 }
 
 /// Claims, "runs" (records) and acks until `stop`, settling each call.
-async fn work(b: Arc<dyn Backend>, q: QueueName, ledger: Arc<Mutex<Ledger>>, stop: Arc<AtomicBool>) {
+async fn work(
+    b: Arc<dyn Backend>,
+    q: QueueName,
+    ledger: Arc<Mutex<Ledger>>,
+    stop: Arc<AtomicBool>,
+) {
     let settle = Settle::new();
     while !stop.load(Ordering::SeqCst) {
         let spec = ClaimSpec::new(10, TTL).expect("spec");
@@ -238,8 +246,10 @@ async fn forced_failover(which: Which, wait: bool) {
     let queue = QueueName::new("storm").expect("name");
     let slot = KeyLayout::new(&prefix, &queue).expect("layout").slot();
     let master = cluster.owner_of(slot).expect("owner");
-    wait_until(Duration::from_secs(15), || cluster.replica_of(master).is_ok())
-        .expect("the master has a replica");
+    wait_until(Duration::from_secs(15), || {
+        cluster.replica_of(master).is_ok()
+    })
+    .expect("the master has a replica");
     let replica = cluster.replica_of(master).expect("replica");
     wait_until(Duration::from_secs(15), || cluster.replica_online(master))
         .expect("the replica is in sync");
@@ -280,8 +290,7 @@ async fn forced_failover(which: Which, wait: bool) {
     stop_producers.store(false, Ordering::SeqCst);
     cluster.signal(master, "KILL").expect("kill the master");
     cluster.signal(replica, "CONT").expect("wake the replica");
-    common::cluster::node_text(replica, &["CLUSTER", "FAILOVER", "TAKEOVER"])
-        .expect("takeover");
+    common::cluster::node_text(replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]).expect("takeover");
     wait_until(Duration::from_secs(10), || is_master(replica)).expect("the replica took over");
     cluster.add_replica(replica).expect("a new replica");
     wait_until(Duration::from_secs(15), || cluster.replica_online(replica))
@@ -343,7 +352,10 @@ async fn forced_failover(which: Which, wait: bool) {
         println!("  error: {e}");
     }
     assert!(f.enqueued > 0, "the storm enqueued nothing");
-    assert_eq!(f.ids_with_two_payloads, 0, "an id named two payloads: {f:?}");
+    assert_eq!(
+        f.ids_with_two_payloads, 0,
+        "an id named two payloads: {f:?}"
+    );
     if wait {
         assert_eq!(f.lost, 0, "Ok-enqueued items lost: {f:?}");
         assert_eq!(f.acked_twice, 0, "items run again after an Ok ack: {f:?}");

@@ -237,7 +237,12 @@ impl Settle {
     /// no call of this lease can have landed), no reaper or worker took
     /// it, so the store lost it: [`Error::LeaseVanished`]. Otherwise (or
     /// when the fate cannot be read) `lost` as it is.
-    pub(crate) async fn lost_or_vanished(&self, b: &dyn Backend, lease: &Held, lost: Error) -> Error {
+    pub(crate) async fn lost_or_vanished(
+        &self,
+        b: &dyn Backend,
+        lease: &Held,
+        lost: Error,
+    ) -> Error {
         match self.fate(b, lease).await {
             Ok(LeaseFate::Finished { .. }) => {
                 tracing::warn!(queue = %lease.key.queue, id = %lease.key.id,
@@ -276,7 +281,9 @@ impl Settle {
                         Err(e2) => Err(unknown(lease, e2)),
                     }
                 }
-                Err(e) if e.is_lease_lost() => return Err(self.lost_or_vanished(b, lease, e).await),
+                Err(e) if e.is_lease_lost() => {
+                    return Err(self.lost_or_vanished(b, lease, e).await)
+                }
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => {
                     self.saw(&e);

@@ -136,7 +136,9 @@ impl LocalCluster {
     /// Signals the node on `port` (`KILL`, `STOP`, `CONT`).
     pub fn signal(&self, port: u16, signal: &str) -> Result<(), String> {
         let at = self.ports.iter().position(|&p| p == port);
-        let child = at.and_then(|i| self.children.get(i)).ok_or("no such node")?;
+        let child = at
+            .and_then(|i| self.children.get(i))
+            .ok_or("no such node")?;
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(child.id().to_string())
@@ -157,8 +159,10 @@ impl LocalCluster {
         self.ports.push(port);
         self.children.push(child);
         self.start_watchdog();
-        wait_until(Duration::from_secs(10), || redis_cmd(port, &["PING"]).is_ok())
-            .map_err(|_| format!("node {port} never answered PING"))?;
+        wait_until(Duration::from_secs(10), || {
+            redis_cmd(port, &["PING"]).is_ok()
+        })
+        .map_err(|_| format!("node {port} never answered PING"))?;
         let id = node_text(master, &["CLUSTER", "MYID"])?;
         node_text(port, &["CLUSTER", "MEET", "127.0.0.1", &master.to_string()])?;
         wait_until(Duration::from_secs(10), || {

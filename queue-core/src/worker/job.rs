@@ -247,11 +247,18 @@ async fn heartbeats(
                     until: *held_until,
                 };
                 let b = shared.backend.as_ref();
-                if shared.settle.lost_or_vanished(b, &held, e).await.is_lease_vanished() {
+                if shared
+                    .settle
+                    .lost_or_vanished(b, &held, e)
+                    .await
+                    .is_lease_vanished()
+                {
                     tracing::error!("lease vanished while the handler ran (the store lost it); its result will be discarded");
                     shared.metrics.inc(Counter::LeaseVanished);
                 } else {
-                    tracing::warn!("lease lost while the handler ran; its result will be discarded");
+                    tracing::warn!(
+                        "lease lost while the handler ran; its result will be discarded"
+                    );
                     shared.metrics.inc(Counter::LeaseLost);
                 }
                 ctx.mark_lost();
