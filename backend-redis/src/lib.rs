@@ -113,7 +113,9 @@
 //! another one, the next ids start 2^32 above the counter, past any id
 //! handed out since the counter was last kept, and the skip is logged as
 //! a warning. Ids stay below 2^53: that leaves room for some two million
-//! failovers and restarts per queue. So:
+//! failovers and restarts per queue. Where an ACL denies `INFO` to the
+//! backend's user (as the checks at connect warn), the enqueue cannot
+//! read the replication id and skips this check. So:
 //! - a counter deleted or set back on its own follows its copy;
 //! - a counter lost with its copy re-seeds past the highest id in use;
 //! - a server restarted from an older snapshot (which takes both back), or

@@ -283,7 +283,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - [`LeaseFate::Held`] when the item's current token is `lease.token`.
     /// - Otherwise [`LeaseFate::Finished`] with the item's state (or `None`
     ///   when it is gone) if the backend's now is before `held_until`: no
-    ///   reaper could have taken the lease, so its own call ended it.
+    ///   reaper could have taken the lease, so its own call ended it, or
+    ///   the store lost it (a failover that lost writes, a purge). A caller
+    ///   that sent no call which could have ended it knows it is the
+    ///   second: [`crate::settle`] then reports
+    ///   [`crate::Error::LeaseVanished`].
     /// - Otherwise [`LeaseFate::Lost`].
     /// - One atomic read; changes nothing.
     /// - The default returns [`crate::Error::Unsupported`].
@@ -297,7 +301,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// Only if the item's current token is `lease.token` and the lease has
     /// not been reaped; otherwise [`crate::Error::LeaseLost`] and nothing
-    /// changes (INV-3). After a successful ack no claim returns the item
+    /// changes (INV-3). A lease the store lost (its item gone or no longer
+    /// Leased under the token before the lease expired, by no call of its
+    /// own) is `LeaseLost` here too: a backend never answers
+    /// [`crate::Error::LeaseVanished`] itself; [`crate::settle`] tells the
+    /// two apart through [`Backend::lease_fate`]. After a successful ack no claim returns the item
     /// again (INV-10). An ack of a lease that expired but was not yet
     /// reaped or re-claimed succeeds. When the item was enqueued with
     /// [`NewItem::unique_for`] (and the backend has

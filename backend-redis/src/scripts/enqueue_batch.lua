@@ -39,9 +39,12 @@ local ID_PROBES = 10000
 local K_RUN = K_SEQ .. ':run'
 local RUN_GAP = 4294967296
 
--- The server's replication id: a new one after a promotion or a restart.
+-- The server's replication id: a new one after a promotion or a restart;
+-- nil where INFO is denied (an ACL), and then nothing is compared.
 local function replication_id()
-  return string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or ''
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return nil end
+  return string.match(info, 'master_replid:(%w+)')
 end
 
 -- The highest id any index holds, 0 when they are empty. Walks every index
@@ -94,7 +97,7 @@ local function new_ids(n, floor, start, run)
     last = floor
   end
   local ran = redis.call('GET', K_RUN)
-  if ran and ran ~= run and last > 0 then
+  if run and ran and ran ~= run and last > 0 then
     why = (why and why .. '; ' or '') .. 'the id counter (' .. fmt_int(last) .. ') was written under replication id '
       .. shown(ran) .. ', the server now runs ' .. shown(run)
       .. ': a failover or restart may have lost ids handed out since; skipping ' .. fmt_int(RUN_GAP)
@@ -188,7 +191,7 @@ local function enqueue_batch(base)
     local hi = fmt_int(new[fresh])
     redis.call('SET', K_SEQ, hi)
     redis.call('SET', K_MARK, hi)
-    if redis.call('GET', K_RUN) ~= run then redis.call('SET', K_RUN, run) end
+    if run and redis.call('GET', K_RUN) ~= run then redis.call('SET', K_RUN, run) end
   end
   local out, ids, ready, sched = {}, {}, {}, {}
   local readied, used = 0, 0
