@@ -272,6 +272,8 @@ mod tests {
                 s.name()
             );
         }
+        // A deleted queue leaves no key behind.
+        assert!(scripts.queue_delete.source().contains("K_SEQ .. ':run'"));
     }
 
     #[test]
