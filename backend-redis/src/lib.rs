@@ -367,7 +367,7 @@
 //!
 //! | setting | a forced failover loses |
 //! |---|---|
-//! | no replica wait (the default) | every write the replica had not received (milliseconds of writes, seconds under lag), though each was answered `Ok`: enqueued items vanish, acked items are delivered again, leases and their ends are undone (see [Persistence](#persistence-and-what-is-lost)); ids are never handed out twice (see [Ids](#ids)); a lease whose item vanished is reported to its worker as [`leaseq_core::Error::LeaseVanished`] |
+//! | no replica wait (the default) | every write the replica had not received (milliseconds of writes, seconds under lag), though each was answered `Ok`: enqueued items vanish, acked items are delivered again, leases and their ends are undone (see [Persistence](#persistence-and-what-is-lost)); ids are never handed out twice (see [Ids](#ids)); a lease the failover took back is reported to its worker as [`leaseq_core::Error::LeaseVanished`], except when the worker's ack was cut off by the dying master: settling then finds the lease gone before it expired and cannot tell that from an ack that landed, so it reports the ack done |
 //! | [`RedisConfig::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::Backend`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
 //! | `wait_for_replicas(n, ..)`, a replica promoted that did not acknowledge | as without the wait; automatic failover promotes the replica with the most data, so wait for every replica to rule it out |
 //!

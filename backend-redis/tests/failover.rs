@@ -8,6 +8,8 @@
 //! is drained.
 //!
 //! What must hold (see the crate docs, "Replicas and failover"):
+//! - a lease claimed during the stall and acked after the takeover (no
+//!   reaper or worker could take it) answers `Ok` or `LeaseVanished`;
 //! - on every setting, no id ever names two payloads (producers after the
 //!   failover use a fresh handle, which has seen no id);
 //! - with `wait_for_replicas(1, ..)`: no `Ok`-enqueued item is lost (never
@@ -48,6 +50,10 @@ struct Ledger {
     lease_lost: u64,
     /// Acks answered `LeaseVanished`.
     vanished: u64,
+    /// The slow worker's acks that answered `LeaseVanished`, and any
+    /// other error they answered.
+    slow_vanished: u64,
+    slow_other: Vec<String>,
     /// The first errors seen, for the report.
     errors: Vec<String>,
 }
@@ -207,6 +213,58 @@ async fn work(
     }
 }
 
+/// A worker whose job spans the failover: claims (with a lease that
+/// outlives the test) once the replica stalls, and acks once the replica
+/// took over. A claim the failover took back is a lease no reaper or
+/// worker took from it: its ack must answer `LeaseVanished`, never
+/// `LeaseLost`.
+async fn slow_work(
+    b: Arc<dyn Backend>,
+    q: QueueName,
+    ledger: Arc<Mutex<Ledger>>,
+    stalled: Arc<tokio::sync::Notify>,
+    promoted: Arc<tokio::sync::Notify>,
+) {
+    let settle = Settle::new();
+    stalled.notified().await;
+    let spec = ClaimSpec::new(10, Duration::from_secs(60)).expect("spec");
+    let Ok(claimed) = settle.claim(b.as_ref(), &q, spec).await else {
+        return;
+    };
+    promoted.notified().await;
+    // The first send reaches the new master: a send cut off by the dead
+    // one is an unknown outcome, which settling reads as landed.
+    while b.stats(&q).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held: Vec<Held> = claimed
+        .leases
+        .iter()
+        .map(|l| Held {
+            key: l.key.clone(),
+            until: l.expires_at,
+        })
+        .collect();
+    let results = settle.ack_many(b.as_ref(), &held).await;
+    let mut l = ledger.lock().expect("ledger");
+    for (i, lease) in claimed.leases.iter().enumerate() {
+        let acked = match results.as_ref().map(|r| r.get(i)) {
+            Ok(Some(Ok(()))) => true,
+            Ok(Some(Err(Error::LeaseVanished { .. }))) => {
+                l.slow_vanished += 1;
+                false
+            }
+            Ok(Some(Err(e))) => {
+                l.slow_other.push(e.to_string());
+                false
+            }
+            _ => false,
+        };
+        l.runs
+            .push((tag_of(&lease.payload), lease.key.id.get(), acked));
+    }
+}
+
 /// Reaps every 200 ms until `stop`.
 async fn reap(b: Arc<dyn Backend>, q: QueueName, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::SeqCst) {
@@ -278,11 +336,26 @@ async fn forced_failover(which: Which, wait: bool) {
         ));
     }
     rest.spawn(reap(backend.clone(), queue.clone(), stop_rest.clone()));
+    let stalled = Arc::new(tokio::sync::Notify::new());
+    let promoted = Arc::new(tokio::sync::Notify::new());
+    if !wait {
+        // With waits on, a claim during the stall waits its timeout and is
+        // settled for seconds; the waits make no lease vanish anyway.
+        rest.spawn(slow_work(
+            backend.clone(),
+            queue.clone(),
+            ledger.clone(),
+            stalled.clone(),
+            promoted.clone(),
+        ));
+    }
 
     // The storm runs, then the replica stalls while writes pile up.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     cluster.signal(replica, "STOP").expect("stop the replica");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    stalled.notify_one();
+    tokio::time::sleep(Duration::from_millis(750)).await;
     // The handle that enqueued so far stops: its id floor would re-seed
     // the counter, and the point is a client that has seen no id.
     stop_producers.store(true, Ordering::SeqCst);
@@ -292,6 +365,7 @@ async fn forced_failover(which: Which, wait: bool) {
     cluster.signal(replica, "CONT").expect("wake the replica");
     common::cluster::node_text(replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]).expect("takeover");
     wait_until(Duration::from_secs(10), || is_master(replica)).expect("the replica took over");
+    promoted.notify_one();
     cluster.add_replica(replica).expect("a new replica");
     wait_until(Duration::from_secs(15), || cluster.replica_online(replica))
         .expect("the new master has a replica in sync");
@@ -334,7 +408,7 @@ async fn forced_failover(which: Which, wait: bool) {
     println!(
         "failover {} wait_for_replicas={}: ok-enqueued {}, lost {}, acked twice {}, \
          ids with two payloads {}; ran but no ack Ok {}, failed enqueues {}, runs {}, \
-         acks LeaseLost {}, acks LeaseVanished {}; {:.1} s",
+         acks LeaseLost {}, acks LeaseVanished {}, slow acks LeaseVanished {}; {:.1} s",
         which.name(),
         if wait { "1" } else { "off" },
         f.enqueued,
@@ -346,6 +420,7 @@ async fn forced_failover(which: Which, wait: bool) {
         l.runs.len(),
         l.lease_lost,
         l.vanished,
+        l.slow_vanished,
         started.elapsed().as_secs_f64()
     );
     for e in &l.errors {
@@ -355,6 +430,11 @@ async fn forced_failover(which: Which, wait: bool) {
     assert_eq!(
         f.ids_with_two_payloads, 0,
         "an id named two payloads: {f:?}"
+    );
+    assert!(
+        l.slow_other.is_empty(),
+        "a lease no reaper or worker took answered other than Ok or LeaseVanished: {:?}",
+        l.slow_other
     );
     if wait {
         assert_eq!(f.lost, 0, "Ok-enqueued items lost: {f:?}");
