@@ -149,6 +149,17 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+/// What `WAIT` answered, as the count of replicas that acknowledged.
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
+pub(crate) fn replicas_acked(waited: Result<Reply, ClientError>) -> Result<i64, ClientError> {
+    match waited? {
+        Reply::Int(n) => Ok(n),
+        other => Err(ClientError::transport(format!(
+            "WAIT answered {other:?}, not a count"
+        ))),
+    }
+}
+
 /// Seconds for a blocking pop: at least 1 ms, whole ms.
 #[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
 pub(crate) fn block_secs(timeout: Duration) -> f64 {

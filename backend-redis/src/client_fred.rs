@@ -26,7 +26,7 @@ use fred::prelude::{
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
-use crate::client::{block_secs, IdlePool, NodeReply};
+use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `fred` crate.
@@ -202,6 +202,15 @@ type ScriptAndWait = (
 );
 
 impl FredClient {
+    /// A command's error, judged as this client's kind (one server or a
+    /// cluster) reports it.
+    fn error(&self, e: FredError) -> ClientError {
+        match &self.cluster {
+            Some(_) => cluster_error(e),
+            None => client_error(e),
+        }
+    }
+
     /// `EVALSHA` (or `EVAL` with the source, `with_source`) and `WAIT
     /// replicas timeout_ms` in one pipeline. Both name the slot of the
     /// script's first key, so on a cluster both go to the node that serves
@@ -453,10 +462,7 @@ impl ScriptClient for FredClient {
             },
             other => other,
         };
-        convert(reply.map_err(|e| match &self.cluster {
-            Some(_) => cluster_error(e),
-            None => client_error(e),
-        })?)
+        convert(reply.map_err(|e| self.error(e))?)
     }
 
     async fn eval_wait(
@@ -478,20 +484,10 @@ impl ScriptClient for FredClient {
         if matches!(&replies.0, Err(e) if e.details().starts_with("NOSCRIPT")) {
             replies = self.script_and_wait(script, keys, args, true, wait).await?;
         }
-        let mapped = |e: FredError| match &self.cluster {
-            Some(_) => cluster_error(e),
-            None => client_error(e),
-        };
         let (ran, waited) = replies;
-        let reply = convert(ran.map_err(mapped)?)?;
-        let acked = match waited.map_err(mapped) {
-            Ok(Value::Integer(n)) => Ok(n),
-            Ok(other) => Err(ClientError::transport(format!(
-                "WAIT answered {other:?}, not a count"
-            ))),
-            Err(e) => Err(e),
-        };
-        Ok((reply, acked))
+        let reply = convert(ran.map_err(|e| self.error(e))?)?;
+        let waited = waited.map_err(|e| self.error(e)).and_then(convert);
+        Ok((reply, replicas_acked(waited)))
     }
 
     async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {

@@ -25,7 +25,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
-use crate::client::{block_secs, IdlePool, NodeReply};
+use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `redis` crate.
@@ -387,15 +387,7 @@ impl ScriptClient for RedisRsClient {
                 .map_err(client_error)?;
         }
         let (ran, waited) = replies;
-        let reply = convert(ran)?;
-        let acked = match convert(waited) {
-            Ok(Reply::Int(n)) => Ok(n),
-            Ok(other) => Err(ClientError::transport(format!(
-                "WAIT answered {other:?}, not a count"
-            ))),
-            Err(e) => Err(e),
-        };
-        Ok((reply, acked))
+        Ok((convert(ran)?, replicas_acked(convert(waited))))
     }
 
     async fn admin(&self, args: &[&str]) -> std::result::Result<Vec<NodeReply>, ClientError> {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{node_text, wait_until, LocalCluster};
 use common::Which;
 use leaseq_core::settle::{Held, Settle};
-use leaseq_core::{Backend, ClaimSpec, Error, NewItem, QueueName};
+use leaseq_core::{Backend, ClaimSpec, Claimed, Error, NewItem, QueueName};
 use leaseq_redis::{KeyLayout, RedisConfig};
 
 /// Bytes per payload: enough that a stopped replica's link clogs.
@@ -125,6 +125,18 @@ fn tag_of(payload: &[u8]) -> String {
     String::from_utf8_lossy(&payload[..end]).into_owned()
 }
 
+/// The claim's leases, each with the expiry it was claimed with.
+fn held(claimed: &Claimed) -> Vec<Held> {
+    claimed
+        .leases
+        .iter()
+        .map(|l| Held {
+            key: l.key.clone(),
+            until: l.expires_at,
+        })
+        .collect()
+}
+
 /// Enqueues batches until `stop`, recording each `Ok`.
 async fn produce(
     b: Arc<dyn Backend>,
@@ -181,15 +193,7 @@ async fn work(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         }
-        let held: Vec<Held> = claimed
-            .leases
-            .iter()
-            .map(|l| Held {
-                key: l.key.clone(),
-                until: l.expires_at,
-            })
-            .collect();
-        let results = settle.ack_many(b.as_ref(), &held).await;
+        let results = settle.ack_many(b.as_ref(), &held(&claimed)).await;
         let mut l = ledger.lock().expect("ledger");
         for (i, lease) in claimed.leases.iter().enumerate() {
             let acked = match &results {
@@ -237,15 +241,7 @@ async fn slow_work(
     while b.stats(&q).await.is_err() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let held: Vec<Held> = claimed
-        .leases
-        .iter()
-        .map(|l| Held {
-            key: l.key.clone(),
-            until: l.expires_at,
-        })
-        .collect();
-    let results = settle.ack_many(b.as_ref(), &held).await;
+    let results = settle.ack_many(b.as_ref(), &held(&claimed)).await;
     let mut l = ledger.lock().expect("ledger");
     for (i, lease) in claimed.leases.iter().enumerate() {
         let acked = match results.as_ref().map(|r| r.get(i)) {
