@@ -223,7 +223,9 @@ impl FredClient {
         with_source: bool,
         (replicas, timeout_ms): (u32, u64),
     ) -> std::result::Result<ScriptAndWait, ClientError> {
-        let slot = keys.first().map_or(0, |k| crate::key_slot(k.as_bytes()));
+        let slot = keys
+            .first()
+            .map_or(0, |k| crate::keys::key_slot(k.as_bytes()));
         let (name, body) = if with_source {
             ("EVAL", Bytes::from_static(script.source().as_bytes()))
         } else {

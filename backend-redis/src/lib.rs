@@ -106,7 +106,7 @@
 //!
 //! Each enqueue also stores the server's replication id
 //! (`master_replid` of `INFO replication`) with the counter
-//! ([`KeyLayout::id_run`]). A master promoted by a failover, and a server
+//! ([`keys::KeyLayout::id_run`]). A master promoted by a failover, and a server
 //! restarted, run under a new replication id, and may hold a counter from
 //! before ids the old history handed out and lost (writes the replica had
 //! not received, or made after the snapshot); so when the stored id is

@@ -30,7 +30,8 @@ use common::cluster::{node_text, wait_until, LocalCluster};
 use common::Which;
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{Backend, ClaimSpec, Claimed, Error, NewItem, QueueName};
-use leaseq_redis::{KeyLayout, RedisConfig};
+use leaseq_redis::keys::KeyLayout;
+use leaseq_redis::RedisConfig;
 
 /// Bytes per payload: enough that a stopped replica's link clogs.
 const PAYLOAD: usize = 4096;
