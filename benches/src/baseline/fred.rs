@@ -30,7 +30,9 @@ impl FredRaw {
     pub async fn connect(url: &str, prefix: &str) -> Result<Self> {
         let mut config = Config::from_url(url).map_err(err("redis url"))?;
         config.fail_fast = true;
+        // Connected as the backend connects (`RedisConfig::tcp_nodelay`).
         let client = Builder::from_config(config)
+            .with_connection_config(|c| c.tcp.nodelay = Some(true))
             .build()
             .map_err(err("building the client"))?;
         client.init().await.map_err(err("connecting"))?;

@@ -29,7 +29,11 @@ fn err(what: &str) -> impl FnOnce(redis::RedisError) -> Error + '_ {
 impl RedisRsRaw {
     /// Connects one multiplexed connection to `url`; keys start with `prefix`.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self> {
-        let client = redis::Client::open(url).map_err(err("redis url"))?;
+        // Connected as the backend connects (`RedisConfig::tcp_nodelay`).
+        let info = redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(err("redis url"))?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info).map_err(err("redis url"))?;
         let conn = client
             .get_multiplexed_async_connection()
             .await
