@@ -439,8 +439,13 @@ impl ScriptClient for FredClient {
             None => {
                 // No command timeout: the server ends the pop; the guard
                 // below covers a server that stopped answering.
-                let c = build(&self.base, Duration::ZERO, self.connect_timeout, self.nodelay)
-                    .map_err(ClientError::transport)?;
+                let c = build(
+                    &self.base,
+                    Duration::ZERO,
+                    self.connect_timeout,
+                    self.nodelay,
+                )
+                .map_err(ClientError::transport)?;
                 start(&c, self.connect_timeout)
                     .await
                     .map_err(client_error)?;

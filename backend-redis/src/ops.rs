@@ -168,7 +168,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             }
             for (k, row) in rows.chunks_exact(decode::CLAIM_ROW).enumerate() {
                 let token = spec.token(slot(done + k));
-                out.leases.push(decode::claimed(queue, row, token, expires_at)?);
+                out.leases
+                    .push(decode::claimed(queue, row, token, expires_at)?);
             }
             out.repairs.extend(decode::repairs(queue, &f[1])?);
             out.retry_after = f[3].opt_uint()?.map(Duration::from_millis);
