@@ -54,7 +54,9 @@ while n < max do
       homes[#homes + 1] = m
       local b = n * 6
       leases[b + 1], leases[b + 2], leases[b + 3] = id, f[5], att
-      leases[b + 4], leases[b + 5], leases[b + 6] = tonumber(f[3]), tonumber(f[4]), exp - enq
+      -- Max attempts and priority go back as the item holds them (checked
+      -- decimal integers): no number conversion for the reply.
+      leases[b + 4], leases[b + 5], leases[b + 6] = f[3], f[4], exp - enq
       n = n + 1
     end
   end

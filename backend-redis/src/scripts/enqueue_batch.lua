@@ -179,7 +179,10 @@ local function enqueue_batch(base)
     else
       -- Priority and max attempts go on as the client sent them (decimal
       -- integers); Lua numbers would be formatted as floats on every call.
-      local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
+      -- The delay is compared as text first: no number conversion for the
+      -- usual item without one.
+      local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+      if delay ~= '0' then delay = tonumber(delay) else delay = 0 end
       used = used + 1
       local id = new[used]
       ids[i] = id
