@@ -161,9 +161,12 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             let f = r.tuple(5)?;
             let expires_at = f[4].uint()?;
             let rows = f[0].array()?;
-            if rows.len() % decode::CLAIM_ROW != 0 {
+            if rows.len() % decode::CLAIM_ROW != 0 || rows.len() / decode::CLAIM_ROW > want {
                 return Err(Error::Corrupt {
-                    what: format!("claim answered {} values, not whole leases", rows.len()),
+                    what: format!(
+                        "claim of up to {want} answered {} values, not whole leases within the slots",
+                        rows.len()
+                    ),
                 });
             }
             for (k, row) in rows.chunks_exact(decode::CLAIM_ROW).enumerate() {
