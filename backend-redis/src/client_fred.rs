@@ -51,6 +51,8 @@ pub struct FredClient {
     cluster: Option<Options>,
     base: Config,
     connect_timeout: Duration,
+    /// `TCP_NODELAY` on every connection ([`RedisConfig::tcp_nodelay`]).
+    nodelay: bool,
     idle: IdlePool<fred::clients::Client>,
 }
 
@@ -86,9 +88,11 @@ fn build(
     base: &Config,
     command_timeout: Duration,
     connect_timeout: Duration,
+    nodelay: bool,
 ) -> Result<fred::clients::Client> {
     Builder::from_config(base.clone())
         .with_connection_config(|c| {
+            c.tcp.nodelay = Some(nodelay);
             c.connection_timeout = connect_timeout;
             c.internal_command_timeout = connect_timeout;
             c.max_command_attempts = 1;
@@ -131,7 +135,12 @@ impl FredClient {
         };
         tls_config(config, &mut base)?;
         base.fail_fast = true;
-        let main = build(&base, config.response_timeout, config.connect_timeout)?;
+        let main = build(
+            &base,
+            config.response_timeout,
+            config.connect_timeout,
+            config.tcp_nodelay,
+        )?;
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
@@ -141,6 +150,7 @@ impl FredClient {
             main,
             base,
             connect_timeout: config.connect_timeout,
+            nodelay: config.tcp_nodelay,
             idle: IdlePool::new(config.idle_wait_connections),
         })
     }
@@ -543,8 +553,13 @@ impl ScriptClient for FredClient {
             None => {
                 // No command timeout: the server ends the pop; the guard
                 // below covers a server that stopped answering.
-                let c = build(&self.base, Duration::ZERO, self.connect_timeout)
-                    .map_err(ClientError::transport)?;
+                let c = build(
+                    &self.base,
+                    Duration::ZERO,
+                    self.connect_timeout,
+                    self.nodelay,
+                )
+                .map_err(ClientError::transport)?;
                 start(&c, self.connect_timeout)
                     .await
                     .map_err(client_error)?;

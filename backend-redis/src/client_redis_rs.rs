@@ -23,7 +23,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnecti
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, RedisError, Value};
 
 use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
@@ -76,6 +76,7 @@ impl fmt::Debug for RedisRsClient {
 fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
     let builder = ClusterClientBuilder::new(config.seeds.iter().map(String::as_str))
         .connection_timeout(config.connect_timeout)
+        .tcp_settings(tcp_settings(config))
         .retries(0);
     #[cfg(feature = "tls")]
     let builder = if config.uses_tls() {
@@ -100,18 +101,30 @@ fn tls_certificates(pem: &[u8]) -> redis::TlsCertificates {
     }
 }
 
+/// `TCP_NODELAY` as [`RedisConfig::tcp_nodelay`] says (the crate's default
+/// is off).
+fn tcp_settings(config: &RedisConfig) -> redis::io::tcp::TcpSettings {
+    redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay)
+}
+
 /// The client for one server; for a TLS URL, one that speaks TLS (with
 /// the configured roots), or an error, never a plaintext one.
 fn single_client(config: &RedisConfig) -> Result<Client> {
     let invalid = |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.url));
+    let info = config
+        .url
+        .as_str()
+        .into_connection_info()
+        .map_err(invalid)?
+        .set_tcp_settings(tcp_settings(config));
     #[cfg(feature = "tls")]
     let client = match config.get_tls_root_cert() {
-        Some(pem) => Client::build_with_tls(config.url.as_str(), tls_certificates(pem)),
-        None => Client::open(config.url.as_str()),
+        Some(pem) => Client::build_with_tls(info, tls_certificates(pem)),
+        None => Client::open(info),
     }
     .map_err(invalid)?;
     #[cfg(not(feature = "tls"))]
-    let client = Client::open(config.url.as_str()).map_err(invalid)?;
+    let client = Client::open(info).map_err(invalid)?;
     let is_tls = matches!(
         client.get_connection_info().addr(),
         redis::ConnectionAddr::TcpTls { .. }

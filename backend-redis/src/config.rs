@@ -24,6 +24,7 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) reap_batch: u32,
     pub(crate) idle_wait_connections: usize,
+    pub(crate) tcp_nodelay: bool,
     /// `Some(false)`: report the backend not durable whatever the server
     /// says (see [`RedisConfig::durable`]).
     pub(crate) durable: Option<bool>,
@@ -133,6 +134,7 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(2),
             reap_batch: 500,
             idle_wait_connections: 4,
+            tcp_nodelay: true,
             durable: None,
             allow_eviction: false,
             replica_wait: None,
@@ -241,6 +243,21 @@ impl RedisConfig {
     pub fn idle_wait_connections(mut self, n: usize) -> Self {
         self.idle_wait_connections = n;
         self
+    }
+
+    /// Sets `TCP_NODELAY` on every connection to the server (on by
+    /// default): a script call is one small write, sent at once instead of
+    /// waiting for the acknowledgement of the previous segment (Nagle's
+    /// algorithm). Both clients (`redis` and `fred`) apply it the same way,
+    /// on plain and TLS connections, single server and cluster.
+    pub fn tcp_nodelay(mut self, on: bool) -> Self {
+        self.tcp_nodelay = on;
+        self
+    }
+
+    /// Whether connections set `TCP_NODELAY` ([`RedisConfig::tcp_nodelay`]).
+    pub fn get_tcp_nodelay(&self) -> bool {
+        self.tcp_nodelay
     }
 
     /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:

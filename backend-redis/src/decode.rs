@@ -15,8 +15,8 @@
 //! send one (a unit test keeps the two sets of numbers equal).
 
 use leaseq_core::{
-    Error, ItemId, ItemInfo, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair, Result,
-    Timestamp,
+    Enqueued, Error, ItemId, ItemInfo, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair,
+    Result, Timestamp,
 };
 
 use crate::Reply;
@@ -81,26 +81,75 @@ fn enqueued_before(expires_at: u64, age: i64) -> Timestamp {
 }
 
 /// `{ id, token, payload, attempts, max attempts, priority, expires at,
-/// expires at - enqueued at }`.
+/// expires at - enqueued at }` (`recover_claim`'s rows).
 pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
     let f = r.tuple(8)?;
-    let expires_at = f[6].uint()?;
     let token: LeaseToken = f[1].text()?.parse().map_err(|_| Error::Corrupt {
         what: format!("bad token in claim reply: {:?}", f[1]),
     })?;
+    let row = [
+        f[0].clone(),
+        f[2].clone(),
+        f[3].clone(),
+        f[4].clone(),
+        f[5].clone(),
+        f[7].clone(),
+    ];
+    claimed(queue, &row, token, f[6].uint()?)
+}
+
+/// Values per lease in a claim's flat reply (see [`claimed`]).
+pub(crate) const CLAIM_ROW: usize = 6;
+
+/// One lease of a claim's flat reply, [`CLAIM_ROW`] values: `id, payload,
+/// attempts, max attempts, priority, expires at - enqueued at`. The claim
+/// does not send back what the caller knows: the lease's token (the
+/// caller's, in slot order) and its expiry (one for the whole claim).
+pub(crate) fn claimed(
+    queue: &QueueName,
+    f: &[Reply],
+    token: LeaseToken,
+    expires_at: u64,
+) -> Result<Lease> {
+    let [id, payload, attempts, max_attempts, priority, age] = f else {
+        return Err(Error::Corrupt {
+            what: format!("claim reply row of {} values, wanted {CLAIM_ROW}", f.len()),
+        });
+    };
     Ok(Lease {
         key: LeaseKey {
             queue: queue.clone(),
-            id: ItemId::new(f[0].uint()?),
+            id: ItemId::new(id.uint()?),
             token,
         },
-        payload: f[2].bytes()?,
-        attempts: attempts_of(&f[3])?,
-        max_attempts: max_attempts_of(&f[4])?,
-        priority: i32_of(&f[5])?,
+        payload: payload.bytes()?,
+        attempts: attempts_of(attempts)?,
+        max_attempts: max_attempts_of(max_attempts)?,
+        priority: i32_of(priority)?,
         expires_at: Timestamp::from_millis(expires_at),
-        enqueued_at: enqueued_before(expires_at, f[7].int()?),
+        enqueued_at: enqueued_before(expires_at, age.int()?),
     })
+}
+
+/// One signed id per item of a batch of `n`: the item's id, negated when
+/// the item was deduplicated (ids start at 1, so 0 is never sent).
+pub(crate) fn enqueued(rows: &[Reply], n: usize) -> Result<Vec<Enqueued>> {
+    if rows.len() != n {
+        return Err(Error::Corrupt {
+            what: format!("enqueue of {n} items answered {}", rows.len()),
+        });
+    }
+    rows.iter()
+        .map(|row| match row.int()? {
+            0 => Err(Error::Corrupt {
+                what: "enqueue answered id 0".into(),
+            }),
+            id => Ok(Enqueued {
+                id: ItemId::new(id.unsigned_abs()),
+                deduplicated: id < 0,
+            }),
+        })
+        .collect()
 }
 
 /// `{ index, id, problem }` triples, each logged as it is decoded: entries
@@ -258,6 +307,33 @@ mod tests {
         assert_eq!(i.last_error.as_deref(), Some("boom"));
         assert_eq!(i.due_at, None);
         assert_eq!(i.enqueued_at, Timestamp::from_millis(1_700_000_000_000));
+    }
+
+    #[test]
+    fn claim_rows_and_signed_enqueue_ids_decode() {
+        let q = QueueName::new("q").expect("valid");
+        let tok = LeaseToken::random();
+        let row = [
+            Reply::Int(4),
+            d("p"),
+            Reply::Int(1),
+            Reply::Int(3),
+            Reply::Int(-2),
+            Reply::Int(250),
+        ];
+        let l = claimed(&q, &row, tok, 1_000).expect("decodes");
+        assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
+        assert_eq!(l.expires_at, Timestamp::from_millis(1_000));
+        assert_eq!(l.enqueued_at, Timestamp::from_millis(750));
+        assert!(matches!(
+            claimed(&q, &row[..5], tok, 1_000),
+            Err(Error::Corrupt { .. })
+        ));
+        let out = enqueued(&[Reply::Int(7), Reply::Int(-3)], 2).expect("decodes");
+        assert_eq!((out[0].id, out[0].deduplicated), (ItemId::new(7), false));
+        assert_eq!((out[1].id, out[1].deduplicated), (ItemId::new(3), true));
+        assert!(enqueued(&[Reply::Int(0)], 1).is_err());
+        assert!(enqueued(&[Reply::Int(1)], 2).is_err());
     }
 
     #[test]

@@ -68,24 +68,6 @@ pub(crate) fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
     Ok(())
 }
 
-/// `{ id, deduplicated }` rows, one per item of a batch of `n`.
-pub(crate) fn enqueued(rows: &[crate::Reply], n: usize) -> Result<Vec<Enqueued>> {
-    if rows.len() != n {
-        return Err(Error::Corrupt {
-            what: format!("enqueue of {n} items answered {}", rows.len()),
-        });
-    }
-    rows.iter()
-        .map(|row| {
-            let f = row.tuple(2)?;
-            Ok(Enqueued {
-                id: ItemId::new(f[0].uint()?),
-                deduplicated: f[1].int()? == 1,
-            })
-        })
-        .collect()
-}
-
 #[async_trait]
 impl<C: ScriptClient> Backend for RedisBackend<C> {
     fn capabilities(&self) -> Capabilities {
@@ -119,7 +101,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .await?;
         let f = r.tuple(2)?;
         log_note(queue, &f[1])?;
-        let out = enqueued(f[0].array()?, items.len())?;
+        let out = decode::enqueued(f[0].array()?, items.len())?;
         self.floors.saw(queue, out.iter().map(|e| e.id));
         Ok(out)
     }
@@ -155,7 +137,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 items.len()
             )));
         }
-        let out = enqueued(rows, items.len())?;
+        let out = decode::enqueued(rows, items.len())?;
         self.floors.saw(queue, out.iter().map(|e| e.id));
         Ok(out)
     }
@@ -176,9 +158,21 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             let r = self
                 .run_with_keys(&self.scripts.claim, queue, limits_key.clone(), args)
                 .await?;
-            let f = r.tuple(4)?;
-            for l in f[0].array()? {
-                out.leases.push(decode::lease(queue, l)?);
+            let f = r.tuple(5)?;
+            let expires_at = f[4].uint()?;
+            let rows = f[0].array()?;
+            if rows.len() % decode::CLAIM_ROW != 0 || rows.len() / decode::CLAIM_ROW > want {
+                return Err(Error::Corrupt {
+                    what: format!(
+                        "claim of up to {want} answered {} values, not whole leases within the slots",
+                        rows.len()
+                    ),
+                });
+            }
+            for (k, row) in rows.chunks_exact(decode::CLAIM_ROW).enumerate() {
+                let token = spec.token(slot(done + k));
+                out.leases
+                    .push(decode::claimed(queue, row, token, expires_at)?);
             }
             out.repairs.extend(decode::repairs(queue, &f[1])?);
             out.retry_after = f[3].opt_uint()?.map(Duration::from_millis);
@@ -265,14 +259,21 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 args.extend(lease_args(&leases[i]));
             }
             let r = self.run(&self.scripts.ack_many, queue, args).await?;
-            let flags = r.array()?;
-            if flags.len() != at.len() {
-                return Err(Error::Corrupt {
-                    what: format!("ack of {} leases answered {}", at.len(), flags.len()),
-                });
+            // The script answers the positions (from 1) of the lost leases.
+            let mut acked = vec![true; at.len()];
+            for pos in r.array()? {
+                let p = usize::try_from(pos.uint()?).unwrap_or(usize::MAX);
+                match acked.get_mut(p.wrapping_sub(1)) {
+                    Some(a) => *a = false,
+                    None => {
+                        return Err(Error::Corrupt {
+                            what: format!("ack of {} leases answered position {p}", at.len()),
+                        })
+                    }
+                }
             }
-            for (&i, flag) in at.iter().zip(flags) {
-                if flag.int()? == 1 {
+            for (&i, ok) in at.iter().zip(acked) {
+                if ok {
                     out[i] = Ok(());
                 }
             }

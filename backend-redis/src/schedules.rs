@@ -24,7 +24,8 @@ use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredS
 use leaseq_core::{Error, NewItem, QueueName, Result, Timestamp};
 
 use crate::backend::arg;
-use crate::ops::{enqueued, log_note};
+use crate::decode::enqueued;
+use crate::ops::log_note;
 use crate::{RedisBackend, Reply, ScriptClient};
 
 /// The queue whose hash tag the index of schedules carries.

@@ -36,7 +36,8 @@
 //! default durability (`synchronous=FULL`) unless
 //! `LEASEQ_BENCH_SQLITE_SYNC=normal`. `LEASEQ_BENCH_BACKENDS`
 //! (comma-separated: `memory,redis-rs,fred,postgres,sqlite`) picks which
-//! backends run.
+//! backends run. Every Redis connection (backends and raw baselines alike)
+//! sets `TCP_NODELAY` unless `LEASEQ_BENCH_TCP_NODELAY=off`.
 
 pub mod baseline;
 pub mod drain;

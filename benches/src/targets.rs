@@ -132,11 +132,30 @@ impl BackendFactory for MemoryFactory {
     }
 }
 
+/// Whether every Redis connection of the benches (the backends' and the
+/// raw baselines', so all are connected the same way) sets `TCP_NODELAY`:
+/// `LEASEQ_BENCH_TCP_NODELAY` (`on` or `off`), else on, the backend's
+/// default ([`leaseq_redis::RedisConfig::tcp_nodelay`]). An unknown value
+/// is refused.
+pub fn redis_tcp_nodelay() -> Result<bool, Unavailable> {
+    match std::env::var("LEASEQ_BENCH_TCP_NODELAY") {
+        Err(_) => Ok(true),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "on" => Ok(true),
+            "off" => Ok(false),
+            other => Err(Unavailable(format!(
+                "LEASEQ_BENCH_TCP_NODELAY={other:?}: expected on or off"
+            ))),
+        },
+    }
+}
+
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
-fn redis_config(url: &str) -> leaseq_redis::RedisConfig {
-    leaseq_redis::RedisConfig::new(url)
+fn redis_config(url: &str) -> Result<leaseq_redis::RedisConfig, Unavailable> {
+    Ok(leaseq_redis::RedisConfig::new(url)
         .prefix(NAMESPACE)
         .test_hooks(true)
+        .tcp_nodelay(redis_tcp_nodelay()?))
 }
 
 /// The Redis backend on the `redis` crate.
@@ -155,7 +174,7 @@ impl BackendFactory for RedisRsFactory {
     }
 
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
-        let b = leaseq_redis::RedisRsBackend::connect(redis_config(&self.url))
+        let b = leaseq_redis::RedisRsBackend::connect(redis_config(&self.url)?)
             .await
             .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
         Ok(TestBackend::real(Arc::new(b)))
@@ -178,7 +197,7 @@ impl BackendFactory for FredFactory {
     }
 
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
-        let b = leaseq_redis::FredBackend::connect(redis_config(&self.url))
+        let b = leaseq_redis::FredBackend::connect(redis_config(&self.url)?)
             .await
             .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
         Ok(TestBackend::real(Arc::new(b)))
@@ -216,7 +235,7 @@ impl BackendFactory for PgFactory {
 async fn redis_rs_target() -> Result<Target, Unavailable> {
     let url = redis_url();
     let backend = RedisRsFactory { url: url.clone() }.backend().await?;
-    let raw = crate::baseline::RedisRsRaw::connect(&url, NAMESPACE)
+    let raw = crate::baseline::RedisRsRaw::connect(&url, NAMESPACE, redis_tcp_nodelay()?)
         .await
         .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
     Ok(Target {
@@ -235,7 +254,7 @@ async fn redis_rs_target() -> Result<Target, Unavailable> {
 async fn fred_target() -> Result<Target, Unavailable> {
     let url = redis_url();
     let backend = FredFactory { url: url.clone() }.backend().await?;
-    let raw = crate::baseline::FredRaw::connect(&url, NAMESPACE)
+    let raw = crate::baseline::FredRaw::connect(&url, NAMESPACE, redis_tcp_nodelay()?)
         .await
         .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
     Ok(Target {

@@ -1,10 +1,12 @@
 -- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot;
 -- KEYS[10] = the queue's limits hash (scripts/limits.lua).
--- Returns { leases, repairs, more, retry after ms or nil } where a lease is
--- { id, token, payload, attempts, max attempts, priority, expires at,
--- expires at - enqueued at } (the last a difference: a few digits instead
--- of thirteen) and more = 1 when the call stopped at its repair budget with
--- slots still open. An item without an `enq` field (written before the field
+-- Returns { leases, repairs, more, retry after ms or nil, expires at }
+-- where leases is one flat array, six values per lease: id, payload,
+-- attempts, max attempts, priority, expires at - enqueued at (a difference:
+-- a few digits instead of thirteen). The k-th lease holds the k-th token of
+-- ARGV and every lease of the call expires at the same time, so neither is
+-- sent back. more = 1 when the call stopped at its repair budget with slots
+-- still open. An item without an `enq` field (written before the field
 -- existed) gets this claim's time, written to the item so its later claims
 -- and inspection show the same.
 -- An item whose fields are outside the limits (see `unusable`) is
@@ -22,10 +24,10 @@ if refused then return refused end
 max = allowed
 local repairs = {}
 promote_due(now, repairs)
-local leases = {}
+local leases, n = {}, 0
 local examined, budget, more = 0, max + 1000, 0
-while #leases < max do
-  local ms = redis.call('ZRANGE', K_READY, 0, max - #leases - 1)
+while n < max do
+  local ms = redis.call('ZRANGE', K_READY, 0, max - n - 1)
   if #ms == 0 then break end
   -- This round's moves, applied with one ZREM and one ZADD before the next
   -- ZRANGE reads the index again.
@@ -38,7 +40,7 @@ while #leases < max do
       -- Poison: moved aside, never leased (so never handed out unreturned).
       quarantine(m, id, k, 'ready', problem, repairs)
     elseif id then
-      local token = ARGV[4 + #leases]
+      local token = ARGV[4 + n]
       local att = tonumber(f[2]) + 1
       local enq = int_field(f[6], 0, ID_MAX)
       if enq then
@@ -50,14 +52,19 @@ while #leases < max do
       moved[#moved + 1] = m
       homes[#homes + 1] = exp_s
       homes[#homes + 1] = m
-      leases[#leases + 1] = { id, token, f[5], att, tonumber(f[3]), tonumber(f[4]), exp, exp - enq }
+      local b = n * 6
+      leases[b + 1], leases[b + 2], leases[b + 3] = id, f[5], att
+      -- Max attempts and priority go back as the item holds them (checked
+      -- decimal integers): no number conversion for the reply.
+      leases[b + 4], leases[b + 5], leases[b + 6] = f[3], f[4], exp - enq
+      n = n + 1
     end
   end
   call_chunked('ZREM', K_READY, moved)
   call_chunked('ZADD', K_LEASED, homes)
-  if examined >= budget and #leases < max then
+  if examined >= budget and n < max then
     more = 1
     break
   end
 end
-return { leases, repairs, more, limits_done(#leases) }
+return { leases, repairs, more, limits_done(n), exp }

@@ -33,7 +33,11 @@ end
 
 local function fmt_int(n) return string.format('%d', n) end
 -- The negation of a decimal integer string (the Ready score of a priority).
+-- Priority 0 gives '0', never '-0': the server stores the score -0 as text
+-- in a small sorted set (a listpack) and parses it back with strtod at every
+-- comparison, where 0 is stored as an integer. The two compare equal.
 local function neg(s)
+  if s == '0' then return s end
   if string.sub(s, 1, 1) == '-' then return string.sub(s, 2) end
   return '-' .. s
 end
@@ -56,6 +60,17 @@ local MAX_ATT_MAX = 2147483647
 local PRI_MIN, PRI_MAX = -2147483648, 2147483647
 -- Ids are exact up to 2^53 - 1 (Lua numbers are doubles).
 local ID_MAX = 9007199254740991
+
+-- The id index member `m` names, and its item's key; nil when `m` is not
+-- `member(id)` of an id from 1 to ID_MAX. Reads the digits `m` already has
+-- instead of formatting the id again (string.format is a C printf per call,
+-- paid per item in a batch).
+local function member_id(m)
+  if #m ~= 20 or string.find(m, '%D') then return nil end
+  local id = tonumber(m)
+  if id < 1 or id > ID_MAX then return nil end
+  return id, ITEM_PREFIX .. string.match(m, '[1-9]%d*$')
+end
 
 -- `s` (a field or key value: a string, or false when missing) as an integer
 -- in [lo, hi], or nil. `tonumber` alone would also take '1e3', '0x10', ' 5',
@@ -166,7 +181,8 @@ end
 local function to_ready(m, k, from, pri)
   if from then redis.call('HDEL', k, 'tok', 'due') end
   redis.call('HSET', k, 'st', 'ready')
-  set_home(m, from, 'ready', -(tonumber(pri) or 0))
+  -- `0 - x`, not `-x`: no -0 score (see `neg`).
+  set_home(m, from, 'ready', 0 - (tonumber(pri) or 0))
 end
 
 local function to_scheduled(m, k, from, due)
@@ -250,13 +266,12 @@ end
 -- when `payload`); otherwise repairs it, records the repair, and returns nil.
 local function check_entry(index, m, repairs, payload)
   local key = INDEX[index]
-  local id = tonumber(m)
-  if id == nil or id < 1 or id ~= math.floor(id) or member(id) ~= m then
+  local id, k = member_id(m)
+  if not id then
     redis.call('ZREM', key, m)
     add_repair(repairs, index, 0, 'malformed index entry ' .. string.sub(m, 1, 64))
     return nil
   end
-  local k = item_key(id)
   local f
   if payload then
     f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri', 'p', 'enq')

@@ -2,7 +2,8 @@
 -- its prune generation, ARGV[4] = the client's id floor, ARGV[5] = n, then
 -- per item: payload, priority, delay ms, max attempts, dedup key ('' =
 -- none), unique-for hold ms ('0' = none).
--- Returns { rows, note } with per item { id, deduplicated (0/1) }, and note
+-- Returns { rows, note } with rows one signed id per item (negated when
+-- the item was deduplicated; see scripts/enqueue_batch.lua), and note
 -- false, or a text when the id counter was re-seeded; or
 -- { 'unregistered', generation } when the queue must be registered first
 -- (nothing written). (The batch is written by `enqueue_batch`,

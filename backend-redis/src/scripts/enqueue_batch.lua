@@ -8,7 +8,8 @@
 -- this queue (0: none), ARGV[base + 4] = n, then per item: payload,
 -- priority, delay ms, max attempts, dedup key ('' = none), unique-for hold
 -- ms ('0' = none).
--- Returns (rows, note): per item { id, deduplicated (0/1) }, and a note
+-- Returns (rows, note): one flat array with one integer per item, its id,
+-- negated when the item was deduplicated (ids start at 1), and a note
 -- (text, or nil) when the id counter had to be re-seeded; or an error reply
 -- (a table with `err`) for the caller to return; or { unregistered = gen }
 -- when the batch would give the queue its first item since it left the
@@ -64,17 +65,20 @@ local function highest_indexed_id()
   return top
 end
 
--- How many of the ids after `last` (`n` of them) have an item key.
+-- How many of the ids after `last` (`n` of them) have an item key, and
+-- those keys in id order.
 local function taken_after(last, n)
   local ks = {}
   for id = last + 1, last + n do ks[#ks + 1] = item_key(id) end
-  return call_chunked('EXISTS', nil, ks)
+  return call_chunked('EXISTS', nil, ks), ks
 end
 
--- `n` new ids, rising, and a note when the counter was re-seeded; or nil and
--- an error line. Reads only. A queue with no counter and no item (new, or
--- deleted) starts above `start`, the registry's floor: ids of a deleted
--- queue are never handed out again. `run`: the server's replication id.
+-- `n` new ids, rising, a note when the counter was re-seeded (or nil), and
+-- the ids' item keys when the ids are the `n` after the counter (nil when
+-- some were stepped over); or nil and an error line. Reads only. A queue
+-- with no counter and no item (new, or deleted) starts above `start`, the
+-- registry's floor: ids of a deleted queue are never handed out again.
+-- `run`: the server's replication id.
 local function new_ids(n, floor, start, run)
   local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX)
   local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX)
@@ -103,20 +107,21 @@ local function new_ids(n, floor, start, run)
       .. ': a failover or restart may have lost ids handed out since; skipping ' .. fmt_int(RUN_GAP)
     last = last + RUN_GAP
   end
-  local taken = taken_after(last, n)
+  local taken, keys = taken_after(last, n)
   if taken > 0 and not walked then
     why = why or ('the id counter (' .. fmt_int(last) .. ') is behind existing items')
     local top = highest_indexed_id()
     walked = true
     if top > last then
       last = top
-      taken = taken_after(last, n)
+      taken, keys = taken_after(last, n)
     end
   end
   local ids = {}
   if taken == 0 then
     for i = 1, n do ids[i] = last + i end
   else
+    keys = nil
     -- Item keys in no index sit above the highest indexed id: step over them.
     local id = last
     for _ = 1, n + ID_PROBES do
@@ -135,7 +140,7 @@ local function new_ids(n, floor, start, run)
     return nil, 'LEASEQ_CORRUPT ids of queue ' .. K_SEQ .. ' ran past 2^53; nothing was written'
   end
   if why then why = why .. '; re-seeded: new ids from ' .. fmt_int(ids[1]) end
-  return ids, why
+  return ids, why, keys
 end
 
 -- Nil when the queue may get new items now: it is listed, or the client
@@ -177,13 +182,13 @@ local function enqueue_batch(base)
       end
     end
   end
-  local new, note = {}, nil
+  local new, note, keys = {}, nil, nil
   if fresh > 0 then
     local gen = unregistered(token, ARGV[base + 1])
     if gen then return { unregistered = gen } end
     local err
     local run = replication_id()
-    new, err = new_ids(fresh, floor, start, run)
+    new, err, keys = new_ids(fresh, floor, start, run)
     if not new then return redis.error_reply(err) end
     note = err
     -- The first write.
@@ -199,17 +204,20 @@ local function enqueue_batch(base)
     local b = first + i * 6
     local h = holder[i]
     if h and h >= 0 then
-      out[#out + 1] = { h, 1 }
+      out[#out + 1] = -h
     elseif h then
-      out[#out + 1] = { ids[-h - 1], 1 }
+      out[#out + 1] = -ids[-h - 1]
     else
       -- Priority and max attempts go on as the client sent them (decimal
       -- integers); Lua numbers would be formatted as floats on every call.
-      local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3], ARGV[b + 4]
+      -- The delay is compared as text first: no number conversion for the
+      -- usual item without one.
+      local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+      if delay ~= '0' then delay = tonumber(delay) else delay = 0 end
       used = used + 1
       local id = new[used]
       ids[i] = id
-      local k, m = item_key(id), member(id)
+      local k, m = keys and keys[used] or item_key(id), member(id)
       if delay > 0 then
         local due = fmt_int(now + delay)
         redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', '0', 'max', maxa, 'enq', now_s,
@@ -227,7 +235,7 @@ local function enqueue_batch(base)
         redis.call('HSET', k, 'dk', dk)
         redis.call('HSET', K_DEDUP, dk, id)
       end
-      out[#out + 1] = { id, 0 }
+      out[#out + 1] = id
     end
   end
   call_chunked('ZADD', K_READY, ready)

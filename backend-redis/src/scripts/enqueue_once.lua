@@ -9,7 +9,8 @@
 -- the batch is written as `enqueue` writes it and its results are stored
 -- under the request's key, with an expiry, in this same script; note as
 -- `enqueue` returns it.
--- Results are stored as "id:dedup,id:dedup,...".
+-- Results are stored as "id:dedup,id:dedup,..." and returned as `enqueue`
+-- returns them (one signed id per item).
 local K_REQ = KEYS[10]
 local t = key_type(K_REQ)
 if t == 'string' then
@@ -19,7 +20,7 @@ if t == 'string' then
   end
   local out = {}
   for id, d in string.gmatch(s, '(%d+):([01])') do
-    out[#out + 1] = { tonumber(id), tonumber(d) }
+    if d == '1' then out[#out + 1] = -tonumber(id) else out[#out + 1] = tonumber(id) end
   end
   return { 1, out, false }
 elseif t ~= 'none' then
@@ -29,6 +30,8 @@ local out, note = enqueue_batch(3)
 if out.err then return out end
 if out.unregistered then return { 'unregistered', out.unregistered } end
 local parts = {}
-for i, r in ipairs(out) do parts[i] = fmt_int(r[1]) .. ':' .. fmt_int(r[2]) end
+for i, r in ipairs(out) do
+  if r < 0 then parts[i] = fmt_int(-r) .. ':1' else parts[i] = fmt_int(r) .. ':0' end
+end
 redis.call('SET', K_REQ, table.concat(parts, ','), 'PX', ARGV[2])
 return { 0, out, note or false }

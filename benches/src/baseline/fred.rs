@@ -26,11 +26,13 @@ fn err(what: &str) -> impl FnOnce(fred::error::Error) -> Error + '_ {
 }
 
 impl FredRaw {
-    /// Connects one client to `url`; keys start with `prefix`.
-    pub async fn connect(url: &str, prefix: &str) -> Result<Self> {
+    /// Connects one client to `url`, with `TCP_NODELAY` set as `nodelay`
+    /// says; keys start with `prefix`.
+    pub async fn connect(url: &str, prefix: &str, nodelay: bool) -> Result<Self> {
         let mut config = Config::from_url(url).map_err(err("redis url"))?;
         config.fail_fast = true;
         let client = Builder::from_config(config)
+            .with_connection_config(|c| c.tcp.nodelay = Some(nodelay))
             .build()
             .map_err(err("building the client"))?;
         client.init().await.map_err(err("connecting"))?;

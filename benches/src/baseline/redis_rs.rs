@@ -27,9 +27,13 @@ fn err(what: &str) -> impl FnOnce(redis::RedisError) -> Error + '_ {
 }
 
 impl RedisRsRaw {
-    /// Connects one multiplexed connection to `url`; keys start with `prefix`.
-    pub async fn connect(url: &str, prefix: &str) -> Result<Self> {
-        let client = redis::Client::open(url).map_err(err("redis url"))?;
+    /// Connects one multiplexed connection to `url`, with `TCP_NODELAY` set
+    /// as `nodelay` says; keys start with `prefix`.
+    pub async fn connect(url: &str, prefix: &str, nodelay: bool) -> Result<Self> {
+        let info = redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(err("redis url"))?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(nodelay));
+        let client = redis::Client::open(info).map_err(err("redis url"))?;
         let conn = client
             .get_multiplexed_async_connection()
             .await
