@@ -291,8 +291,8 @@ fn open_memory() -> Result<Arc<dyn Backend>, ConnectError> {
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]
-fn redis_config(url: &str, prefix: Option<String>) -> leaseq_redis::RedisConfig {
-    let config = leaseq_redis::RedisConfig::new(url);
+fn redis_config(url: &str, prefix: Option<String>) -> leaseq_redis::RedisOptions {
+    let config = leaseq_redis::RedisOptions::new(url);
     match prefix {
         Some(p) => config.prefix(p),
         None => config,

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, ClaimSpec, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 async fn backend(url: &str, shards: u16, fred: bool) -> leaseq_core::Result<Arc<dyn Backend>> {
     let prefix = format!("tp-{}", std::process::id());
-    let config = RedisConfig::new(url).prefix(prefix);
+    let config = RedisOptions::new(url).prefix(prefix);
     #[cfg(feature = "fred")]
     if fred {
         let b = leaseq_redis::FredBackend::connect(config).await?;

@@ -9,13 +9,13 @@ use bytes::Bytes;
 use leaseq_core::{Error, ItemId, QueueName, Result, StepCounter};
 
 use crate::scripts::Scripts;
-use crate::{ClientError, KeyLayout, RedisConfig, Reply, Script, ScriptClient};
+use crate::{ClientError, KeyLayout, RedisOptions, Reply, Script, ScriptClient};
 
 /// The Redis backend over any [`ScriptClient`]; see the crate docs for the
 /// layout and the scripts. Cloning is cheap and clones share the client.
 pub struct RedisBackend<C: ScriptClient> {
     pub(crate) client: Arc<C>,
-    pub(crate) config: Arc<RedisConfig>,
+    pub(crate) config: Arc<RedisOptions>,
     pub(crate) scripts: Arc<Scripts>,
     /// Scripts run per queue, counted only with test hooks on.
     pub(crate) steps: Arc<StepCounter>,
@@ -90,7 +90,7 @@ impl<C: ScriptClient> RedisBackend<C> {
     /// A backend over an already connected client adapter. It checks no
     /// server setting and reports the backend not durable: call
     /// [`RedisBackend::verify_server`] (as `connect` does) for both.
-    pub fn with_client(client: C, config: RedisConfig) -> Result<Self> {
+    pub fn with_client(client: C, config: RedisOptions) -> Result<Self> {
         config.check()?;
         Ok(RedisBackend {
             steps: Arc::new(StepCounter::new(config.test_hooks)),
@@ -107,11 +107,11 @@ impl<C: ScriptClient> RedisBackend<C> {
     /// - Redis 7.0 or later (the scripts carry script flags), else
     ///   [`Error::Unsupported`];
     /// - `maxmemory-policy noeviction`: any evicting policy is refused with
-    ///   [`Error::InvalidInput`] unless [`RedisConfig::allow_eviction`]
+    ///   [`Error::InvalidInput`] unless [`RedisOptions::allow_eviction`]
     ///   (then a warning is logged);
     /// - durability: [`leaseq_core::Capabilities::durable`] is reported
     ///   only when every node runs `appendonly yes` with `appendfsync
-    ///   always` (and [`RedisConfig::durable`] is not `false`).
+    ///   always` (and [`RedisOptions::durable`] is not `false`).
     ///
     /// A server where `CONFIG` or `INFO` is disabled, renamed or denied is
     /// accepted with a warning (and reported not durable).
@@ -127,7 +127,7 @@ impl<C: ScriptClient> RedisBackend<C> {
     }
 
     /// The settings.
-    pub fn config(&self) -> &RedisConfig {
+    pub fn config(&self) -> &RedisOptions {
         &self.config
     }
 

@@ -114,7 +114,7 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
     /// The default runs nothing and fails as unsent
     /// ([`leaseq_core::Error::Unavailable`]): an adapter that cannot pipeline
     /// a `WAIT` on the script's connection cannot offer
-    /// [`crate::RedisConfig::wait_for_replicas`].
+    /// [`crate::RedisOptions::wait_for_replicas`].
     async fn eval_wait(
         &self,
         script: &Script,

@@ -9,7 +9,7 @@
 //! dropped connection.
 //!
 //! TLS (`rediss://`, `rediss+cluster://`, feature `tls`) is fred's rustls
-//! connector, with the system's roots or [`RedisConfig::tls_root_cert`]
+//! connector, with the system's roots or [`RedisOptions::tls_root_cert`]
 //! in their place. fred itself reads `rediss://` as plaintext when built
 //! without TLS; [`FredClient::connect`] refuses that (see [`tls_config`]).
 
@@ -27,7 +27,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
 use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
-use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
+use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `fred` crate.
 pub type FredBackend = RedisBackend<FredClient>;
@@ -35,7 +35,7 @@ pub type FredBackend = RedisBackend<FredClient>;
 impl RedisBackend<FredClient> {
     /// Connects to the server in `config` (the first connection is made now,
     /// so an unreachable server is an error here).
-    pub async fn connect(config: RedisConfig) -> Result<Self> {
+    pub async fn connect(config: RedisOptions) -> Result<Self> {
         config.check()?;
         let client = FredClient::connect(&config).await?;
         RedisBackend::with_client(client, config)?
@@ -51,7 +51,7 @@ pub struct FredClient {
     cluster: Option<Options>,
     base: Config,
     connect_timeout: Duration,
-    /// `TCP_NODELAY` on every connection ([`RedisConfig::tcp_nodelay`]).
+    /// `TCP_NODELAY` on every connection ([`RedisOptions::tcp_nodelay`]).
     nodelay: bool,
     idle: IdlePool<fred::clients::Client>,
 }
@@ -122,10 +122,10 @@ async fn start(
 
 impl FredClient {
     /// Connects a client to `config`'s server, or to its cluster.
-    pub async fn connect(config: &RedisConfig) -> Result<Self> {
+    pub async fn connect(config: &RedisOptions) -> Result<Self> {
         #[cfg(feature = "tls")]
         if config.uses_tls() {
-            crate::config::install_crypto_provider();
+            crate::options::install_crypto_provider();
         }
         let mut base = if config.is_cluster() {
             cluster_config(config)?
@@ -300,7 +300,7 @@ async fn queue_pair<C: ClientLike>(
 /// with the configured roots (else the system's); for any other, none.
 /// A TLS URL left without a connector (no `tls` feature) is an error:
 /// fred would dial it in plaintext.
-fn tls_config(config: &RedisConfig, base: &mut Config) -> Result<()> {
+fn tls_config(config: &RedisOptions, base: &mut Config) -> Result<()> {
     #[cfg(feature = "tls")]
     if config.uses_tls() {
         use fred::types::config::TlsConnector;
@@ -326,7 +326,7 @@ fn tls_config(config: &RedisConfig, base: &mut Config) -> Result<()> {
 }
 
 /// A clustered client config for `config`'s seed nodes.
-fn cluster_config(config: &RedisConfig) -> Result<Config> {
+fn cluster_config(config: &RedisOptions) -> Result<Config> {
     let mut hosts = Vec::with_capacity(config.seeds.len());
     for seed in &config.seeds {
         let hp = crate::cluster_url::host_port(seed)

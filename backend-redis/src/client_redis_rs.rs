@@ -11,7 +11,7 @@
 //! (the `MOVED` has already made the connection refresh its slot map).
 //!
 //! TLS (`rediss://`, feature `tls`) is the crate's rustls support: the
-//! system's roots, or [`RedisConfig::tls_root_cert`] in their place.
+//! system's roots, or [`RedisOptions::tls_root_cert`] in their place.
 
 use std::fmt;
 use std::time::Duration;
@@ -26,7 +26,7 @@ use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, RedisError, Value};
 
 use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
-use crate::{ClientError, RedisBackend, RedisConfig, Reply, Script, ScriptClient};
+use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `redis` crate.
 pub type RedisRsBackend = RedisBackend<RedisRsClient>;
@@ -34,7 +34,7 @@ pub type RedisRsBackend = RedisBackend<RedisRsClient>;
 impl RedisBackend<RedisRsClient> {
     /// Connects to the server in `config` (the first connection is made now,
     /// so an unreachable server is an error here).
-    pub async fn connect(config: RedisConfig) -> Result<Self> {
+    pub async fn connect(config: RedisOptions) -> Result<Self> {
         config.check()?;
         let client = RedisRsClient::connect(&config).await?;
         RedisBackend::with_client(client, config)?
@@ -73,7 +73,7 @@ impl fmt::Debug for RedisRsClient {
     }
 }
 
-fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
+fn cluster_builder(config: &RedisOptions) -> ClusterClientBuilder {
     let builder = ClusterClientBuilder::new(config.seeds.iter().map(String::as_str))
         .connection_timeout(config.connect_timeout)
         .tcp_settings(tcp_settings(config))
@@ -91,7 +91,7 @@ fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
     builder
 }
 
-/// The CA certificates of [`RedisConfig::tls_root_cert`], in the crate's
+/// The CA certificates of [`RedisOptions::tls_root_cert`], in the crate's
 /// form (no client certificate).
 #[cfg(feature = "tls")]
 fn tls_certificates(pem: &[u8]) -> redis::TlsCertificates {
@@ -101,15 +101,15 @@ fn tls_certificates(pem: &[u8]) -> redis::TlsCertificates {
     }
 }
 
-/// `TCP_NODELAY` as [`RedisConfig::tcp_nodelay`] says (the crate's default
+/// `TCP_NODELAY` as [`RedisOptions::tcp_nodelay`] says (the crate's default
 /// is off).
-fn tcp_settings(config: &RedisConfig) -> redis::io::tcp::TcpSettings {
+fn tcp_settings(config: &RedisOptions) -> redis::io::tcp::TcpSettings {
     redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay)
 }
 
 /// The client for one server; for a TLS URL, one that speaks TLS (with
 /// the configured roots), or an error, never a plaintext one.
-fn single_client(config: &RedisConfig) -> Result<Client> {
+fn single_client(config: &RedisOptions) -> Result<Client> {
     let invalid = |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.url));
     let info = config
         .url
@@ -141,13 +141,13 @@ fn single_client(config: &RedisConfig) -> Result<Client> {
 impl RedisRsClient {
     /// Opens the connection manager for `config`'s server, or the cluster
     /// connection for its seed nodes.
-    pub async fn connect(config: &RedisConfig) -> Result<Self> {
+    pub async fn connect(config: &RedisOptions) -> Result<Self> {
         if config.is_cluster() {
             return Self::connect_cluster(config).await;
         }
         #[cfg(feature = "tls")]
         if config.uses_tls() {
-            crate::config::install_crypto_provider();
+            crate::options::install_crypto_provider();
         }
         let client = single_client(config)?;
         let manager_config = ConnectionManagerConfig::new()
@@ -175,10 +175,10 @@ impl RedisRsClient {
         })
     }
 
-    async fn connect_cluster(config: &RedisConfig) -> Result<Self> {
+    async fn connect_cluster(config: &RedisOptions) -> Result<Self> {
         #[cfg(feature = "tls")]
         if config.uses_tls() {
-            crate::config::install_crypto_provider();
+            crate::options::install_crypto_provider();
         }
         let invalid =
             |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.url));

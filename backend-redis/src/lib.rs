@@ -9,11 +9,11 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> leaseq_core::Result<()> {
 //! use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
-//! use leaseq_redis::{RedisConfig, RedisRsBackend};
+//! use leaseq_redis::{RedisOptions, RedisRsBackend};
 //! use std::time::Duration;
 //!
 //! let url = std::env::var("LEASEQ_REDIS_URL").unwrap_or("redis://127.0.0.1:6379".into());
-//! let config = RedisConfig::new(&url).prefix(format!("doc-{}", std::process::id()));
+//! let config = RedisOptions::new(&url).prefix(format!("doc-{}", std::process::id()));
 //! let backend = match RedisRsBackend::connect(config).await {
 //!     Ok(b) => b,
 //!     Err(e) => return Ok(println!("skipped: no Redis at {url}: {e}")),
@@ -45,12 +45,12 @@
 //!
 //! # TLS
 //! `rediss://host:port` (one server) and `rediss+cluster://host:port,…`
-//! (or [`RedisConfig::cluster`] with `rediss://` seeds) connect over TLS,
+//! (or [`RedisOptions::cluster`] with `rediss://` seeds) connect over TLS,
 //! on either client, with feature `tls` (on by default): rustls with the
 //! `ring` provider, the server's certificate checked against the system's
 //! roots (which honour `SSL_CERT_FILE`) and its host name (a DNS name or
 //! an IP address) against the URL, or against the CA certificates given to
-//! [`RedisConfig::tls_root_cert`] in their place.
+//! [`RedisOptions::tls_root_cert`] in their place.
 //!
 //! A URL that asks for TLS is never dialled in plaintext: without the
 //! `tls` feature `connect` refuses it with
@@ -66,10 +66,10 @@
 //! installs `ring`'s (install your own first to use another).
 //!
 //! ```
-//! use leaseq_redis::RedisConfig;
+//! use leaseq_redis::RedisOptions;
 //! # let ca_pem: Vec<u8> = Vec::new();
 //! // let ca_pem = std::fs::read("/etc/redis/tls/ca.pem")?;
-//! let config = RedisConfig::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
+//! let config = RedisOptions::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
 //! assert!(config.uses_tls());
 //! ```
 //!
@@ -169,7 +169,7 @@
 //! `NOSCRIPT`, `MISCONF`, `NOREPLICAS`, and `MOVED` / `ASK` / `TRYAGAIN` /
 //! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::Backend`]
 //! when it may have run (timeouts, connections dropped after sending,
-//! script runtime errors, and with [`RedisConfig::wait_for_replicas`] a
+//! script runtime errors, and with [`RedisOptions::wait_for_replicas`] a
 //! write fewer replicas acknowledged in time). A failed `connect` is `Unavailable`. On one
 //! server the `fred` adapter hands a script to its client only while that
 //! client is connected (it waits up to the connect timeout for a reconnect,
@@ -265,8 +265,8 @@
 //! interval (the wait's timeout).
 //!
 //! # Redis Cluster
-//! [`RedisConfig::cluster`] (a list of seed node URLs) or
-//! `RedisConfig::new("redis+cluster://host:port,host:port")` connects
+//! [`RedisOptions::cluster`] (a list of seed node URLs) or
+//! `RedisOptions::new("redis+cluster://host:port,host:port")` connects
 //! either client to a cluster: `redis` through its cluster connection,
 //! `fred` as a clustered client. Every key of a queue shares the hash tag
 //! `{prefix:queue}` ([`keys::KeyLayout::slot`], [`keys::key_slot`]), so each script runs
@@ -323,12 +323,12 @@
 //!   ([`leaseq_core::Error::Unsupported`]);
 //! - any `maxmemory-policy` but `noeviction` is refused with
 //!   [`leaseq_core::Error::InvalidInput`] naming the node and the policy,
-//!   unless [`RedisConfig::allow_eviction`]`(true)` (then a warning is
+//!   unless [`RedisOptions::allow_eviction`]`(true)` (then a warning is
 //!   logged: items can be lost or delivered twice);
 //! - [`leaseq_core::Capabilities::durable`] is reported only when every
 //!   node runs `appendonly yes` with `appendfsync always`, and has no
 //!   replica or has writes wait for all of them (`INFO replication`,
-//!   [`RedisConfig::wait_for_replicas`]); [`RedisConfig::durable`]`(false)`
+//!   [`RedisOptions::wait_for_replicas`]); [`RedisOptions::durable`]`(false)`
 //!   turns it off, it cannot turn it on.
 //!
 //! Where `CONFIG` (or `INFO`) is disabled, renamed or denied by an ACL the
@@ -368,7 +368,7 @@
 //! | setting | a forced failover loses |
 //! |---|---|
 //! | no replica wait (the default) | every write the replica had not received (milliseconds of writes, seconds under lag), though each was answered `Ok`: enqueued items vanish, acked items are delivered again, leases and their ends are undone (see [Persistence](#persistence-and-what-is-lost)); ids are never handed out twice (see [Ids](#ids)); a lease the failover took back is reported to its worker as [`leaseq_core::Error::LeaseVanished`], except when the worker's ack was cut off by the dying master: settling then finds the lease gone before it expired and cannot tell that from an ack that landed, so it reports the ack done |
-//! | [`RedisConfig::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::Backend`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
+//! | [`RedisOptions::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::Backend`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
 //! | `wait_for_replicas(n, ..)`, a replica promoted that did not acknowledge | as without the wait; automatic failover promotes the replica with the most data, so wait for every replica to rule it out |
 //!
 //! The wait costs a round trip to the replicas per write, and the
@@ -409,7 +409,6 @@ mod client_fred;
 #[cfg(feature = "redis-rs")]
 mod client_redis_rs;
 mod cluster_url;
-mod config;
 mod decode;
 mod delete;
 mod hooks;
@@ -417,6 +416,7 @@ pub mod keys;
 mod limits;
 mod listing;
 mod ops;
+mod options;
 mod replicas;
 mod reply;
 mod schedules;
@@ -429,7 +429,11 @@ pub use backend::RedisBackend;
 pub use client_fred::FredBackend;
 #[cfg(feature = "redis-rs")]
 pub use client_redis_rs::RedisRsBackend;
-pub use config::{RedisConfig, ReplicaWait};
+pub use options::{RedisOptions, ReplicaWait};
+
+/// The former name of [`RedisOptions`].
+#[deprecated(note = "renamed `RedisOptions`, like `PgOptions` and `SqliteOptions`")]
+pub type RedisConfig = RedisOptions;
 pub use ops::MAX_PEEK;
 
 // The crate's own paths to the client seam and the key layout (public in

@@ -1,4 +1,4 @@
-//! Waiting for replicas after writes ([`crate::RedisConfig::wait_for_replicas`]):
+//! Waiting for replicas after writes ([`crate::RedisOptions::wait_for_replicas`]):
 //! which scripts wait, and what a wait that fell short is reported as.
 
 use std::fmt;
@@ -78,7 +78,7 @@ mod tests {
     use std::time::Duration;
 
     fn wait(n: u32) -> ReplicaWait {
-        crate::RedisConfig::new("redis://h:1")
+        crate::RedisOptions::new("redis://h:1")
             .wait_for_replicas(n, Duration::from_millis(50))
             .get_wait_for_replicas()
             .expect("set")

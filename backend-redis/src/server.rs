@@ -5,7 +5,7 @@
 use leaseq_core::{Error, Result};
 
 use crate::client::NodeReply;
-use crate::{RedisConfig, Reply, ScriptClient};
+use crate::{RedisOptions, Reply, ScriptClient};
 
 /// The oldest Redis the scripts run on: they carry Redis 7 script flags
 /// (`#!lua flags=allow-oom`).
@@ -68,13 +68,13 @@ async fn on_every_node<C: ScriptClient>(
 
 /// Reads the server's settings and judges them against `config`: refuses
 /// a server older than Redis 7 ([`Error::Unsupported`]) and an evicting
-/// `maxmemory-policy` unless [`RedisConfig::allow_eviction`]
+/// `maxmemory-policy` unless [`RedisOptions::allow_eviction`]
 /// ([`Error::InvalidInput`]); works out whether the server is durable.
 /// Settings that cannot be read (`CONFIG` disabled, renamed or denied by
 /// an ACL) are logged as warnings and the checks go on.
 pub(crate) async fn inspect<C: ScriptClient>(
     client: &C,
-    config: &RedisConfig,
+    config: &RedisOptions,
 ) -> Result<ServerFacts> {
     let server = config.get_url();
     match on_every_node(client, &["INFO", "server"]).await {
@@ -140,7 +140,7 @@ pub(crate) async fn inspect<C: ScriptClient>(
                 return Err(Error::invalid(format!(
                     "{server}: node {node} runs maxmemory-policy {p}, which deletes keys when memory is full \
                      (items, indexes and the id counter would vanish: items lost or delivered twice); \
-                     set `maxmemory-policy noeviction`, or accept the risk with RedisConfig::allow_eviction(true)"
+                     set `maxmemory-policy noeviction`, or accept the risk with RedisOptions::allow_eviction(true)"
                 )))
             }
             Some(p) if evicts(p) => tracing::warn!(server, node = %node, policy = p,
@@ -165,7 +165,7 @@ pub(crate) async fn inspect<C: ScriptClient>(
     match config.durable {
         Some(false) => durable = false,
         Some(true) if !durable => tracing::warn!(server,
-            "leaseq-redis: RedisConfig::durable(true) is set, but the server does not run (or could not be \
+            "leaseq-redis: RedisOptions::durable(true) is set, but the server does not run (or could not be \
              checked to run) appendonly yes with appendfsync always on every master: reporting not durable"),
         _ => {}
     }
@@ -192,7 +192,7 @@ fn covered(replicas: u32, wait: Option<crate::ReplicaWait>) -> bool {
 /// [`covered`]; warns when writes wait for more replicas than a node has
 /// (they would all fail until the replicas connect). A node that cannot be
 /// read is not covered.
-async fn replicas_covered<C: ScriptClient>(client: &C, config: &RedisConfig) -> bool {
+async fn replicas_covered<C: ScriptClient>(client: &C, config: &RedisOptions) -> bool {
     let server = config.get_url();
     let wait = config.replica_wait;
     let nodes = match on_every_node(client, &["INFO", "replication"]).await {
@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn a_failover_keeps_acknowledged_writes_only_when_writes_wait_for_every_replica() {
         let wait = |n| {
-            RedisConfig::new("redis://h:1")
+            RedisOptions::new("redis://h:1")
                 .wait_for_replicas(n, std::time::Duration::from_millis(100))
                 .get_wait_for_replicas()
         };

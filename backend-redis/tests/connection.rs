@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{BackendExt, Error, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 /// An idle worker blocked waiting for work wakes up when an item is
 /// enqueued, long before its wait would time out. (A private server, so
@@ -19,7 +19,7 @@ async fn enqueue_wakes_a_waiter(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let b = common::connect(which, RedisConfig::new(server.url()))
+    let b = common::connect(which, RedisOptions::new(server.url()))
         .await
         .expect("connect");
     let q = QueueName::new("wake").expect("valid");
@@ -77,7 +77,7 @@ async fn killed_connections_reconnect(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let config = RedisConfig::new(server.url()).prefix("kill");
+    let config = RedisOptions::new(server.url()).prefix("kill");
     let b = common::connect(which, config).await.expect("connect");
     let q = QueueName::new("k").expect("valid");
     b.enqueue(&q, vec![NewItem::new("a"), NewItem::new("b")])
@@ -116,7 +116,7 @@ async fn gone_server_is_a_backend_error(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let config = RedisConfig::new(server.url())
+    let config = RedisOptions::new(server.url())
         .prefix("gone")
         .response_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_millis(500));
@@ -159,15 +159,15 @@ async fn gone_server_is_a_backend_error(which: Which) {
 /// (a failed connect applied nothing: `Unavailable`).
 async fn bad_settings_are_typed_errors(which: Which) {
     let refused =
-        RedisConfig::new("redis://127.0.0.1:1").connect_timeout(Duration::from_millis(300));
+        RedisOptions::new("redis://127.0.0.1:1").connect_timeout(Duration::from_millis(300));
     let err = common::connect(which, refused)
         .await
         .expect_err("nothing listens on port 1");
     assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
-    let bad_url = RedisConfig::new("not a url");
+    let bad_url = RedisOptions::new("not a url");
     let err = common::connect(which, bad_url).await.expect_err("bad url");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
-    let bad_prefix = RedisConfig::new(common::url()).prefix("a{b}");
+    let bad_prefix = RedisOptions::new(common::url()).prefix("a{b}");
     let err = common::connect(which, bad_prefix)
         .await
         .expect_err("bad prefix");

@@ -13,13 +13,13 @@ use std::time::Duration;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, ItemId, NewItem, QueueLimits, QueueName};
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_secs(60);
 
 async fn fresh_handle(which: Which, url: &str, prefix: &str) -> Arc<dyn Backend> {
-    let config = RedisConfig::new(url).prefix(prefix);
+    let config = RedisOptions::new(url).prefix(prefix);
     common::connect(which, config).await.expect("connect")
 }
 

@@ -31,7 +31,7 @@ use common::Which;
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{Backend, ClaimSpec, Claimed, Error, NewItem, QueueName};
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 /// Bytes per payload: enough that a stopped replica's link clogs.
 const PAYLOAD: usize = 4096;
@@ -274,7 +274,7 @@ fn is_master(port: u16) -> bool {
     node_text(port, &["INFO", "replication"]).is_ok_and(|i| i.contains("role:master"))
 }
 
-async fn connect(which: Which, config: RedisConfig) -> Arc<dyn Backend> {
+async fn connect(which: Which, config: RedisOptions) -> Arc<dyn Backend> {
     common::connect(which, config).await.expect("connect")
 }
 

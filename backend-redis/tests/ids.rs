@@ -15,7 +15,7 @@ use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, Error, ItemId, NewItem, QueueName};
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_secs(60);
@@ -32,7 +32,7 @@ async fn enqueue(b: &dyn Backend, q: &QueueName, tag: &str, n: usize) -> Vec<Ite
 /// A new handle on the same prefix: it has seen no id, so only what the
 /// server holds can protect it.
 async fn fresh_handle(which: Which, url: &str, prefix: &str) -> Arc<dyn Backend> {
-    let config = RedisConfig::new(url).prefix(prefix).test_hooks(true);
+    let config = RedisOptions::new(url).prefix(prefix).test_hooks(true);
     common::connect(which, config).await.expect("connect")
 }
 
@@ -195,7 +195,7 @@ async fn restart_from_an_older_snapshot(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let config = RedisConfig::new(server.url())
+    let config = RedisOptions::new(server.url())
         .prefix("snap")
         .response_timeout(Duration::from_secs(2));
     let b = common::connect(which, config).await.expect("connect");

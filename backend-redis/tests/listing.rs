@@ -17,7 +17,7 @@ use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
 use leaseq_redis::client::{ClientError, NodeReply, Reply, Script, ScriptClient};
-use leaseq_redis::{RedisBackend, RedisConfig};
+use leaseq_redis::{RedisBackend, RedisOptions};
 use redis::AsyncCommands;
 use tokio::sync::oneshot;
 
@@ -123,7 +123,7 @@ impl<C: ScriptClient> ScriptClient for Gated<C> {
 }
 
 /// Two gated backends of `which` on `config`, or `None` after the skip line.
-async fn two<F, Fut>(which: Which, config: &RedisConfig, run: F)
+async fn two<F, Fut>(which: Which, config: &RedisOptions, run: F)
 where
     F: FnOnce(Box<dyn GatedPair>) -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -178,8 +178,8 @@ impl<C: ScriptClient> GatedPair for (Arc<RedisBackend<Gated<C>>>, Arc<RedisBacke
     }
 }
 
-fn config(prefix: &str) -> RedisConfig {
-    RedisConfig::new(common::url()).prefix(prefix)
+fn config(prefix: &str) -> RedisOptions {
+    RedisOptions::new(common::url()).prefix(prefix)
 }
 
 async fn drain_one(b: &Arc<dyn Backend>, q: &QueueName) {
@@ -324,7 +324,7 @@ async fn the_listing_scans_nothing_and_keeps_prefixes_apart(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let on = |prefix: &str| common::connect(which, RedisConfig::new(server.url()).prefix(prefix));
+    let on = |prefix: &str| common::connect(which, RedisOptions::new(server.url()).prefix(prefix));
     let (one, two) = match (on("one").await, on("two").await) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return common::unavailable(&server.url(), e),

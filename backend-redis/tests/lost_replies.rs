@@ -18,7 +18,7 @@ use leaseq_core::{
     QueueName, QueueStats,
 };
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -304,7 +304,7 @@ async fn enqueue_once_writes_once(which: Which) {
 /// A server that refuses connections: `connect` fails `Unavailable`.
 async fn refused_connect_is_unavailable(which: Which) {
     let refused =
-        RedisConfig::new("redis://127.0.0.1:1").connect_timeout(Duration::from_millis(300));
+        RedisOptions::new("redis://127.0.0.1:1").connect_timeout(Duration::from_millis(300));
     let err = common::connect(which, refused)
         .await
         .expect_err("nothing listens on port 1");
@@ -320,7 +320,7 @@ async fn refused_calls_are_unavailable(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let config = RedisConfig::new(server.url())
+    let config = RedisOptions::new(server.url())
         .prefix("refused")
         .response_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_millis(500));
@@ -360,7 +360,7 @@ async fn out_of_memory_is_full(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let b = common::connect(which, RedisConfig::new(server.url()).prefix("oom"))
+    let b = common::connect(which, RedisOptions::new(server.url()).prefix("oom"))
         .await
         .expect("connect");
     let q = QueueName::new("m").expect("valid");
@@ -405,7 +405,7 @@ async fn busy_server_is_unavailable(which: Which) {
     };
     let b = common::connect(
         which,
-        RedisConfig::new(server.url())
+        RedisOptions::new(server.url())
             .prefix("busy")
             .response_timeout(Duration::from_secs(10)),
     )

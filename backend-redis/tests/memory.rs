@@ -17,7 +17,7 @@ use leaseq_core::{
     Backend, BackendExt, Error, ItemState, LeaseToken, NewItem, QueueName, Released,
 };
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 const TTL: Duration = Duration::from_secs(60);
 const PAYLOAD: usize = 2048;
@@ -92,7 +92,7 @@ async fn full_server_drains(which: Which) {
         Ok(s) => s,
         Err(e) => return common::unavailable("a private redis-server", e),
     };
-    let config = RedisConfig::new(server.url())
+    let config = RedisOptions::new(server.url())
         .prefix("mem")
         .test_hooks(true);
     let b: Arc<dyn Backend> = common::connect(which, config).await.expect("connect");

@@ -16,7 +16,7 @@ use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{Backend, ClaimSpec, Error, Lease, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 fn text(v: redis::Value) -> String {
     match v {
@@ -74,7 +74,7 @@ async fn writes_wait_for_the_replica(which: Which) {
             .is_ok_and(|(_, acked)| acked == 1)
     });
 
-    let config = RedisConfig::new(master.url()).prefix(common::fresh_prefix("wait"));
+    let config = RedisOptions::new(master.url()).prefix(common::fresh_prefix("wait"));
     let plain = common::connect(which, config.clone())
         .await
         .expect("connect");

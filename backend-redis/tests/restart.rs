@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, Error, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 const PRODUCERS: usize = 2;
 const BATCHES: usize = 120;
@@ -143,7 +143,7 @@ async fn storm_across_sigkill(which: Which) {
             return;
         }
     };
-    let config = RedisConfig::new(server.url())
+    let config = RedisOptions::new(server.url())
         .prefix("storm")
         .test_hooks(true)
         .response_timeout(Duration::from_secs(1));

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{Backend, BackendExt, Error, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 async fn round_trip(b: &dyn Backend) {
     let q = QueueName::new("chk").expect("valid");
@@ -37,7 +37,7 @@ async fn evicting_policy_is_refused(which: Which) {
     server
         .command(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
         .expect("config set");
-    let err = common::connect(which, RedisConfig::new(server.url()))
+    let err = common::connect(which, RedisOptions::new(server.url()))
         .await
         .expect_err("an evicting server is refused");
     let Error::InvalidInput { what } = &err else {
@@ -51,14 +51,14 @@ async fn evicting_policy_is_refused(which: Which) {
     ] {
         assert!(what.contains(words), "{what}");
     }
-    let b = common::connect(which, RedisConfig::new(server.url()).allow_eviction(true))
+    let b = common::connect(which, RedisOptions::new(server.url()).allow_eviction(true))
         .await
         .expect("allowed");
     round_trip(b.as_ref()).await;
     server
         .command(&["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"])
         .expect("config set");
-    let err = common::connect(which, RedisConfig::new(server.url()))
+    let err = common::connect(which, RedisOptions::new(server.url()))
         .await
         .expect_err("volatile policies evict request keys");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
@@ -73,24 +73,24 @@ async fn durability_comes_from_the_server(which: Which) {
         Err(e) => return common::unavailable("a private redis-server", e),
     };
     let caps = |b: &dyn Backend| b.capabilities().durable;
-    let b = common::connect(which, RedisConfig::new(durable.url()))
+    let b = common::connect(which, RedisOptions::new(durable.url()))
         .await
         .expect("connect");
     assert!(caps(b.as_ref()), "appendonly yes + appendfsync always");
-    let b = common::connect(which, RedisConfig::new(durable.url()).durable(false))
+    let b = common::connect(which, RedisOptions::new(durable.url()).durable(false))
         .await
         .expect("connect");
     assert!(!caps(b.as_ref()), "overridden off");
     durable
         .command(&["CONFIG", "SET", "appendfsync", "everysec"])
         .expect("config set");
-    let b = common::connect(which, RedisConfig::new(durable.url()).durable(true))
+    let b = common::connect(which, RedisOptions::new(durable.url()).durable(true))
         .await
         .expect("connect");
     assert!(!caps(b.as_ref()), "everysec loses up to a second of writes");
 
     let volatile = PrivateServer::start_volatile().expect("a second server");
-    let b = common::connect(which, RedisConfig::new(volatile.url()).durable(true))
+    let b = common::connect(which, RedisOptions::new(volatile.url()).durable(true))
         .await
         .expect("connect");
     assert!(!caps(b.as_ref()), "no persistence");
@@ -111,7 +111,7 @@ async fn denied_config_is_tolerated(which: Which) {
         ])
         .expect("acl setuser");
     let url = format!("redis://app:pw@127.0.0.1:{}", server.port());
-    let b = common::connect(which, RedisConfig::new(url))
+    let b = common::connect(which, RedisOptions::new(url))
         .await
         .expect("connects without CONFIG");
     assert!(!b.capabilities().durable, "unverified: not durable");

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{BackendExt, Error, LeaseTtl, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_testkit::tls::TestPki;
 
 /// A CA and a TLS-only server presenting a certificate it signed; `None`
@@ -36,7 +36,7 @@ async fn round_trip_over_tls(which: Which) {
     };
     let url = server.url();
     assert!(url.starts_with("rediss://"), "{url}");
-    let config = RedisConfig::new(&url)
+    let config = RedisOptions::new(&url)
         .tls_root_cert(pki.ca_pem())
         .prefix("tls");
     assert!(config.uses_tls());
@@ -95,8 +95,8 @@ async fn tls_url_to_a_plaintext_server_fails(which: Which) {
     let pki = TestPki::generate().expect("certificates");
     let url = format!("rediss://127.0.0.1:{}", server.port());
     for config in [
-        RedisConfig::new(&url).tls_root_cert(pki.ca_pem()),
-        RedisConfig::new(&url),
+        RedisOptions::new(&url).tls_root_cert(pki.ca_pem()),
+        RedisOptions::new(&url),
     ] {
         let config = config
             .prefix("plain")
@@ -133,8 +133,8 @@ async fn untrusted_or_plaintext_is_refused(which: Which) {
         return;
     };
     for untrusted in [
-        RedisConfig::new(server.url()).tls_root_cert(pki.unrelated_ca_pem()),
-        RedisConfig::new(server.url()),
+        RedisOptions::new(server.url()).tls_root_cert(pki.unrelated_ca_pem()),
+        RedisOptions::new(server.url()),
     ] {
         let untrusted = untrusted.connect_timeout(Duration::from_secs(1));
         assert!(
@@ -143,7 +143,7 @@ async fn untrusted_or_plaintext_is_refused(which: Which) {
             which.name()
         );
     }
-    let plain = RedisConfig::new(format!("redis://127.0.0.1:{}", server.port()))
+    let plain = RedisOptions::new(format!("redis://127.0.0.1:{}", server.port()))
         .connect_timeout(Duration::from_secs(1))
         .response_timeout(Duration::from_secs(1));
     assert!(common::connect(which, plain).await.is_err());
@@ -159,9 +159,9 @@ async fn untrusted_or_plaintext_is_refused(which: Which) {
 async fn contradictory_tls_settings_are_refused(which: Which) {
     let pki = TestPki::generate().expect("certificates");
     for config in [
-        RedisConfig::new("redis://127.0.0.1:1").tls_root_cert(pki.ca_pem()),
-        RedisConfig::new("rediss://127.0.0.1:1").tls_root_cert(b"no pem here".to_vec()),
-        RedisConfig::cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"]),
+        RedisOptions::new("redis://127.0.0.1:1").tls_root_cert(pki.ca_pem()),
+        RedisOptions::new("rediss://127.0.0.1:1").tls_root_cert(b"no pem here".to_vec()),
+        RedisOptions::cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"]),
     ] {
         match common::connect(which, config.clone()).await {
             Err(Error::InvalidInput { .. }) => {}

@@ -15,7 +15,7 @@ use common::cluster::wait_until;
 use common::Which;
 use leaseq_core::{BackendExt, NewItem, QueueName};
 use leaseq_redis::keys::KeyLayout;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_testkit::redis_server::{command_tls, free_port};
 use leaseq_testkit::tls::TestPki;
 
@@ -196,7 +196,7 @@ fn spread_queues(prefix: &str) -> Vec<QueueName> {
 
 async fn round_trips(cluster: &TlsCluster, which: Which) {
     let prefix = format!("tls-{}", which.name());
-    let config = RedisConfig::new(cluster.url())
+    let config = RedisOptions::new(cluster.url())
         .tls_root_cert(cluster.pki.ca_pem())
         .prefix(&prefix);
     assert!(config.is_cluster() && config.uses_tls());
@@ -244,7 +244,7 @@ async fn rediss_cluster_round_trips_and_refuses_plaintext() {
         #[cfg(feature = "fred")]
         Which::Fred,
     ] {
-        let config = RedisConfig::new(format!("rediss+cluster://127.0.0.1:{}", plain.port()))
+        let config = RedisOptions::new(format!("rediss+cluster://127.0.0.1:{}", plain.port()))
             .tls_root_cert(cluster.pki.ca_pem())
             .connect_timeout(Duration::from_secs(1));
         assert!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{BackendExt, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_testkit::tls::TestPki;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +31,7 @@ async fn a_rediss_url_alone_trusts_ssl_cert_file() {
         #[cfg(feature = "fred")]
         Which::Fred,
     ] {
-        let config = RedisConfig::new(server.url()).prefix(which.name());
+        let config = RedisOptions::new(server.url()).prefix(which.name());
         let b = common::connect(which, config)
             .await
             .unwrap_or_else(|e| panic!("{}: connect: {e}", which.name()));

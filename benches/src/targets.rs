@@ -135,7 +135,7 @@ impl BackendFactory for MemoryFactory {
 /// Whether every Redis connection of the benches (the backends' and the
 /// raw baselines', so all are connected the same way) sets `TCP_NODELAY`:
 /// `LEASEQ_BENCH_TCP_NODELAY` (`on` or `off`), else on, the backend's
-/// default ([`leaseq_redis::RedisConfig::tcp_nodelay`]). An unknown value
+/// default ([`leaseq_redis::RedisOptions::tcp_nodelay`]). An unknown value
 /// is refused.
 pub fn redis_tcp_nodelay() -> Result<bool, Unavailable> {
     match std::env::var("LEASEQ_BENCH_TCP_NODELAY") {
@@ -151,8 +151,8 @@ pub fn redis_tcp_nodelay() -> Result<bool, Unavailable> {
 }
 
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
-fn redis_config(url: &str) -> Result<leaseq_redis::RedisConfig, Unavailable> {
-    Ok(leaseq_redis::RedisConfig::new(url)
+fn redis_config(url: &str) -> Result<leaseq_redis::RedisOptions, Unavailable> {
+    Ok(leaseq_redis::RedisOptions::new(url)
         .prefix(NAMESPACE)
         .test_hooks(true)
         .tcp_nodelay(redis_tcp_nodelay()?))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, BackendExt, LeaseKey, NewItem, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_testkit::{env, redis_server::PrivateRedis};
 
 /// A private server with no persistence, killed when dropped; `None` (after
@@ -130,7 +130,7 @@ async fn redis_rs_claim_and_ack_take_two_round_trips() {
     let Some(server) = start() else { return };
     let url = server.url();
     let _ = raw(&url).await;
-    let backend = leaseq_redis::RedisRsBackend::connect(RedisConfig::new(&url))
+    let backend = leaseq_redis::RedisRsBackend::connect(RedisOptions::new(&url))
         .await
         .expect("connect");
     check(Arc::new(backend), &url).await;
@@ -142,7 +142,7 @@ async fn fred_claim_and_ack_take_two_round_trips() {
     let Some(server) = start() else { return };
     let url = server.url();
     let _ = raw(&url).await;
-    let backend = leaseq_redis::FredBackend::connect(RedisConfig::new(&url))
+    let backend = leaseq_redis::FredBackend::connect(RedisOptions::new(&url))
         .await
         .expect("connect");
     check(Arc::new(backend), &url).await;

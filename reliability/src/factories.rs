@@ -11,7 +11,7 @@ use leaseq_conformance::{BackendFactory, TestBackend, Unavailable};
 use leaseq_core::{Backend, ManualClock, Result};
 use leaseq_memory::MemoryBackend;
 use leaseq_postgres::{PgBackend, PgOptions};
-use leaseq_redis::{FredBackend, RedisConfig, RedisRsBackend};
+use leaseq_redis::{FredBackend, RedisOptions, RedisRsBackend};
 use tokio::sync::OnceCell;
 
 use crate::env;
@@ -69,7 +69,7 @@ impl RedisClient {
     }
 
     /// A backend on this client.
-    pub async fn connect(self, config: RedisConfig) -> Result<Arc<dyn Backend>> {
+    pub async fn connect(self, config: RedisOptions) -> Result<Arc<dyn Backend>> {
         Ok(match self {
             RedisClient::RedisRs => Arc::new(RedisRsBackend::connect(config).await?),
             RedisClient::Fred => Arc::new(FredBackend::connect(config).await?),
@@ -115,7 +115,7 @@ impl BackendFactory for RedisFactory {
         let made = self
             .backend
             .get_or_init(|| async {
-                let config = RedisConfig::new(&self.url)
+                let config = RedisOptions::new(&self.url)
                     .prefix(&self.prefix)
                     .test_hooks(true);
                 self.client.connect(config).await.map_err(|e| e.to_string())

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, QueueName};
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_reliability::env;
 use leaseq_reliability::factories::RedisClient;
 use leaseq_reliability::redis_server::PrivateRedis;
@@ -38,7 +38,7 @@ const SCHEDULE: [Fault; 6] = [
 ];
 
 async fn connect(client: RedisClient, url: &str) -> Arc<dyn Backend> {
-    let config = RedisConfig::new(url)
+    let config = RedisOptions::new(url)
         .prefix("rel")
         .test_hooks(true)
         .durable(true)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use leaseq_core::{Backend, QueueName};
 use leaseq_memory::MemoryBackend;
 use leaseq_postgres::PgBackend;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 use leaseq_reliability::env;
 use leaseq_reliability::factories::{
     delete_redis_prefix, drop_schema_blocking, fresh_schema, PgFactory, RedisClient,
@@ -129,7 +129,7 @@ async fn soak_redis() {
     let mut backends = Vec::new();
     for _ in 0..4 {
         match RedisClient::RedisRs
-            .connect(RedisConfig::new(&url).prefix(&prefix).test_hooks(true))
+            .connect(RedisOptions::new(&url).prefix(&prefix).test_hooks(true))
             .await
         {
             Ok(b) => backends.push(b),

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 
 /// One running cluster.
 #[derive(Debug)]
@@ -223,8 +223,8 @@ impl LocalCluster {
     }
 
     /// Settings for this cluster under `prefix`.
-    pub fn config(&self, prefix: &str) -> RedisConfig {
-        RedisConfig::cluster(self.seeds())
+    pub fn config(&self, prefix: &str) -> RedisOptions {
+        RedisOptions::cluster(self.seeds())
             .prefix(prefix)
             .test_hooks(true)
     }

@@ -12,7 +12,7 @@ pub mod server {
 use std::sync::Arc;
 
 use leaseq_core::Backend;
-use leaseq_redis::RedisConfig;
+use leaseq_redis::RedisOptions;
 pub use leaseq_testkit::redis_prefix::{delete_prefix, PrefixGuard as Cleanup};
 
 /// The server under test.
@@ -47,7 +47,7 @@ impl Which {
 }
 
 /// A backend of `which` for `config`.
-pub async fn connect(which: Which, config: RedisConfig) -> leaseq_core::Result<Arc<dyn Backend>> {
+pub async fn connect(which: Which, config: RedisOptions) -> leaseq_core::Result<Arc<dyn Backend>> {
     match which {
         #[cfg(feature = "redis-rs")]
         Which::RedisRs => Ok(Arc::new(
@@ -68,7 +68,7 @@ pub async fn connect(which: Which, config: RedisConfig) -> leaseq_core::Result<A
 pub async fn backend(which: Which, tag: &str) -> Option<(Arc<dyn Backend>, Cleanup)> {
     let url = url();
     let prefix = fresh_prefix(tag);
-    let config = RedisConfig::new(&url).prefix(&prefix).test_hooks(true);
+    let config = RedisOptions::new(&url).prefix(&prefix).test_hooks(true);
     match connect(which, config).await {
         Ok(b) => Some((b, Cleanup { url, prefix })),
         Err(e) => {
@@ -137,7 +137,7 @@ impl leaseq_conformance::BackendFactory for Factory {
         let made = self
             .backend
             .get_or_init(|| async {
-                let config = RedisConfig::new(&self.cleanup.url)
+                let config = RedisOptions::new(&self.cleanup.url)
                     .prefix(&self.cleanup.prefix)
                     .test_hooks(true);
                 let made = match self.shards {
@@ -162,7 +162,7 @@ impl leaseq_conformance::BackendFactory for Factory {
 /// `None`).
 pub async fn connect_sharded(
     which: Which,
-    config: RedisConfig,
+    config: RedisOptions,
     shards: u16,
     namer: Option<Names>,
 ) -> leaseq_core::Result<Arc<dyn Backend>> {

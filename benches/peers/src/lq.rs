@@ -13,7 +13,7 @@ use leaseq_core::{
     NewItem, QueueName, Worker,
 };
 use leaseq_postgres::{PgBackend, PgOptions};
-use leaseq_redis::{FredBackend, RedisConfig, RedisRsBackend};
+use leaseq_redis::{FredBackend, RedisOptions, RedisRsBackend};
 
 use crate::common::{
     enqueue_batches, finish_drain, payload, DrainClock, ProbeReport, Rates, Settings, Tally,
@@ -50,11 +50,11 @@ pub enum Runtime {
 async fn connect(store: Store, s: &Settings) -> Result<Arc<dyn Backend>> {
     Ok(match store {
         Store::RedisRs => Arc::new(
-            RedisRsBackend::connect(RedisConfig::new(s.redis_url.as_str()).prefix(NAMESPACE))
+            RedisRsBackend::connect(RedisOptions::new(s.redis_url.as_str()).prefix(NAMESPACE))
                 .await?,
         ),
         Store::Fred => Arc::new(
-            FredBackend::connect(RedisConfig::new(s.redis_url.as_str()).prefix(NAMESPACE)).await?,
+            FredBackend::connect(RedisOptions::new(s.redis_url.as_str()).prefix(NAMESPACE)).await?,
         ),
         Store::Postgres => Arc::new(
             PgBackend::connect(

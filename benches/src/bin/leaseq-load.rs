@@ -212,7 +212,7 @@ type Got = (
 
 async fn redis(url: &str, client: RedisClient, shards: u16) -> Result<Got, String> {
     #[cfg(any(feature = "redis-rs", feature = "fred"))]
-    let config = leaseq_redis::RedisConfig::new(url).prefix(leaseq_benches::targets::NAMESPACE);
+    let config = leaseq_redis::RedisOptions::new(url).prefix(leaseq_benches::targets::NAMESPACE);
     let unavailable =
         |e: leaseq_core::Error| leaseq_conformance::Unavailable(format!("no Redis at {url}: {e}"));
     match client {

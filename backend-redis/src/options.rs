@@ -4,18 +4,22 @@ use std::time::Duration;
 
 use leaseq_core::{Limits, Result};
 
-/// Settings for a Redis backend, built with chained setters.
+/// Settings for a Redis backend, built with chained setters, as
+/// `PgOptions` and `SqliteOptions` are. One difference: the server's
+/// address is part of the options (`new(url)`, or [`RedisOptions::cluster`]
+/// with seed nodes), because a cluster is reached through several, so
+/// `connect` takes the options alone.
 ///
 /// ```
-/// use leaseq_redis::RedisConfig;
+/// use leaseq_redis::RedisOptions;
 /// use std::time::Duration;
-/// let config = RedisConfig::new("redis://127.0.0.1:6379")
+/// let options = RedisOptions::new("redis://127.0.0.1:6379")
 ///     .prefix("jobs")
 ///     .response_timeout(Duration::from_secs(2));
-/// assert_eq!(config.get_prefix(), "jobs");
+/// assert_eq!(options.get_prefix(), "jobs");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisConfig {
+pub struct RedisOptions {
     pub(crate) url: String,
     pub(crate) seeds: Vec<String>,
     pub(crate) prefix: String,
@@ -26,10 +30,10 @@ pub struct RedisConfig {
     pub(crate) idle_wait_connections: usize,
     pub(crate) tcp_nodelay: bool,
     /// `Some(false)`: report the backend not durable whatever the server
-    /// says (see [`RedisConfig::durable`]).
+    /// says (see [`RedisOptions::durable`]).
     pub(crate) durable: Option<bool>,
     pub(crate) allow_eviction: bool,
-    /// Replicas each write waits for (see [`RedisConfig::wait_for_replicas`]).
+    /// Replicas each write waits for (see [`RedisOptions::wait_for_replicas`]).
     pub(crate) replica_wait: Option<ReplicaWait>,
     pub(crate) test_hooks: bool,
     /// The CA certificates (PEM) trusted for TLS instead of the system's.
@@ -37,7 +41,7 @@ pub struct RedisConfig {
 }
 
 /// How many replicas each write waits for, and how long
-/// ([`RedisConfig::wait_for_replicas`]).
+/// ([`RedisOptions::wait_for_replicas`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicaWait {
     replicas: u32,
@@ -92,7 +96,7 @@ impl std::fmt::Debug for RootCert {
     }
 }
 
-impl RedisConfig {
+impl RedisOptions {
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "leaseq";
 
@@ -105,27 +109,27 @@ impl RedisConfig {
     /// `rediss://…` and `rediss+cluster://…` connect over TLS (feature
     /// `tls`, on by default), checking the server's certificate and host
     /// name against the system's trusted roots, or against
-    /// [`RedisConfig::tls_root_cert`]. Such a URL is never dialled in
+    /// [`RedisOptions::tls_root_cert`]. Such a URL is never dialled in
     /// plaintext: without the `tls` feature `connect` refuses it with
     /// [`leaseq_core::Error::InvalidInput`], and a server that does not speak
     /// TLS fails the handshake.
     ///
     /// ```
-    /// use leaseq_redis::RedisConfig;
-    /// let c = RedisConfig::new("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7000");
+    /// use leaseq_redis::RedisOptions;
+    /// let c = RedisOptions::new("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7000");
     /// assert!(c.is_cluster());
     /// assert_eq!(
     ///     c.get_seeds(),
     ///     ["redis://app:pw@10.0.0.1:7000", "redis://app:pw@10.0.0.2:7000"]
     /// );
-    /// let tls = RedisConfig::new("rediss+cluster://10.0.0.1:7000");
+    /// let tls = RedisOptions::new("rediss+cluster://10.0.0.1:7000");
     /// assert!(tls.uses_tls());
     /// assert_eq!(tls.get_seeds(), ["rediss://10.0.0.1:7000"]);
     /// ```
     pub fn new(url: impl Into<String>) -> Self {
         let url = url.into();
         let seeds = crate::cluster_url::seeds_of(&url);
-        RedisConfig {
+        RedisOptions {
             url,
             seeds,
             prefix: Self::DEFAULT_PREFIX.into(),
@@ -149,14 +153,14 @@ impl RedisConfig {
     /// `rediss://` connect over TLS; all seeds must then be `rediss://`.
     ///
     /// ```
-    /// use leaseq_redis::RedisConfig;
-    /// let c = RedisConfig::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
+    /// use leaseq_redis::RedisOptions;
+    /// let c = RedisOptions::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
     /// assert!(c.is_cluster());
     /// assert_eq!(c.get_url(), "redis+cluster://127.0.0.1:7000,127.0.0.1:7001");
     /// ```
     pub fn cluster<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> Self {
         let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
-        let mut config = RedisConfig::new(crate::cluster_url::url_of(&seeds));
+        let mut config = RedisOptions::new(crate::cluster_url::url_of(&seeds));
         config.seeds = seeds;
         config
     }
@@ -189,10 +193,10 @@ impl RedisConfig {
     /// plaintext. PEM that holds no certificate fails the same way.
     ///
     /// ```
-    /// use leaseq_redis::RedisConfig;
+    /// use leaseq_redis::RedisOptions;
     /// # let ca_pem = b"-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n".to_vec();
     /// // let ca_pem = std::fs::read("/etc/redis/tls/ca.pem")?;
-    /// let config = RedisConfig::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
+    /// let config = RedisOptions::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
     /// assert!(config.uses_tls());
     /// assert!(config.get_tls_root_cert().is_some());
     /// ```
@@ -201,7 +205,7 @@ impl RedisConfig {
         self
     }
 
-    /// The CA certificates (PEM) set by [`RedisConfig::tls_root_cert`].
+    /// The CA certificates (PEM) set by [`RedisOptions::tls_root_cert`].
     pub fn get_tls_root_cert(&self) -> Option<&[u8]> {
         self.tls_root_cert.as_ref().map(|c| c.0.as_slice())
     }
@@ -255,7 +259,7 @@ impl RedisConfig {
         self
     }
 
-    /// Whether connections set `TCP_NODELAY` ([`RedisConfig::tcp_nodelay`]).
+    /// Whether connections set `TCP_NODELAY` ([`RedisOptions::tcp_nodelay`]).
     pub fn get_tcp_nodelay(&self) -> bool {
         self.tcp_nodelay
     }
@@ -275,7 +279,7 @@ impl RedisConfig {
     /// connected replicas (on every master of a cluster) and reports
     /// durable only when each has `appendonly yes` and `appendfsync
     /// always`, and either no replica or writes that wait for all of them
-    /// ([`RedisConfig::wait_for_replicas`]): a forced failover otherwise
+    /// ([`RedisOptions::wait_for_replicas`]): a forced failover otherwise
     /// loses acknowledged writes (see the crate docs, "Persistence and
     /// what is lost" and "Replicas and failover"). `durable(false)` turns that off (the
     /// backend then reports not durable whatever the server says);
@@ -305,9 +309,9 @@ impl RedisConfig {
     /// ("Replicas and failover").
     ///
     /// ```
-    /// use leaseq_redis::RedisConfig;
+    /// use leaseq_redis::RedisOptions;
     /// use std::time::Duration;
-    /// let c = RedisConfig::new("redis://127.0.0.1:6379")
+    /// let c = RedisOptions::new("redis://127.0.0.1:6379")
     ///     .wait_for_replicas(1, Duration::from_millis(500));
     /// let wait = c.get_wait_for_replicas().expect("set");
     /// assert_eq!((wait.replicas(), wait.timeout()), (1, Duration::from_millis(500)));
@@ -317,7 +321,7 @@ impl RedisConfig {
         self
     }
 
-    /// What [`RedisConfig::wait_for_replicas`] set, if anything.
+    /// What [`RedisOptions::wait_for_replicas`] set, if anything.
     pub fn get_wait_for_replicas(&self) -> Option<ReplicaWait> {
         self.replica_wait
     }
@@ -337,7 +341,7 @@ impl RedisConfig {
     }
 
     /// Whether an evicting `maxmemory-policy` is accepted
-    /// ([`RedisConfig::allow_eviction`]).
+    /// ([`RedisOptions::allow_eviction`]).
     pub fn get_allow_eviction(&self) -> bool {
         self.allow_eviction
     }
@@ -424,7 +428,7 @@ impl RedisConfig {
         Ok(())
     }
 
-    /// The trusted roots of [`RedisConfig::tls_root_cert`], or `None` for
+    /// The trusted roots of [`RedisOptions::tls_root_cert`], or `None` for
     /// the system's.
     #[cfg(feature = "tls")]
     pub(crate) fn tls_roots(&self) -> Result<Option<rustls::RootCertStore>> {
@@ -468,7 +472,7 @@ pub(crate) fn install_crypto_provider() {
 mod tests {
     use super::*;
 
-    fn refused(config: &RedisConfig) -> String {
+    fn refused(config: &RedisOptions) -> String {
         match config.check() {
             Err(leaseq_core::Error::InvalidInput { what }) => what,
             other => panic!("expected InvalidInput, got {other:?}"),
@@ -477,17 +481,17 @@ mod tests {
 
     #[test]
     fn tls_is_read_from_the_url_and_the_seeds() {
-        assert!(!RedisConfig::new("redis://h:1").uses_tls());
-        assert!(RedisConfig::new("rediss://h:1").uses_tls());
-        assert!(RedisConfig::new("rediss+cluster://h:1,h:2").uses_tls());
-        let c = RedisConfig::cluster(["rediss://h:1", "rediss://h:2"]);
+        assert!(!RedisOptions::new("redis://h:1").uses_tls());
+        assert!(RedisOptions::new("rediss://h:1").uses_tls());
+        assert!(RedisOptions::new("rediss+cluster://h:1,h:2").uses_tls());
+        let c = RedisOptions::cluster(["rediss://h:1", "rediss://h:2"]);
         assert!(c.uses_tls());
         assert_eq!(c.get_url(), "rediss+cluster://h:1,h:2");
     }
 
     #[test]
     fn a_replica_wait_needs_a_replica_and_a_timeout_below_the_response_timeout() {
-        let base = RedisConfig::new("redis://h:1").response_timeout(Duration::from_secs(2));
+        let base = RedisOptions::new("redis://h:1").response_timeout(Duration::from_secs(2));
         let zero = base
             .clone()
             .wait_for_replicas(0, Duration::from_millis(100));
@@ -504,35 +508,35 @@ mod tests {
 
     #[test]
     fn mixed_seeds_are_refused() {
-        let c = RedisConfig::cluster(["rediss://h:1", "redis://h:2"]);
+        let c = RedisOptions::cluster(["rediss://h:1", "redis://h:2"]);
         assert!(refused(&c).contains("mix TLS"));
     }
 
     #[test]
     fn a_root_certificate_needs_a_tls_url() {
-        let c = RedisConfig::new("redis://h:1").tls_root_cert(b"x".to_vec());
+        let c = RedisOptions::new("redis://h:1").tls_root_cert(b"x".to_vec());
         assert!(refused(&c).contains("does not ask for TLS"));
     }
 
     #[test]
     fn an_empty_cluster_url_is_refused_for_either_scheme() {
-        assert!(refused(&RedisConfig::new("redis+cluster://")).contains("no seed"));
+        assert!(refused(&RedisOptions::new("redis+cluster://")).contains("no seed"));
         #[cfg(feature = "tls")]
-        assert!(refused(&RedisConfig::new("rediss+cluster://")).contains("no seed"));
+        assert!(refused(&RedisOptions::new("rediss+cluster://")).contains("no seed"));
     }
 
     #[cfg(feature = "tls")]
     #[test]
     fn a_root_certificate_must_hold_a_certificate() {
-        let c = RedisConfig::new("rediss://h:1").tls_root_cert(b"not pem".to_vec());
+        let c = RedisOptions::new("rediss://h:1").tls_root_cert(b"not pem".to_vec());
         assert!(refused(&c).contains("no CERTIFICATE"));
-        assert!(RedisConfig::new("rediss://h:1").check().is_ok());
+        assert!(RedisOptions::new("rediss://h:1").check().is_ok());
     }
 
     #[cfg(not(feature = "tls"))]
     #[test]
     fn without_tls_a_tls_url_names_the_feature() {
-        let what = refused(&RedisConfig::new("rediss://h:1"));
+        let what = refused(&RedisOptions::new("rediss://h:1"));
         assert!(what.contains("`tls` feature"), "{what}");
     }
 }
