@@ -79,7 +79,8 @@
 //! item (`redrive_item`: only the item named, only from Dead, once under
 //! racing callers), fencing (INV-3,
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
-//! recovery (INV-2, INV-4, INV-7, INV-10), storm (INV-5, history-checked),
+//! recovery (INV-2, INV-4, INV-7, INV-10), reap cost (INV-7 measured: a
+//! reap among 10,000 live leases against one among 10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
 //! input writes nothing), limits (global concurrency and rate limits per
 //! queue, for backends whose `Capabilities::queue_limits` is `Global`),
@@ -150,6 +151,7 @@ macro_rules! __with_checks {
             recovery::claim_skips_live_lease
             recovery::concurrent_claims_each_once
             recovery::reap_touches_only_expired
+            reap_cost::reap_cost_ignores_live_leases
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
             replies::lease_fate_names_what_happened

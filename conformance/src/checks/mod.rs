@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod listing;
 pub mod ordering;
+pub mod reap_cost;
 pub mod recovery;
 pub mod redrive;
 pub mod replies;
