@@ -82,7 +82,7 @@
 //! recovery (INV-2, INV-4, INV-7, INV-10), reap cost (INV-7 measured: a
 //! reap among 10,000 live leases against one among 10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
-//! input writes nothing), limits (global concurrency and rate limits per
+//! input writes nothing), clock (a claim reads the clock inside its step), limits (global concurrency and rate limits per
 //! queue, for backends whose `Capabilities::queue_limits` is `Global`),
 //! schedules (one item per tick across racing schedulers, acks, restarts
 //! and skewed clocks; changes and removals; unique-for keys held after the
@@ -175,6 +175,7 @@ macro_rules! __with_checks {
             input::hostile_inputs_have_one_answer
             isolation::queues_are_isolated
             isolation::clock_follows_real_time
+            clock::claims_read_the_clock_in_their_step
             ordering::order_holds_after_every_return_to_ready
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window

@@ -3,6 +3,7 @@
 
 pub mod basics;
 pub mod batch;
+pub mod clock;
 pub mod dedup;
 pub mod delete;
 pub mod fencing;

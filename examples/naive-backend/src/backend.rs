@@ -24,8 +24,6 @@ pub(crate) struct Store {
     pub(crate) queues: BTreeMap<QueueName, Queue>,
     /// `enqueue_once` requests: when first seen, and their results.
     requests: HashMap<(QueueName, LeaseToken), (Timestamp, Vec<Enqueued>)>,
-    /// Dedup keys of every queue in one map ([`Bug::SharedDedupKeys`]).
-    shared_keys: HashMap<String, u64>,
 }
 
 /// A backend in process memory, with an optional seeded [`Bug`].
@@ -107,29 +105,28 @@ impl NaiveBackend {
         items: Vec<NewItem>,
         now: Timestamp,
     ) -> Vec<Enqueued> {
-        let shared = self.bug == Bug::SharedDedupKeys;
-        let Store {
-            queues,
-            shared_keys,
-            ..
-        } = st;
-        let q = queues.entry(queue.clone()).or_default();
         let mut out = Vec::with_capacity(items.len());
         for item in items {
             let key = item.get_dedup_key().map(str::to_owned);
-            let keys = if shared { &mut *shared_keys } else { &mut q.keys };
-            if let Some(holder) = key.as_ref().and_then(|k| keys.get(k)) {
+            let holder = key.as_ref().and_then(|k| {
+                if self.bug == Bug::SharedDedupKeys {
+                    // Looked up in every queue, not in this one.
+                    return st.queues.values().find_map(|q| q.keys.get(k).copied());
+                }
+                st.queues.get(queue).and_then(|q| q.keys.get(k).copied())
+            });
+            if let Some(holder) = holder {
                 out.push(Enqueued {
-                    id: ItemId::new(*holder),
+                    id: ItemId::new(holder),
                     deduplicated: true,
                 });
                 continue;
             }
+            let q = st.queues.entry(queue.clone()).or_default();
             q.last_id += 1;
-            q.last_place = q.last_place.max(q.last_id);
             let id = q.last_id;
             if let Some(k) = &key {
-                keys.insert(k.clone(), id);
+                q.keys.insert(k.clone(), id);
             }
             q.items.insert(
                 id,
@@ -165,7 +162,8 @@ impl NaiveBackend {
     /// Gives the item back to Ready, Scheduled after `delay`, or Dead.
     fn put_back(q: &mut Queue, id: u64, delay: Duration, now: Timestamp, bug: Bug) -> Released {
         if bug == Bug::ReleaseToBack {
-            q.last_place += 1;
+            // A fresh place after every id handed out so far.
+            q.last_place = q.last_place.max(1 << 48) + 1;
             if let Some(item) = q.items.get_mut(&id) {
                 item.place = q.last_place;
             }
@@ -375,10 +373,12 @@ impl Backend for NaiveBackend {
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
         let mut report = ReapReport::default();
+        // Each batch starts after the last entry the one before recovered.
+        let mut after = None;
         loop {
-            let (requeued, dead, repairs) = self.step(queue, |st, now| {
+            let (requeued, dead, repairs, last) = self.step(queue, |st, now| {
                 let Some(q) = st.queues.get_mut(queue) else {
-                    return (0, 0, Vec::new());
+                    return (0, 0, Vec::new(), None);
                 };
                 q.promote_due(now);
                 // Entries a claim would meet first: stray ones are removed.
@@ -394,12 +394,13 @@ impl Backend for NaiveBackend {
                         problem: "no item".into(),
                     });
                 }
-                let (r, d) = q.reap(now, REAP_BATCH, self.bug);
-                (r, d, repairs)
+                let (r, d, last) = q.reap(now, after, REAP_BATCH, self.bug);
+                (r, d, repairs, last)
             });
             report.requeued += requeued;
             report.dead += dead;
             report.repairs.extend(repairs);
+            after = last;
             if requeued + dead < REAP_BATCH as u64 {
                 return Ok(report);
             }
@@ -510,9 +511,6 @@ impl Backend for NaiveBackend {
             let kept = (q.last_id, q.last_place, q.last_death);
             *q = Queue::default();
             (q.last_id, q.last_place, q.last_death) = kept;
-            if bug == Bug::SharedDedupKeys {
-                st.shared_keys.clear();
-            }
             n
         }))
     }

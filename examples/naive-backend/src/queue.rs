@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 use leaseq_core::{
     Bytes, ItemId, ItemInfo, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair, Timestamp,
@@ -36,8 +37,8 @@ pub(crate) struct Item {
 pub(crate) struct Queue {
     /// The last id handed out (ids are never reused, also after a purge).
     pub(crate) last_id: u64,
-    /// The last place in claim order handed out (an id, or a fresh place
-    /// under [`Bug::ReleaseToBack`]).
+    /// The last place at the back of claim order handed out (only under
+    /// [`Bug::ReleaseToBack`]; an item's place is otherwise its id).
     pub(crate) last_place: u64,
     pub(crate) last_death: u64,
     pub(crate) items: HashMap<u64, Item>,
@@ -194,9 +195,17 @@ impl Queue {
         leases
     }
 
-    /// Recovers up to `max` leases expired at `now`: Ready, or Dead on
-    /// their last attempt. Returns (requeued, dead).
-    pub(crate) fn reap(&mut self, now: Timestamp, max: usize, bug: Bug) -> (u64, u64) {
+    /// Recovers up to `max` leases expired at `now` whose entries come
+    /// after `after`: Ready, or Dead on their last attempt. Returns
+    /// (requeued, dead, the last entry recovered).
+    pub(crate) fn reap(
+        &mut self,
+        now: Timestamp,
+        after: Option<(Timestamp, u64)>,
+        max: usize,
+        bug: Bug,
+    ) -> (u64, u64, Option<(Timestamp, u64)>) {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         let expired: Vec<(Timestamp, u64)> = if bug == Bug::ScanningReap {
             // Walks every lease, live ones included, to find the expired.
             let mut all: Vec<(Timestamp, u64)> = self
@@ -205,17 +214,19 @@ impl Queue {
                 .filter(|(_, i)| i.state == ItemState::Leased)
                 .filter_map(|(id, i)| i.due.map(|at| (at, *id)))
                 .filter(|(at, _)| *at <= now)
+                .filter(|k| after.is_none_or(|a| *k > a))
                 .collect();
             all.sort_unstable();
             all.truncate(max);
             all
         } else {
             self.leased
-                .range(..=(now, u64::MAX))
+                .range((from, Bound::Included((now, u64::MAX))))
                 .take(max)
                 .map(|(k, _)| *k)
                 .collect()
         };
+        let last = expired.last().copied();
         let (mut requeued, mut dead) = (0, 0);
         for (at, id) in expired {
             if bug != Bug::ReapLeavesLeasedEntry {
@@ -235,7 +246,7 @@ impl Queue {
                 self.ready.insert((Reverse(i32::MAX), u64::MAX - id), u64::MAX - id);
             }
         }
-        (requeued, dead)
+        (requeued, dead, last)
     }
 
     /// What inspection shows of item `id`.
