@@ -66,7 +66,13 @@
 //!   contract (`LEASEQ_MODEL_CASES`, 32 by default). It finds what single
 //!   checks miss, e.g. ids reused after `purge`.
 //! - **Failures say where.** A failure names the check, the backend, the
-//!   rule broken (invariant or contract clause) and the check's source file.
+//!   rule broken (invariant or contract clause) and the check's source file
+//!   ([`runner::failure_message`] builds it, for tests that pin down what the
+//!   suite says about a seeded bug).
+//! - **A worked example.** `examples/naive-backend` in the leaseq repository
+//!   is a backend written from these docs (a mutex, a map and an ordered map
+//!   per state) with this test file, and seeded bugs whose tests run single
+//!   checks, and the reference model, on their own.
 //! - **Repetitions.** Race checks repeat; `LEASEQ_CONFORMANCE_SCALE=N`
 //!   multiplies their rounds and the storm's size by N (default 1).
 //!

@@ -269,11 +269,9 @@ fn a_claim_time_reported_as_the_enqueue_time_is_caught() {
 
 #[test]
 fn a_reaper_that_visits_every_live_lease_is_caught() {
-    caught(
-        "a reap that walks every live lease",
-        &[Rule::Inv7],
-        || reap_cost::reap_cost_ignores_live_leases(&FaultyFactory(Fault::ScanningReap)),
-    );
+    caught("a reap that walks every live lease", &[Rule::Inv7], || {
+        reap_cost::reap_cost_ignores_live_leases(&FaultyFactory(Fault::ScanningReap))
+    });
 }
 
 #[test]

@@ -60,7 +60,11 @@ async fn hold_live(cx: &Cx, n: usize) -> Result<(), Violation> {
     let mut held = 0;
     while held < n {
         let got = cx.claim((n - held).min(1_000) as u32, LONG).await?;
-        ensure!(!got.is_empty(), cx.rule, "only {held} of {n} items were claimable");
+        ensure!(
+            !got.is_empty(),
+            cx.rule,
+            "only {held} of {n} items were claimable"
+        );
         held += got.len();
     }
     Ok(())

@@ -40,7 +40,12 @@ pub(crate) async fn untouched(
         let info = match b.item(q, *id).await {
             Ok(info) => info,
             Err(leaseq_core::Error::NotFound { .. }) => continue,
-            Err(e) => return Err(Violation::new(RULE, format!("item({id}) after the hook failed: {e}"))),
+            Err(e) => {
+                return Err(Violation::new(
+                    RULE,
+                    format!("item({id}) after the hook failed: {e}"),
+                ))
+            }
         };
         if info.state == ItemState::Leased && info.due_at != Some(*was) {
             return Err(Violation::new(

@@ -8,8 +8,8 @@ use std::time::Duration;
 use leaseq_core::limits::{self, REQUEST_MEMORY};
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, ItemId,
-    ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName,
-    QueueStats, ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
+    ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats,
+    ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
 };
 
 use crate::queue::{Item, Queue};
@@ -147,9 +147,9 @@ impl NaiveBackend {
             );
             let delay = item.get_delay();
             if delay.is_zero() {
-                q.to_ready(id);
+                q.make_ready(id);
             } else {
-                q.to_scheduled(id, now.saturating_add(delay));
+                q.make_scheduled(id, now.saturating_add(delay));
             }
             out.push(Enqueued {
                 id: ItemId::new(id),
@@ -169,10 +169,10 @@ impl NaiveBackend {
             }
         }
         if delay.is_zero() {
-            q.to_ready(id);
+            q.make_ready(id);
             Released::Ready
         } else {
-            q.to_scheduled(id, now.saturating_add(delay));
+            q.make_scheduled(id, now.saturating_add(delay));
             Released::Scheduled
         }
     }
@@ -287,7 +287,9 @@ impl Backend for NaiveBackend {
                 return LeaseFate::Held;
             }
             if now < held_until {
-                let state = q.and_then(|q| q.items.get(&lease.id.get())).map(|i| i.state);
+                let state = q
+                    .and_then(|q| q.items.get(&lease.id.get()))
+                    .map(|i| i.state);
                 return LeaseFate::Finished { state };
             }
             LeaseFate::Lost
@@ -324,7 +326,7 @@ impl Backend for NaiveBackend {
     }
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        self.fenced(lease, |q, item, now| {
+        self.fenced(lease, |q, _, now| {
             let id = lease.id.get();
             q.unindex(id);
             let at = now.saturating_add(ttl.get());
@@ -332,7 +334,6 @@ impl Backend for NaiveBackend {
                 i.due = Some(at);
             }
             q.leased.insert((at, id), ());
-            let _ = item;
             at
         })
     }
@@ -344,7 +345,7 @@ impl Backend for NaiveBackend {
             let id = lease.id.get();
             q.unindex(id);
             if item.attempts >= item.max_attempts {
-                q.to_dead(id, "attempts exhausted");
+                q.make_dead(id, "attempts exhausted");
                 return Released::Dead;
             }
             Self::put_back(q, id, delay, now, bug)
@@ -358,7 +359,7 @@ impl Backend for NaiveBackend {
             if let Some(i) = q.items.get_mut(&id) {
                 i.attempts = i.attempts.saturating_sub(1);
             }
-            q.to_ready(id);
+            q.make_ready(id);
         })
     }
 
@@ -367,7 +368,7 @@ impl Backend for NaiveBackend {
         self.fenced(lease, |q, _, _| {
             let id = lease.id.get();
             q.unindex(id);
-            q.to_dead(id, reason);
+            q.make_dead(id, reason);
         })
     }
 
@@ -466,7 +467,7 @@ impl Backend for NaiveBackend {
                 q.promote_due(now);
                 q.info(id.get())
             })
-                .ok_or(Error::NotFound { id })
+            .ok_or(Error::NotFound { id })
         })
     }
 
@@ -485,9 +486,10 @@ impl Backend for NaiveBackend {
 
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
         self.step(queue, |st, _| {
-            let q = st.queues.get_mut(queue);
-            let Some((q, state)) = q.and_then(|q| q.items.get(&id.get()).map(|i| i.state).map(|s| (q, s)))
-            else {
+            let Some(q) = st.queues.get_mut(queue) else {
+                return Err(Error::NotFound { id });
+            };
+            let Some(state) = q.items.get(&id.get()).map(|i| i.state) else {
                 return Err(Error::NotFound { id });
             };
             if state != ItemState::Dead {
@@ -526,5 +528,5 @@ fn redrive_one(q: &mut Queue, id: u64) {
     if let Some(i) = q.items.get_mut(&id) {
         i.attempts = 0;
     }
-    q.to_ready(id);
+    q.make_ready(id);
 }

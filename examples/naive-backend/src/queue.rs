@@ -61,7 +61,7 @@ impl Queue {
     }
 
     /// Puts item `id` (already in `items`) into Ready.
-    pub(crate) fn to_ready(&mut self, id: u64) {
+    pub(crate) fn make_ready(&mut self, id: u64) {
         if let Some(item) = self.items.get_mut(&id) {
             item.state = ItemState::Ready;
             item.due = None;
@@ -71,7 +71,7 @@ impl Queue {
     }
 
     /// Puts item `id` into Scheduled, due at `at`.
-    pub(crate) fn to_scheduled(&mut self, id: u64, at: Timestamp) {
+    pub(crate) fn make_scheduled(&mut self, id: u64, at: Timestamp) {
         if let Some(item) = self.items.get_mut(&id) {
             item.state = ItemState::Scheduled;
             item.due = Some(at);
@@ -81,7 +81,7 @@ impl Queue {
     }
 
     /// Puts item `id` into Dead with `reason`.
-    pub(crate) fn to_dead(&mut self, id: u64, reason: &str) {
+    pub(crate) fn make_dead(&mut self, id: u64, reason: &str) {
         self.last_death += 1;
         if let Some(item) = self.items.get_mut(&id) {
             item.state = ItemState::Dead;
@@ -144,7 +144,7 @@ impl Queue {
                 break;
             }
             self.scheduled.remove(&(at, id));
-            self.to_ready(id);
+            self.make_ready(id);
         }
     }
 
@@ -160,7 +160,7 @@ impl Queue {
     ) -> Vec<Lease> {
         let mut leases = Vec::new();
         while leases.len() < max {
-            let Some((key, id)) = self.ready.pop_first() else {
+            let Some((_, id)) = self.ready.pop_first() else {
                 break;
             };
             let Some(item) = self.items.get_mut(&id) else {
@@ -171,7 +171,6 @@ impl Queue {
                 });
                 continue;
             };
-            let _ = key;
             let t = token(leases.len() as u32);
             item.attempts = item.attempts.saturating_add(1);
             item.state = ItemState::Leased;
@@ -236,14 +235,15 @@ impl Queue {
                 continue;
             };
             if item.attempts >= item.max_attempts {
-                self.to_dead(id, "lease expired on its last attempt");
+                self.make_dead(id, "lease expired on its last attempt");
                 dead += 1;
             } else {
-                self.to_ready(id);
+                self.make_ready(id);
                 requeued += 1;
             }
             if bug == Bug::StrayEntryAfterReap {
-                self.ready.insert((Reverse(i32::MAX), u64::MAX - id), u64::MAX - id);
+                self.ready
+                    .insert((Reverse(i32::MAX), u64::MAX - id), u64::MAX - id);
             }
         }
         (requeued, dead, last)

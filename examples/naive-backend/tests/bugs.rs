@@ -66,7 +66,11 @@ macro_rules! failure {
     ($factory:expr, $module:ident :: $check:ident) => {
         message(
             stringify!($check),
-            concat!("leaseq-conformance: src/checks/", stringify!($module), ".rs"),
+            concat!(
+                "leaseq-conformance: src/checks/",
+                stringify!($module),
+                ".rs"
+            ),
             block_on(checks::$module::$check(&$factory)),
         )
     };
@@ -139,7 +143,11 @@ fn a_reaper_that_scans_every_live_lease() {
     );
     names(
         &msg,
-        &["src/checks/reap_cost.rs", "INV-7", "reap visits live leases"],
+        &[
+            "src/checks/reap_cost.rs",
+            "INV-7",
+            "reap visits live leases",
+        ],
     );
 }
 
@@ -181,7 +189,11 @@ fn ids_reused_after_purge() {
     let msg = model_failure(&manual(Bug::IdsReusedAfterPurge));
     names(
         &msg,
-        &["src/model/", "contract of enqueue", "ids reused after a purge"],
+        &[
+            "src/model/",
+            "contract of enqueue",
+            "ids reused after a purge",
+        ],
     );
 }
 
