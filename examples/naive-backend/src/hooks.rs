@@ -2,11 +2,13 @@
 //! with, on when the backend is built `with_test_hooks`.
 
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
 
 use leaseq_core::{
     async_trait, IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks, Timestamp,
 };
 
+use crate::queue::Item;
 use crate::{Bug, NaiveBackend};
 
 #[async_trait]
@@ -24,14 +26,7 @@ impl TestHooks for NaiveBackend {
             .filter(|(at, _)| every || *at > now)
             .copied()
             .collect();
-        for (at, id) in &touched {
-            q.leased.remove(&(*at, *id));
-            q.leased.insert((now, *id), ());
-            if let Some(i) = q.items.get_mut(id) {
-                i.due = Some(now);
-            }
-        }
-        Ok(touched.len() as u64)
+        Ok(restamp(&mut q.leased, &mut q.items, &touched, now))
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {
@@ -41,14 +36,7 @@ impl TestHooks for NaiveBackend {
             return Ok(0);
         };
         let due: Vec<(Timestamp, u64)> = q.scheduled.keys().copied().collect();
-        for (at, id) in &due {
-            q.scheduled.remove(&(*at, *id));
-            q.scheduled.insert((now, *id), ());
-            if let Some(i) = q.items.get_mut(id) {
-                i.due = Some(now);
-            }
-        }
-        Ok(due.len() as u64)
+        Ok(restamp(&mut q.scheduled, &mut q.items, &due, now))
     }
 
     async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
@@ -74,4 +62,22 @@ impl TestHooks for NaiveBackend {
     fn steps(&self, queue: &QueueName) -> Option<u64> {
         self.steps.get(queue)
     }
+}
+
+/// Moves the `entries` of a time-ordered `index` (and their items' due
+/// times) to `now`; returns how many.
+fn restamp(
+    index: &mut BTreeMap<(Timestamp, u64), ()>,
+    items: &mut HashMap<u64, Item>,
+    entries: &[(Timestamp, u64)],
+    now: Timestamp,
+) -> u64 {
+    for (at, id) in entries {
+        index.remove(&(*at, *id));
+        index.insert((now, *id), ());
+        if let Some(i) = items.get_mut(id) {
+            i.due = Some(now);
+        }
+    }
+    entries.len() as u64
 }
