@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use leaseq_conformance::checks::{
     batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering, reap_cost,
-    recovery,
-    redrive, replies, schedules, storm,
+    recovery, redrive, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
