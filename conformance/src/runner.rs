@@ -27,6 +27,7 @@ pub fn block_on<T>(fut: impl Future<Output = T>) -> T {
 ///
 /// # Panics
 /// On a violation, and on an unavailable backend in CI.
+#[track_caller]
 pub fn conclude(check: &str, backend: &str, result: CheckResult) {
     conclude_at(check, "", backend, result);
 }
@@ -39,7 +40,9 @@ pub fn conclude(check: &str, backend: &str, result: CheckResult) {
 ///
 /// # Panics
 /// On a violation, on an unavailable backend in CI, and on any skip in
-/// strict mode.
+/// strict mode. The panic names the caller's line (the backend's own test
+/// file), not this one.
+#[track_caller]
 pub fn conclude_at(check: &str, file: &str, backend: &str, result: CheckResult) {
     let at = if file.is_empty() {
         String::new()
