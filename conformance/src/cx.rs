@@ -247,12 +247,25 @@ impl Cx {
         by: &str,
     ) -> Result<(), Violation> {
         let planted = self.planted.load(std::sync::atomic::Ordering::SeqCst);
-        ensure!(
-            planted || repairs.is_empty(),
+        if planted || repairs.is_empty() {
+            return Ok(());
+        }
+        let shown: Vec<String> = repairs
+            .iter()
+            .take(3)
+            .map(|r| format!("{} entry {} ({})", r.index, r.id, r.problem))
+            .collect();
+        let more = match repairs.len() {
+            n if n > 3 => format!(" and {} more", n - 3),
+            _ => String::new(),
+        };
+        Err(Violation::new(
             Rule::Inv1,
-            "{by} reported repairs though this check planted no corruption: {repairs:?} (an earlier transition left a stray or dangling entry)"
-        );
-        Ok(())
+            format!(
+                "a repair where no corruption was planted: {by} repaired {}{more}, though this check planted none. An earlier transition of this check (a reap, claim, release, ack, ...) left a stray or dangling index entry; a later call cleaning it up does not make that transition right",
+                shown.join(", ")
+            ),
+        ))
     }
 
     /// The backend's test hooks, if any.

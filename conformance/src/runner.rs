@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::{CheckResult, Outcome};
+use crate::{CheckResult, Outcome, Violation};
 
 /// Runs `fut` to completion on a fresh multi-thread runtime with four
 /// worker threads, so concurrency checks run on real parallel tasks.
@@ -27,6 +27,7 @@ pub fn block_on<T>(fut: impl Future<Output = T>) -> T {
 ///
 /// # Panics
 /// On a violation, and on an unavailable backend in CI.
+#[track_caller]
 pub fn conclude(check: &str, backend: &str, result: CheckResult) {
     conclude_at(check, "", backend, result);
 }
@@ -39,7 +40,9 @@ pub fn conclude(check: &str, backend: &str, result: CheckResult) {
 ///
 /// # Panics
 /// On a violation, on an unavailable backend in CI, and on any skip in
-/// strict mode.
+/// strict mode. The panic names the caller's line (the backend's own test
+/// file), not this one.
+#[track_caller]
 pub fn conclude_at(check: &str, file: &str, backend: &str, result: CheckResult) {
     let at = if file.is_empty() {
         String::new()
@@ -64,8 +67,20 @@ pub fn conclude_at(check: &str, file: &str, backend: &str, result: CheckResult) 
                 "SKIPPED: {backend} unavailable: {reason} (check {check} did not run)"
             ));
         }
-        Err(v) => panic!("{check} on {backend}{at}: {v}"),
+        Err(v) => panic!("{}", failure_message(check, file, backend, &v)),
     }
+}
+
+/// The message [`conclude_at`] fails with for `violation`: the check, the
+/// backend, the check's source file and the rule broken, then the evidence.
+/// For tests that assert what the suite says about a seeded bug.
+pub fn failure_message(check: &str, file: &str, backend: &str, violation: &Violation) -> String {
+    let at = if file.is_empty() {
+        String::new()
+    } else {
+        format!(" [{file}]")
+    };
+    format!("{check} on {backend}{at}: {violation}")
 }
 
 fn loud(line: &str) {

@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering, recovery,
-    redrive, replies, schedules, storm,
+    batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering, reap_cost,
+    recovery, redrive, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -264,6 +264,23 @@ fn a_claim_time_reported_as_the_enqueue_time_is_caught() {
         &[Rule::Contract("enqueued_at")],
         || lifecycle::enqueue_time_is_kept(&FaultyFactory(Fault::ClaimTimeAsEnqueueTime)),
     );
+}
+
+#[test]
+fn a_reaper_that_visits_every_live_lease_is_caught() {
+    caught("a reap that walks every live lease", &[Rule::Inv7], || {
+        reap_cost::reap_cost_ignores_live_leases(&FaultyFactory(Fault::ScanningReap))
+    });
+}
+
+#[test]
+fn the_reap_cost_check_passes_without_a_fault() {
+    for run in 0..RUNS {
+        let r = block_on(reap_cost::reap_cost_ignores_live_leases(&FaultyFactory(
+            Fault::None,
+        )));
+        passes(&format!("reap_cost_ignores_live_leases, run {run}"), r);
+    }
 }
 
 #[test]

@@ -178,6 +178,13 @@ impl Capabilities {
 /// - Server and connection failures return [`crate::Error::Backend`]; they
 ///   never panic, and the next call reconnects.
 /// - Lease expiry is decided by the backend's own clock ([`Backend::now`]).
+/// - A Scheduled item whose due time has passed on that clock is Ready to
+///   every caller: [`Backend::stats`] counts it as Ready, [`Backend::peek`]
+///   and [`Backend::item`] show it as Ready (in its place in claim order),
+///   and claims take it, whether or not the store has moved it yet.
+/// - An item that comes back to Ready (a release, a reap, a redrive, a
+///   delay falling due) takes its place by priority and enqueue order, as
+///   if it had never left: not the back of the queue.
 #[async_trait]
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// What this backend supports.

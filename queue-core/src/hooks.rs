@@ -57,7 +57,8 @@ impl IndexSnapshot {
 #[async_trait]
 pub trait TestHooks: Send + Sync {
     /// Makes every live lease of the queue expired at the backend's now
-    /// (without reaping it); returns how many it touched.
+    /// (without reaping it); returns how many it touched. A lease that has
+    /// already expired is left as it is, its expiry unchanged.
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64>;
 
     /// Makes every Scheduled item of the queue due now; returns how many.

@@ -3,6 +3,7 @@
 
 pub mod basics;
 pub mod batch;
+pub mod clock;
 pub mod dedup;
 pub mod delete;
 pub mod fencing;
@@ -13,6 +14,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod listing;
 pub mod ordering;
+pub mod reap_cost;
 pub mod recovery;
 pub mod redrive;
 pub mod replies;

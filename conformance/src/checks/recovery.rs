@@ -313,7 +313,7 @@ pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> Chec
 
 /// With 10,000 live leases and 10 expired, a reap recovers exactly the 10
 /// and leaves every live lease untouched; with none expired it recovers
-/// nothing (INV-7, by behaviour; timing belongs to benchmarks).
+/// nothing (INV-7 by behaviour; `reap_cost` measures what the reap costs).
 pub async fn reap_touches_only_expired<F: BackendFactory>(factory: &F) -> CheckResult {
     run(
         factory,

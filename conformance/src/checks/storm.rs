@@ -73,8 +73,12 @@ pub async fn storm_no_loss<F: BackendFactory>(factory: &F) -> CheckResult {
             }
             let deadline =
                 tokio::time::Instant::now() + Duration::from_secs(if manual { 60 } else { 180 });
+            // A worker ends before the stop only with a violation: report it
+            // at once rather than wait out the deadline.
+            let failed = || consumers.iter().chain(&reapers).any(|t| t.is_finished());
             while storm.resolved.load(Ordering::SeqCst) < storm.total
                 && tokio::time::Instant::now() < deadline
+                && !failed()
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }

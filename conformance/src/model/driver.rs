@@ -11,6 +11,7 @@ use leaseq_core::{
 };
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestError, TestRunner};
 
+use super::hooks::{expired_leases, untouched};
 use super::ops::{ops, ItemSpec, Op, Timing, Verb};
 use super::state::{undecidable, Model};
 use super::window::Window;
@@ -280,6 +281,11 @@ impl Run {
                     return Ok(());
                 };
                 let expire = *op == Op::ExpireLeases;
+                let expired_before = if expire {
+                    expired_leases(b.as_ref(), &q).await?
+                } else {
+                    Vec::new()
+                };
                 let got = if expire {
                     hooks.expire_leases(&q).await
                 } else {
@@ -288,6 +294,7 @@ impl Run {
                 let n = got.or_fail(Rule::Contract("TestHooks"), "a test hook")?;
                 let hook = self.window().await?;
                 if expire {
+                    untouched(b.as_ref(), &q, &expired_before).await?;
                     self.model.expire_leases(hook, n)?;
                 } else {
                     self.model.make_due(hook, n)?;

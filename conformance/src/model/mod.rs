@@ -56,6 +56,7 @@
 //! ```
 
 mod driver;
+mod hooks;
 mod observe;
 mod ops;
 mod state;

@@ -88,6 +88,8 @@ pub struct Entry {
 pub struct Model {
     pub(crate) items: BTreeMap<ItemId, Entry>,
     pub(crate) gone: BTreeSet<ItemId>,
+    /// Ids of items a purge deleted (also in `gone`).
+    purged: BTreeSet<ItemId>,
     tokens: HashSet<LeaseToken>,
     next_seq: u64,
     next_epoch: u64,
@@ -179,6 +181,12 @@ impl Model {
                 !e.deduplicated,
                 Rule::Inv9,
                 "item {i} of the batch: reported deduplicated ({e:?}) but no item holds its key"
+            );
+            ensure!(
+                !self.purged.contains(&e.id),
+                Rule::Contract("enqueue"),
+                "ids reused after a purge: item {i} of the batch got id {}, which an item deleted by an earlier purge had; ids are never handed out again, so the id counter must outlive a purge",
+                e.id
             );
             ensure!(
                 !self.items.contains_key(&e.id) && !self.gone.contains(&e.id),
@@ -744,6 +752,7 @@ impl Model {
             self.items.len()
         );
         let ids: Vec<ItemId> = self.items.keys().copied().collect();
+        self.purged.extend(ids.iter().copied());
         self.gone.extend(ids);
         self.items.clear();
         Ok(())

@@ -88,6 +88,10 @@ pub(crate) enum Fault {
     /// `delete_queue` only purges: the items go, the queue's limits stay
     /// (what a delete built from the purge it already had leaves behind).
     DeleteAsPurge,
+    /// A reap that first visits every live lease of the queue (each lease
+    /// the wrapper handed out, checked against the clock), as a reaper
+    /// that walks the leases instead of seeking an expiry-ordered index.
+    ScanningReap,
 }
 
 /// `inner` with `fault`.
@@ -109,6 +113,8 @@ pub(crate) struct Faulty {
     listing: Mutex<BTreeSet<QueueName>>,
     /// The request of the first claim (for OneSpecForAll).
     first_request: Mutex<Option<LeaseToken>>,
+    /// Each lease's expiry as handed out, by queue (what ScanningReap walks).
+    expiries: Mutex<HashMap<QueueName, HashMap<ItemId, Timestamp>>>,
 }
 
 impl Faulty {
@@ -123,6 +129,7 @@ impl Faulty {
             ticks: Mutex::new(HashMap::new()),
             listing: Mutex::new(BTreeSet::new()),
             first_request: Mutex::new(None),
+            expiries: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -215,6 +222,13 @@ impl Layer for Faulty {
             let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
             for l in &claimed.leases {
                 current.insert((queue.clone(), l.id()), l.token());
+            }
+        }
+        if self.fault == Fault::ScanningReap {
+            let mut expiries = self.expiries.lock().unwrap_or_else(|p| p.into_inner());
+            let mine = expiries.entry(queue.clone()).or_default();
+            for l in &claimed.leases {
+                mine.insert(l.id(), l.expires_at);
             }
         }
         if self.fault == Fault::DoubleClaim {
@@ -311,6 +325,14 @@ impl Layer for Faulty {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        if self.fault == Fault::ScanningReap {
+            let now = self.inner.now().await?;
+            let expiries = self.expiries.lock().unwrap_or_else(|p| p.into_inner());
+            let due = expiries
+                .get(queue)
+                .map_or(0, |m| m.values().filter(|t| **t <= now).count());
+            std::hint::black_box(due);
+        }
         let r = self.inner.reap(queue).await?;
         if self.fault == Fault::StrayAfterReap && r.recovered() > 0 {
             if let Some(h) = self.inner.test_hooks() {
