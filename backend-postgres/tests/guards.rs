@@ -587,6 +587,19 @@ fn no_table_scan(found: &[Node], what: &str) {
     );
 }
 
+/// Fails unless `index` is walked exactly once, with a condition that
+/// starts the walk where the last batch stopped (`from`).
+fn walks_once_from(found: &[Node], index: &str, from: &str, what: &str) {
+    let walks: Vec<&Node> = found
+        .iter()
+        .filter(|n| n.index.as_deref() == Some(index))
+        .collect();
+    assert!(
+        walks.len() == 1 && walks[0].cond.as_deref().is_some_and(|c| c.contains(from)),
+        "{what}: {index} is not walked once from the last batch's key ({from}): {found:#?}"
+    );
+}
+
 fn uses(found: &[Node], index: &str, what: &str) {
     assert!(
         found.iter().any(|n| n.index.as_deref() == Some(index)),
@@ -701,17 +714,11 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 uses(&found, "leaseq_items_pkey", &what);
                 // The only walk of the leased index is the batch's, and it
                 // starts after the last batch's key.
-                let walks: Vec<&Node> = found
-                    .iter()
-                    .filter(|n| n.index.as_deref() == Some("leaseq_items_leased"))
-                    .collect();
-                assert!(
-                    walks.len() == 1
-                        && walks[0]
-                            .cond
-                            .as_deref()
-                            .is_some_and(|c| c.contains("ROW(lease_expires_at, id) >")),
-                    "{what}: the leased index is not walked once from the key: {found:#?}"
+                walks_once_from(
+                    &found,
+                    "leaseq_items_leased",
+                    "ROW(lease_expires_at, id) >",
+                    &what,
                 );
             }
 
@@ -728,18 +735,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             )
             .await;
             no_table_scan(&found, &what);
-            let walks: Vec<&Node> = found
-                .iter()
-                .filter(|n| n.index.as_deref() == Some("leaseq_requests_expiry"))
-                .collect();
-            assert!(
-                walks.len() == 1
-                    && walks[0]
-                        .cond
-                        .as_deref()
-                        .is_some_and(|c| c.contains("expires_at >=")),
-                "{what}: the expiry index is not walked once from the last batch's expiry: {found:#?}"
-            );
+            walks_once_from(&found, "leaseq_requests_expiry", "expires_at >=", &what);
             assert!(
                 !found.iter().any(|n| n.kind == "Sort"),
                 "{what}: the expired records are sorted instead of read in index order: {found:#?}"

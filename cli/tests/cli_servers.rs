@@ -186,17 +186,15 @@ fn admin_round_trip(url: &str) {
 
     // `purge --forget` deletes the queue whole: items, limits, and an
     // empty queue's limits too; ids go on rising.
-    let before: u64 = String::from_utf8(
-        leaseq(url)
-            .args(["enqueue", &queue, "a"])
+    let enqueue_one = |payload: &str| -> u64 {
+        let out = leaseq(url)
+            .args(["enqueue", &queue, payload])
             .output()
-            .expect("run")
-            .stdout,
-    )
-    .expect("utf-8")
-    .trim()
-    .parse()
-    .expect("an id");
+            .expect("run");
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        text.trim().parse().expect("an id")
+    };
+    let before = enqueue_one("a");
     leaseq(url)
         .args(["limits", "set", &queue, "--concurrency", "2"])
         .assert()
@@ -212,17 +210,7 @@ fn admin_round_trip(url: &str) {
         .success()
         .stdout(contains("concurrency  none"));
     leaseq(url).args(["stats", &queue]).assert().code(3);
-    let after: u64 = String::from_utf8(
-        leaseq(url)
-            .args(["enqueue", &queue, "b"])
-            .output()
-            .expect("run")
-            .stdout,
-    )
-    .expect("utf-8")
-    .trim()
-    .parse()
-    .expect("an id");
+    let after = enqueue_one("b");
     assert!(
         after > before,
         "id {after} after the delete, {before} before"
