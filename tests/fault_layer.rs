@@ -72,3 +72,36 @@ async fn a_listing_can_be_refused_like_any_call() {
     assert_eq!(b.queues().await.expect("queues"), vec![q]);
     assert_eq!(b.fired(), 1);
 }
+
+/// A call the server rejects for good (`Error::Rejected`) is neither
+/// retryable nor resent: `settle` (what the worker finishes jobs with)
+/// returns it after one call, where a refused call is tried again.
+#[tokio::test]
+async fn a_rejected_call_is_never_sent_again() {
+    use leaseq::settle::{Held, Settle};
+    let (b, q) = setup();
+    b.push(&q, "job").await.expect("enqueue");
+    let lease = b
+        .claim_one(&q, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("an item");
+    let held = Held {
+        key: lease.key.clone(),
+        until: lease.expires_at,
+    };
+    let settle = Settle::new().pauses(Duration::from_millis(1), Duration::from_millis(1));
+
+    b.inject(Op::Ack, Fault::Reject, u32::MAX);
+    let err = settle.ack(&b, &held).await.expect_err("rejected");
+    assert!(matches!(err, leaseq::Error::Rejected { .. }), "{err:?}");
+    assert!(!err.is_retryable() && !err.may_have_applied());
+    assert_eq!(b.fired(), 1, "the rejected ack was sent again");
+    b.clear();
+
+    // A refusal (nothing ran, may work later) is tried again, and lands.
+    b.inject(Op::Ack, Fault::Refuse, 2);
+    settle.ack(&b, &held).await.expect("acked on the third try");
+    assert_eq!(b.fired(), 3);
+    assert_eq!(b.stats(&q).await.expect("stats").total(), 0);
+}

@@ -19,18 +19,37 @@ pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
 }
 
 /// Wraps a client or server error with what was being done, as
+/// [`Error::Rejected`] when the server refused the statement for a reason
+/// a resend will not change (see [`rejected_sqlstate`]),
 /// [`Error::Unavailable`] when the statement certainly did not run (or was
 /// rolled back, so sending it again is safe; see [`certainly_not_applied`]),
 /// otherwise as [`Error::Backend`] (its outcome is unknown).
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
         let message = format!("postgres: {what}");
-        if certainly_not_applied(&e) {
+        let code = match &e {
+            sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        if code.as_deref().is_some_and(rejected_sqlstate) {
+            Error::rejected(message, e)
+        } else if certainly_not_applied(&e) {
             Error::unavailable(message, e)
         } else {
             Error::backend(message, e)
         }
     }
+}
+
+/// SQLSTATEs of a statement the server refused for good: class 42 (access
+/// rule violations: permission denied, an undefined table, column or
+/// function), 3F (an invalid schema name), 28 (invalid authorization: a
+/// bad password, an unknown role) and 0A (a feature not supported). Each
+/// fails the statement before it applies anything (its transaction is
+/// rolled back), and the same statement fails again until someone fixes
+/// the grant, the schema or the server.
+fn rejected_sqlstate(code: &str) -> bool {
+    matches!(code.get(..2), Some("42" | "3F" | "28" | "0A"))
 }
 
 /// Wraps an error met before anything was sent for the call (acquiring or
@@ -169,6 +188,20 @@ mod tests {
         }
         for code in ["40003", "23505", "42P01", "55P03", "XX000", "", "4"] {
             assert!(!refused_sqlstate(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn sqlstates_a_resend_cannot_change_are_rejections() {
+        for code in [
+            "42501", "42P01", "42883", "42703", "3F000", "28P01", "28000", "0A000",
+        ] {
+            assert!(rejected_sqlstate(code), "{code}");
+        }
+        for code in [
+            "40001", "40P01", "08006", "57014", "53300", "23505", "XX000", "", "4",
+        ] {
+            assert!(!rejected_sqlstate(code), "{code}");
         }
     }
 

@@ -242,3 +242,66 @@ async fn a_refused_connection_says_so_at_once() {
     assert!(!text.contains("timed out"), "{text}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+/// A role that may read but not write gets `Error::Rejected` for a write
+/// (permission denied), not a retryable error, and the read still works;
+/// a schema that was never migrated is rejected the same way.
+#[tokio::test]
+async fn calls_the_server_denies_for_good_are_rejected() {
+    use sqlx::Connection;
+    let Some(db) = common::TestDb::new("reject").await else {
+        return;
+    };
+    let queue = q("jobs");
+    db.backend
+        .enqueue(&queue, vec![NewItem::new("a")])
+        .await
+        .expect("enqueue");
+    let role = format!("leaseq_reject_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    for sql in [
+        format!("DROP ROLE IF EXISTS {role}"),
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT USAGE ON SCHEMA \"{}\" TO {role}", db.schema),
+        format!(
+            "GRANT SELECT ON ALL TABLES IN SCHEMA \"{}\" TO {role}",
+            db.schema
+        ),
+    ] {
+        sqlx::query(&sql).execute(&mut admin).await.expect(&sql);
+    }
+    let url = common::url().replacen("postgres@", &format!("{role}@"), 1);
+    let reader = leaseq_postgres::PgBackend::connect(
+        &url,
+        common::options(&db.schema).migrate_on_connect(false),
+    )
+    .await
+    .expect("connect as a reader");
+    assert_eq!(reader.stats(&queue).await.expect("stats").ready, 1);
+    let err = reader
+        .enqueue(&queue, vec![NewItem::new("b")])
+        .await
+        .expect_err("a reader cannot enqueue");
+    assert!(matches!(err, Error::Rejected { .. }), "{err:?}");
+    assert!(!err.is_retryable(), "{err:?}");
+
+    let unmigrated = leaseq_postgres::PgBackend::connect(
+        &common::url(),
+        common::options(&format!("{}_none", db.schema)).migrate_on_connect(false),
+    )
+    .await;
+    let err = match unmigrated {
+        Ok(b) => b.stats(&queue).await.expect_err("no tables"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, Error::Rejected { .. }), "{err:?}");
+    drop(reader);
+    let _ = sqlx::query(&format!("DROP OWNED BY {role}"))
+        .execute(&mut admin)
+        .await;
+    let _ = sqlx::query(&format!("DROP ROLE IF EXISTS {role}"))
+        .execute(&mut admin)
+        .await;
+}

@@ -294,10 +294,31 @@ pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> E
             };
         }
     }
+    if rejected(&e) {
+        return Error::rejected(format!("redis {op} on queue {queue}"), e);
+    }
     if refused_before_run(&e) {
         return Error::unavailable(format!("redis {op} on queue {queue}"), e);
     }
     Error::backend(format!("redis {op} on queue {queue}"), e)
+}
+
+/// Server replies that the same call meets again until someone acts:
+/// `NOPERM` (an ACL denies a command or key), `NOAUTH` / `WRONGPASS`, an
+/// unknown command (a server too old), and a script that failed at run
+/// time (`ERR user_script:…` on Redis 7, `ERR Error running script` on
+/// older servers: a bug, or data no check foresaw). ACL and unknown-command
+/// refusals come before the command runs; a script stopped by an error
+/// keeps the writes made before it, and every script reads and checks
+/// before its first write.
+pub(crate) fn rejected(e: &ClientError) -> bool {
+    let Some(msg) = &e.server_message else {
+        return false;
+    };
+    matches!(error_code(msg), "NOPERM" | "NOAUTH" | "WRONGPASS")
+        || msg.starts_with("ERR user_script:")
+        || msg.starts_with("ERR Error running script")
+        || msg.starts_with("ERR unknown command")
 }
 
 /// Numbers and strings as script arguments.
@@ -335,6 +356,27 @@ mod tests {
         let e = map_client_error("ack", &q, other);
         assert!(e.is_retryable());
         assert!(e.may_have_applied(), "{e:?}");
+    }
+
+    #[test]
+    fn refusals_a_resend_cannot_change_are_rejections() {
+        let q = QueueName::new("q").expect("valid");
+        for line in [
+            "ERR user_script:3: attempt to compare nil with number script: 1f0e",
+            "ERR Error running script (call to f_1f0e): @user_script:3: ...",
+            "NOPERM this user has no permissions to run the 'evalsha' command",
+            "NOAUTH Authentication required.",
+            "WRONGPASS invalid username-password pair or user is disabled.",
+            "ERR unknown command 'FCALL', with args beginning with:",
+        ] {
+            let e = map_client_error("claim", &q, ClientError::server(line, "x"));
+            assert!(matches!(e, Error::Rejected { .. }), "{line}: {e:?}");
+            assert!(!e.is_retryable() && !e.may_have_applied(), "{line}");
+        }
+        for line in ["ERR unknown", "BUSY Redis is busy running a script."] {
+            let e = map_client_error("claim", &q, ClientError::server(line, "x"));
+            assert!(!matches!(e, Error::Rejected { .. }), "{line}: {e:?}");
+        }
     }
 
     #[test]

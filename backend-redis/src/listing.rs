@@ -169,9 +169,12 @@ impl<C: ScriptClient> RedisBackend<C> {
                 floor: floor.uint()?,
                 made,
             }),
-            Err(e @ (Error::Full { .. } | Error::Corrupt { .. } | Error::Unavailable { .. })) => {
-                Err(e)
-            }
+            Err(
+                e @ (Error::Full { .. }
+                | Error::Corrupt { .. }
+                | Error::Unavailable { .. }
+                | Error::Rejected { .. }),
+            ) => Err(e),
             Err(e) => Err(Error::unavailable(
                 format!(
                     "redis: registering queue {queue} before its first item; nothing was enqueued"

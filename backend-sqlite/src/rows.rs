@@ -10,13 +10,21 @@ use sqlx::Row;
 const SQLITE_BUSY: i64 = 5;
 const SQLITE_LOCKED: i64 = 6;
 
-/// Wraps an error with what was being done: [`Error::Unavailable`] when
-/// the statement certainly changed nothing (see [`certainly_not_applied`]),
-/// so sending it again is safe; otherwise [`Error::Backend`].
+/// SQLite's primary result codes for a refusal a retry cannot change.
+const SQLITE_PERM: i64 = 3;
+const SQLITE_READONLY: i64 = 8;
+const SQLITE_AUTH: i64 = 23;
+
+/// Wraps an error with what was being done: [`Error::Rejected`] when the
+/// statement was refused for good (see [`rejected`]), [`Error::Unavailable`]
+/// when it certainly changed nothing (see [`certainly_not_applied`]), so
+/// sending it again is safe; otherwise [`Error::Backend`].
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
         let message = format!("sqlite: {what}");
-        if certainly_not_applied(&e) {
+        if rejected(&e) {
+            Error::rejected(message, e)
+        } else if certainly_not_applied(&e) {
             Error::unavailable(message, e)
         } else {
             Error::backend(message, e)
@@ -54,6 +62,24 @@ pub(crate) fn certainly_not_applied(e: &sqlx::Error) -> bool {
 fn is_busy_code(code: &str) -> bool {
     code.parse::<i64>()
         .is_ok_and(|c| matches!(c & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+}
+
+/// Whether `e` is a refusal that the same statement meets again until
+/// someone acts: the file is read-only or denied (`SQLITE_READONLY`,
+/// `SQLITE_PERM`, `SQLITE_AUTH`), or the schema is missing (`no such
+/// table` / `no such column`: a file never migrated). Each is raised
+/// before the statement writes anything.
+fn rejected(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(d) = e else {
+        return false;
+    };
+    let primary = d
+        .code()
+        .and_then(|c| c.parse::<i64>().ok())
+        .map(|c| c & 0xff);
+    matches!(primary, Some(SQLITE_PERM | SQLITE_READONLY | SQLITE_AUTH))
+        || d.message().starts_with("no such table")
+        || d.message().starts_with("no such column")
 }
 
 /// Reads column `idx` of `row`, as a backend error when it fails.

@@ -133,3 +133,26 @@ async fn an_enqueue_wakes_a_waiter_at_once() {
     }
     waiter.await.expect("the waiter woke");
 }
+
+/// Tables gone from under an open backend (a file replaced, a schema
+/// dropped): `Error::Rejected`, as the same call fails until the file is
+/// migrated again, not a retryable error. (A file that never held the
+/// tables is refused at connect with `InvalidInput`.)
+#[tokio::test]
+async fn missing_tables_are_rejected_not_retried() {
+    use leaseq_sqlite::sqlx::{self, Connection};
+    let db = common::TestDb::new().await;
+    let mut raw = sqlx::SqliteConnection::connect(&common::url(&db.path))
+        .await
+        .expect("raw connection");
+    sqlx::query("DROP TABLE leaseq_items")
+        .execute(&mut raw)
+        .await
+        .expect("drop");
+    let err = db.backend.stats(&queue("q")).await.expect_err("no table");
+    assert!(
+        matches!(err, leaseq_core::Error::Rejected { .. }),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+}

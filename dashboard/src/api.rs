@@ -66,6 +66,7 @@ impl IntoResponse for ApiError {
             Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, "invalid_input"),
             Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             Error::Unsupported { .. } => (StatusCode::NOT_IMPLEMENTED, "unsupported"),
+            Error::Rejected { .. } => (StatusCode::BAD_GATEWAY, "rejected"),
             Error::Unavailable { .. } | Error::Full { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
             }

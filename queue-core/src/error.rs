@@ -97,6 +97,26 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The server rejected the call for a reason that sending it again
+    /// will not change: permission denied (a role without the privilege,
+    /// an ACL), an undefined table or schema (not migrated), an unknown
+    /// command or a script error (a server too old, a bug), a bad password.
+    /// Nothing was applied: the statement was rolled back, or the command
+    /// was refused before it ran. (A Redis script that failed at run time
+    /// keeps the writes made before the failing line; leaseq's scripts read
+    /// and check everything before their first write, so that takes a bug
+    /// in a script.) Fix the cause, then call again:
+    /// [`Error::is_retryable`] is false, so neither [`crate::settle`] nor
+    /// the worker sends it again. The source is kept.
+    #[error("rejected by the server: {message}")]
+    Rejected {
+        /// What the backend was doing.
+        message: String,
+        /// The underlying server error.
+        #[source]
+        source: BoxError,
+    },
+
     /// The backend does not offer this operation.
     #[error("unsupported by this backend: {what}")]
     Unsupported {
@@ -136,6 +156,14 @@ impl Error {
         }
     }
 
+    /// Builds [`Error::Rejected`].
+    pub fn rejected(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Rejected {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
     /// Builds [`Error::Full`].
     pub fn full(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Full {
@@ -150,7 +178,9 @@ impl Error {
     }
 
     /// True when the same call may succeed if tried again later (a server or
-    /// connection failure). Lost leases and bad input are never retryable.
+    /// connection failure, a full store). Lost leases, bad input, corrupt
+    /// data and calls the server rejected ([`Error::Rejected`]) are never
+    /// retryable.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,

@@ -90,6 +90,8 @@ pub mod error_types {
     pub const UNAVAILABLE: &str = "unavailable";
     /// The store is full.
     pub const FULL: &str = "full";
+    /// The server rejected the call ([`crate::Error::Rejected`]).
+    pub const REJECTED: &str = "rejected";
     /// The call was refused as invalid input.
     pub const INVALID_INPUT: &str = "invalid_input";
     /// The backend found corrupt data.
@@ -107,6 +109,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
         Error::Backend { .. } => error_types::BACKEND,
         Error::Unavailable { .. } => error_types::UNAVAILABLE,
         Error::Full { .. } => error_types::FULL,
+        Error::Rejected { .. } => error_types::REJECTED,
         Error::Corrupt { .. } => error_types::CORRUPT,
         _ => error_types::OTHER,
     }

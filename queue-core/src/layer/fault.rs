@@ -88,6 +88,9 @@ pub enum Fault {
     Delay(Duration),
     /// Returns an error without running the call: nothing changed.
     Refuse,
+    /// Returns [`Error::Rejected`] without running the call, as a server
+    /// that denies it for good (a missing grant, an unknown table) would.
+    Reject,
     /// Runs the call, then returns an error instead of its reply: the store
     /// changed as if the call had succeeded (or failed) normally.
     LoseReply,
@@ -203,6 +206,10 @@ impl<B: Backend> Faults<B> {
             Some(Fault::Refuse) => Err(Error::unavailable(
                 format!("{op:?} refused by an injected fault"),
                 InjectedFault(op, "refused before it ran"),
+            )),
+            Some(Fault::Reject) => Err(Error::rejected(
+                format!("{op:?} rejected by an injected fault"),
+                InjectedFault(op, "rejected for good"),
             )),
             Some(Fault::LoseReply) => {
                 let _ = call.await;
