@@ -194,45 +194,43 @@ fn admin_round_trip(url: &str) {
         let text = String::from_utf8(out.stdout).expect("utf-8");
         text.trim().parse().expect("an id")
     };
-    let before = enqueue_one("a");
-    leaseq(url)
-        .args(["limits", "set", &queue, "--concurrency", "2"])
-        .assert()
-        .success();
+    let mut before = enqueue_one("a");
+    // A queue with an item, then one with none left (only its limits).
+    for (purge_first, items) in [(false, 1), (true, 0)] {
+        leaseq(url)
+            .args(["limits", "set", &queue, "--concurrency", "2"])
+            .assert()
+            .success();
+        if purge_first {
+            leaseq(url)
+                .args(["purge", &queue, "--yes"])
+                .assert()
+                .success();
+        }
+        leaseq(url)
+            .args(["purge", &queue, "--forget", "--yes"])
+            .assert()
+            .success()
+            .stdout(contains(format!(
+                "deleted queue {queue} and its {items} items"
+            )));
+        leaseq(url)
+            .args(["limits", "show", &queue])
+            .assert()
+            .success()
+            .stdout(contains("concurrency  none"));
+        leaseq(url).args(["stats", &queue]).assert().code(3);
+        let after = enqueue_one("b");
+        assert!(
+            after > before,
+            "id {after} after the delete, {before} before"
+        );
+        before = after;
+    }
     leaseq(url)
         .args(["purge", &queue, "--forget", "--yes"])
         .assert()
-        .success()
-        .stdout(contains(format!("deleted queue {queue} and its 1 items")));
-    leaseq(url)
-        .args(["limits", "show", &queue])
-        .assert()
-        .success()
-        .stdout(contains("concurrency  none"));
-    leaseq(url).args(["stats", &queue]).assert().code(3);
-    let after = enqueue_one("b");
-    assert!(
-        after > before,
-        "id {after} after the delete, {before} before"
-    );
-    leaseq(url)
-        .args(["limits", "set", &queue, "--concurrency", "2"])
-        .assert()
         .success();
-    leaseq(url)
-        .args(["purge", &queue, "--yes"])
-        .assert()
-        .success();
-    leaseq(url)
-        .args(["purge", &queue, "--forget", "--yes"])
-        .assert()
-        .success()
-        .stdout(contains(format!("deleted queue {queue} and its 0 items")));
-    leaseq(url)
-        .args(["limits", "show", &queue])
-        .assert()
-        .success()
-        .stdout(contains("concurrency  none"));
 
     // The namespace separates: the same queue under the default one is unknown.
     leaseq(url)
