@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures_util::future::join_all;
 use omniqueue::backends::redis::RedisConnectionManager;
-use omniqueue::backends::{RedisBackend, RedisOptions, RedisConsumer};
+use omniqueue::backends::{RedisBackend, RedisConfig, RedisConsumer};
 use omniqueue::Delivery;
 
 use crate::common::{
@@ -53,8 +53,8 @@ impl Keys {
         ]
     }
 
-    fn config(&self, s: &Settings, consumer: &str, deadline_ms: i64) -> RedisOptions {
-        RedisOptions {
+    fn config(&self, s: &Settings, consumer: &str, deadline_ms: i64) -> RedisConfig {
+        RedisConfig {
             dsn: s.redis_url.clone(),
             max_connections: POOL,
             reinsert_on_nack: false,
