@@ -127,7 +127,7 @@ impl<C: ScriptClient> RedisBackend<C> {
     }
 
     /// The settings.
-    pub fn config(&self) -> &RedisOptions {
+    pub fn options(&self) -> &RedisOptions {
         &self.config
     }
 

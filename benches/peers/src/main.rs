@@ -190,11 +190,11 @@ impl System {
                 v.apalis, v.apalis_redis, v.redis032
             ),
             System::LeaseqRedisRs(_) => format!(
-                "leaseq {} (redis-rs {}); NODELAY off, not settable",
+                "leaseq {} (redis-rs {}); NODELAY on (`RedisOptions::tcp_nodelay`, the default)",
                 v.leaseq, v.redis1
             ),
             System::LeaseqFred(_) => format!(
-                "leaseq {} (fred {}); NODELAY off, not settable",
+                "leaseq {} (fred {}); NODELAY on (`RedisOptions::tcp_nodelay`, the default)",
                 v.leaseq, v.fred
             ),
             System::PgRaw => format!("PostgreSQL {}; sqlx {}; NODELAY on", v.pg_server, v.sqlx),
@@ -505,7 +505,7 @@ fn notes(s: &Settings) -> String {
 - omniqueue: a batch is {batch} `send_raw` calls in flight at once (no batch send); each consumer is built on its own (own bb8 pool of 4, own background reaper) and loops `receive_all(10, 5 ms)`, acking each delivery (no batch ack) concurrently. Streams: `XADD` / `XREADGROUP` / `XACK`+`XDEL`, reaper `XAUTOCLAIM`. Lists: `LPUSH` / `BRPOPLPUSH` (one message per call) / `LREM`, reaper `LRANGE`+`RPUSH`+`LREM`. Ack deadline 60 s in the drain, 300 ms for the probe's recoveries.
 - apalis: a batch is {batch} `push` calls in flight at once (no batch push); {consumers} workers, each on its own storage, poll every {poll} ms for up to {buffer} jobs (apalis's defaults, 100 ms and 10, cap a worker at 100 jobs/s). apalis acks in the background, so the drain ends when the server shows all jobs done. Probe recovery: `reenqueue_orphaned(1000, now + 2 s)` three times from each recovery (every crashed worker counts as dead).
 - leaseq: `Backend` API loops claim 10 and `ack_many`, waiting in `wait_for_work(5 ms)` when empty (as `leaseq-load --runtime api`); `Worker`s run with the builder's defaults and a no-op handler; the drain ends at the last `Acked` event. Redis key prefix and PostgreSQL schema `leaseq_peers`; PostgreSQL pool of {consumers}. Probe: claims with a 500 ms lease, then {recoveries} tasks call `Backend::reap` at once until each finds nothing.
-- PostgreSQL: every system uses sqlx {sqlx} on a pool of {consumers}; sqlx sets `TCP_NODELAY` on its TCP sockets. leaseq's Redis clients expose no `TCP_NODELAY` setting (redis-rs 1.x and fred default to off); the `redis-raw-nagle` row shows what that costs the raw baseline.
+- PostgreSQL: every system uses sqlx {sqlx} on a pool of {consumers}; sqlx sets `TCP_NODELAY` on its TCP sockets. leaseq sets `TCP_NODELAY` on both Redis clients by default (`RedisOptions::tcp_nodelay`; redis-rs 1.x and fred leave it off); the `redis-raw-nagle` row shows what Nagle costs the raw baseline.
 ",
         batch = s.batch,
         consumers = s.consumers,
