@@ -107,7 +107,7 @@ async fn two_schemas_in_one_database_do_not_see_each_other() {
 }
 
 #[tokio::test]
-async fn without_migrations_operations_fail_with_a_backend_error() {
+async fn without_migrations_operations_are_rejected_until_migrated() {
     if !common::server_or_skip().await {
         return;
     }
@@ -120,7 +120,12 @@ async fn without_migrations_operations_fail_with_a_backend_error() {
     .expect("connect");
     let queue = QueueName::new("q").expect("name");
     let err = b.push(&queue, "x").await.expect_err("no table yet");
-    assert!(err.is_retryable(), "{err:?}");
+    // A missing table is no passing failure: resending cannot help.
+    assert!(
+        matches!(err, leaseq_core::Error::Rejected { .. }),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable(), "{err:?}");
     b.migrate().await.expect("migrate");
     b.push(&queue, "x").await.expect("push after migrate");
     drop(b);
