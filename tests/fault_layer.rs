@@ -13,6 +13,15 @@ fn setup() -> (Faults<Arc<dyn Backend>>, QueueName) {
     (Faults::new(inner), QueueName::new("faults").expect("name"))
 }
 
+/// Enqueues one job and claims it.
+async fn one_lease(b: &Faults<Arc<dyn Backend>>, q: &QueueName) -> leaseq::Lease {
+    b.push(q, "job").await.expect("enqueue");
+    b.claim_one(q, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .expect("an item")
+}
+
 #[tokio::test]
 async fn refuse_changes_nothing_and_runs_out() {
     let (b, q) = setup();
@@ -29,12 +38,7 @@ async fn refuse_changes_nothing_and_runs_out() {
 #[tokio::test]
 async fn lose_reply_applies_the_call_but_reports_an_error() {
     let (b, q) = setup();
-    b.push(&q, "job").await.expect("enqueue");
-    let lease = b
-        .claim_one(&q, Duration::from_secs(30))
-        .await
-        .expect("claim")
-        .expect("an item");
+    let lease = one_lease(&b, &q).await;
     b.inject(Op::Ack, Fault::LoseReply, 1);
     let err = b.ack(&lease.key).await.expect_err("reply lost");
     assert!(err.to_string().contains("reply was lost"), "{err}");
@@ -80,12 +84,7 @@ async fn a_listing_can_be_refused_like_any_call() {
 async fn a_rejected_call_is_never_sent_again() {
     use leaseq::settle::{Held, Settle};
     let (b, q) = setup();
-    b.push(&q, "job").await.expect("enqueue");
-    let lease = b
-        .claim_one(&q, Duration::from_secs(30))
-        .await
-        .expect("claim")
-        .expect("an item");
+    let lease = one_lease(&b, &q).await;
     let held = Held {
         key: lease.key.clone(),
         until: lease.expires_at,

@@ -268,6 +268,12 @@ impl Cx {
         ))
     }
 
+    /// Another queue of this check's own, `<q>-<suffix>`: a name no other
+    /// check uses, so checks sharing a store never touch each other's.
+    pub(crate) fn own(&self, suffix: &str) -> Result<QueueName, Violation> {
+        QueueName::new(format!("{}-{suffix}", self.q)).or_fail(self.rule, "naming a queue")
+    }
+
     /// The backend's test hooks, if any.
     pub(crate) fn hooks(&self) -> Option<&dyn TestHooks> {
         self.b.test_hooks()

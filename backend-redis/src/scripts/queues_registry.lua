@@ -8,10 +8,11 @@
 local K_REG = KEYS[10]
 if ARGV[2] == 'raise' then
   local stored = redis.call('GET', KEYS[11])
-  local floor = int_field(stored, 0, ID_MAX) or 0
-  if stored and not int_field(stored, 0, ID_MAX) then
+  local floor = int_field(stored, 0, ID_MAX)
+  if stored and not floor then
     return redis.error_reply('LEASEQ_CORRUPT key ' .. KEYS[11] .. ' holds ' .. shown(stored) .. ', expected an id')
   end
+  floor = floor or 0
   local id = int_field(ARGV[3], 0, ID_MAX) or 0
   if id > floor then
     floor = id

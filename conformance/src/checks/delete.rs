@@ -24,11 +24,6 @@ const ROUNDS: usize = 5;
 const ENQUEUERS: usize = 4;
 const CALLS: usize = 20;
 
-/// The queue `q-<suffix>`, a name no other check uses.
-fn own(cx: &Cx, suffix: &str) -> Result<QueueName, Violation> {
-    QueueName::new(format!("{}-{suffix}", cx.q)).or_fail(RULE, "naming a queue")
-}
-
 /// Deletes `queue`, failing on an error.
 async fn delete(cx: &Cx, queue: &QueueName) -> Result<u64, Violation> {
     cx.b.delete_queue(queue)
@@ -62,7 +57,7 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
         |cx| async move {
             let caps = cx.b.capabilities();
             let limits = caps.queue_limits == LimitScope::Global;
-            let other = own(&cx, "other")?;
+            let other = cx.own("other")?;
             let mut ids = Vec::new();
             if caps.unique_for {
                 // A key held after its item's ack.

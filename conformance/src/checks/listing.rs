@@ -26,11 +26,6 @@ const RACED: usize = 6;
 /// Rounds of that race.
 const ROUNDS: u32 = 12;
 
-/// A queue of this check's own: `q-<suffix>`.
-fn own(cx: &Cx, suffix: &str) -> Result<QueueName, Violation> {
-    QueueName::new(format!("{}-{suffix}", cx.q)).or_fail(QUEUES, "naming a queue")
-}
-
 /// The check's own queues among those listed, after checking that the
 /// whole listing is sorted with each name once.
 async fn listed(cx: &Cx) -> Result<BTreeSet<QueueName>, Violation> {
@@ -127,8 +122,8 @@ pub async fn every_item_path_lists_the_queue<F: BackendFactory>(factory: &F) -> 
         Needs::NONE,
         |cx| async move {
             let caps = cx.b.capabilities();
-            let limited = own(&cx, "limits")?;
-            let once = own(&cx, "once")?;
+            let limited = cx.own("limits")?;
+            let once = cx.own("once")?;
             let result = async {
                 if caps.queue_limits != LimitScope::Unsupported {
                     cx.b.set_queue_limits(&limited, QueueLimits::NONE.concurrency(4))
@@ -219,10 +214,8 @@ pub async fn listing_shows_exactly_the_filled_queues<F: BackendFactory>(
         |cx| async move {
             // Created out of name order.
             let names = ["c", "a", "b", "d"];
-            let queues: Vec<QueueName> = names
-                .iter()
-                .map(|n| own(&cx, n))
-                .collect::<Result<_, _>>()?;
+            let queues: Vec<QueueName> =
+                names.iter().map(|n| cx.own(n)).collect::<Result<_, _>>()?;
             let result = async {
                 for (i, q) in queues.iter().take(3).enumerate() {
                     let items = (0..=i).map(|k| NewItem::new(format!("{k}"))).collect();
@@ -269,7 +262,7 @@ pub async fn racing_calls_leave_no_phantom_and_hide_nothing<F: BackendFactory>(
         Needs::NONE,
         |cx| async move {
             let queues: Vec<QueueName> = (0..RACED)
-                .map(|i| own(&cx, &format!("r{i}")))
+                .map(|i| cx.own(&format!("r{i}")))
                 .collect::<Result<_, _>>()?;
             let result = race(&cx, &queues).await;
             for q in &queues {
