@@ -139,3 +139,45 @@ async fn a_job_claimed_ahead_is_given_back_at_shutdown_without_running() {
     let back = backend.item(&q, waiting.id).await.expect("item");
     assert_eq!((back.state, back.attempts), (ItemState::Ready, 0));
 }
+
+/// Jobs whose handlers finish at their first poll start in the claim loop
+/// itself (no task each); a handler that computes for long before its first
+/// `.await` must not hold the claim's other jobs up behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn handlers_that_block_before_their_first_await_still_run_side_by_side() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let backend = tokio_backend();
+    let q = queue("blocking");
+    push_many(&backend, &q, 24).await;
+    let (on_event, mut events) = events();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (now, peak) = (running.clone(), most.clone());
+    let worker = Worker::builder(backend.clone(), "blocking")
+        .concurrency(4)
+        .reap_interval(None)
+        .on_event(on_event)
+        .build(handler_fn(move |_job: Job, _ctx: JobContext| {
+            let (now, peak) = (now.clone(), peak.clone());
+            async move {
+                let at = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(at, Ordering::SeqCst);
+                // Work that holds the thread, as a CPU-bound handler does.
+                std::thread::sleep(Duration::from_millis(5));
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, std::io::Error>(())
+            }
+        }))
+        .expect("worker");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    for _ in 0..24 {
+        assert_eq!(events.next().await.outcome, JobOutcome::Acked);
+    }
+    stop.cancel();
+    run.await.expect("join").expect("run");
+    assert!(
+        most.load(Ordering::SeqCst) >= 2,
+        "24 blocking handlers with 4 slots never ran two at once: the claim loop ran them in turn"
+    );
+}

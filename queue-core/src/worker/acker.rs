@@ -2,13 +2,17 @@
 //! which sends whatever has queued up as one [`crate::Backend::ack_many`].
 //!
 //! There is no timer: a lone ack goes out at once, and a batch forms only
-//! while an earlier one is on its way (under load). Each lease's own result
-//! goes back to the job that sent it, so outcomes stay per lease.
+//! while an earlier one is on its way (under load). The batcher also
+//! finishes each job by its own lease's result (counters, event, span), so
+//! a job whose handler succeeded ends at the hand-over, and outcomes stay
+//! per lease.
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
+use super::ending::JobTag;
+use super::metrics::Counter;
 use super::shared::Shared;
 use super::slots::GATHER_TURNS;
 use crate::limits::MAX_ACK_BATCH;
@@ -19,15 +23,12 @@ use tracing::Instrument;
 
 /// How one lease's ack ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AckResult {
+enum AckResult {
     /// The item is gone: the work is done.
     Acked,
     /// The lease was no longer current; nothing changed. `vanished`: the
     /// store lost it ([`Error::LeaseVanished`]).
-    LeaseLost {
-        /// The store lost the lease; no reaper or worker took it.
-        vanished: bool,
-    },
+    LeaseLost { vanished: bool },
     /// The ack could not be recorded (the backend failed); the text says
     /// why. The lease will expire and a reaper will recover the item.
     Failed(String),
@@ -45,42 +46,43 @@ impl AckResult {
     }
 }
 
-/// One lease waiting to be acked, and where its result goes.
+/// A job whose handler succeeded, handed over to be acked and finished.
 #[derive(Debug)]
-pub(crate) struct Pending {
-    lease: Held,
-    reply: oneshot::Sender<AckResult>,
+pub(crate) struct Finished {
+    pub(crate) lease: Held,
+    pub(crate) tag: JobTag,
     /// The job's lease room, held until the batch is answered (dropped
     /// with the rest of its batch).
-    _room: OwnedSemaphorePermit,
+    pub(crate) _room: OwnedSemaphorePermit,
+}
+
+impl Finished {
+    fn ended(self, shared: &Shared, result: AckResult) {
+        match result {
+            AckResult::Acked => self.tag.acked(shared),
+            AckResult::LeaseLost { vanished } => self.tag.lost_before_recording(shared, vanished),
+            AckResult::Failed(error) => self.tag.not_recorded(shared, error),
+        }
+    }
 }
 
 /// The jobs' side of the batcher; clones share one batcher.
 #[derive(Debug, Clone)]
-pub(crate) struct Acker(mpsc::UnboundedSender<Pending>);
+pub(crate) struct Acker(mpsc::UnboundedSender<Finished>);
 
 impl Acker {
     /// A handle, and the queue its batcher (see [`run`]) drains.
-    pub(crate) fn channel() -> (Acker, mpsc::UnboundedReceiver<Pending>) {
+    pub(crate) fn channel() -> (Acker, mpsc::UnboundedReceiver<Finished>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Acker(tx), rx)
     }
 
-    /// Acks `key` in the next batch and waits for its own result.
-    pub(crate) async fn ack(&self, lease: Held, room: OwnedSemaphorePermit) -> AckResult {
-        let (reply, result) = oneshot::channel();
-        if self
-            .0
-            .send(Pending {
-                lease,
-                reply,
-                _room: room,
-            })
-            .is_err()
-        {
-            return stopped();
+    /// Acks the job's lease in the next batch; the batcher tells how it
+    /// ended. Never waits: the job is over for its handler slot and task.
+    pub(crate) fn finish(&self, shared: &Shared, job: Finished) {
+        if let Err(mpsc::error::SendError(job)) = self.0.send(job) {
+            job.ended(shared, stopped());
         }
-        result.await.unwrap_or_else(|_| stopped())
     }
 }
 
@@ -90,7 +92,7 @@ fn stopped() -> AckResult {
 
 /// Sends the queued leases as batches of at most
 /// [`MAX_ACK_BATCH`] until every [`Acker`] is gone and the queue is empty.
-pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Pending>) {
+pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Finished>) {
     let limit = MAX_ACK_BATCH;
     let mut batch = Vec::with_capacity(limit);
     while queue.recv_many(&mut batch, limit).await > 0 {
@@ -112,13 +114,14 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
                 break;
             }
         }
-        let leases: Vec<Held> = batch.iter().map(|p| p.lease.clone()).collect();
+        let leases: Vec<Held> = batch.iter().map(|f| f.lease.clone()).collect();
         let results = ack_batch(&shared, &leases).await;
-        // Each pending's lease room is dropped with it, all in this one
-        // turn: the next claim finds the whole batch's room free.
-        for (pending, result) in batch.drain(..).zip(results) {
-            // A job that went away (a hard stop) no longer wants its result.
-            let _ = pending.reply.send(result);
+        let acked = results.iter().filter(|r| **r == AckResult::Acked).count();
+        shared.metrics.add(Counter::Acked, acked as u64);
+        // Each job's lease room is dropped with it, all in this one turn:
+        // the next claim finds the whole batch's room free.
+        for (job, result) in batch.drain(..).zip(results) {
+            job.ended(&shared, result);
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -73,8 +73,34 @@ impl<T> Job<T> {
 #[derive(Debug, Clone)]
 pub struct JobContext {
     lease: LeaseKey,
-    cancel: CancellationToken,
-    lost: Arc<AtomicBool>,
+    signal: Arc<Signal>,
+}
+
+/// A job's stop signal. Most handlers never ask for a token, so it is made
+/// on first request: a job then costs one allocation, not a token tree.
+#[derive(Debug, Default)]
+struct Signal {
+    lost: AtomicBool,
+    stopped: AtomicBool,
+    token: OnceLock<CancellationToken>,
+}
+
+impl Signal {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+    }
+
+    fn token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        // A stop that raced the token's making may not have seen it.
+        if self.stopped.load(Ordering::SeqCst) {
+            token.cancel();
+        }
+        token
+    }
 }
 
 impl JobContext {
@@ -82,8 +108,7 @@ impl JobContext {
     pub fn new(lease: LeaseKey) -> Self {
         JobContext {
             lease,
-            cancel: CancellationToken::new(),
-            lost: Arc::new(AtomicBool::new(false)),
+            signal: Arc::default(),
         }
     }
 
@@ -94,31 +119,31 @@ impl JobContext {
 
     /// A token that is cancelled when the handler should stop.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.signal.token().clone()
     }
 
     /// True once the handler should stop.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.signal.stopped.load(Ordering::SeqCst)
     }
 
     /// Completes when the handler should stop.
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await
+        self.signal.token().cancelled().await
     }
 
     /// True when the lease was lost: the result of this run will not count.
     pub fn lease_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
+        self.signal.lost.load(Ordering::SeqCst)
     }
 
     pub(crate) fn mark_lost(&self) {
-        self.lost.store(true, Ordering::SeqCst);
-        self.cancel.cancel();
+        self.signal.lost.store(true, Ordering::SeqCst);
+        self.signal.stop();
     }
 
     pub(crate) fn cancel(&self) {
-        self.cancel.cancel();
+        self.signal.stop();
     }
 }
 
@@ -225,4 +250,35 @@ pub(crate) fn error_text(err: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ItemId, LeaseToken};
+
+    fn ctx() -> JobContext {
+        let queue = QueueName::new("q").expect("a valid name");
+        JobContext::new(LeaseKey {
+            queue,
+            id: ItemId::new(1),
+            token: LeaseToken::random(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_token_asked_for_before_or_after_the_stop_is_cancelled() {
+        let before = ctx();
+        let token = before.cancellation_token();
+        assert!(!token.is_cancelled() && !before.is_cancelled());
+        before.cancel();
+        assert!(token.is_cancelled() && before.is_cancelled());
+        assert!(!before.lease_lost());
+
+        let after = ctx();
+        after.clone().mark_lost();
+        assert!(after.cancellation_token().is_cancelled());
+        assert!(after.lease_lost());
+        after.cancelled().await;
+    }
 }

@@ -1,8 +1,10 @@
 //! One job's life inside a worker: run the handler, keep its lease alive,
 //! record the outcome under the lease's fence.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -12,7 +14,8 @@ use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::acker::{AckResult, Acker};
+use super::acker::{Acker, Finished};
+use super::ending::JobTag;
 use super::handler::{error_text, Job, JobContext, Permanent};
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
@@ -28,72 +31,55 @@ enum Ran {
     Abandoned,
 }
 
-/// The job's part of its worker: the lease room it holds until its outcome
-/// is recorded, the worker's slots, the two stop signals, and when and
-/// under which span it was claimed.
-pub(crate) struct Place {
-    /// When the claim that leased the job returned (for the wait metric).
-    pub(crate) claimed: Instant,
-    /// The job's `process` span ([`crate::spans`]), opened at the claim.
-    pub(crate) span: tracing::Span,
-    pub(crate) room: OwnedSemaphorePermit,
+/// What every job of one worker run shares: the worker, its slots, the two
+/// stop signals and the ack batcher. One `Arc` per job instead of a clone
+/// of each (a token clone takes a lock).
+#[derive(Debug)]
+pub(crate) struct Crew {
+    pub(crate) shared: Arc<Shared>,
     pub(crate) slots: Arc<Slots>,
     /// Shutdown: a job still waiting for a handler slot gives its lease back.
     pub(crate) shutdown: CancellationToken,
     /// The shutdown deadline passed: running handlers are dropped.
     pub(crate) abandon: CancellationToken,
+    pub(crate) acker: Acker,
+}
+
+/// A claimed job: its lease, the lease room it holds until its outcome is
+/// recorded, when the claim returned (for the wait metric) and its
+/// `process` span ([`crate::spans`]), opened at the claim.
+pub(crate) struct Claimed {
+    pub(crate) lease: Lease,
+    pub(crate) room: OwnedSemaphorePermit,
+    pub(crate) at: Instant,
+    pub(crate) span: tracing::Span,
 }
 
 /// Runs one claimed job to its end: waits for a handler slot (a job claimed
 /// ahead), runs the handler, gives up the slot as soon as the handler ends
 /// (so the next claim overlaps this job's ack), then records the outcome.
-pub(crate) async fn run(shared: Arc<Shared>, lease: Lease, place: Place, acker: Acker) {
-    let Place {
-        claimed,
-        span,
-        room,
-        slots,
-        shutdown,
-        abandon,
-    } = place;
-    let claimed_job = ClaimedJob {
-        lease,
-        claimed,
-        span: span.clone(),
-    };
-    run_inner(
-        &shared,
-        claimed_job,
-        room,
-        &slots,
-        &shutdown,
-        &abandon,
-        &acker,
-    )
-    .instrument(span)
-    .await;
+/// A success is handed to the ack batcher, which finishes the job: a
+/// handler that completes at once leaves a future that completes at its
+/// first poll.
+pub(crate) async fn run(crew: Arc<Crew>, job: Claimed) {
+    let span = job.span.clone();
+    run_inner(&crew, job).instrument(span).await;
 }
 
-/// A claimed job: its lease, when the claim returned, and its span.
-struct ClaimedJob {
-    lease: Lease,
-    claimed: Instant,
-    span: tracing::Span,
-}
-
-impl ClaimedJob {
-    /// How long ago the item was enqueued: up to the claim on the backend's
-    /// clock (its `expires_at` less the ttl the claim asked for), since the
-    /// claim on this process's monotonic clock.
-    fn waited(&self, ttl: crate::LeaseTtl) -> Duration {
-        let lease = &self.lease;
-        let claimed_at = lease.expires_at.as_millis().saturating_sub(ttl.as_millis());
-        Timestamp::from_millis(claimed_at).saturating_since(lease.enqueued_at)
-            + self.claimed.elapsed()
+impl Claimed {
+    fn tag(&self) -> JobTag {
+        JobTag {
+            id: self.lease.id(),
+            attempts: self.lease.attempts,
+            span: self.span.clone(),
+        }
     }
 
-    fn failed(&self, error_type: &'static str) {
-        spans::failed(&self.span, error_type);
+    fn held(&self, until: Timestamp) -> Held {
+        Held {
+            key: self.lease.key.clone(),
+            until,
+        }
     }
 }
 
@@ -101,115 +87,105 @@ impl ClaimedJob {
 /// when the run is dropped at the deadline) frees the handler slot.
 struct Handling<'a> {
     shared: &'a Shared,
-    since: Instant,
-    _slot: Running,
+    slot: Running,
 }
 
 impl<'a> Handling<'a> {
-    fn start(shared: &'a Shared, slot: Running, job: &ClaimedJob) -> Self {
-        shared.metrics.waited(job.waited(shared.ttl));
+    fn start(shared: &'a Shared, slot: Running, job: &Claimed) -> Self {
+        // How long ago the item was enqueued: up to the claim on the
+        // backend's clock (its expiry less the ttl the claim asked for),
+        // since the claim on this process's monotonic clock.
+        let lease = &job.lease;
+        let claimed_at = lease
+            .expires_at
+            .as_millis()
+            .saturating_sub(shared.ttl.as_millis());
+        let waited = Timestamp::from_millis(claimed_at).saturating_since(lease.enqueued_at)
+            + slot.started().saturating_duration_since(job.at);
+        shared.metrics.waited(waited);
         shared.metrics.in_flight(1.0);
-        Handling {
-            shared,
-            since: Instant::now(),
-            _slot: slot,
-        }
+        Handling { shared, slot }
     }
 }
 
 impl Drop for Handling<'_> {
     fn drop(&mut self) {
         self.shared.metrics.in_flight(-1.0);
-        self.shared.metrics.ran_for(self.since.elapsed());
+        self.shared.metrics.ran_for(self.slot.end());
     }
 }
 
-async fn run_inner(
-    shared: &Shared,
-    claimed_job: ClaimedJob,
-    room: OwnedSemaphorePermit,
-    slots: &Arc<Slots>,
-    shutdown: &CancellationToken,
-    abandon: &CancellationToken,
-    acker: &Acker,
-) {
-    let lease = &claimed_job.lease;
+async fn run_inner(crew: &Crew, job: Claimed) {
+    let shared = &*crew.shared;
+    let lease = &job.lease;
     let ctx = JobContext::new(lease.key.clone());
-    let job = Job::from_lease(lease);
-    // The handler runs in this task (no second spawn per job); a panic is
-    // caught here and counts as an error. Heartbeats run beside it, also
+    // The handler runs in the job's future (in the claim loop, or in the
+    // job's task: see `inline`); a panic is caught here and counts as an
+    // error. Heartbeats run beside it, also
     // while a job claimed ahead waits for its slot.
     let handler = async {
         let slot = tokio::select! {
             biased;
-            _ = shutdown.cancelled() => {
-                slots.never_started();
+            _ = crew.shutdown.cancelled() => {
+                crew.slots.never_started();
                 return None;
             }
-            slot = slots.handler() => slot,
+            slot = crew.slots.handler() => slot,
         };
-        let _handling = Handling::start(shared, slot, &claimed_job);
-        let run = AssertUnwindSafe(shared.handler.handle(job, ctx.clone()));
+        let _handling = Handling::start(shared, slot, &job);
+        let run = AssertUnwindSafe(shared.handler.handle(Job::from_lease(lease), ctx.clone()));
         Some(run.catch_unwind().await)
     };
     let mut lost = false;
     // The latest expiry the backend gave this lease: what settling a lost
     // reply compares against.
     let mut held_until = lease.expires_at;
+    // Handler first: one that is done at its first poll needs no
+    // heartbeats, whose state (timers, an extend in flight) is boxed and
+    // made only for a handler that has to wait.
     let ran = {
-        let heartbeats = heartbeats(shared, lease, &ctx, &mut held_until, &mut lost);
-        // Handler first: one that is done at its first poll never starts
-        // the heartbeat timer.
-        tokio::select! {
-            biased;
-            res = handler => res.map_or(Ran::Abandoned, Ran::Done),
-            _ = abandon.cancelled() => Ran::Abandoned,
-            _ = heartbeats => unreachable!("heartbeats never end on their own"),
+        let mut handler = std::pin::pin!(handler);
+        let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
+        match first {
+            Poll::Ready(res) => res.map_or(Ran::Abandoned, Ran::Done),
+            Poll::Pending => {
+                let heartbeats =
+                    Box::pin(heartbeats(shared, lease, &ctx, &mut held_until, &mut lost));
+                tokio::select! {
+                    biased;
+                    res = handler => res.map_or(Ran::Abandoned, Ran::Done),
+                    _ = crew.abandon.cancelled() => Ran::Abandoned,
+                    _ = heartbeats => unreachable!("heartbeats never end on their own"),
+                }
+            }
         }
     };
 
+    if lost {
+        // Nothing to record, but the job still ends with an event.
+        ctx.cancel();
+        let tag = job.tag();
+        tag.failed(error_types::LEASE_LOST);
+        tag.lease_lost(shared);
+        return;
+    }
     match ran {
+        Ran::Done(Ok(Ok(()))) => {
+            // The batcher frees the lease room of a whole batch at once, so
+            // the next claim finds all of it.
+            let finished = Finished {
+                lease: job.held(held_until),
+                tag: job.tag(),
+                _room: job.room,
+            };
+            crew.acker.finish(shared, finished);
+        }
+        // The rarer endings are boxed, so they do not size every job's
+        // future.
+        Ran::Done(res) => Box::pin(record_failure(shared, &job, held_until, res)).await,
         Ran::Abandoned => {
             ctx.cancel();
-            if lost {
-                // Nothing to give back, but the job still ends with an event.
-                claimed_job.failed(error_types::LEASE_LOST);
-                shared
-                    .events
-                    .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
-            } else {
-                release_unfinished(shared, &claimed_job, held_until).await;
-            }
-        }
-        Ran::Done(res) => {
-            if lost {
-                claimed_job.failed(error_types::LEASE_LOST);
-                shared
-                    .events
-                    .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
-                return;
-            }
-            let outcome = match res {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => {
-                    claimed_job.failed(if e.downcast_ref::<Permanent>().is_some() {
-                        error_types::PERMANENT
-                    } else if e.downcast_ref::<JobTimedOut>().is_some() {
-                        error_types::TIMEOUT
-                    } else {
-                        error_types::HANDLER
-                    });
-                    Err(e)
-                }
-                Err(panic) => {
-                    shared.metrics.inc(Counter::Panicked);
-                    claimed_job.failed(error_types::PANIC);
-                    let msg = panic_text(panic);
-                    tracing::error!(panic = %msg, "handler panicked");
-                    Err(format!("handler panicked: {msg}").into())
-                }
-            };
-            record(shared, &claimed_job, held_until, outcome, acker, room).await;
+            Box::pin(release_unfinished(shared, &job, held_until)).await;
         }
     }
 }
@@ -247,12 +223,9 @@ async fn heartbeats(
                     until: *held_until,
                 };
                 let b = shared.backend.as_ref();
-                if shared
-                    .settle
-                    .lost_or_vanished(b, &held, e)
-                    .await
-                    .is_lease_vanished()
-                {
+                // Boxed: rare, and it would size every job's future.
+                let fate = Box::pin(shared.settle.lost_or_vanished(b, &held, e)).await;
+                if fate.is_lease_vanished() {
                     tracing::error!("lease vanished while the handler ran (the store lost it); its result will be discarded");
                     shared.metrics.inc(Counter::LeaseVanished);
                 } else {
@@ -273,94 +246,90 @@ async fn heartbeats(
     }
 }
 
-/// Acks (in a batch, through `acker`), retries or kills the item according
-/// to the handler's result.
-async fn record(
+/// Retries or kills the item after a handler error or panic.
+async fn record_failure(
     shared: &Shared,
-    claimed_job: &ClaimedJob,
+    job: &Claimed,
     held_until: Timestamp,
-    outcome: Result<(), BoxError>,
-    acker: &Acker,
-    room: OwnedSemaphorePermit,
+    res: std::thread::Result<Result<(), BoxError>>,
 ) {
-    let lease = &claimed_job.lease;
-    let held = Held {
-        key: lease.key.clone(),
-        until: held_until,
+    let tag = job.tag();
+    let err: BoxError = match res {
+        Ok(Ok(())) => unreachable!("a success is acked, not recorded as a failure"),
+        Ok(Err(e)) => {
+            tag.failed(if e.downcast_ref::<Permanent>().is_some() {
+                error_types::PERMANENT
+            } else if e.downcast_ref::<JobTimedOut>().is_some() {
+                error_types::TIMEOUT
+            } else {
+                error_types::HANDLER
+            });
+            e
+        }
+        Err(panic) => {
+            shared.metrics.inc(Counter::Panicked);
+            tag.failed(error_types::PANIC);
+            let msg = panic_text(panic);
+            tracing::error!(panic = %msg, "handler panicked");
+            format!("handler panicked: {msg}").into()
+        }
     };
+    let lease = &job.lease;
+    let held = job.held(held_until);
     let b = shared.backend.as_ref();
     let (id, attempts) = (lease.id(), lease.attempts);
-    match outcome {
-        // The batcher frees the lease room of a whole batch at once, so the
-        // next claim finds all of it.
-        Ok(()) => match acker.ack(held, room).await {
-            AckResult::Acked => {
-                shared.metrics.inc(Counter::Acked);
-                tracing::debug!("acked");
-                shared.events.emit(id, attempts, JobOutcome::Acked);
+    let text = error_text(&*err);
+    let permanent = err.downcast_ref::<Permanent>().is_some();
+    if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
+        let reason = text;
+        let span = spans::settle("fail", &lease.key.queue, id);
+        let res = shared
+            .settle
+            .fail(b, &held, &reason)
+            .instrument(span.clone())
+            .await;
+        match spans::outcome(&span, res) {
+            Ok(()) => {
+                shared.metrics.inc(Counter::Dead);
+                tracing::warn!(error = %reason, "job failed for good; item is Dead");
+                shared
+                    .events
+                    .emit(id, attempts, JobOutcome::Dead { reason });
             }
-            AckResult::LeaseLost { vanished } => {
-                lost_before_recording(shared, claimed_job, vanished)
+            Err(e) => tag.unrecorded(shared, e),
+        }
+    } else {
+        let delay = shared.retry.delay_for(attempts);
+        let span = spans::settle("release", &lease.key.queue, id);
+        let res = shared
+            .settle
+            .release(b, &held, delay)
+            .instrument(span.clone())
+            .await;
+        match spans::outcome(&span, res) {
+            Ok(Released::Dead) => {
+                shared.metrics.inc(Counter::Dead);
+                let reason = "attempts exhausted".to_string();
+                shared
+                    .events
+                    .emit(id, attempts, JobOutcome::Dead { reason });
             }
-            AckResult::Failed(error) => not_recorded(shared, claimed_job, error),
-        },
-        Err(err) => {
-            let text = error_text(&*err);
-            let permanent = err.downcast_ref::<Permanent>().is_some();
-            if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
-                let reason = text;
-                let span = spans::settle("fail", &lease.key.queue, id);
-                let res = shared
-                    .settle
-                    .fail(b, &held, &reason)
-                    .instrument(span.clone())
-                    .await;
-                match spans::outcome(&span, res) {
-                    Ok(()) => {
-                        shared.metrics.inc(Counter::Dead);
-                        tracing::warn!(error = %reason, "job failed for good; item is Dead");
-                        shared
-                            .events
-                            .emit(id, attempts, JobOutcome::Dead { reason });
-                    }
-                    Err(e) => unrecorded(shared, claimed_job, e),
-                }
-            } else {
-                let delay = shared.retry.delay_for(attempts);
-                let span = spans::settle("release", &lease.key.queue, id);
-                let res = shared
-                    .settle
-                    .release(b, &held, delay)
-                    .instrument(span.clone())
-                    .await;
-                match spans::outcome(&span, res) {
-                    Ok(Released::Dead) => {
-                        shared.metrics.inc(Counter::Dead);
-                        let reason = "attempts exhausted".to_string();
-                        shared
-                            .events
-                            .emit(id, attempts, JobOutcome::Dead { reason });
-                    }
-                    Ok(_) => {
-                        shared.metrics.inc(Counter::Retried);
-                        tracing::info!(error = %text, ?delay, "job failed; retrying");
-                        let outcome = JobOutcome::Retried { delay, error: text };
-                        shared.events.emit(id, attempts, outcome);
-                    }
-                    Err(e) => unrecorded(shared, claimed_job, e),
-                }
+            Ok(_) => {
+                shared.metrics.inc(Counter::Retried);
+                tracing::info!(error = %text, ?delay, "job failed; retrying");
+                let outcome = JobOutcome::Retried { delay, error: text };
+                shared.events.emit(id, attempts, outcome);
             }
+            Err(e) => tag.unrecorded(shared, e),
         }
     }
+    // The lease room goes with `job`, after the outcome is recorded.
 }
 
 /// Gives an unfinished job's lease back at shutdown.
-async fn release_unfinished(shared: &Shared, claimed_job: &ClaimedJob, held_until: Timestamp) {
-    let lease = &claimed_job.lease;
-    let held = Held {
-        key: lease.key.clone(),
-        until: held_until,
-    };
+async fn release_unfinished(shared: &Shared, job: &Claimed, held_until: Timestamp) {
+    let lease = &job.lease;
+    let held = job.held(held_until);
     let b = shared.backend.as_ref();
     // The job never ran to its end: give the attempt back too, so a deploy
     // never dead-letters work. A backend without give_back gets a release.
@@ -390,46 +359,8 @@ async fn release_unfinished(shared: &Shared, claimed_job: &ClaimedJob, held_unti
                 .events
                 .emit(lease.id(), lease.attempts, JobOutcome::Released);
         }
-        Err(e) => unrecorded(shared, claimed_job, e),
+        Err(e) => job.tag().unrecorded(shared, e),
     }
-}
-
-fn unrecorded(shared: &Shared, claimed_job: &ClaimedJob, e: Error) {
-    if e.is_lease_lost() {
-        lost_before_recording(shared, claimed_job, e.is_lease_vanished());
-    } else {
-        claimed_job.failed(spans::error_type(&e));
-        not_recorded(shared, claimed_job, e.to_string());
-    }
-}
-
-/// `vanished`: the store lost the lease (no reaper or worker took it), so
-/// the item may come back, or may be gone for good.
-fn lost_before_recording(shared: &Shared, claimed_job: &ClaimedJob, vanished: bool) {
-    let lease = &claimed_job.lease;
-    if vanished {
-        claimed_job.failed(error_types::LEASE_VANISHED);
-        shared.metrics.inc(Counter::LeaseVanished);
-        tracing::error!(
-            "lease vanished before the result was recorded: the store lost it (a failover that lost \
-             writes, an older snapshot, or a purge); result discarded"
-        );
-    } else {
-        claimed_job.failed(error_types::LEASE_LOST);
-        shared.metrics.inc(Counter::LeaseLost);
-        tracing::warn!("lease lost before the result was recorded; result discarded");
-    }
-    shared
-        .events
-        .emit(lease.id(), lease.attempts, JobOutcome::LeaseLost);
-}
-
-fn not_recorded(shared: &Shared, claimed_job: &ClaimedJob, error: String) {
-    let lease = &claimed_job.lease;
-    tracing::error!(error = %error, "could not record the job's result; a reaper will recover the item");
-    shared
-        .events
-        .emit(lease.id(), lease.attempts, JobOutcome::Unrecorded { error });
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {

@@ -12,7 +12,9 @@
 
 mod acker;
 mod builder;
+mod ending;
 mod handler;
+mod inline;
 mod job;
 mod metrics;
 mod reaper;
@@ -52,6 +54,13 @@ use crate::{Backend, QueueName, Result};
 /// its way share the next one. Each job still gets its own lease's result
 /// (acked, lease lost, or not recorded), and shutdown sends every pending
 /// ack before [`Worker::run`] returns.
+///
+/// While handlers return quickly from their first poll (under 50 µs on
+/// average), the claim loop polls each claimed job once itself: a job done
+/// at once costs no task, and a job that has to wait (for I/O, a timer, a
+/// free slot) moves to a task of its own at that point. Handlers that
+/// compute for longer before their first `.await` each start in a task of
+/// their own, so they run side by side on a multi-thread runtime.
 ///
 /// Each job runs in a `tracing` span `job` with its queue, id and attempt,
 /// and claims and acks run in spans of their own, all with OpenTelemetry's

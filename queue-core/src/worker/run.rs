@@ -8,7 +8,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::acker::{self, Acker};
-use super::job::Place;
+use super::inline::Inline;
+use super::job::{Claimed, Crew};
 use super::metrics::Counter;
 use super::shared::Shared;
 use super::slots::{Slots, GATHER_TURNS};
@@ -33,10 +34,16 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     let (acks, pending) = Acker::channel();
     let mut batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
     let abandon = CancellationToken::new();
-    let slots = Slots::new(shared.concurrency);
+    let crew = Arc::new(Crew {
+        shared: shared.clone(),
+        slots: Slots::new(shared.concurrency),
+        shutdown: shutdown.clone(),
+        abandon: abandon.clone(),
+        acker: acks,
+    });
     let mut jobs = JoinSet::new();
 
-    let result = claim_loop(&shared, &shutdown, &slots, &mut jobs, &abandon, &acks).await;
+    let result = claim_loop(&crew, &mut jobs).await;
 
     let drained = tokio::time::timeout(shared.shutdown_deadline, drain(&mut jobs)).await;
     if drained.is_err() {
@@ -48,9 +55,9 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
         abandon.cancel();
         drain(&mut jobs).await;
     }
-    // Every job has its ack's result by now; with the last handle gone the
-    // batcher ends once its queue is empty.
-    drop(acks);
+    // Every job has handed over its ack by now; with the last handle gone
+    // the batcher ends once its queue is empty.
+    drop(crew);
     if let Err(e) = (&mut batcher.0).await {
         tracing::error!(error = %e, "ack batcher failed");
     }
@@ -73,15 +80,10 @@ fn log_job_task_failure(res: std::result::Result<(), tokio::task::JoinError>) {
     }
 }
 
-async fn claim_loop(
-    shared: &Arc<Shared>,
-    shutdown: &CancellationToken,
-    slots: &Arc<Slots>,
-    jobs: &mut JoinSet<()>,
-    abandon: &CancellationToken,
-    acks: &Acker,
-) -> Result<()> {
+async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
+    let (shared, slots, shutdown) = (&crew.shared, &crew.slots, &crew.shutdown);
     let mut backoff = Backoff::default();
+    let mut inline = Inline::default();
     loop {
         while let Some(res) = jobs.try_join_next() {
             log_job_task_failure(res);
@@ -169,22 +171,22 @@ async fn claim_loop(
             .metrics
             .add(Counter::Claimed, claimed.leases.len() as u64);
         slots.claimed(claimed.leases.len());
+        let mut batch = Vec::with_capacity(claimed.leases.len());
         for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
             // Opened here, while the claim's span is still open, so the
             // link to it can be made.
             let job_span = spans::process(&shared.queue, lease.id(), lease.attempts);
             job_span.follows_from(&span);
-            let place = Place {
-                claimed: claimed_at,
-                span: job_span,
+            let job = Claimed {
+                lease,
                 room,
-                slots: slots.clone(),
-                shutdown: shutdown.clone(),
-                abandon: abandon.clone(),
+                at: claimed_at,
+                span: job_span,
             };
-            jobs.spawn(job::run(shared.clone(), lease, place, acks.clone()));
+            batch.push(Box::pin(job::run(crew.clone(), job)));
         }
         drop(span);
+        inline.start(batch, jobs).await;
         // Room the claim did not fill is free again before any wait.
         drop(permits);
         if let Some(wait) = limited {

@@ -102,6 +102,7 @@ impl Slots {
             slots: self.clone(),
             _permit: permit,
             started: tokio::time::Instant::now(),
+            ran: None,
         }
     }
 
@@ -136,11 +137,27 @@ pub(crate) struct Running {
     slots: Arc<Slots>,
     _permit: OwnedSemaphorePermit,
     started: tokio::time::Instant,
+    /// The run's length once [`Running::end`] read the clock.
+    ran: Option<Duration>,
+}
+
+impl Running {
+    /// When the handler got its slot.
+    pub(crate) fn started(&self) -> tokio::time::Instant {
+        self.started
+    }
+
+    /// How long the handler ran, read once: the slot records the same
+    /// figure when it is dropped.
+    pub(crate) fn end(&mut self) -> Duration {
+        *self.ran.get_or_insert_with(|| self.started.elapsed())
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.slots.record(self.started.elapsed());
+        let ran = self.end();
+        self.slots.record(ran);
         self.slots.freed.notify_one();
     }
 }
