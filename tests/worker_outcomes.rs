@@ -52,6 +52,92 @@ async fn heartbeats_keep_a_slow_jobs_lease_alive() {
     assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
 }
 
+/// Counts the extends each lease gets.
+#[derive(Debug)]
+struct Extends {
+    inner: Arc<dyn leaseq::Backend>,
+    by_item: Mutex<std::collections::BTreeMap<leaseq::ItemId, u32>>,
+}
+
+#[leaseq::async_trait]
+impl leaseq::Layer for Extends {
+    type Inner = Arc<dyn leaseq::Backend>;
+    fn inner(&self) -> &Arc<dyn leaseq::Backend> {
+        &self.inner
+    }
+    async fn extend(
+        &self,
+        lease: &leaseq::LeaseKey,
+        ttl: leaseq::LeaseTtl,
+    ) -> leaseq::Result<leaseq::Timestamp> {
+        *self
+            .by_item
+            .lock()
+            .expect("lock")
+            .entry(lease.id)
+            .or_default() += 1;
+        self.inner.extend(lease, ttl).await
+    }
+}
+
+impl Extends {
+    fn counts(&self) -> Vec<u32> {
+        self.by_item
+            .lock()
+            .expect("lock")
+            .values()
+            .copied()
+            .collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_scheduler_extends_each_running_lease_once_a_beat_and_stops_at_its_end() {
+    let extends = Arc::new(Extends {
+        inner: tokio_backend(),
+        by_item: Mutex::default(),
+    });
+    let backend: Arc<dyn leaseq::Backend> = extends.clone();
+    let q = queue("beats");
+    for i in 0..10 {
+        backend.push(&q, format!("{i}")).await.expect("enqueue");
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (on_event, mut events) = events();
+    let open = gate.clone();
+    let worker = Worker::builder(backend.clone(), "beats")
+        .concurrency(10)
+        .lease_ttl(Duration::from_secs(3))
+        .reap_interval(None)
+        .on_event(on_event)
+        .build(handler_fn(move |_job: Job, _ctx: JobContext| {
+            let (gate, started) = (gate.clone(), started_tx.clone());
+            async move {
+                let _ = started.send(());
+                let _pass = gate.acquire().await.expect("gate");
+                Ok::<_, std::io::Error>(())
+            }
+        }))
+        .expect("worker");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    for _ in 0..10 {
+        started.recv().await.expect("a job started");
+    }
+    // Heartbeats every ttl/3 = 1 s: three each in 3.5 s.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(extends.counts(), vec![3; 10]);
+    open.add_permits(10);
+    for _ in 0..10 {
+        assert_eq!(events.next().await.outcome, JobOutcome::Acked);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(extends.counts(), vec![3; 10], "no beat after a job's end");
+    stop.cancel();
+    run.await.expect("join").expect("run");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
     let clock = ManualClock::new();

@@ -10,13 +10,14 @@ use std::time::Duration;
 use futures_util::FutureExt;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::{interval_at, Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::acker::{Acker, Finished};
 use super::ending::JobTag;
 use super::handler::{error_text, Job, JobContext, Permanent};
+use super::heartbeat::Beats;
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
 use super::slots::{Running, Slots};
@@ -43,6 +44,7 @@ pub(crate) struct Crew {
     /// The shutdown deadline passed: running handlers are dropped.
     pub(crate) abandon: CancellationToken,
     pub(crate) acker: Acker,
+    pub(crate) beats: Beats,
 }
 
 /// A claimed job: its lease, the lease room it holds until its outcome is
@@ -136,27 +138,33 @@ async fn run_inner(crew: &Crew, job: Claimed) {
         let run = AssertUnwindSafe(shared.handler.handle(Job::from_lease(lease), ctx.clone()));
         Some(run.catch_unwind().await)
     };
-    let mut lost = false;
-    // The latest expiry the backend gave this lease: what settling a lost
-    // reply compares against.
-    let mut held_until = lease.expires_at;
     // Handler first: one that is done at its first poll needs no
-    // heartbeats, whose state (timers, an extend in flight) is boxed and
-    // made only for a handler that has to wait.
+    // heartbeats; one that has to wait registers its lease with the
+    // worker's heartbeat scheduler until it ends.
+    let mut held_until = lease.expires_at;
+    let mut lost = false;
     let ran = {
         let mut handler = std::pin::pin!(handler);
         let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
         match first {
             Poll::Ready(res) => res.map_or(Ran::Abandoned, Ran::Done),
             Poll::Pending => {
-                let heartbeats =
-                    Box::pin(heartbeats(shared, lease, &ctx, &mut held_until, &mut lost));
-                tokio::select! {
+                let beat = crew.beats.keep(
+                    lease.key.clone(),
+                    lease.expires_at,
+                    ctx.clone(),
+                    job.span.clone(),
+                );
+                let ran = tokio::select! {
                     biased;
                     res = handler => res.map_or(Ran::Abandoned, Ran::Done),
                     _ = crew.abandon.cancelled() => Ran::Abandoned,
-                    _ = heartbeats => unreachable!("heartbeats never end on their own"),
-                }
+                };
+                // The latest expiry the backend gave this lease: what
+                // settling a lost reply compares against.
+                held_until = beat.until();
+                lost = beat.lost();
+                ran
             }
         }
     };
@@ -186,62 +194,6 @@ async fn run_inner(crew: &Crew, job: Claimed) {
         Ran::Abandoned => {
             ctx.cancel();
             Box::pin(release_unfinished(shared, &job, held_until)).await;
-        }
-    }
-}
-
-/// Extends the lease every heartbeat interval while the handler runs;
-/// never ends (once the lease is lost it only waits). Records each new
-/// expiry in `held_until`; a lost lease cancels the handler's context.
-async fn heartbeats(
-    shared: &Shared,
-    lease: &Lease,
-    ctx: &JobContext,
-    held_until: &mut Timestamp,
-    lost: &mut bool,
-) {
-    let mut beat = interval_at(Instant::now() + shared.heartbeat, shared.heartbeat);
-    beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        beat.tick().await;
-        // A heartbeat that hangs must not outlive the next one.
-        let extend = shared.backend.extend(&lease.key, shared.ttl);
-        let res = tokio::time::timeout(shared.heartbeat, extend)
-            .await
-            .unwrap_or_else(|_| {
-                let slow = std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "extend took longer than a heartbeat interval",
-                );
-                Err(Error::backend("heartbeat", slow))
-            });
-        match res {
-            Ok(until) => *held_until = until,
-            Err(e) if e.is_lease_lost() => {
-                let held = Held {
-                    key: lease.key.clone(),
-                    until: *held_until,
-                };
-                let b = shared.backend.as_ref();
-                // Boxed: rare, and it would size every job's future.
-                let fate = Box::pin(shared.settle.lost_or_vanished(b, &held, e)).await;
-                if fate.is_lease_vanished() {
-                    tracing::error!("lease vanished while the handler ran (the store lost it); its result will be discarded");
-                    shared.metrics.inc(Counter::LeaseVanished);
-                } else {
-                    tracing::warn!(
-                        "lease lost while the handler ran; its result will be discarded"
-                    );
-                    shared.metrics.inc(Counter::LeaseLost);
-                }
-                ctx.mark_lost();
-                *lost = true;
-                return std::future::pending().await;
-            }
-            Err(e) => {
-                shared.metrics.inc(Counter::BackendErrors);
-                tracing::warn!(error = %e, "heartbeat failed; trying again at the next beat");
-            }
         }
     }
 }

@@ -14,6 +14,7 @@ mod acker;
 mod builder;
 mod ending;
 mod handler;
+mod heartbeat;
 mod inline;
 mod job;
 mod metrics;
@@ -61,6 +62,10 @@ use crate::{Backend, QueueName, Result};
 /// free slot) moves to a task of its own at that point. Handlers that
 /// compute for longer before their first `.await` each start in a task of
 /// their own, so they run side by side on a multi-thread runtime.
+///
+/// Heartbeats come from one scheduler per worker (one task, one timer),
+/// which extends every lease whose handler is still running or waiting for
+/// a slot; a handler done at its first poll never registers.
 ///
 /// Each job runs in a `tracing` span `job` with its queue, id and attempt,
 /// and claims and acks run in spans of their own, all with OpenTelemetry's

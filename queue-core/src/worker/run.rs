@@ -8,6 +8,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::acker::{self, Acker};
+use super::heartbeat::{self, Beats};
 use super::inline::Inline;
 use super::job::{Claimed, Crew};
 use super::metrics::Counter;
@@ -33,6 +34,8 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     });
     let (acks, pending) = Acker::channel();
     let mut batcher = AbortOnDrop(tokio::spawn(acker::run(shared.clone(), pending)));
+    let (beats, leases) = Beats::channel();
+    let mut scheduler = AbortOnDrop(tokio::spawn(heartbeat::run(shared.clone(), leases)));
     let abandon = CancellationToken::new();
     let crew = Arc::new(Crew {
         shared: shared.clone(),
@@ -40,6 +43,7 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
         shutdown: shutdown.clone(),
         abandon: abandon.clone(),
         acker: acks,
+        beats,
     });
     let mut jobs = JoinSet::new();
 
@@ -60,6 +64,10 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     drop(crew);
     if let Err(e) = (&mut batcher.0).await {
         tracing::error!(error = %e, "ack batcher failed");
+    }
+    // No job runs any more: the scheduler's queue closes.
+    if let Err(e) = (&mut scheduler.0).await {
+        tracing::error!(error = %e, "heartbeat scheduler failed");
     }
     stop_reaper.cancel();
     if let Some(mut reaper) = reaper {

@@ -1,0 +1,246 @@
+//! One heartbeat scheduler per worker: it extends the lease of every job
+//! that is still running (or waiting for a handler slot) once per heartbeat
+//! interval, from one task with one timer, instead of a timer per job.
+//!
+//! A job registers its lease only when its handler did not finish at the
+//! first poll, and unregisters when the handler ends; the scheduler keeps
+//! the lease's latest expiry (what settling a lost reply compares against)
+//! and, when an extend finds the lease gone, marks the job lost and cancels
+//! its handler's context.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::handler::JobContext;
+use super::metrics::Counter;
+use super::shared::Shared;
+use crate::settle::Held;
+use crate::{Error, LeaseKey, Result, Timestamp};
+
+/// The jobs' side of the scheduler; clones share one scheduler.
+#[derive(Debug, Clone)]
+pub(crate) struct Beats(mpsc::UnboundedSender<Registration>);
+
+/// What jobs tell the scheduler.
+#[derive(Debug)]
+pub(crate) enum Registration {
+    Keep(u64, Arc<Lease>),
+    Forget(u64),
+}
+
+/// A lease the scheduler keeps alive, as the job and the scheduler share
+/// it.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    key: LeaseKey,
+    ctx: JobContext,
+    span: tracing::Span,
+    /// The latest expiry the backend gave, in milliseconds.
+    until: AtomicU64,
+    lost: AtomicBool,
+    /// The handler ended: results of extends still on their way no longer
+    /// count (the job may have acked already).
+    over: AtomicBool,
+}
+
+/// A job's registration: read its lease's latest expiry and whether it was
+/// lost; dropping it stops the heartbeats.
+#[derive(Debug)]
+pub(crate) struct Beat {
+    n: u64,
+    lease: Arc<Lease>,
+    beats: Beats,
+}
+
+impl Beat {
+    /// The latest expiry the backend gave this lease.
+    pub(crate) fn until(&self) -> Timestamp {
+        Timestamp::from_millis(self.lease.until.load(Ordering::SeqCst))
+    }
+
+    /// True once an extend found the lease gone.
+    pub(crate) fn lost(&self) -> bool {
+        self.lease.lost.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Beat {
+    fn drop(&mut self) {
+        self.lease.over.store(true, Ordering::SeqCst);
+        let _ = self.beats.0.send(Registration::Forget(self.n));
+    }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Beats {
+    /// A handle, and the queue the scheduler (see [`run`]) reads.
+    pub(crate) fn channel() -> (Beats, mpsc::UnboundedReceiver<Registration>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Beats(tx), rx)
+    }
+
+    /// Keeps `key` alive from one heartbeat interval from now until the
+    /// returned [`Beat`] is dropped. A lost lease cancels `ctx`.
+    pub(crate) fn keep(
+        &self,
+        key: LeaseKey,
+        until: Timestamp,
+        ctx: JobContext,
+        span: tracing::Span,
+    ) -> Beat {
+        let lease = Arc::new(Lease {
+            key,
+            ctx,
+            span,
+            until: AtomicU64::new(until.as_millis()),
+            lost: AtomicBool::new(false),
+            over: AtomicBool::new(false),
+        });
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // A scheduler that has stopped (a hard stop) keeps nothing alive;
+        // the lease then expires and a reaper recovers the item.
+        let _ = self.0.send(Registration::Keep(n, lease.clone()));
+        Beat {
+            n,
+            lease,
+            beats: self.clone(),
+        }
+    }
+}
+
+/// The leases being kept, in the order their next heartbeat is due.
+#[derive(Default)]
+struct Schedule {
+    leases: HashMap<u64, (Option<Instant>, Arc<Lease>)>,
+    due: BTreeSet<(Instant, u64)>,
+}
+
+impl Schedule {
+    fn keep(&mut self, n: u64, at: Instant, lease: Arc<Lease>) {
+        self.leases.insert(n, (Some(at), lease));
+        self.due.insert((at, n));
+    }
+
+    fn forget(&mut self, n: u64) {
+        if let Some((Some(at), _)) = self.leases.remove(&n) {
+            self.due.remove(&(at, n));
+        }
+    }
+
+    /// Takes the next lease due by `now`, marking its extend as on its way.
+    fn next_due(&mut self, now: Instant) -> Option<(u64, Arc<Lease>)> {
+        let &(at, n) = self.due.first().filter(|(at, _)| *at <= now)?;
+        self.due.remove(&(at, n));
+        let entry = self.leases.get_mut(&n)?;
+        entry.0 = None;
+        Some((n, entry.1.clone()))
+    }
+
+    /// Schedules a lease whose extend came back, if the job still runs.
+    fn again(&mut self, n: u64, at: Instant) {
+        if let Some(entry) = self.leases.get_mut(&n) {
+            entry.0 = Some(at);
+            self.due.insert((at, n));
+        }
+    }
+
+    fn first_due(&self) -> Option<Instant> {
+        self.due.first().map(|(at, _)| *at)
+    }
+}
+
+/// Runs the scheduler until every [`Beats`] handle and [`Beat`] is gone.
+pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Registration>) {
+    let every = shared.heartbeat;
+    let mut schedule = Schedule::default();
+    let mut on_their_way = FuturesUnordered::new();
+    loop {
+        let wake = schedule.first_due();
+        tokio::select! {
+            message = queue.recv() => match message {
+                Some(Registration::Keep(n, lease)) => schedule.keep(n, Instant::now() + every, lease),
+                Some(Registration::Forget(n)) => schedule.forget(n),
+                None => return,
+            },
+            Some((n, keep_going)) = on_their_way.next() => {
+                if keep_going {
+                    schedule.again(n, Instant::now() + every);
+                } else {
+                    schedule.forget(n);
+                }
+            }
+            _ = sleep_until(wake) => {
+                let now = Instant::now();
+                while let Some((n, lease)) = schedule.next_due(now) {
+                    let shared = &*shared;
+                    on_their_way.push(async move { (n, beat(shared, &lease).await) });
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One heartbeat for `lease`; false once it is lost (no more beats).
+async fn beat(shared: &Shared, lease: &Lease) -> bool {
+    if lease.over.load(Ordering::SeqCst) {
+        return false;
+    }
+    // A heartbeat that hangs must not outlive the next one.
+    let extend = shared.backend.extend(&lease.key, shared.ttl);
+    let res: Result<Timestamp> = tokio::time::timeout(shared.heartbeat, extend)
+        .await
+        .unwrap_or_else(|_| {
+            let slow = std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "extend took longer than a heartbeat interval",
+            );
+            Err(Error::backend("heartbeat", slow))
+        });
+    // The handler ended while the extend was on its way: whatever it
+    // found (a lease the job's own ack ended, say) is no news.
+    if lease.over.load(Ordering::SeqCst) {
+        return false;
+    }
+    match res {
+        Ok(until) => {
+            lease.until.fetch_max(until.as_millis(), Ordering::SeqCst);
+            true
+        }
+        Err(e) if e.is_lease_lost() => {
+            let held = Held {
+                key: lease.key.clone(),
+                until: Timestamp::from_millis(lease.until.load(Ordering::SeqCst)),
+            };
+            let b = shared.backend.as_ref();
+            let fate = shared.settle.lost_or_vanished(b, &held, e).await;
+            if fate.is_lease_vanished() {
+                tracing::error!(parent: &lease.span, "lease vanished while the handler ran (the store lost it); its result will be discarded");
+                shared.metrics.inc(Counter::LeaseVanished);
+            } else {
+                tracing::warn!(parent: &lease.span, "lease lost while the handler ran; its result will be discarded");
+                shared.metrics.inc(Counter::LeaseLost);
+            }
+            lease.lost.store(true, Ordering::SeqCst);
+            lease.ctx.mark_lost();
+            false
+        }
+        Err(e) => {
+            shared.metrics.inc(Counter::BackendErrors);
+            tracing::warn!(parent: &lease.span, error = %e, "heartbeat failed; trying again at the next beat");
+            true
+        }
+    }
+}
