@@ -17,7 +17,7 @@ use tracing::Instrument;
 use super::acker::{Acker, Finished};
 use super::ending::JobTag;
 use super::handler::{error_text, Job, JobContext, Permanent};
-use super::heartbeat::Beats;
+use super::heartbeat::{Beat, Beats};
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
 use super::slots::{Running, Slots};
@@ -63,9 +63,9 @@ pub(crate) struct Claimed {
 /// A success is handed to the ack batcher, which finishes the job: a
 /// handler that completes at once leaves a future that completes at its
 /// first poll.
-pub(crate) async fn run(crew: Arc<Crew>, job: Claimed) {
+pub(crate) fn run(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
     let span = job.span.clone();
-    run_inner(&crew, job).instrument(span).await;
+    run_inner(crew, job).instrument(span)
 }
 
 impl Claimed {
@@ -117,84 +117,122 @@ impl Drop for Handling<'_> {
     }
 }
 
-async fn run_inner(crew: &Crew, job: Claimed) {
-    let shared = &*crew.shared;
-    let lease = &job.lease;
-    let ctx = JobContext::new(lease.key.clone());
-    // The handler runs in the job's future (in the claim loop, or in the
-    // job's task: see `inline`); a panic is caught here and counts as an
-    // error. Heartbeats run beside it, also
-    // while a job claimed ahead waits for its slot.
-    let handler = async {
-        let slot = tokio::select! {
-            biased;
-            _ = crew.shutdown.cancelled() => {
-                crew.slots.never_started();
-                return None;
-            }
-            slot = crew.slots.handler() => slot,
+// Not `async fn`s: an `async fn` keeps a second copy of its arguments in
+// its future (which is copied into its box); an `async move` block keeps
+// its captures once.
+fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
+    async move {
+        let shared = &*crew.shared;
+        let lease = &job.lease;
+        let ctx = JobContext::new(lease.key.clone());
+        // A free slot is taken at once; a job claimed ahead waits for one with
+        // its lease kept alive, and gives it back if shutdown comes first. The
+        // wait is boxed: most jobs never wait, and its state would size every
+        // job's future.
+        let mut beat = None;
+        let slot = if crew.shutdown.is_cancelled() {
+            None
+        } else if let Some(slot) = crew.slots.try_handler() {
+            Some(slot)
+        } else {
+            beat = Some(keep_alive(&crew, &job, &ctx));
+            Box::pin(wait_for_slot(&crew)).await
         };
-        let _handling = Handling::start(shared, slot, &job);
-        let run = AssertUnwindSafe(shared.handler.handle(Job::from_lease(lease), ctx.clone()));
-        Some(run.catch_unwind().await)
-    };
-    // Handler first: one that is done at its first poll needs no
-    // heartbeats; one that has to wait registers its lease with the
-    // worker's heartbeat scheduler until it ends.
-    let mut held_until = lease.expires_at;
-    let mut lost = false;
-    let ran = {
-        let mut handler = std::pin::pin!(handler);
-        let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
-        match first {
-            Poll::Ready(res) => res.map_or(Ran::Abandoned, Ran::Done),
-            Poll::Pending => {
-                let beat = crew.beats.keep(
-                    lease.key.clone(),
-                    lease.expires_at,
-                    ctx.clone(),
-                    job.span.clone(),
-                );
-                let ran = tokio::select! {
-                    biased;
-                    res = handler => res.map_or(Ran::Abandoned, Ran::Done),
-                    _ = crew.abandon.cancelled() => Ran::Abandoned,
+        let ran = match slot {
+            None => {
+                crew.slots.never_started();
+                Ran::Abandoned
+            }
+            Some(slot) => {
+                let handling = Handling::start(shared, slot, &job);
+                // The handler runs in the job's future (in the claim loop, or in
+                // the job's task: see `inline`); a panic is caught here and
+                // counts as an error. Its future is boxed, so it can move into
+                // the boxed wait below after its first poll.
+                let mut run =
+                    AssertUnwindSafe(shared.handler.handle(Job::from_lease(lease), ctx.clone()))
+                        .catch_unwind();
+                let first = std::future::poll_fn(|cx| Poll::Ready(run.poll_unpin(cx))).await;
+                let ran = match first {
+                    Poll::Ready(res) => Ran::Done(res),
+                    Poll::Pending => {
+                        beat.get_or_insert_with(|| keep_alive(&crew, &job, &ctx));
+                        Box::pin(finish_running(&crew, run)).await
+                    }
                 };
-                // The latest expiry the backend gave this lease: what
-                // settling a lost reply compares against.
-                held_until = beat.until();
-                lost = beat.lost();
+                // The slot frees as soon as the handler ends, so the next claim
+                // overlaps this job's ack.
+                drop(handling);
                 ran
             }
-        }
-    };
+        };
+        // The latest expiry the backend gave this lease (what settling a lost
+        // reply compares against), and whether a heartbeat found it lost.
+        let (held_until, lost) = match beat.take() {
+            Some(beat) => (beat.until(), beat.lost()),
+            None => (lease.expires_at, false),
+        };
 
-    if lost {
-        // Nothing to record, but the job still ends with an event.
-        ctx.cancel();
-        let tag = job.tag();
-        tag.failed(error_types::LEASE_LOST);
-        tag.lease_lost(shared);
-        return;
-    }
-    match ran {
-        Ran::Done(Ok(Ok(()))) => {
-            // The batcher frees the lease room of a whole batch at once, so
-            // the next claim finds all of it.
-            let finished = Finished {
-                lease: job.held(held_until),
-                tag: job.tag(),
-                _room: job.room,
-            };
-            crew.acker.finish(shared, finished);
-        }
-        // The rarer endings are boxed, so they do not size every job's
-        // future.
-        Ran::Done(res) => Box::pin(record_failure(shared, &job, held_until, res)).await,
-        Ran::Abandoned => {
+        if lost {
+            // Nothing to record, but the job still ends with an event.
             ctx.cancel();
-            Box::pin(release_unfinished(shared, &job, held_until)).await;
+            let tag = job.tag();
+            tag.failed(error_types::LEASE_LOST);
+            tag.lease_lost(shared);
+            return;
         }
+        match ran {
+            Ran::Done(Ok(Ok(()))) => {
+                // The batcher frees the lease room of a whole batch at once, so
+                // the next claim finds all of it.
+                let finished = Finished {
+                    lease: job.held(held_until),
+                    tag: job.tag(),
+                    _room: job.room,
+                };
+                crew.acker.finish(shared, finished);
+            }
+            // The rarer endings are boxed, so they do not size every job's
+            // future.
+            Ran::Done(res) => Box::pin(record_failure(shared, &job, held_until, res)).await,
+            Ran::Abandoned => {
+                ctx.cancel();
+                Box::pin(release_unfinished(shared, &job, held_until)).await;
+            }
+        }
+    }
+}
+
+/// Registers the job's lease with the worker's heartbeat scheduler.
+fn keep_alive(crew: &Crew, job: &Claimed, ctx: &JobContext) -> Beat {
+    let lease = &job.lease;
+    crew.beats.keep(
+        lease.key.clone(),
+        lease.expires_at,
+        ctx.clone(),
+        job.span.clone(),
+    )
+}
+
+/// Waits for a handler slot; `None` if shutdown comes first.
+async fn wait_for_slot(crew: &Crew) -> Option<Running> {
+    tokio::select! {
+        biased;
+        _ = crew.shutdown.cancelled() => None,
+        slot = crew.slots.handler() => Some(slot),
+    }
+}
+
+/// Lets a handler that did not finish at its first poll run to its end,
+/// unless the shutdown deadline passes first.
+async fn finish_running<F>(crew: &Crew, run: F) -> Ran
+where
+    F: Future<Output = std::thread::Result<Result<(), BoxError>>>,
+{
+    tokio::select! {
+        biased;
+        res = run => Ran::Done(res),
+        _ = crew.abandon.cancelled() => Ran::Abandoned,
     }
 }
 

@@ -97,6 +97,16 @@ impl Slots {
         let permit = self.handlers.clone().acquire_owned().await;
         let permit =
             permit.unwrap_or_else(|_| unreachable!("the handler semaphore is never closed"));
+        self.running(permit)
+    }
+
+    /// A handler slot for a claimed job if one is free now.
+    pub(crate) fn try_handler(self: &Arc<Self>) -> Option<Running> {
+        let permit = self.handlers.clone().try_acquire_owned().ok()?;
+        Some(self.running(permit))
+    }
+
+    fn running(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Running {
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         Running {
             slots: self.clone(),
