@@ -120,7 +120,10 @@ impl Drop for Handling<'_> {
 // Not `async fn`s: an `async fn` keeps a second copy of its arguments in
 // its future (which is copied into its box); an `async move` block keeps
 // its captures once.
-#[expect(clippy::manual_async_fn, reason = "an async fn stores its arguments twice")]
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice"
+)]
 fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
     async move {
         let shared = &*crew.shared;
