@@ -126,9 +126,10 @@ async fn under_load_acks_go_out_in_batches_and_each_job_is_acked_once() {
         sizes.len()
     );
     assert_eq!(sizes.iter().sum::<usize>(), 200, "every lease sent once");
-    // A worker holds at most twice its concurrency in leases (running,
-    // claimed ahead, and acks on their way), so no batch is larger.
-    assert!(sizes.iter().all(|&n| (1..=32).contains(&n)), "{sizes:?}");
+    // A worker holds at most 2 × 16 leases running or claimed ahead, and
+    // two claims of 16 in acks (on their way and gathering): no batch is
+    // larger than its room.
+    assert!(sizes.iter().all(|&n| (1..=64).contains(&n)), "{sizes:?}");
     let m = metrics.snapshot();
     assert_eq!((m.claimed, m.acked, m.lease_lost), (200, 200, 0));
     assert_eq!(m.backend_errors, 0);

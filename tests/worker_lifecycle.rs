@@ -10,7 +10,7 @@ use std::time::Duration;
 use leaseq::{
     handler_fn, Backend, BackendExt, CancellationToken, Job, JobContext, JobOutcome, Worker,
 };
-use support::{events, queue, tokio_backend, CountingBackend};
+use support::{events, noop_handler, queue, tokio_backend, CountingBackend};
 use tokio::sync::{mpsc, Notify};
 
 #[tokio::test(start_paused = true)]
@@ -252,4 +252,29 @@ async fn backend_failures_are_retried_not_fatal() {
     run.await.expect("join").expect("run");
     assert_eq!(metrics.snapshot().backend_errors, 5);
     assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
+}
+
+#[test]
+fn a_concurrency_or_prefetch_out_of_range_is_refused_not_a_panic() {
+    let builder = || Worker::builder(tokio_backend(), "sizes");
+    for bad in [0, leaseq::WorkerBuilder::MAX_CONCURRENCY + 1, usize::MAX] {
+        let err = builder()
+            .concurrency(bad)
+            .build(noop_handler())
+            .expect_err("refused");
+        assert!(
+            matches!(err, leaseq::Error::InvalidInput { .. }),
+            "concurrency {bad}: {err}"
+        );
+    }
+    let err = builder()
+        .prefetch(0)
+        .build(noop_handler())
+        .expect_err("refused");
+    assert!(matches!(err, leaseq::Error::InvalidInput { .. }), "{err}");
+    let worker = builder()
+        .concurrency(leaseq::WorkerBuilder::MAX_CONCURRENCY)
+        .build(noop_handler())
+        .expect("the largest concurrency is accepted");
+    drop(worker);
 }

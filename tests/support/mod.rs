@@ -132,3 +132,10 @@ impl Layer for CountingBackend {
         self.inner.ack_many(leases).await
     }
 }
+
+/// A handler that succeeds at once.
+pub fn noop_handler() -> impl leaseq::Handler {
+    leaseq::handler_fn(|_job: leaseq::Job, _ctx: leaseq::JobContext| async {
+        Ok::<_, std::io::Error>(())
+    })
+}

@@ -42,6 +42,10 @@ impl WorkerBuilder {
     /// Handler slots unless [`WorkerBuilder::concurrency`] says otherwise.
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
+    /// The most handler slots a worker takes (more than any one process
+    /// can run; it keeps the worker's own bookkeeping in range).
+    pub const MAX_CONCURRENCY: usize = 1 << 20;
+
     pub(crate) fn new(backend: Arc<dyn Backend>, queue: String) -> Self {
         WorkerBuilder {
             backend,
@@ -60,7 +64,8 @@ impl WorkerBuilder {
         }
     }
 
-    /// How many handlers may run at once (at least 1).
+    /// How many handlers may run at once (1 to
+    /// [`WorkerBuilder::MAX_CONCURRENCY`]).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -182,8 +187,12 @@ impl WorkerBuilder {
         };
         self.metrics.export_as(queue.as_str());
         let ttl = LeaseTtl::new(self.ttl)?;
-        if self.concurrency == 0 {
-            return Err(Error::invalid("worker concurrency is 0"));
+        if self.concurrency == 0 || self.concurrency > Self::MAX_CONCURRENCY {
+            return Err(Error::invalid(format!(
+                "worker concurrency {} is outside 1..={}",
+                self.concurrency,
+                Self::MAX_CONCURRENCY
+            )));
         }
         let prefetch = match self.prefetch {
             Some(k) if k == 0 || k > MAX_CLAIM => {

@@ -39,7 +39,7 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Res
     let abandon = CancellationToken::new();
     let crew = Arc::new(Crew {
         shared: shared.clone(),
-        slots: Slots::new(shared.concurrency),
+        slots: Slots::new(shared.concurrency, shared.prefetch),
         shutdown: shutdown.clone(),
         abandon: abandon.clone(),
         acker: acks,

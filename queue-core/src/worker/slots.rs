@@ -41,13 +41,22 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// `concurrency` handler slots and room for twice as many leases (the
-    /// running jobs, the jobs claimed ahead, and acks on their way).
-    pub(crate) fn new(concurrency: usize) -> Arc<Self> {
+    /// `concurrency` handler slots, and room for the leases of the running
+    /// jobs and of the jobs claimed ahead (`2 × concurrency`), plus two
+    /// claims' worth (a claim is at most `prefetch`) for acks: the batch on
+    /// its way and the one gathering behind it. On a backend that runs one
+    /// write at a time, less room would make each claim wait for the acks
+    /// ahead of it and shrink to what they left free.
+    pub(crate) fn new(concurrency: usize, prefetch: u32) -> Arc<Self> {
+        let ahead = concurrency.saturating_mul(2);
+        let claim = ahead.min(usize::try_from(prefetch).unwrap_or(usize::MAX));
+        let room = ahead
+            .saturating_add(claim.saturating_mul(2))
+            .min(Semaphore::MAX_PERMITS);
         Arc::new(Slots {
             concurrency,
             handlers: Arc::new(Semaphore::new(concurrency)),
-            leases: Arc::new(Semaphore::new(concurrency.saturating_mul(2))),
+            leases: Arc::new(Semaphore::new(room)),
             waiting: AtomicUsize::new(0),
             freed: Notify::new(),
             mean_us: AtomicU64::new(UNKNOWN),
@@ -178,7 +187,7 @@ mod tests {
 
     #[tokio::test]
     async fn claims_ahead_only_while_handlers_are_short() {
-        let slots = Slots::new(4);
+        let slots = Slots::new(4, 8);
         // Unknown handler time: only the free slots.
         assert_eq!(slots.demand(), 4);
         slots.claimed(4);
@@ -196,8 +205,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn room_covers_running_ahead_and_two_claims_of_acks() {
+        for (concurrency, prefetch, room) in [(4, 8, 24), (4, 2, 12), (4, 1000, 24), (1, 1, 4)] {
+            let slots = Slots::new(concurrency, prefetch);
+            let mut permits = Vec::new();
+            slots.gather(&mut permits, 1000);
+            assert_eq!(
+                permits.len(),
+                room,
+                "concurrency {concurrency}, prefetch {prefetch}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn waiting_jobs_count_against_the_demand() {
-        let slots = Slots::new(2);
+        let slots = Slots::new(2, 4);
         slots.record(Duration::from_micros(50));
         assert_eq!(slots.demand(), 4);
         slots.claimed(3);
