@@ -61,7 +61,7 @@ while n < max do
     end
   end
   call_chunked('ZREM', K_READY, moved)
-  call_chunked('ZADD', K_LEASED, homes)
+  zadd_batch(K_LEASED, homes)
   if examined >= budget and n < max then
     more = 1
     break

@@ -238,8 +238,8 @@ local function enqueue_batch(base)
       out[#out + 1] = id
     end
   end
-  call_chunked('ZADD', K_READY, ready)
-  call_chunked('ZADD', K_SCHED, sched)
+  zadd_batch(K_READY, ready)
+  zadd_batch(K_SCHED, sched)
   notify(readied)
   return out, note
 end
