@@ -132,6 +132,7 @@ macro_rules! __with_checks {
             redrive::redrive_item_moves_that_item
             redrive::redrive_item_leaves_other_states
             redrive::concurrent_redrive_item_moves_once
+            redrive::concurrent_redrives_move_each_once
             lifecycle::purge_removes_everything
             delete::delete_queue_forgets_the_queue
             delete::ids_never_return_after_delete
@@ -153,6 +154,7 @@ macro_rules! __with_checks {
             batch::batches_are_single_steps
             recovery::two_reapers_one_lease
             recovery::many_reapers_many_leases
+            recovery::reapers_dead_letter_once
             recovery::reaper_inside_claim
             recovery::claim_skips_live_lease
             recovery::concurrent_claims_each_once
@@ -162,6 +164,7 @@ macro_rules! __with_checks {
             replies::claim_recovers_its_own_leases
             replies::lease_fate_names_what_happened
             replies::enqueue_once_writes_once
+            replies::concurrent_enqueue_once_writes_once
             replies::lost_replies_settle_truthfully
             storm::storm_no_loss
             healing::claim_heals_dangling_id
@@ -186,6 +189,7 @@ macro_rules! __with_checks {
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
             limits::reap_frees_limited_slots
+            limits::every_exit_frees_a_slot
             limits::limits_are_per_queue
             limits::clearing_limits_restores_claims
             schedules::schedulers_race_one_item_per_tick

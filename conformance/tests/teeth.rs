@@ -503,3 +503,42 @@ fn the_redrive_item_checks_pass_without_a_fault() {
         ))),
     );
 }
+
+#[test]
+fn a_slot_freed_only_by_ack_and_reap_is_caught() {
+    caught(
+        "a concurrency slot that only acks and reaps free",
+        &[Rule::Contract("set_queue_limits")],
+        || limits::every_exit_frees_a_slot(&FaultyFactory(Fault::SlotFreedOnlyByAck)),
+    );
+}
+
+#[test]
+fn an_enqueue_once_split_into_lookup_enqueue_record_is_caught() {
+    caught(
+        "enqueue_once as look up, enqueue, record",
+        &[Rule::Contract("enqueue_once")],
+        || replies::concurrent_enqueue_once_writes_once(&FaultyFactory(Fault::SplitEnqueueOnce)),
+    );
+}
+
+#[test]
+fn the_new_checks_pass_on_the_wrapper_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "every_exit_frees_a_slot",
+        block_on(limits::every_exit_frees_a_slot(&f)),
+    );
+    passes(
+        "concurrent_enqueue_once_writes_once",
+        block_on(replies::concurrent_enqueue_once_writes_once(&f)),
+    );
+    passes(
+        "reapers_dead_letter_once",
+        block_on(recovery::reapers_dead_letter_once(&f)),
+    );
+    passes(
+        "concurrent_redrives_move_each_once",
+        block_on(redrive::concurrent_redrives_move_each_once(&f)),
+    );
+}

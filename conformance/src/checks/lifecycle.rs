@@ -504,8 +504,8 @@ pub async fn give_back_spends_no_attempt<F: BackendFactory>(factory: &F) -> Chec
 /// `enqueued_at` is the backend's now at the enqueue that created the item
 /// (between `now()` read before and after it, for a delayed item too), and
 /// every read shows that same time: the claim's lease, `item`, `peek` of
-/// each state, and again after a release and a re-claim, and after a fail
-/// and a redrive. Time is let pass before each claim, so a backend that
+/// each state, and again after a release and a re-claim, after a fail and a
+/// redrive, after a reap and after a `give_back`. Time is let pass before each claim, so a backend that
 /// reports the claim's time instead is caught.
 pub async fn enqueue_time_is_kept<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("enqueued_at");
@@ -580,10 +580,32 @@ pub async fn enqueue_time_is_kept<F: BackendFactory>(factory: &F) -> CheckResult
             ensure!(moved == 1, rule, "redrive of one Dead item moved {moved}");
             same("item() after a redrive", Some(cx.must_item(id).await?.enqueued_at))?;
             cx.wait_past(cx.now().await?).await?;
-            let third = cx.claim_one(LONG).await?;
+            let third = cx.claim_one(SHORT).await?;
             ensure!(third.id() == id, rule, "claimed {} after the redrive instead of {id}", third.id());
             same("the lease of a claim after a redrive", Some(third.enqueued_at))?;
-            cx.b.ack(&third.key).await.or_fail(rule, "ack")?;
+
+            // A reap and a give-back requeue the item: neither is an enqueue.
+            cx.expire(std::slice::from_ref(&third)).await?;
+            let reaped = cx.reap_all().await?;
+            ensure!(reaped.requeued == 1, rule, "the reap requeued {} of 1 expired lease", reaped.requeued);
+            same("item() after a reap", Some(cx.must_item(id).await?.enqueued_at))?;
+            cx.wait_past(cx.now().await?).await?;
+            let fourth = cx.claim_one(LONG).await?;
+            ensure!(fourth.id() == id, rule, "claimed {} after the reap instead of {id}", fourth.id());
+            same("the lease of a claim after a reap", Some(fourth.enqueued_at))?;
+            let last = match cx.b.give_back(&fourth.key).await {
+                Err(leaseq_core::Error::Unsupported { .. }) => fourth,
+                given => {
+                    given.or_fail(rule, "give_back")?;
+                    same("item() after a give_back", Some(cx.must_item(id).await?.enqueued_at))?;
+                    cx.wait_past(cx.now().await?).await?;
+                    let fifth = cx.claim_one(LONG).await?;
+                    ensure!(fifth.id() == id, rule, "claimed {} after the give_back instead of {id}", fifth.id());
+                    same("the lease of a claim after a give_back", Some(fifth.enqueued_at))?;
+                    fifth
+                }
+            };
+            cx.b.ack(&last.key).await.or_fail(rule, "ack")?;
             Ok(())
         },
     )

@@ -369,6 +369,75 @@ pub async fn reap_frees_limited_slots<F: BackendFactory>(factory: &F) -> CheckRe
     .await
 }
 
+/// Every way a lease ends frees its concurrency slot: ack, `ack_many`,
+/// release (at once or with a delay), fail, `give_back` and purge. Under a
+/// limit of 1, after each the next claim gets a lease again; a slot kept by
+/// one of them would stall the queue for good.
+pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckResult {
+    run_limited(factory, "every_exit_frees_a_slot", |cx| async move {
+        set(&cx, &cx.q, QueueLimits::NONE.concurrency(1)).await?;
+        let exits = [
+            "ack",
+            "ack_many",
+            "release",
+            "release with a delay",
+            "fail",
+            "give_back",
+            "purge",
+        ];
+        for exit in exits {
+            cx.push_n(2).await?;
+            let held = claim_on(&cx, &cx.q, 2, LONG).await?;
+            ensure!(
+                held.leases.len() == 1,
+                RULE,
+                "before {exit}: a claim of 2 under a concurrency limit of 1 got {} leases",
+                held.leases.len()
+            );
+            let key = &held.leases[0].key;
+            let ended = match exit {
+                "ack" => cx.b.ack(key).await,
+                "ack_many" => match cx.b.ack_many(std::slice::from_ref(key)).await {
+                    Ok(mut r) if r.len() == 1 => r.remove(0),
+                    Ok(r) => {
+                        return Err(cx.fail(format!("ack_many of 1 lease gave {} results", r.len())))
+                    }
+                    Err(e) => Err(e),
+                },
+                "release" => cx.b.release(key, Duration::ZERO).await.map(|_| ()),
+                "release with a delay" => cx.b.release(key, LONG).await.map(|_| ()),
+                "fail" => cx.b.fail(key, "failed on purpose").await,
+                "give_back" => match cx.b.give_back(key).await {
+                    Err(Error::Unsupported { .. }) => {
+                        cx.b.release(key, Duration::ZERO).await.map(|_| ())
+                    }
+                    other => other,
+                },
+                _ => cx.b.purge(&cx.q).await.map(|_| ()),
+            };
+            ended.or_fail(RULE, exit)?;
+            if exit == "purge" {
+                cx.push_n(1).await?;
+            }
+            let next = claim_on(&cx, &cx.q, 2, LONG).await?;
+            ensure!(
+                next.leases.len() == 1,
+                RULE,
+                "after {exit} ended the only lease, a claim under a concurrency limit of 1 got {} \
+                 leases (retry_after {:?}): the slot was not freed",
+                next.leases.len(),
+                next.retry_after
+            );
+            ack_all(&cx, &next.leases).await?;
+            cx.b.purge(&cx.q)
+                .await
+                .or_fail(RULE, "purge between exits")?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// Limits belong to one queue: another queue claims freely and keeps its
 /// own limits; a spent limit on one queue never cuts the other's claims.
 pub async fn limits_are_per_queue<F: BackendFactory>(factory: &F) -> CheckResult {

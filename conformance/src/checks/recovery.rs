@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use leaseq_core::{ItemId, ItemState, Lease};
+use leaseq_core::{ItemId, ItemState, Lease, NewItem, ReapReport};
 use tokio::sync::Barrier;
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
@@ -53,13 +53,22 @@ fn distinct_ids(cx: &Cx, leases: &[Lease], when: &str) -> Result<BTreeSet<ItemId
 /// Runs `k` reapers at once (released together by a barrier), each reaping
 /// until it finds nothing; returns what each recovered.
 async fn reapers(cx: &Cx, k: usize) -> Result<Vec<u64>, Violation> {
+    Ok(reaper_reports(cx, k)
+        .await?
+        .iter()
+        .map(ReapReport::recovered)
+        .collect())
+}
+
+/// [`reapers`], with each reaper's whole report.
+async fn reaper_reports(cx: &Cx, k: usize) -> Result<Vec<ReapReport>, Violation> {
     let gate = Arc::new(Barrier::new(k));
     let tasks = (0..k)
         .map(|_| {
             let (cx, gate) = (cx.clone(), gate.clone());
             tokio::spawn(async move {
                 gate.wait().await;
-                cx.reap_all().await.map(|r| r.recovered())
+                cx.reap_all().await
             })
         })
         .collect();
@@ -128,6 +137,84 @@ pub async fn many_reapers_many_leases<F: BackendFactory>(factory: &F) -> CheckRe
         }
         Ok(())
     })
+    .await
+}
+
+/// Eight reapers over leases on their last attempt: each item goes Dead
+/// exactly once and never back to Ready, the Dead index holds each once,
+/// and a redrive finds each once (INV-4, INV-1).
+pub async fn reapers_dead_letter_once<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "reapers_dead_letter_once",
+        Rule::Inv4,
+        Needs::NONE,
+        |cx| async move {
+            const N: usize = 200;
+            for round in 0..2 * scale() {
+                let items = (0..N)
+                    .map(|i| NewItem::new(format!("last-{i}")).max_attempts(1))
+                    .collect();
+                let ids: BTreeSet<ItemId> = cx.enqueue(items).await?.into_iter().collect();
+                let leases = claim_exactly(&cx, N, SHORT).await?;
+                cx.expire(&leases).await?;
+                let reports = reaper_reports(&cx, 8).await?;
+                let dead: u64 = reports.iter().map(|r| r.dead).sum();
+                let requeued: u64 = reports.iter().map(|r| r.requeued).sum();
+                ensure!(
+                dead == N as u64 && requeued == 0,
+                Rule::Inv4,
+                "round {round}: 8 reapers over {N} expired leases on their last attempt reported \
+                 {dead} dead and {requeued} requeued (per reaper: {reports:?})"
+            );
+                cx.check_indexes(&format!("round {round}: after 8 reapers"))
+                    .await?;
+                cx.expect_stats(
+                    [0, 0, 0, N as u64],
+                    &format!("round {round}: after 8 reapers"),
+                )
+                .await?;
+                let shown =
+                    cx.b.peek(&cx.q, ItemState::Dead, N + 10)
+                        .await
+                        .or_fail(cx.rule, "peek Dead")?;
+                let shown_ids: BTreeSet<ItemId> = shown.iter().map(|i| i.id).collect();
+                ensure!(
+                shown.len() == N && shown_ids == ids,
+                Rule::Inv1,
+                "round {round}: peek(Dead) listed {} entries for {} distinct ids, expected the {N} \
+                 items once each",
+                shown.len(),
+                shown_ids.len()
+            );
+                let moved =
+                    cx.b.redrive(&cx.q, N + 10)
+                        .await
+                        .or_fail(cx.rule, "redrive")?;
+                ensure!(
+                    moved == N as u64,
+                    Rule::Inv4,
+                    "round {round}: redrive moved {moved} of {N} Dead items"
+                );
+                let again = cx.with_rule(Rule::Inv1).drain(LONG, N).await?;
+                let seen = distinct_ids(
+                    &cx,
+                    &again,
+                    &format!("round {round}: claims after the redrive"),
+                )?;
+                ensure!(
+                    seen == ids,
+                    Rule::Inv4,
+                    "round {round}: after the redrive {} of {N} items were claimable",
+                    seen.len()
+                );
+                cx.b.purge(&cx.q)
+                    .await
+                    .or_fail(cx.rule, "purge between rounds")?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 

@@ -363,3 +363,70 @@ pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) 
     )
     .await
 }
+
+/// Four `redrive` calls at once over the same Dead items: the moves add up
+/// to the Dead count, and each item is Ready once (claims return each id
+/// once, INV-1). A redrive that reads the Dead index and then moves what it
+/// read without checking would move an item twice.
+pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) -> CheckResult {
+    const REDRIVE: Rule = Rule::Contract("redrive");
+    run(
+        factory,
+        "concurrent_redrives_move_each_once",
+        REDRIVE,
+        Needs::NONE,
+        |cx| async move {
+            const DEAD: usize = 20;
+            const CALLERS: usize = 4;
+            for round in 0..2 * scale() {
+                let mut ids = BTreeSet::new();
+                for i in 0..DEAD {
+                    ids.insert(kill(&cx, NewItem::new(format!("dead-{i}"))).await?);
+                }
+                let gate = std::sync::Arc::new(tokio::sync::Barrier::new(CALLERS));
+                let tasks = (0..CALLERS)
+                    .map(|_| {
+                        let (cx, gate) = (cx.clone(), gate.clone());
+                        tokio::spawn(async move {
+                            gate.wait().await;
+                            cx.b.redrive(&cx.q, DEAD).await
+                        })
+                    })
+                    .collect();
+                let mut moved = Vec::new();
+                for r in cx.join(tasks).await? {
+                    moved.push(r.or_fail(REDRIVE, "a concurrent redrive")?);
+                }
+                ensure!(
+                    moved.iter().sum::<u64>() == DEAD as u64,
+                    REDRIVE,
+                    "round {round}: {CALLERS} concurrent redrives of {DEAD} Dead items moved \
+                     {moved:?}; together they must move each once"
+                );
+                cx.check_indexes(&format!("round {round}: after concurrent redrives"))
+                    .await?;
+                cx.expect_stats(
+                    [DEAD as u64, 0, 0, 0],
+                    &format!("round {round}: after the redrives"),
+                )
+                .await?;
+                let got = cx.with_rule(Rule::Inv1).drain(LONG, DEAD).await?;
+                let got_ids: Vec<ItemId> = got.iter().map(|l| l.id()).collect();
+                let distinct: BTreeSet<ItemId> = got_ids.iter().copied().collect();
+                ensure!(
+                    got_ids.len() == DEAD && distinct == ids,
+                    Rule::Inv1,
+                    "round {round}: after the redrives claims returned {} leases for {} distinct \
+                     ids; expected the {DEAD} items once each",
+                    got_ids.len(),
+                    distinct.len()
+                );
+                cx.b.purge(&cx.q)
+                    .await
+                    .or_fail(REDRIVE, "purge between rounds")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}

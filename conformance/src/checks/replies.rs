@@ -161,6 +161,82 @@ pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckRe
     .await
 }
 
+/// Eight resends of one `enqueue_once` request in flight at once (a client
+/// that retried before the first reply came back): the batch is written
+/// once and every call gets the same results. A request id belongs to its
+/// queue: the same id on another queue writes that queue's batch.
+pub async fn concurrent_enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("enqueue_once");
+    run(
+        factory,
+        "concurrent_enqueue_once_writes_once",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            const SENDERS: usize = 8;
+            let batch = || {
+                (0..3)
+                    .map(|i| NewItem::new(format!("race-{i}")))
+                    .collect::<Vec<_>>()
+            };
+            for round in 0..3 {
+                let req = LeaseToken::random();
+                let gate = Arc::new(tokio::sync::Barrier::new(SENDERS));
+                let tasks = (0..SENDERS)
+                    .map(|_| {
+                        let (cx, gate) = (cx.clone(), gate.clone());
+                        tokio::spawn(async move {
+                            gate.wait().await;
+                            cx.b.enqueue_once(&cx.q, req, batch()).await
+                        })
+                    })
+                    .collect();
+                let mut answers = Vec::new();
+                for r in cx.join(tasks).await? {
+                    match r {
+                        Err(e) => {
+                            return Err(unsupported("enqueue_once", &e).unwrap_or_else(|| {
+                                cx.fail(format!("round {round}: a concurrent enqueue_once failed: {e}"))
+                            }))
+                        }
+                        Ok(v) => answers.push(v),
+                    }
+                }
+                ensure!(
+                    answers.iter().all(|a| *a == answers[0]),
+                    rule,
+                    "round {round}: {SENDERS} concurrent sends of one request got different results: \
+                     {answers:?}"
+                );
+                cx.expect_stats(
+                    [3, 0, 0, 0],
+                    &format!("round {round}: after {SENDERS} concurrent sends of one 3-item batch"),
+                )
+                .await?;
+                let other = cx.own(&format!("once-{round}"))?;
+                let theirs = cx.b.enqueue_once(&other, req, batch()).await;
+                let theirs_stats = cx.b.stats(&other).await;
+                let purged = cx.b.purge(&other).await;
+                let theirs = theirs.or_fail(rule, "the same request id on another queue")?;
+                let theirs_stats = theirs_stats.or_fail(rule, "stats of the other queue")?;
+                purged.or_fail(rule, "purging the other queue")?;
+                // Ids may be per queue, so only what was written tells.
+                ensure!(
+                    theirs_stats.ready == 3 && theirs.iter().all(|e| !e.deduplicated),
+                    rule,
+                    "round {round}: the request id already used on {} wrote {} of 3 items on \
+                     another queue and returned {theirs:?}; a request id belongs to its queue",
+                    cx.q,
+                    theirs_stats.ready
+                );
+                cx.b.purge(&cx.q).await.or_fail(rule, "purge between rounds")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// With the reply of each operation lost once (the call ran, the caller
 /// saw an error), [`Settle`] still delivers each item once and reports
 /// what the store holds: an enqueue is written once, a claim leases once

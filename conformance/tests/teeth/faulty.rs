@@ -92,6 +92,14 @@ pub(crate) enum Fault {
     /// the wrapper handed out, checked against the clock), as a reaper
     /// that walks the leases instead of seeking an expiry-ordered index.
     ScanningReap,
+    /// The concurrency limit is kept as a count of held slots that claims
+    /// add to and only acks and reaps take from: a release, fail,
+    /// `give_back` or purge keeps its slot for good.
+    SlotFreedOnlyByAck,
+    /// `enqueue_once` in steps: look the request up, enqueue, record the
+    /// request, each a round trip of its own, so resends in flight at once
+    /// all miss the record and all write.
+    SplitEnqueueOnce,
 }
 
 /// `inner` with `fault`.
@@ -115,6 +123,10 @@ pub(crate) struct Faulty {
     first_request: Mutex<Option<LeaseToken>>,
     /// Each lease's expiry as handed out, by queue (what ScanningReap walks).
     expiries: Mutex<HashMap<QueueName, HashMap<ItemId, Timestamp>>>,
+    /// Slots held per queue (SlotFreedOnlyByAck).
+    slots: Mutex<HashMap<QueueName, u64>>,
+    /// Requests recorded by the split `enqueue_once` (SplitEnqueueOnce).
+    requests: Mutex<HashMap<(QueueName, LeaseToken), Vec<Enqueued>>>,
 }
 
 impl Faulty {
@@ -130,6 +142,8 @@ impl Faulty {
             listing: Mutex::new(BTreeSet::new()),
             first_request: Mutex::new(None),
             expiries: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
+            requests: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -158,6 +172,42 @@ impl Faulty {
     }
 
     /// The limits the wrapper keeps for `queue`.
+    /// Adds `n` to the slots `queue` holds (SlotFreedOnlyByAck); a
+    /// negative `n` frees them.
+    fn hold_slots(&self, queue: &QueueName, n: i64) {
+        if self.fault != Fault::SlotFreedOnlyByAck {
+            return;
+        }
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let held = slots.entry(queue.clone()).or_default();
+        *held = held.saturating_add_signed(n);
+    }
+
+    /// A claim cut to the `limit` slots less the `held` ones the wrapper
+    /// counted itself; a claim cut short says when to come back.
+    async fn claim_within(
+        &self,
+        queue: &QueueName,
+        spec: &ClaimSpec,
+        limit: u32,
+        held: u64,
+    ) -> Result<Claimed> {
+        let left = u64::from(limit).saturating_sub(held);
+        let want = u32::try_from(left).unwrap_or(u32::MAX).min(spec.max());
+        if want == 0 {
+            return Ok(Claimed {
+                retry_after: Some(Duration::from_millis(100)),
+                ..Claimed::default()
+            });
+        }
+        let sub = ClaimSpec::with_request(want, spec.ttl().get(), spec.request())?;
+        let mut c = self.inner.claim(queue, sub).await?;
+        if want < spec.max() {
+            c.retry_after = Some(Duration::from_millis(100));
+        }
+        Ok(c)
+    }
+
     fn kept_limits(&self, queue: &QueueName) -> QueueLimits {
         self.limits
             .lock()
@@ -187,24 +237,24 @@ impl Layer for Faulty {
             return self.inner.claim(queue, reused).await;
         }
         if self.fault == Fault::LimitCheckedInClient {
-            let limit = self.kept_limits(queue).concurrency;
-            if let Some(k) = limit {
+            if let Some(k) = self.kept_limits(queue).concurrency {
                 let leased = self.inner.stats(queue).await?.leased;
                 // The round trip between the read and the claim.
                 tokio::time::sleep(Duration::from_millis(1)).await;
-                let left = u64::from(k).saturating_sub(leased);
-                let want = u32::try_from(left).unwrap_or(u32::MAX).min(spec.max());
-                if want == 0 {
-                    return Ok(Claimed {
-                        retry_after: Some(Duration::from_millis(100)),
-                        ..Claimed::default()
-                    });
-                }
-                let sub = ClaimSpec::with_request(want, spec.ttl().get(), spec.request())?;
-                let mut c = self.inner.claim(queue, sub).await?;
-                if want < spec.max() {
-                    c.retry_after = Some(Duration::from_millis(100));
-                }
+                return self.claim_within(queue, &spec, k, leased).await;
+            }
+        }
+        if self.fault == Fault::SlotFreedOnlyByAck {
+            if let Some(k) = self.kept_limits(queue).concurrency {
+                let held = self
+                    .slots
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(queue)
+                    .copied()
+                    .unwrap_or(0);
+                let c = self.claim_within(queue, &spec, k, held).await?;
+                self.hold_slots(queue, c.leases.len() as i64);
                 return Ok(c);
             }
         }
@@ -250,6 +300,11 @@ impl Layer for Faulty {
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
+        if self.fault == Fault::SlotFreedOnlyByAck {
+            self.inner.ack(lease).await?;
+            self.hold_slots(&lease.queue, -1);
+            return Ok(());
+        }
         if self.fault == Fault::ListingKeptByCalls {
             self.inner.ack(lease).await?;
             return self.after_ack(&lease.queue).await;
@@ -334,6 +389,7 @@ impl Layer for Faulty {
             std::hint::black_box(due);
         }
         let r = self.inner.reap(queue).await?;
+        self.hold_slots(queue, -i64::try_from(r.recovered()).unwrap_or(i64::MAX));
         if self.fault == Fault::StrayAfterReap && r.recovered() > 0 {
             if let Some(h) = self.inner.test_hooks() {
                 h.plant_dangling_ready(queue, ItemId::new(u64::MAX / 2))
@@ -380,6 +436,15 @@ impl Layer for Faulty {
             }
             return Ok(out);
         }
+        if self.fault == Fault::SlotFreedOnlyByAck {
+            let out = self.inner.ack_many(leases).await?;
+            for (l, r) in leases.iter().zip(&out) {
+                if r.is_ok() {
+                    self.hold_slots(&l.queue, -1);
+                }
+            }
+            return Ok(out);
+        }
         if self.fault != Fault::LoopedBatchAck {
             return self.inner.ack_many(leases).await;
         }
@@ -393,7 +458,7 @@ impl Layer for Faulty {
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         if !matches!(
             self.fault,
-            Fault::IgnoredLimits | Fault::LimitCheckedInClient
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
         ) {
             return self.inner.set_queue_limits(queue, limits).await;
         }
@@ -408,11 +473,40 @@ impl Layer for Faulty {
     async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         if !matches!(
             self.fault,
-            Fault::IgnoredLimits | Fault::LimitCheckedInClient
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
         ) {
             return self.inner.queue_limits(queue).await;
         }
         Ok(self.kept_limits(queue))
+    }
+
+    async fn enqueue_once(
+        &self,
+        queue: &QueueName,
+        request: LeaseToken,
+        items: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        if self.fault != Fault::SplitEnqueueOnce {
+            return self.inner.enqueue_once(queue, request, items).await;
+        }
+        let key = (queue.clone(), request);
+        let seen = self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(first) = seen {
+            return Ok(first);
+        }
+        // The enqueue and the record are round trips of their own.
+        tokio::task::yield_now().await;
+        let written = self.inner.enqueue(queue, items).await?;
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, written.clone());
+        Ok(written)
     }
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
