@@ -148,6 +148,7 @@ macro_rules! __with_checks {
             fencing::forged_token_is_rejected
             fencing::spent_token_is_rejected
             fencing::ack_races_reap
+            fencing::extend_races_reap
             fencing::ack_races_reclaim
             batch::ack_many_fences_each
             batch::ack_many_races_reap
@@ -163,6 +164,7 @@ macro_rules! __with_checks {
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
             replies::lease_fate_names_what_happened
+            replies::settling_sees_requeues
             replies::enqueue_once_writes_once
             replies::concurrent_enqueue_once_writes_once
             replies::lost_replies_settle_truthfully

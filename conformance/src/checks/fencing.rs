@@ -331,6 +331,112 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     Ok(())
 }
 
+/// Workers extending their leases just as they expire and reapers run:
+/// each item ends either extended (still Leased, never claimable, its
+/// holder's ack works) or recovered by exactly one reaper (and its extend
+/// got `LeaseLost`), never both: an extend that checks the token and then
+/// writes the expiry in a second step would leave an item Ready and
+/// Leased at once.
+pub async fn extend_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "extend_races_reap",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            const N: usize = 50;
+            const REAPERS: usize = 2;
+            let ttl = LeaseTtl::new(LONG).or_fail(cx.rule, "ttl")?;
+            for round in 0..3 * scale() {
+                cx.push_n(N).await?;
+                let leases = cx.claim(N as u32, SHORT).await?;
+                ensure!(
+                    leases.len() == N,
+                    cx.rule,
+                    "round {round}: claim of {N} returned {}",
+                    leases.len()
+                );
+                cx.expire(&leases).await?;
+                let gate = Arc::new(Barrier::new(N + REAPERS));
+                let mut extends = Vec::new();
+                for l in leases.iter().cloned() {
+                    let (cx, gate) = (cx.clone(), gate.clone());
+                    extends.push(cx.clone().spawn(async move {
+                        gate.wait().await;
+                        let res = cx.b.extend(&l.key, ttl).await;
+                        (l, res)
+                    }));
+                }
+                let mut reapers = Vec::new();
+                for _ in 0..REAPERS {
+                    let (cx, gate) = (cx.clone(), gate.clone());
+                    reapers.push(cx.clone().spawn(async move {
+                        gate.wait().await;
+                        cx.reap_all().await
+                    }));
+                }
+                let extended = cx.join(extends).await?;
+                let mut recovered = 0;
+                for r in cx.join(reapers).await? {
+                    recovered += r?.recovered();
+                }
+                let mut kept = Vec::new();
+                for (l, res) in extended {
+                    match res {
+                        Ok(_) => kept.push(l),
+                        Err(Error::LeaseLost { .. }) => {}
+                        Err(e) => {
+                            return Err(cx.fail(format!(
+                                "round {round}: extend of {} racing a reap returned `{e}`",
+                                l.id()
+                            )))
+                        }
+                    }
+                }
+                ensure!(
+                    kept.len() as u64 + recovered == N as u64,
+                    Rule::Inv4,
+                    "round {round}: {} extends succeeded and reapers recovered {recovered}, of {N} \
+                     leases: an item was both extended and recovered, or neither",
+                    kept.len()
+                );
+                cx.check_indexes(&format!("round {round}: after extends raced reapers"))
+                    .await?;
+                cx.expect_stats(
+                    [recovered, 0, kept.len() as u64, 0],
+                    &format!("round {round}: after extends raced reapers"),
+                )
+                .await?;
+                let kept_ids: BTreeSet<_> = kept.iter().map(|l| l.id()).collect();
+                let rest = cx.with_rule(Rule::Inv2).drain(LONG, N).await?;
+                for l in &rest {
+                    ensure!(
+                        !kept_ids.contains(&l.id()),
+                        Rule::Inv2,
+                        "round {round}: item {} was claimed again while its extended lease was live",
+                        l.id()
+                    );
+                }
+                ensure!(
+                    rest.len() as u64 == recovered,
+                    Rule::Inv4,
+                    "round {round}: reapers recovered {recovered} but {} items were claimable again",
+                    rest.len()
+                );
+                for l in kept.iter().chain(&rest) {
+                    cx.b.ack(&l.key)
+                        .await
+                        .or_fail(cx.rule, "ack of a held lease")?;
+                }
+                cx.expect_stats([0, 0, 0, 0], &format!("round {round}: after the acks"))
+                    .await?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// Workers acking just as their expired leases are reaped and re-claimed by
 /// another worker: no item both acked by its old holder and handed to the
 /// new one, and every new holder can ack (INV-3).

@@ -110,6 +110,78 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
     .await
 }
 
+/// Settling after a requeue: `recover_claim` leaves out a lease its holder
+/// released and leases that expired (reaped or not), and recovers nothing
+/// of a later claim; `lease_fate` says Lost for a reaped lease asked about
+/// past its expiry, and Finished in Ready after the lease's own
+/// `give_back`. A backend that reads only the stored token, not whether
+/// the lease is live, fails here.
+pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(factory, "settling_sees_requeues", rule, Needs::NONE, |cx| async move {
+        let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
+        cx.push_n(4).await?;
+        let spec = ClaimSpec::new(4, crate::cx::SHORT).or_fail(rule, "spec")?;
+        let claimed = cx.b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "claim")?;
+        ensure!(claimed.leases.len() == 4, rule, "a claim of 4 over 4 items returned {}", claimed.leases.len());
+        cx.b.release(&claimed.leases[0].key, Duration::ZERO).await.or_fail(rule, "release")?;
+        let live = match cx.b.recover_claim(&cx.q, &spec).await {
+            Err(e) => return Err(unsupported("recover_claim", &e).unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}")))),
+            Ok(c) => c,
+        };
+        ensure!(
+            keys(&live.leases) == keys(&claimed.leases[1..]),
+            rule,
+            "after the first lease was released recover_claim returned {:?}; expected the other three {:?}",
+            keys(&live.leases),
+            keys(&claimed.leases[1..])
+        );
+        cx.expire(&claimed.leases).await?;
+        let expired = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after expiry")?;
+        ensure!(
+            expired.leases.is_empty(),
+            rule,
+            "recover_claim returned expired (unreaped) leases {:?}: a caller would work under leases a reaper may take",
+            keys(&expired.leases)
+        );
+        let reaped = cx.reap_all().await?;
+        ensure!(reaped.requeued == 3, rule, "the reap requeued {} of 3 expired leases", reaped.requeued);
+        let later = cx.claim(4, LONG).await?;
+        ensure!(later.len() == 4, rule, "a claim after the reap got {} of 4", later.len());
+        let after = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after a later claim")?;
+        ensure!(
+            after.leases.is_empty(),
+            rule,
+            "recover_claim of the first spec returned {:?} after the items were claimed again under another",
+            keys(&after.leases)
+        );
+        let fate_rule = Rule::Contract("lease_fate");
+        let reaped_lease = &claimed.leases[1];
+        // Past the lease's own expiry (a hook may have expired it early).
+        cx.wait_past(reaped_lease.expires_at).await?;
+        let f = fate(&cx, &reaped_lease.key, reaped_lease.expires_at).await?;
+        ensure!(
+            f == LeaseFate::Lost,
+            fate_rule,
+            "a reaped lease asked about past its expiry has fate {f:?}, expected Lost"
+        );
+        match cx.b.give_back(&later[0].key).await {
+            Err(Error::Unsupported { .. }) => {}
+            given => {
+                given.or_fail(rule, "give_back")?;
+                let f = fate(&cx, &later[0].key, later[0].expires_at).await?;
+                ensure!(
+                    f == LeaseFate::Finished { state: Some(ItemState::Ready) },
+                    fate_rule,
+                    "after its own give_back (before its expiry) the fate is {f:?}, expected Finished in Ready"
+                );
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// `enqueue_once` sent twice with one request writes the batch once and
 /// returns the first results; a new request writes again.
 pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckResult {
