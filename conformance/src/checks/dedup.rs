@@ -80,6 +80,23 @@ pub async fn dedup_returns_holder<F: BackendFactory>(factory: &F) -> CheckResult
                 cx.rule,
                 "after the holder's ack the key is still held: {e:?}"
             );
+            // The batch ack frees the key too.
+            let lease = cx.claim_one(LONG).await?;
+            let acked =
+                cx.b.ack_many(std::slice::from_ref(&lease.key))
+                    .await
+                    .or_fail(cx.rule, "ack_many")?;
+            ensure!(
+                acked.len() == 1 && acked[0].is_ok(),
+                cx.rule,
+                "ack_many of the new holder's lease: {acked:?}"
+            );
+            let f = enq("f").await?;
+            ensure!(
+                !f.deduplicated && f.id != e.id,
+                cx.rule,
+                "after the holder's ack_many the key is still held: {f:?}"
+            );
             Ok(())
         },
     )

@@ -150,6 +150,25 @@ pub async fn release_exhausted_goes_dead<F: BackendFactory>(factory: &F) -> Chec
                 rule,
                 "a Dead item was claimed"
             );
+            // A delay does not save the last attempt: Dead, not Scheduled.
+            if cx.b.capabilities().delays {
+                let last = cx.enqueue(vec![NewItem::new("y").max_attempts(1)]).await?[0];
+                let only = cx.claim_one(LONG).await?;
+                let r =
+                    cx.b.release(&only.key, LONG)
+                        .await
+                        .or_fail(rule, "release with a delay")?;
+                let info = cx.must_item(last).await?;
+                ensure!(
+                    r == Released::Dead && info.state == ItemState::Dead,
+                    rule,
+                    "a release with a delay on the last attempt returned {r:?} and left the item \
+                     {:?}, expected Dead",
+                    info.state
+                );
+                cx.expect_stats([0, 0, 0, 2], "after both items exhausted their attempts")
+                    .await?;
+            }
             Ok(())
         },
     )
@@ -338,6 +357,23 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
                     l.id()
                 );
             }
+            // A reap recovers expired leases only: it must not promote an
+            // item that is not due.
+            let far = cx.enqueue(vec![NewItem::new("far").delay(LONG)]).await?[0];
+            let reaped = cx.reap_all().await?;
+            let info = cx.must_item(far).await?;
+            ensure!(
+                reaped.recovered() == 0 && info.state == ItemState::Scheduled,
+                rule,
+                "a reap with no expired lease recovered {reaped:?} and left an item due in \
+                 {LONG:?} {:?}, expected Scheduled",
+                info.state
+            );
+            ensure!(
+                cx.claim(10, LONG).await?.iter().all(|l| l.id() != far),
+                rule,
+                "claimed a Scheduled item before it was due (after a reap)"
+            );
             Ok(())
         },
     )
