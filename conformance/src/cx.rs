@@ -513,6 +513,62 @@ impl Cx {
         Ok(true)
     }
 
+    /// Pushes `n` items, claims them all with short leases and lets the
+    /// leases expire; then, released together by one barrier, runs `call`
+    /// once per `per_call` leases and `reapers` reapers that reap until
+    /// nothing is left. Returns each call's leases with its result, and
+    /// what the reapers recovered in all.
+    pub(crate) async fn race_expired_with_reapers<T, F, Fut>(
+        &self,
+        round: u32,
+        n: usize,
+        per_call: usize,
+        reapers: usize,
+        call: F,
+    ) -> Result<(Vec<(Vec<Lease>, T)>, u64), Violation>
+    where
+        T: Send + 'static,
+        F: Fn(Cx, Vec<Lease>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        self.push_n(n).await?;
+        let leases = self.claim(n as u32, SHORT).await?;
+        ensure!(
+            leases.len() == n,
+            self.rule,
+            "round {round}: claim of {n} returned {}",
+            leases.len()
+        );
+        self.expire(&leases).await?;
+        let chunks: Vec<Vec<Lease>> = leases
+            .chunks(per_call.max(1))
+            .map(<[Lease]>::to_vec)
+            .collect();
+        let gate = Arc::new(tokio::sync::Barrier::new(chunks.len() + reapers));
+        let mut calls = Vec::new();
+        for chunk in chunks {
+            let (gate, run) = (gate.clone(), call(self.clone(), chunk.clone()));
+            calls.push(self.spawn(async move {
+                gate.wait().await;
+                (chunk, run.await)
+            }));
+        }
+        let mut reaping = Vec::new();
+        for _ in 0..reapers {
+            let (cx, gate) = (self.clone(), gate.clone());
+            reaping.push(self.spawn(async move {
+                gate.wait().await;
+                cx.reap_all().await
+            }));
+        }
+        let results = self.join(calls).await?;
+        let mut recovered = 0;
+        for r in self.join(reaping).await? {
+            recovered += r?.recovered();
+        }
+        Ok((results, recovered))
+    }
+
     /// Spawns a task on the runtime.
     pub(crate) fn spawn<T: Send + 'static>(
         &self,

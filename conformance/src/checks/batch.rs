@@ -2,14 +2,12 @@
 //! item acked in a batch is never claimed again (INV-10).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use leaseq_core::limits::MAX_ACK_BATCH;
 use leaseq_core::{
     ClaimSpec, Error, ItemState, Lease, LeaseKey, LeaseToken, NewItem, QueueName,
     Result as CoreResult,
 };
-use tokio::sync::Barrier;
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -292,39 +290,14 @@ async fn race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     const N: usize = 60;
     const BATCHES: usize = 6;
     const REAPERS: usize = 2;
-    cx.push_n(N).await?;
-    let leases = cx.claim(N as u32, SHORT).await?;
-    ensure!(
-        leases.len() == N,
-        cx.rule,
-        "round {round}: claim of {N} returned {}",
-        leases.len()
-    );
-    cx.expire(&leases).await?;
-    let gate = Arc::new(Barrier::new(BATCHES + REAPERS));
-    let mut acks = Vec::new();
-    for chunk in leases.chunks(N / BATCHES) {
-        let keys: Vec<LeaseKey> = chunk.iter().map(|l| l.key.clone()).collect();
-        let (cx, gate) = (cx.clone(), gate.clone());
-        acks.push(cx.clone().spawn(async move {
-            gate.wait().await;
+    let (batches, recovered) = cx
+        .race_expired_with_reapers(round, N, N / BATCHES, REAPERS, |cx, ls| async move {
+            let keys: Vec<LeaseKey> = ls.iter().map(|l| l.key.clone()).collect();
             let got = cx.b.ack_many(&keys).await;
             (keys, got)
-        }));
-    }
-    let mut reapers = Vec::new();
-    for _ in 0..REAPERS {
-        let (cx, gate) = (cx.clone(), gate.clone());
-        reapers.push(cx.clone().spawn(async move {
-            gate.wait().await;
-            cx.reap_all().await
-        }));
-    }
-    let batches = cx.join(acks).await?;
-    let mut recovered = 0;
-    for r in cx.join(reapers).await? {
-        recovered += r?.recovered();
-    }
+        })
+        .await?;
+    let batches = batches.into_iter().map(|(_, batch)| batch);
     let mut ok = BTreeSet::new();
     for (keys, got) in batches {
         let got = got.or_fail(cx.rule, &format!("round {round}: ack_many racing a reap"))?;

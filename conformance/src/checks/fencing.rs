@@ -257,37 +257,12 @@ pub async fn ack_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
 async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
     const N: usize = 50;
     const REAPERS: usize = 2;
-    cx.push_n(N).await?;
-    let leases = cx.claim(N as u32, SHORT).await?;
-    ensure!(
-        leases.len() == N,
-        cx.rule,
-        "round {round}: claim of {N} returned {}",
-        leases.len()
-    );
-    cx.expire(&leases).await?;
-    let gate = Arc::new(Barrier::new(N + REAPERS));
-    let mut acks = Vec::new();
-    for l in leases.iter().cloned() {
-        let (cx, gate) = (cx.clone(), gate.clone());
-        acks.push(cx.clone().spawn(async move {
-            gate.wait().await;
-            (l.id(), cx.b.ack(&l.key).await)
-        }));
-    }
-    let mut reapers = Vec::new();
-    for _ in 0..REAPERS {
-        let (cx, gate) = (cx.clone(), gate.clone());
-        reapers.push(cx.clone().spawn(async move {
-            gate.wait().await;
-            cx.reap_all().await
-        }));
-    }
-    let acked = cx.join(acks).await?;
-    let mut recovered = 0;
-    for r in cx.join(reapers).await? {
-        recovered += r?.recovered();
-    }
+    let (acked, recovered) = cx
+        .race_expired_with_reapers(round, N, 1, REAPERS, |cx, ls| async move {
+            cx.b.ack(&ls[0].key).await
+        })
+        .await?;
+    let acked = acked.into_iter().map(|(ls, res)| (ls[0].id(), res));
     let mut ok = BTreeSet::new();
     for (id, res) in acked {
         match res {
@@ -348,42 +323,16 @@ pub async fn extend_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
             const REAPERS: usize = 2;
             let ttl = LeaseTtl::new(LONG).or_fail(cx.rule, "ttl")?;
             for round in 0..3 * scale() {
-                cx.push_n(N).await?;
-                let leases = cx.claim(N as u32, SHORT).await?;
-                ensure!(
-                    leases.len() == N,
-                    cx.rule,
-                    "round {round}: claim of {N} returned {}",
-                    leases.len()
-                );
-                cx.expire(&leases).await?;
-                let gate = Arc::new(Barrier::new(N + REAPERS));
-                let mut extends = Vec::new();
-                for l in leases.iter().cloned() {
-                    let (cx, gate) = (cx.clone(), gate.clone());
-                    extends.push(cx.clone().spawn(async move {
-                        gate.wait().await;
-                        let res = cx.b.extend(&l.key, ttl).await;
-                        (l, res)
-                    }));
-                }
-                let mut reapers = Vec::new();
-                for _ in 0..REAPERS {
-                    let (cx, gate) = (cx.clone(), gate.clone());
-                    reapers.push(cx.clone().spawn(async move {
-                        gate.wait().await;
-                        cx.reap_all().await
-                    }));
-                }
-                let extended = cx.join(extends).await?;
-                let mut recovered = 0;
-                for r in cx.join(reapers).await? {
-                    recovered += r?.recovered();
-                }
+                let (extended, recovered) = cx
+                    .race_expired_with_reapers(round, N, 1, REAPERS, move |cx, ls| async move {
+                        cx.b.extend(&ls[0].key, ttl).await
+                    })
+                    .await?;
                 let mut kept = Vec::new();
-                for (l, res) in extended {
+                for (ls, res) in extended {
+                    let l = &ls[0];
                     match res {
-                        Ok(_) => kept.push(l),
+                        Ok(_) => kept.push(l.clone()),
                         Err(Error::LeaseLost { .. }) => {}
                         Err(e) => {
                             return Err(cx.fail(format!(
