@@ -513,6 +513,27 @@ impl Cx {
         Ok(true)
     }
 
+    /// Runs `call(cx, i)` for `i` in `0..k` as `k` tasks released together
+    /// by one barrier (so they race); returns their results in order.
+    pub(crate) async fn at_once<T, F, Fut>(&self, k: usize, call: F) -> Result<Vec<T>, Violation>
+    where
+        T: Send + 'static,
+        F: Fn(Cx, usize) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let gate = Arc::new(tokio::sync::Barrier::new(k));
+        let tasks = (0..k)
+            .map(|i| {
+                let (gate, run) = (gate.clone(), call(self.clone(), i));
+                self.spawn(async move {
+                    gate.wait().await;
+                    run.await
+                })
+            })
+            .collect();
+        self.join(tasks).await
+    }
+
     /// Pushes `n` items, claims them all with short leases and lets the
     /// leases expire; then, released together by one barrier, runs `call`
     /// once per `per_call` leases and `reapers` reapers that reap until

@@ -1,11 +1,9 @@
 //! INV-9 dedup: while an unacked item holds a dedup key, enqueues with that
 //! key return its id and write nothing, even when they race.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{ItemId, NewItem};
-use tokio::sync::Barrier;
 
 use crate::cx::{run, Needs, LONG};
 use crate::outcome::{ensure, OrFail};
@@ -153,19 +151,13 @@ pub async fn concurrent_dedup_creates_one<F: BackendFactory>(factory: &F) -> Che
         const TASKS: usize = 16;
         for round in 0..10 * scale() {
             let key = format!("race-{round}");
-            let gate = Arc::new(Barrier::new(TASKS));
-            let tasks = (0..TASKS)
-                .map(|t| {
-                    let (cx, gate, key) = (cx.clone(), gate.clone(), key.clone());
-                    tokio::spawn(async move {
-                        gate.wait().await;
-                        cx.b.enqueue(&cx.q, vec![NewItem::new(format!("t{t}")).dedup_key(key)]).await
-                    })
-                })
-                .collect();
+            let enqueues = cx.at_once(TASKS, |cx, t| {
+                let item = NewItem::new(format!("t{t}")).dedup_key(key.clone());
+                async move { cx.b.enqueue(&cx.q, vec![item]).await }
+            });
             let mut ids: Vec<ItemId> = Vec::new();
             let mut fresh = 0;
-            for r in cx.join(tasks).await? {
+            for r in enqueues.await? {
                 let e = r.or_fail(cx.rule, "concurrent enqueue")?;
                 let e = e.first().copied().ok_or_else(|| cx.fail("enqueue returned no result"))?;
                 fresh += usize::from(!e.deduplicated);

@@ -407,12 +407,7 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
                 "release" => cx.b.release(key, Duration::ZERO).await.map(|_| ()),
                 "release with a delay" => cx.b.release(key, LONG).await.map(|_| ()),
                 "fail" => cx.b.fail(key, "failed on purpose").await,
-                "give_back" => match cx.b.give_back(key).await {
-                    Err(Error::Unsupported { .. }) => {
-                        cx.b.release(key, Duration::ZERO).await.map(|_| ())
-                    }
-                    other => other,
-                },
+                "give_back" => cx.b.give_back(key).await,
                 _ => cx.b.purge(&cx.q).await.map(|_| ()),
             };
             ended.or_fail(RULE, exit)?;

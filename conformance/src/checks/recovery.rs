@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use leaseq_core::{ItemId, ItemState, Lease, NewItem, ReapReport};
-use tokio::sync::Barrier;
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -62,17 +61,10 @@ async fn reapers(cx: &Cx, k: usize) -> Result<Vec<u64>, Violation> {
 
 /// [`reapers`], with each reaper's whole report.
 async fn reaper_reports(cx: &Cx, k: usize) -> Result<Vec<ReapReport>, Violation> {
-    let gate = Arc::new(Barrier::new(k));
-    let tasks = (0..k)
-        .map(|_| {
-            let (cx, gate) = (cx.clone(), gate.clone());
-            tokio::spawn(async move {
-                gate.wait().await;
-                cx.reap_all().await
-            })
-        })
-        .collect();
-    cx.join(tasks).await?.into_iter().collect()
+    cx.at_once(k, |cx, _| async move { cx.reap_all().await })
+        .await?
+        .into_iter()
+        .collect()
 }
 
 /// Two reapers on one expired lease: it is requeued exactly once, and the
@@ -315,18 +307,11 @@ pub async fn claim_skips_live_lease<F: BackendFactory>(factory: &F) -> CheckResu
             cx.b.ack(&held.key).await.or_fail(cx.rule, "ack")?;
             for round in 0..10 * scale() {
                 let id = cx.push_n(1).await?[0];
-                let gate = Arc::new(Barrier::new(8));
-                let tasks = (0..8)
-                    .map(|_| {
-                        let (cx, gate) = (cx.clone(), gate.clone());
-                        tokio::spawn(async move {
-                            gate.wait().await;
-                            cx.claim(1, LONG).await
-                        })
-                    })
-                    .collect();
                 let mut won = Vec::new();
-                for r in cx.join(tasks).await? {
+                for r in cx
+                    .at_once(8, |cx, _| async move { cx.claim(1, LONG).await })
+                    .await?
+                {
                     won.extend(r?);
                 }
                 ensure!(

@@ -383,18 +383,13 @@ pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) 
                 for i in 0..DEAD {
                     ids.insert(kill(&cx, NewItem::new(format!("dead-{i}"))).await?);
                 }
-                let gate = std::sync::Arc::new(tokio::sync::Barrier::new(CALLERS));
-                let tasks = (0..CALLERS)
-                    .map(|_| {
-                        let (cx, gate) = (cx.clone(), gate.clone());
-                        tokio::spawn(async move {
-                            gate.wait().await;
-                            cx.b.redrive(&cx.q, DEAD).await
-                        })
-                    })
-                    .collect();
+                let redrives =
+                    cx.at_once(
+                        CALLERS,
+                        |cx, _| async move { cx.b.redrive(&cx.q, DEAD).await },
+                    );
                 let mut moved = Vec::new();
-                for r in cx.join(tasks).await? {
+                for r in redrives.await? {
                     moved.push(r.or_fail(REDRIVE, "a concurrent redrive")?);
                 }
                 ensure!(
