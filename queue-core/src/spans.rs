@@ -135,11 +135,36 @@ pub(crate) fn outcome<T>(span: &tracing::Span, res: crate::Result<T>) -> crate::
     res
 }
 
+/// The `otel.name`s of the spans a worker opens on one queue, made once
+/// per worker rather than formatted again for every job and batch.
+#[derive(Debug)]
+pub(crate) struct WorkerSpanNames {
+    process: String,
+    claim: String,
+    ack: String,
+}
+
+impl WorkerSpanNames {
+    /// The names for a worker on `queue`.
+    pub(crate) fn new(queue: &QueueName) -> Self {
+        WorkerSpanNames {
+            process: format!("process {queue}"),
+            claim: format!("claim {queue}"),
+            ack: format!("ack {queue}"),
+        }
+    }
+}
+
 /// The span of one job, from its claim to its recorded outcome.
-pub(crate) fn process(queue: &QueueName, id: crate::ItemId, attempt: u32) -> tracing::Span {
+pub(crate) fn process(
+    names: &WorkerSpanNames,
+    queue: &QueueName,
+    id: crate::ItemId,
+    attempt: u32,
+) -> tracing::Span {
     tracing::info_span!(
         "job",
-        { fields::OTEL_NAME } = format!("process {queue}").as_str(),
+        { fields::OTEL_NAME } = names.process.as_str(),
         { fields::OTEL_KIND } = "consumer",
         { fields::SYSTEM } = SYSTEM,
         { fields::OPERATION_TYPE } = "process",
@@ -154,10 +179,10 @@ pub(crate) fn process(queue: &QueueName, id: crate::ItemId, attempt: u32) -> tra
 
 /// The span of a worker's claim; record the leases it got with
 /// [`batch_count`].
-pub(crate) fn receive(queue: &QueueName) -> tracing::Span {
+pub(crate) fn receive(names: &WorkerSpanNames, queue: &QueueName) -> tracing::Span {
     tracing::info_span!(
         "claim",
-        { fields::OTEL_NAME } = format!("claim {queue}").as_str(),
+        { fields::OTEL_NAME } = names.claim.as_str(),
         { fields::OTEL_KIND } = "client",
         { fields::SYSTEM } = SYSTEM,
         { fields::OPERATION_TYPE } = "receive",
@@ -170,10 +195,10 @@ pub(crate) fn receive(queue: &QueueName) -> tracing::Span {
 }
 
 /// The span of a batch of `n` acks on `queue`.
-pub(crate) fn ack_batch(queue: &QueueName, n: usize) -> tracing::Span {
+pub(crate) fn ack_batch(names: &WorkerSpanNames, queue: &QueueName, n: usize) -> tracing::Span {
     tracing::info_span!(
         "ack",
-        { fields::OTEL_NAME } = format!("ack {queue}").as_str(),
+        { fields::OTEL_NAME } = names.ack.as_str(),
         { fields::OTEL_KIND } = "client",
         { fields::SYSTEM } = SYSTEM,
         { fields::OPERATION_TYPE } = "settle",

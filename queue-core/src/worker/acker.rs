@@ -130,7 +130,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
 /// lease by lease ([`crate::settle::Settle::ack_many`]): an ack that landed
 /// reports `Acked`, never `LeaseLost`.
 async fn ack_batch(shared: &Shared, keys: &[Held]) -> Vec<AckResult> {
-    let span = spans::ack_batch(&shared.queue, keys.len());
+    let span = spans::ack_batch(&shared.span_names, &shared.queue, keys.len());
     let acked = shared
         .settle
         .ack_many(shared.backend.as_ref(), keys)

@@ -220,6 +220,7 @@ impl WorkerBuilder {
         Ok(Worker {
             shared: Arc::new(Shared {
                 backend: self.backend,
+                span_names: crate::spans::WorkerSpanNames::new(&queue),
                 queue,
                 handler,
                 ttl,

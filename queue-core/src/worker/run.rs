@@ -128,7 +128,7 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
         // A claim is never cut short: its leases would dangle until expiry.
         // A claim whose reply was lost is recovered by its spec, never
         // claimed again on top.
-        let span = spans::receive(&shared.queue);
+        let span = spans::receive(&shared.span_names, &shared.queue);
         let claimed = shared
             .settle
             .claim(shared.backend.as_ref(), &shared.queue, spec)
@@ -183,7 +183,12 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
         for (lease, room) in claimed.leases.into_iter().zip(permits.drain(..)) {
             // Opened here, while the claim's span is still open, so the
             // link to it can be made.
-            let job_span = spans::process(&shared.queue, lease.id(), lease.attempts);
+            let job_span = spans::process(
+                &shared.span_names,
+                &shared.queue,
+                lease.id(),
+                lease.attempts,
+            );
             job_span.follows_from(&span);
             let job = Claimed {
                 lease,

@@ -17,6 +17,8 @@ use crate::{Backend, LeaseTtl, QueueName};
 pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) queue: QueueName,
+    /// The names of the spans the worker opens on `queue`.
+    pub(crate) span_names: crate::spans::WorkerSpanNames,
     pub(crate) handler: Arc<dyn Handler<Bytes>>,
     pub(crate) ttl: LeaseTtl,
     pub(crate) heartbeat: Duration,
