@@ -284,8 +284,13 @@ pub enum JobOutcome {
         /// The reason recorded with it.
         reason: String,
     },
-    /// The lease was lost before the result could be recorded; the result
-    /// was discarded.
+    /// The lease was lost before the result could be recorded: the worker
+    /// does not record it. Usually someone else (a reaper, another worker)
+    /// holds the item now and it runs again. When an ack's reply was lost
+    /// and the lease then expired, the ack may have landed all the same:
+    /// once a lease has expired, `lease_fate` cannot tell an ack of this
+    /// holder from a later holder's (an acked item leaves no trace), so the
+    /// job is reported here and not as acked.
     LeaseLost,
     /// Shutdown's deadline passed first; the lease was given back.
     Released,
