@@ -21,6 +21,14 @@ pub(crate) const SHORT: Duration = Duration::from_millis(250);
 /// The longest a check waits for a backend clock to pass a point.
 const CLOCK_DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long one check may take before it fails as stalled: a backend call
+/// that never returns is a violation the check reports, not a hung test.
+/// Generous, since a loaded machine runs many checks at once; it grows with
+/// `LEASEQ_CONFORMANCE_SCALE`.
+fn check_deadline() -> Duration {
+    Duration::from_secs(120) * crate::harness::scale()
+}
+
 /// What a check needs beyond the core operations.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Needs {
@@ -219,7 +227,14 @@ where
         rule,
         planted: Arc::default(),
     };
-    let result = body(cx.clone()).await;
+    let deadline = check_deadline();
+    let result = match tokio::time::timeout(deadline, body(cx.clone())).await {
+        Ok(result) => result,
+        Err(_) => Err(cx.fail(format!(
+            "the check did not finish within {deadline:?}: a call stalled or never returned \
+             (for example a claim that keeps meeting an entry it neither leases nor removes)"
+        ))),
+    };
     let (cleaned, how) = if cx.b.capabilities().delete_queue {
         (cx.b.delete_queue(&cx.q).await, "delete_queue")
     } else {
