@@ -539,6 +539,22 @@ pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> Check
                 first.id
             );
             cx.expect_stats([0, 0, 0, 0], "after an enqueue of a held key").await?;
+            // An `ack_many` (the worker's ack) holds the key as `ack` does.
+            let batched = enq("batched", long).await?;
+            let lease = cx.claim_one(LONG).await?;
+            let acked = cx.b.ack_many(&[lease.key]).await.or_fail(cx.rule, "ack_many")?;
+            ensure!(
+                matches!(acked.as_slice(), [Ok(())]),
+                cx.rule,
+                "ack_many of a held lease answered {acked:?}"
+            );
+            let e = enq("batched", long).await?;
+            ensure!(
+                e.deduplicated && e.id == batched.id,
+                cx.rule,
+                "an enqueue right after the ack_many of a unique-for item answered {e:?}, expected the acked id {} deduplicated",
+                batched.id
+            );
             // A short hold: after it has passed on the backend's clock, the key is free.
             let hold = Duration::from_millis(300);
             let short = enq("short", hold).await?;
