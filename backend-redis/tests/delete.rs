@@ -1,5 +1,6 @@
-//! `delete_queue` on Redis, on both clients: what is left of a deleted
-//! queue (nothing but a generation tombstone that expires), and ids that
+//! What a queue leaves behind on Redis, on both clients: no dedup entry of
+//! a finished item; after `delete_queue`, nothing but a generation
+//! tombstone that expires; and ids that
 //! never come back, also for a handle that has seen none of them (another
 //! process), which only the server's id floor can protect.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
@@ -109,7 +110,38 @@ async fn ids_stay_new_for_a_handle_that_saw_none(which: Which) {
     }
 }
 
+/// Every way an item with a dedup key leaves the queue (ack, ack_many,
+/// dead-lettered then purged) takes its entry out of the dedup hash: an
+/// entry left behind answers no enqueue wrongly (the holder is checked), but
+/// the hash would grow with every key ever used.
+async fn finished_items_leave_no_dedup_entry(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "deddone").await else {
+        return;
+    };
+    let q = QueueName::new("q").expect("valid");
+    let keys = KeyLayout::new(&cleanup.prefix, &q).expect("keys");
+    let mut raw = common::raw(&cleanup.url).await;
+    enqueue(b.as_ref(), &q, 4).await;
+    let leases = b.claim_up_to(&q, 4, TTL).await.expect("claim").leases;
+    assert_eq!(leases.len(), 4);
+    b.ack(&leases[0].key).await.expect("ack");
+    let batch = [leases[1].key.clone(), leases[2].key.clone()];
+    let acked = b.ack_many(&batch).await.expect("ack_many");
+    assert!(acked.iter().all(|r| r.is_ok()), "ack_many: {acked:?}");
+    let held: Vec<String> = raw.hkeys(keys.dedup()).await.expect("hkeys");
+    assert_eq!(
+        held,
+        vec!["k3".to_owned()],
+        "dedup entries once three of four items were acked"
+    );
+    b.fail(&leases[3].key, "dead").await.expect("fail");
+    b.purge(&q).await.expect("purge");
+    let left: i64 = raw.exists(keys.dedup()).await.expect("exists");
+    assert_eq!(left, 0, "the dedup hash outlived a purge of the last item");
+}
+
 for_each_client!(
+    finished_items_leave_no_dedup_entry,
     delete_leaves_only_an_expiring_tombstone,
     ids_stay_new_for_a_handle_that_saw_none,
 );
