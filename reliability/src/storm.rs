@@ -251,7 +251,11 @@ impl Producer {
             let payloads: Vec<String> = (0..self.cfg.batch)
                 .map(|i| {
                     // One item in 64 runs long (`long_work`).
-                    let long = if i == 0 && n.is_multiple_of(8) { "-long" } else { "" };
+                    let long = if i == 0 && n.is_multiple_of(8) {
+                        "-long"
+                    } else {
+                        ""
+                    };
                     format!("item-{}-{n}-{i}{long}", self.index)
                 })
                 .collect();
