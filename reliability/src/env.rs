@@ -1,7 +1,7 @@
 //! Where the servers are, what to do when one is missing (both from
 //! `leaseq-testkit`), and knobs read from the environment.
 
-pub use leaseq_testkit::env::{database_url, in_ci, redis_url, skip, tag};
+pub use leaseq_testkit::env::{database_url, in_ci, loud, redis_url, skip, tag};
 
 /// A whole number from the environment variable `name`, else `default`.
 pub fn number(name: &str, default: u64) -> u64 {

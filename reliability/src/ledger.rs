@@ -22,6 +22,48 @@ struct Book {
     runs: u64,
 }
 
+/// A storm's counts, for a report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Items enqueued with an Ok reply.
+    pub enqueued: usize,
+    /// Items acked (once or more).
+    pub acked: usize,
+    /// Items that went Dead.
+    pub dead: usize,
+    /// Items whose ack's reply was lost and that were gone afterwards.
+    pub unsure: usize,
+    /// Items enqueued Ok and neither acked, Dead nor unsure.
+    pub lost: usize,
+    /// Items acked more than once.
+    pub acked_twice: usize,
+    /// Handler runs of an item after its ack.
+    pub after_ack: usize,
+    /// Outcomes reported for an item the worker was not running.
+    pub stray: usize,
+    /// Handler runs.
+    pub runs: u64,
+}
+
+impl std::fmt::Display for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} enqueued Ok, {} acked, {} dead, {} unsure, {} lost, {} acked twice, \
+             {} runs after an ack, {} stray outcomes, {} handler runs",
+            self.enqueued,
+            self.acked,
+            self.dead,
+            self.unsure,
+            self.lost,
+            self.acked_twice,
+            self.after_ack,
+            self.stray,
+            self.runs
+        )
+    }
+}
+
 /// What a storm did, shared by its tasks.
 #[derive(Debug, Default)]
 pub struct Ledger(Mutex<Book>);
@@ -97,6 +139,23 @@ impl Ledger {
             .iter()
             .filter(|id| !b.acked.contains(*id) && !b.dead.contains(*id) && !b.unsure.contains(*id))
             .collect()
+    }
+
+    /// The counts so far.
+    pub fn figures(&self) -> Figures {
+        let open = self.open().len();
+        let b = self.book();
+        Figures {
+            enqueued: b.enqueued.len(),
+            acked: b.acked.len(),
+            dead: b.dead.len(),
+            unsure: b.unsure.len(),
+            lost: open,
+            acked_twice: b.twice.len(),
+            after_ack: b.after_ack.len(),
+            stray: b.stray.len(),
+            runs: b.runs,
+        }
     }
 
     /// Mid-run: `Err` when an item was acked twice or delivered after its

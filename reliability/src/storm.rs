@@ -4,21 +4,39 @@
 //! indexes stay consistent (INV-1), and in the end nothing is lost or acked
 //! twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leaseq_core::{
-    handler_fn, Backend, CancellationToken, Error, ItemId, Job, JobContext, JobOutcome, NewItem,
-    QueueName, RetryPolicy, Worker,
+    handler_fn, Backend, CancellationToken, Error, ItemId, ItemState, Job, JobContext, JobOutcome,
+    LeaseToken, NewItem, QueueName, RetryPolicy, Worker,
 };
 use tokio::task::JoinHandle;
 
-use crate::ledger::Ledger;
+use crate::ledger::{Figures, Ledger};
 
-/// The items one worker is running.
-type InFlight = Arc<Mutex<BTreeSet<ItemId>>>;
+/// The items one worker is running, with how many runs of each (a worker
+/// may claim an item again while a run of its whose lease ran out is still
+/// settling its outcome).
+type InFlight = Arc<Mutex<BTreeMap<ItemId, u32>>>;
+
+/// Ends one run of `id` in `flight`; false when none was going.
+fn land(flight: &InFlight, id: ItemId) -> bool {
+    let mut f = flight.lock().unwrap_or_else(|p| p.into_inner());
+    match f.get_mut(&id) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            true
+        }
+        Some(_) => {
+            f.remove(&id);
+            true
+        }
+        None => false,
+    }
+}
 
 /// How a storm runs.
 #[derive(Debug, Clone)]
@@ -36,6 +54,103 @@ pub struct StormConfig {
     /// Producers wait while more items than this are enqueued but not yet
     /// acked, so a long run's backlog stays bounded.
     pub max_backlog: u64,
+    /// Producers write each batch with `enqueue_once` under a request id of
+    /// its own and send it again after every retryable error until it is
+    /// answered (for up to [`SETTLE_FOR`]), so an enqueue whose outcome was
+    /// unknown is accounted for; and every payload is tracked, so an id
+    /// handed out twice or a batch written twice is found.
+    pub settled: bool,
+    /// How long each handler run takes.
+    pub work: Duration,
+    /// How long the run of one item in 64 takes instead (longer than the
+    /// lease ttl: the heartbeats keep it).
+    pub long_work: Duration,
+}
+
+/// How long a settled producer sends one batch again before it gives up
+/// on it (and the verdict fails).
+pub const SETTLE_FOR: Duration = Duration::from_secs(90);
+
+/// Which payload each id was handed out for, and which payload each
+/// delivered id carried (storms with [`StormConfig::settled`]).
+#[derive(Debug, Default)]
+struct Names {
+    /// Ids from Ok replies, with the payload each was enqueued with.
+    by_id: HashMap<ItemId, String>,
+    /// The id each payload got.
+    by_payload: HashMap<String, ItemId>,
+    /// The payload each delivered id carried.
+    delivered: HashMap<ItemId, String>,
+    /// Batches never answered Ok: their first payload and the last error.
+    unsettled: Vec<(String, String)>,
+    /// Errors that are not retryable, met while settling a batch.
+    refused: Vec<String>,
+    problems: Vec<String>,
+}
+
+impl Names {
+    fn enqueued(&mut self, id: ItemId, payload: &str) {
+        match self.by_id.insert(id, payload.to_owned()) {
+            Some(before) if before != payload => self.problems.push(format!(
+                "id {id} handed out twice: for {before:?} and {payload:?}"
+            )),
+            _ => {}
+        }
+        match self.by_payload.insert(payload.to_owned(), id) {
+            Some(before) if before != id => self.problems.push(format!(
+                "payload {payload:?} written twice: ids {before} and {id}"
+            )),
+            _ => {}
+        }
+    }
+
+    fn delivered(&mut self, id: ItemId, payload: String) {
+        match self.delivered.get(&id) {
+            Some(before) if *before != payload => self.problems.push(format!(
+                "id {id} delivered with two payloads: {before:?} and {payload:?}"
+            )),
+            Some(_) => {}
+            None => {
+                self.delivered.insert(id, payload);
+            }
+        }
+    }
+
+    /// Every problem found, once the producers are done: first the ids
+    /// that named two payloads (wrong on every setting), then the rest
+    /// (batches written twice, delivered ids no Ok enqueue returned,
+    /// batches never answered), which a store that takes writes back (an
+    /// older snapshot, no persistence) also shows.
+    fn verdict(&self) -> (Vec<String>, Vec<String>) {
+        let mut twice: Vec<String> = self
+            .problems
+            .iter()
+            .filter(|p| p.contains("handed out twice") || p.contains("two payloads"))
+            .cloned()
+            .collect();
+        let mut other: Vec<String> = self
+            .problems
+            .iter()
+            .filter(|p| !(p.contains("handed out twice") || p.contains("two payloads")))
+            .cloned()
+            .collect();
+        for (id, payload) in &self.delivered {
+            match self.by_id.get(id) {
+                Some(p) if p != payload => twice.push(format!(
+                    "id {id} was enqueued for {p:?} but delivered {payload:?}"
+                )),
+                Some(_) => {}
+                None => other.push(format!(
+                    "id {id} ({payload:?}) delivered but no enqueue returned it \
+                     (written twice, or an id handed out again)"
+                )),
+            }
+        }
+        for (first, e) in &self.unsettled {
+            other.push(format!("the batch of {first:?} was never answered Ok: {e}"));
+        }
+        (twice, other)
+    }
 }
 
 impl Default for StormConfig {
@@ -47,6 +162,9 @@ impl Default for StormConfig {
             batch: 8,
             produce_every: Duration::from_millis(10),
             max_backlog: 2_000,
+            settled: false,
+            work: Duration::ZERO,
+            long_work: Duration::ZERO,
         }
     }
 }
@@ -64,6 +182,8 @@ pub struct Storm {
     /// reply was lost (`Unrecorded`), or a retry of it found the lease gone
     /// (`LeaseLost`), with every outcome seen for them.
     unrecorded: Arc<Mutex<BTreeMap<ItemId, Vec<String>>>>,
+    /// Outcomes reported for items the reporting worker was not running.
+    strays: Arc<Mutex<BTreeMap<ItemId, Vec<String>>>>,
     producing: CancellationToken,
     shutdown: CancellationToken,
     producers: Vec<JoinHandle<()>>,
@@ -73,40 +193,138 @@ pub struct Storm {
     in_flight: Vec<InFlight>,
     cfg: StormConfig,
     crashes: u64,
+    names: Arc<Mutex<Names>>,
 }
 
-async fn produce(
+/// A storm's end as [`Storm::settle`] found it.
+#[derive(Debug, Clone)]
+pub struct Ending {
+    /// The ledger's counts.
+    pub figures: Figures,
+    /// The ledger's verdict: `Err` when an item was lost, acked twice or
+    /// delivered after its ack.
+    pub verdict: Result<String, String>,
+    /// Ids that named two payloads (storms with
+    /// [`StormConfig::settled`]; empty otherwise).
+    pub ids_twice: Vec<String>,
+    /// Also: batches written twice, batches never answered, payloads
+    /// delivered under an id no Ok enqueue returned.
+    pub id_problems: Vec<String>,
+    /// Errors that cannot be retried, met by settled producers.
+    pub refused: Vec<String>,
+    /// Outcomes the workers reported for the items the verdict found open.
+    pub open_outcomes: Vec<(ItemId, Vec<String>)>,
+    /// Outcomes reported for items the reporting worker was not running.
+    pub strays: Vec<(ItemId, Vec<String>)>,
+    /// Outcomes the workers reported for a few unsure items (gone after
+    /// an ack whose reply was lost).
+    pub unsure: Vec<(ItemId, Vec<String>)>,
+}
+
+struct Producer {
     b: Arc<dyn Backend>,
     q: QueueName,
     cfg: StormConfig,
     ledger: Arc<Ledger>,
     errors: Arc<AtomicU64>,
+    names: Arc<Mutex<Names>>,
     stop: CancellationToken,
-) {
-    let mut n = 0u64;
-    while !stop.is_cancelled() {
-        if ledger.enqueued_count() as u64 > ledger.acks() + cfg.max_backlog {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = tokio::time::sleep(cfg.produce_every) => {}
-            }
-            continue;
-        }
-        let items = (0..cfg.batch)
-            .map(|i| NewItem::new(format!("item-{n}-{i}")))
-            .collect();
-        n += 1;
-        match b.enqueue(&q, items).await {
-            Ok(out) => ledger.enqueued(&out.iter().map(|e| e.id).collect::<Vec<_>>()),
-            // Unknown whether it was written: never retried, so no payload
-            // can exist twice. Such items are drained but not judged.
-            Err(_) => {
-                errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    /// Tells payloads of different producers apart.
+    index: usize,
+}
+
+impl Producer {
+    async fn pause(&self) {
         tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = tokio::time::sleep(cfg.produce_every) => {}
+            _ = self.stop.cancelled() => {}
+            _ = tokio::time::sleep(self.cfg.produce_every) => {}
+        }
+    }
+
+    async fn run(self) {
+        let mut n = 0u64;
+        while !self.stop.is_cancelled() {
+            if self.ledger.enqueued_count() as u64 > self.ledger.acks() + self.cfg.max_backlog {
+                self.pause().await;
+                continue;
+            }
+            let payloads: Vec<String> = (0..self.cfg.batch)
+                .map(|i| {
+                    // One item in 64 runs long (`long_work`).
+                    let long = if i == 0 && n.is_multiple_of(8) {
+                        "-long"
+                    } else {
+                        ""
+                    };
+                    format!("item-{}-{n}-{i}{long}", self.index)
+                })
+                .collect();
+            n += 1;
+            if self.cfg.settled {
+                self.settle(payloads).await;
+            } else {
+                let items = payloads.into_iter().map(NewItem::new).collect();
+                match self.b.enqueue(&self.q, items).await {
+                    Ok(out) => self
+                        .ledger
+                        .enqueued(&out.iter().map(|e| e.id).collect::<Vec<_>>()),
+                    // Unknown whether it was written: never retried, so no
+                    // payload can exist twice. Such items are drained but
+                    // not judged.
+                    Err(_) => {
+                        self.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.pause().await;
+        }
+    }
+
+    /// Sends one batch under one request id until it is answered Ok (also
+    /// after the storm was told to stop: a batch is never left unknown).
+    async fn settle(&self, payloads: Vec<String>) {
+        let request = LeaseToken::random();
+        let items: Vec<NewItem> = payloads.iter().cloned().map(NewItem::new).collect();
+        let start = Instant::now();
+        loop {
+            let e = match self.b.enqueue_once(&self.q, request, items.clone()).await {
+                Ok(out) => {
+                    let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+                    if out.len() != payloads.len() {
+                        names.problems.push(format!(
+                            "a batch of {} answered with {} ids",
+                            payloads.len(),
+                            out.len()
+                        ));
+                    }
+                    for (e, p) in out.iter().zip(&payloads) {
+                        names.enqueued(e.id, p);
+                    }
+                    drop(names);
+                    self.ledger
+                        .enqueued(&out.iter().map(|e| e.id).collect::<Vec<_>>());
+                    return;
+                }
+                Err(e) => e,
+            };
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+                if !e.is_retryable() {
+                    names.refused.push(e.to_string());
+                }
+                if start.elapsed() > SETTLE_FOR {
+                    let first = payloads.first().cloned().unwrap_or_default();
+                    names.unsettled.push((first, e.to_string()));
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(if e.is_retryable() {
+                20
+            } else {
+                200
+            }))
+            .await;
         }
     }
 }
@@ -125,6 +343,7 @@ impl Storm {
             ledger: Arc::new(Ledger::default()),
             errors: Arc::new(AtomicU64::new(0)),
             unrecorded: Arc::default(),
+            strays: Arc::default(),
             producing: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             producers: Vec::new(),
@@ -134,16 +353,20 @@ impl Storm {
             in_flight: Vec::new(),
             cfg: cfg.clone(),
             crashes: 0,
+            names: Arc::default(),
         };
-        for b in producers {
-            storm.producers.push(tokio::spawn(produce(
+        for (index, b) in producers.into_iter().enumerate() {
+            let p = Producer {
                 b,
-                storm.queue.clone(),
-                cfg.clone(),
-                storm.ledger.clone(),
-                storm.errors.clone(),
-                storm.producing.clone(),
-            )));
+                q: storm.queue.clone(),
+                cfg: cfg.clone(),
+                ledger: storm.ledger.clone(),
+                errors: storm.errors.clone(),
+                names: storm.names.clone(),
+                stop: storm.producing.clone(),
+                index,
+            };
+            storm.producers.push(tokio::spawn(p.run()));
         }
         for b in workers {
             let (worker, flight) = storm.worker(b, &cfg)?;
@@ -165,6 +388,9 @@ impl Storm {
             self.ledger.clone(),
             self.unrecorded.clone(),
         );
+        let names = self.cfg.settled.then(|| self.names.clone());
+        let strays = self.strays.clone();
+        let (work, long_work) = (cfg.work, cfg.long_work);
         // Items this worker is running: handler started, no outcome yet.
         let flight: InFlight = Arc::default();
         let (landed, running) = (flight.clone(), flight.clone());
@@ -176,13 +402,15 @@ impl Storm {
             .retry(RetryPolicy::exponential(Duration::from_millis(20)))
             .shutdown_deadline(Duration::from_secs(2))
             .on_event(move |e| match &e.outcome {
-                _ if !landed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&e.id) =>
-                {
+                _ if !land(&landed, e.id) => {
                     // An event for an item this worker was not running.
                     events.stray(e.id);
+                    strays
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(e.id)
+                        .or_default()
+                        .push(format!("stray {:?}", e.outcome));
                 }
                 JobOutcome::Acked => events.acked(e.id),
                 JobOutcome::Dead { .. } => events.dead(e.id),
@@ -198,12 +426,24 @@ impl Storm {
             })
             .build(handler_fn(move |job: Job, _ctx: JobContext| {
                 let ledger = ledger.clone();
-                running
+                *running
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(job.id);
+                    .entry(job.id)
+                    .or_default() += 1;
+                if let Some(names) = &names {
+                    names
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .delivered(job.id, String::from_utf8_lossy(&job.payload).into_owned());
+                }
+                let first = job.payload.ends_with(b"-long");
+                let work = if first { long_work } else { work };
                 async move {
                     ledger.delivered(job.id);
+                    if !work.is_zero() {
+                        tokio::time::sleep(work).await;
+                    }
                     Ok::<(), Error>(())
                 }
             }))
@@ -227,7 +467,7 @@ impl Storm {
         // with the reply never seen.
         let flight = std::mem::replace(&mut self.in_flight[i], fresh_flight);
         let mut u = self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
-        for id in flight.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for id in flight.lock().unwrap_or_else(|p| p.into_inner()).keys() {
             u.entry(*id)
                 .or_default()
                 .push("in flight in a crashed worker".into());
@@ -275,54 +515,122 @@ impl Storm {
 
     /// Stops producing, waits until every item is done and the queue is
     /// empty (as `judge` sees it through `b`), stops the workers and gives
-    /// the verdict.
-    pub async fn finish(mut self, b: &dyn Backend, limit: Duration) -> Result<String, String> {
+    /// the verdict: `Err` when an item was lost, acked twice or delivered
+    /// after its ack, or (settled storms) an id or batch was written twice.
+    pub async fn finish(self, b: &dyn Backend, limit: Duration) -> Result<String, String> {
+        let end = self.settle(b, limit).await?;
+        let ids = if end.id_problems.is_empty() {
+            Ok(())
+        } else {
+            Err(end.id_problems.join("; "))
+        };
+        match (end.verdict, ids) {
+            (Ok(summary), Ok(())) => Ok(summary),
+            (Ok(_), Err(ids)) => Err(ids),
+            (Err(e), ids) => Err(format!(
+                "{e}; outcomes seen for the open items: {:?}; stray outcomes: {:?}{}",
+                end.open_outcomes,
+                end.strays,
+                ids.err().map(|i| format!("; {i}")).unwrap_or_default()
+            )),
+        }
+    }
+
+    /// Stops producing, waits until nothing is Ready, Scheduled or Leased
+    /// (as seen through `b`), stops the workers, and accounts for the items
+    /// still open: Dead in the store counts as Dead, gone after an ack
+    /// whose reply was lost as unsure. `Err` only when the queue never
+    /// drained within `limit`, or a producer or worker did not end well (a
+    /// worker gets `limit` too to stop).
+    pub async fn settle(mut self, b: &dyn Backend, limit: Duration) -> Result<Ending, String> {
         self.producing.cancel();
         for p in self.producers.drain(..) {
-            p.await.map_err(|e| format!("a producer died: {e}"))?;
+            match tokio::time::timeout(SETTLE_FOR + limit, p).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(format!("a producer died: {e}")),
+                Err(_) => return Err("a producer never stopped".into()),
+            }
         }
         let start = Instant::now();
         loop {
-            let empty = matches!(b.stats(&self.queue).await, Ok(s) if s.total() == 0);
-            if empty {
+            let drained = matches!(b.stats(&self.queue).await, Ok(s) if s.ready + s.scheduled + s.leased == 0);
+            if drained {
                 break;
             }
             if start.elapsed() > limit {
                 let stats = b.stats(&self.queue).await;
                 return Err(format!("the queue never drained: {stats:?}"));
             }
+            if let Some(dead) = self.workers.iter().position(|w| w.is_finished()) {
+                return Err(format!(
+                    "worker {dead} stopped by itself before the queue drained"
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.shutdown.cancel();
         for w in self.workers.drain(..) {
-            match w.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(format!("a worker ended with {e}")),
-                Err(e) => return Err(format!("a worker died: {e}")),
+            match tokio::time::timeout(limit, w).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => return Err(format!("a worker ended with {e}")),
+                Ok(Err(e)) => return Err(format!("a worker died: {e}")),
+                Err(_) => return Err(format!("a worker did not stop within {limit:?}")),
             }
         }
-        // An ack whose reply was lost: the item is gone, so it was done.
         let unrecorded = self
             .unrecorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let mut unsure = Vec::new();
         for id in self.ledger.open() {
-            if unrecorded.contains_key(&id)
-                && matches!(b.item(&self.queue, id).await, Err(Error::NotFound { .. }))
-            {
-                self.ledger.unsure(id);
+            match b.item(&self.queue, id).await {
+                // Dead by a reap or a claim that met its last attempt.
+                Ok(info) if info.state == ItemState::Dead => self.ledger.dead(id),
+                // An ack whose reply was lost: the item is gone, so it was
+                // done.
+                Err(Error::NotFound { .. }) if unrecorded.contains_key(&id) => {
+                    self.ledger.unsure(id);
+                    if unsure.len() < 4 {
+                        unsure.push((id, unrecorded.get(&id).cloned().unwrap_or_default()));
+                    }
+                }
+                _ => {}
             }
         }
-        self.ledger.verdict().map_err(|e| {
-            let seen: Vec<_> = self
-                .ledger
-                .open()
-                .into_iter()
-                .map(|id| (id, unrecorded.get(&id).cloned().unwrap_or_default()))
-                .collect();
-            format!("{e}; outcomes seen for the open items: {seen:?}")
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let (ids_twice, mut id_problems) = names.verdict();
+        id_problems.splice(0..0, ids_twice.iter().cloned());
+        let open_outcomes = self
+            .ledger
+            .open()
+            .into_iter()
+            .take(20)
+            .map(|id| (id, unrecorded.get(&id).cloned().unwrap_or_default()))
+            .collect();
+        let strays = self
+            .strays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .take(20)
+            .map(|(id, o)| (*id, o.clone()))
+            .collect();
+        Ok(Ending {
+            unsure,
+            strays,
+            figures: self.ledger.figures(),
+            verdict: self.ledger.verdict(),
+            ids_twice,
+            id_problems,
+            refused: names.refused.clone(),
+            open_outcomes,
         })
+    }
+
+    /// The queue the storm runs on.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
     }
 }
 

@@ -174,6 +174,41 @@ impl PrivatePostgres {
         Ok(s)
     }
 
+    /// Stops the server in immediate mode (every backend is SIGQUIT at
+    /// once, no checkpoint: crash recovery on the next start), then starts
+    /// it again on the same port and data dir.
+    ///
+    /// # Errors
+    /// When it does not stop or does not come back.
+    pub fn restart_immediate(&mut self) -> Result<(), String> {
+        let data = self.data();
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-m".as_ref(),
+                "immediate".as_ref(),
+                "-w".as_ref(),
+                "stop".as_ref(),
+            ],
+        )?;
+        let log = self.dir.join("server.log");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-w".as_ref(),
+                "-t".as_ref(),
+                "30".as_ref(),
+                "start".as_ref(),
+            ],
+        )
+    }
+
     /// The server's port.
     pub fn port(&self) -> u16 {
         self.port

@@ -21,6 +21,8 @@ enum Persistence {
     Durable,
     /// `appendonly no`, `save ""`.
     Volatile,
+    /// `appendonly yes`, `appendfsync everysec`, `save ""`.
+    EverySec,
 }
 
 /// One private server; killed and its dir removed when dropped.
@@ -109,6 +111,17 @@ impl PrivateRedis {
         Self::start_with(Persistence::Volatile)
     }
 
+    /// Starts a server on an append-only file fsynced once a second
+    /// (`appendonly yes`, `appendfsync everysec`, `save ""`): a SIGKILL
+    /// keeps what the kernel had been handed, an OS crash may lose the last
+    /// second.
+    ///
+    /// # Errors
+    /// When `redis-server` is not installed or never answers.
+    pub fn start_everysec() -> Result<Self, String> {
+        Self::start_with(Persistence::EverySec)
+    }
+
     fn start_with(persistence: Persistence) -> Result<Self, String> {
         let mut s = PrivateRedis {
             port: free_port()?,
@@ -183,7 +196,8 @@ impl PrivateRedis {
         } else {
             cmd.args(["--port", &port]);
         }
-        cmd.args(["--bind", "127.0.0.1"]);
+        // `DEBUG SLEEP` and the like, from loopback clients only.
+        cmd.args(["--bind", "127.0.0.1", "--enable-debug-command", "local"]);
         match self.persistence {
             Persistence::Durable => cmd.args([
                 "--appendonly",
@@ -194,6 +208,14 @@ impl PrivateRedis {
                 "",
             ]),
             Persistence::Volatile => cmd.args(["--appendonly", "no", "--save", ""]),
+            Persistence::EverySec => cmd.args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+            ]),
         };
         let child = cmd
             .arg("--dir")
@@ -226,6 +248,44 @@ impl PrivateRedis {
             Some(c) => !matches!(c.try_wait(), Ok(None)),
             None => true,
         }
+    }
+
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (a name `kill` knows: `STOP`, `CONT`, …) to the
+    /// server process.
+    ///
+    /// # Errors
+    /// When the server is not running or `kill` fails.
+    pub fn signal(&self, signal: &str) -> Result<(), String> {
+        let pid = self.pid().ok_or("redis-server is not running")?;
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .map_err(|e| format!("kill -{signal}: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("kill -{signal} {pid}: {status}"))
+        }
+    }
+
+    /// Field `field` of `INFO section`, as a number.
+    pub fn info_number(&self, section: &str, field: &str) -> Option<u64> {
+        let text = match self.command(&["INFO", section]).ok()? {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text,
+            redis::Value::SimpleString(s) => s,
+            _ => return None,
+        };
+        let prefix = format!("{field}:");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// SIGKILLs the server (no shutdown, no final save).
