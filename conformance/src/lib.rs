@@ -122,6 +122,7 @@ macro_rules! __with_checks {
             basics::round_trip
             basics::item_and_not_found
             basics::stats_and_peek
+            basics::peek_follows_each_index_order
             basics::extend_moves_expiry
             basics::batch_results_in_order
             lifecycle::release_to_ready
@@ -129,6 +130,7 @@ macro_rules! __with_checks {
             lifecycle::release_exhausted_goes_dead
             lifecycle::fail_goes_dead_with_reason
             lifecycle::redrive_dead_items
+            lifecycle::dead_order_is_death_order
             redrive::redrive_item_moves_that_item
             redrive::redrive_item_leaves_other_states
             redrive::concurrent_redrive_item_moves_once
