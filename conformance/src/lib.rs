@@ -162,6 +162,7 @@ macro_rules! __with_checks {
             recovery::claim_skips_live_lease
             recovery::concurrent_claims_each_once
             recovery::reap_touches_only_expired
+            recovery::one_call_finishes_every_batch
             reap_cost::reap_cost_ignores_live_leases
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
