@@ -167,6 +167,7 @@ macro_rules! __with_checks {
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
             replies::lease_fate_names_what_happened
+            replies::lease_fate_at_its_bounds
             replies::settling_sees_requeues
             replies::enqueue_once_writes_once
             replies::concurrent_enqueue_once_writes_once
