@@ -166,6 +166,7 @@ macro_rules! __with_checks {
             reap_cost::reap_cost_ignores_live_leases
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
+            replies::recovered_in_claim_order_across_priorities
             replies::lease_fate_names_what_happened
             replies::lease_fate_at_its_bounds
             replies::settling_sees_requeues

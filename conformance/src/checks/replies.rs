@@ -110,6 +110,78 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
     .await
 }
 
+/// `recover_claim` returns a claim's leases in the claim's order also when
+/// that order is not enqueue order: over a claim that spans priorities
+/// (and, with delays, takes a due Scheduled item among Ready ones), the
+/// leases recovered are the claim's, lease for lease, in the order the
+/// claim returned them. A backend that numbers its tokens by id instead
+/// of by claim order recovers them out of order.
+pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(
+        factory,
+        "recovered_in_claim_order_across_priorities",
+        rule,
+        Needs::PRIORITIES,
+        |cx| async move {
+            let mut items: Vec<NewItem> = [0, 5, 0, 9, 5]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| NewItem::new(format!("p{p}-{i}")).priority(*p))
+                .collect();
+            let delays = cx.b.capabilities().delays;
+            if delays {
+                items.push(NewItem::new("due-p7").priority(7).delay(crate::cx::SHORT));
+            }
+            let n = items.len();
+            let ids = cx.enqueue(items).await?;
+            if delays {
+                let due = cx.must_item(ids[n - 1]).await?.due_at;
+                let due = due.ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+                cx.wait_past(due).await?;
+            }
+            let spec = ClaimSpec::new(n as u32, LONG).or_fail(rule, "spec")?;
+            let claimed =
+                cx.b.claim(&cx.q, spec.duplicate())
+                    .await
+                    .or_fail(rule, "claim")?;
+            ensure!(
+                claimed.leases.len() == n,
+                rule,
+                "a claim of {n} over {n} items returned {}",
+                claimed.leases.len()
+            );
+            let again = match cx.b.recover_claim(&cx.q, &spec).await {
+                Err(e) => {
+                    return Err(unsupported("recover_claim", &e)
+                        .unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}"))))
+                }
+                Ok(c) => c,
+            };
+            let keys = |ls: &[Lease]| {
+                ls.iter()
+                    .map(|l| (l.id(), l.priority, l.token()))
+                    .collect::<Vec<_>>()
+            };
+            ensure!(
+                keys(&again.leases) == keys(&claimed.leases),
+                rule,
+                "recover_claim returned (id, priority, token) {:?}; the claim made {:?}, in that \
+                 order",
+                keys(&again.leases),
+                keys(&claimed.leases)
+            );
+            for l in &claimed.leases {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// `lease_fate` at its bounds: `held_until` is exclusive (asked with a
 /// `held_until` the backend's clock has reached, the fate is Lost, never
 /// Finished), and a lease whose item is gone together with its whole
