@@ -185,6 +185,7 @@ macro_rules! __with_checks {
             dedup::dedup_within_batch
             dedup::concurrent_dedup_creates_one
             dedup::purge_frees_dedup_keys
+            dedup::holds_last_their_whole_time
             input::bad_enqueue_writes_nothing
             input::bad_release_keeps_lease
             input::edge_payloads_round_trip
