@@ -122,6 +122,7 @@ macro_rules! __with_checks {
             basics::round_trip
             basics::item_and_not_found
             basics::stats_and_peek
+            basics::peek_follows_each_index_order
             basics::extend_moves_expiry
             basics::batch_results_in_order
             lifecycle::release_to_ready
@@ -129,6 +130,7 @@ macro_rules! __with_checks {
             lifecycle::release_exhausted_goes_dead
             lifecycle::fail_goes_dead_with_reason
             lifecycle::redrive_dead_items
+            lifecycle::dead_order_is_death_order
             redrive::redrive_item_moves_that_item
             redrive::redrive_item_leaves_other_states
             redrive::concurrent_redrive_item_moves_once
@@ -160,10 +162,13 @@ macro_rules! __with_checks {
             recovery::claim_skips_live_lease
             recovery::concurrent_claims_each_once
             recovery::reap_touches_only_expired
+            recovery::one_call_finishes_every_batch
             reap_cost::reap_cost_ignores_live_leases
             recovery::no_redelivery_after_ack
             replies::claim_recovers_its_own_leases
+            replies::recovered_in_claim_order_across_priorities
             replies::lease_fate_names_what_happened
+            replies::lease_fate_at_its_bounds
             replies::settling_sees_requeues
             replies::enqueue_once_writes_once
             replies::concurrent_enqueue_once_writes_once
@@ -180,6 +185,7 @@ macro_rules! __with_checks {
             dedup::dedup_within_batch
             dedup::concurrent_dedup_creates_one
             dedup::purge_frees_dedup_keys
+            dedup::holds_last_their_whole_time
             input::bad_enqueue_writes_nothing
             input::bad_release_keeps_lease
             input::edge_payloads_round_trip
@@ -187,6 +193,7 @@ macro_rules! __with_checks {
             isolation::queues_are_isolated
             isolation::clock_follows_real_time
             clock::claims_read_the_clock_in_their_step
+            clock::expiry_and_due_times_are_exact
             ordering::order_holds_after_every_return_to_ready
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window

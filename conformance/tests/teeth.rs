@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering, reap_cost,
-    recovery, redrive, replies, schedules, storm,
+    basics, batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering,
+    reap_cost, recovery, redrive, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -541,4 +541,45 @@ fn the_new_checks_pass_on_the_wrapper_without_a_fault() {
         "concurrent_redrives_move_each_once",
         block_on(redrive::concurrent_redrives_move_each_once(&f)),
     );
+}
+
+#[test]
+fn listings_and_a_redrive_by_item_id_are_caught() {
+    let f = FaultyFactory(Fault::ById);
+    caught(
+        "peek of each state sorted by item id",
+        &[Rule::Contract("peek")],
+        || basics::peek_follows_each_index_order(&f),
+    );
+    caught(
+        "Dead listed and redriven by item id, not death order",
+        &[Rule::Contract("redrive")],
+        || lifecycle::dead_order_is_death_order(&f),
+    );
+    // The checks it used to pass: one item per state, deaths in id order.
+    passes(
+        "stats_and_peek with ById",
+        block_on(basics::stats_and_peek(&f)),
+    );
+    passes(
+        "redrive_dead_items with ById",
+        block_on(lifecycle::redrive_dead_items(&f)),
+    );
+}
+
+#[test]
+fn the_order_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    for r in [
+        block_on(basics::peek_follows_each_index_order(&f)),
+        block_on(lifecycle::dead_order_is_death_order(&f)),
+        block_on(basics::peek_follows_each_index_order(
+            &RealClockFaultyFactory(Fault::None),
+        )),
+        block_on(lifecycle::dead_order_is_death_order(
+            &RealClockFaultyFactory(Fault::None),
+        )),
+    ] {
+        passes("an order check on the wrapper without a fault", r);
+    }
 }

@@ -225,6 +225,95 @@ pub async fn stats_and_peek<F: BackendFactory>(factory: &F) -> CheckResult {
     .await
 }
 
+/// `peek` lists each state in that state's own index order where it is
+/// not enqueue order, on items made so that no order by id (up or down)
+/// fits: Leased by expiry (three leases of different ttls), Ready by
+/// priority then enqueue order, Scheduled by due time; and each entry shows
+/// its lease's expiry or its due time.
+pub async fn peek_follows_each_index_order<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("peek");
+    run(
+        factory,
+        "peek_follows_each_index_order",
+        rule,
+        Needs::GLOBAL_ORDER,
+        |cx| async move {
+            let caps = cx.b.capabilities();
+            let listed = |state| {
+                let cx = cx.clone();
+                async move {
+                    let v = cx.b.peek(&cx.q, state, 10).await.or_fail(rule, "peek")?;
+                    Ok::<_, crate::Violation>(
+                        v.into_iter().map(|i| (i.id, i.due_at)).collect::<Vec<_>>(),
+                    )
+                }
+            };
+            // Leased: claimed in enqueue order with ttls 3L, L, 2L, so the
+            // expiry order is the second, the third, the first.
+            let ids = cx.push_n(3).await?;
+            let mut leases = Vec::new();
+            for k in [3, 1, 2] {
+                leases.push(cx.claim_one(LONG * k).await?);
+            }
+            let want: Vec<_> = [1, 2, 0]
+                .iter()
+                .map(|&i| (leases[i].id(), Some(leases[i].expires_at)))
+                .collect();
+            let got = listed(ItemState::Leased).await?;
+            ensure!(
+                got == want,
+                rule,
+                "peek(Leased) of items {ids:?} leased for 3x, 1x and 2x {LONG:?} gave \
+                 {got:?}; expected expiry order {want:?}"
+            );
+            if caps.priorities {
+                let ready = cx
+                    .enqueue(vec![
+                        NewItem::new("low-first"),
+                        NewItem::new("high").priority(5),
+                        NewItem::new("low-second"),
+                    ])
+                    .await?;
+                let want = vec![ready[1], ready[0], ready[2]];
+                let got: Vec<ItemId> = listed(ItemState::Ready)
+                    .await?
+                    .into_iter()
+                    .map(|e| e.0)
+                    .collect();
+                ensure!(
+                    got == want,
+                    rule,
+                    "peek(Ready) of priorities 0, 5, 0 gave {got:?}; expected claim order {want:?}"
+                );
+            }
+            if caps.delays {
+                let sched = cx
+                    .enqueue(vec![
+                        NewItem::new("in-3L").delay(LONG * 3),
+                        NewItem::new("in-1L").delay(LONG),
+                        NewItem::new("in-2L").delay(LONG * 2),
+                    ])
+                    .await?;
+                let got = listed(ItemState::Scheduled).await?;
+                let order: Vec<ItemId> = got.iter().map(|e| e.0).collect();
+                let want = vec![sched[1], sched[2], sched[0]];
+                let rising = got.windows(2).all(|w| w[0].1 < w[1].1);
+                ensure!(
+                    order == want && rising && got.iter().all(|e| e.1.is_some()),
+                    rule,
+                    "peek(Scheduled) of items due in 3x, 1x and 2x {LONG:?} gave {got:?}; \
+                     expected due-time order {want:?}, each with its due time"
+                );
+            }
+            for l in &leases {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// `extend` moves the expiry to `now + ttl`: the lease outlives its first
 /// ttl, a reap leaves it alone, and the holder can still ack.
 pub async fn extend_moves_expiry<F: BackendFactory>(factory: &F) -> CheckResult {

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::{Lease, NewItem};
+use leaseq_core::{ClaimSpec, Lease, NewItem, Timestamp};
 
-use crate::cx::{run, Needs, LONG};
+use crate::cx::{run, Cx, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
 use crate::{scale, BackendFactory, CheckResult, Rule, TimeControl, Violation};
 
@@ -75,6 +75,126 @@ pub async fn claims_read_the_clock_in_their_step<F: BackendFactory>(factory: &F)
                     l.enqueued_at
                 );
                 cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Brings the backend's clock to `t`: exactly there on a manual clock, to
+/// `t` or just past it on a real one (whose now is whole milliseconds).
+async fn clock_at(cx: &Cx, t: Timestamp) -> Result<(), Violation> {
+    let now = cx.now().await?;
+    match &cx.tb.time {
+        TimeControl::Manual(clock) => {
+            ensure!(now <= t, cx.rule, "the clock is at {now}, past {t}");
+            clock.advance(t.saturating_since(now));
+            Ok(())
+        }
+        TimeControl::Real => {
+            cx.wait_past(Timestamp::from_millis(t.as_millis() - 1))
+                .await
+        }
+    }
+}
+
+/// Stops a manual clock one millisecond before `t`; false on a real clock,
+/// which cannot be stopped there.
+async fn clock_just_before(cx: &Cx, t: Timestamp) -> Result<bool, Violation> {
+    if !cx.tb.is_manual() {
+        return Ok(false);
+    }
+    clock_at(cx, Timestamp::from_millis(t.as_millis() - 1)).await?;
+    Ok(true)
+}
+
+/// Expiry and due times are instants, judged alike by every operation: a
+/// lease is live while now < `expires_at` and expired from `expires_at` on
+/// (at `expires_at` a reap recovers it and `recover_claim` leaves it out),
+/// and a Scheduled item is claimable from its due time on. On a manual
+/// clock the suite also stops one millisecond before each instant: the
+/// lease is still live there (a reap leaves it, `recover_claim` returns
+/// it) and the item is not yet claimable.
+pub async fn expiry_and_due_times_are_exact<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("expires_at/due_at");
+    run(
+        factory,
+        "expiry_and_due_times_are_exact",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let ids = cx.push_n(1).await?;
+            let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
+            let claimed =
+                cx.b.claim(&cx.q, spec.duplicate())
+                    .await
+                    .or_fail(rule, "claim")?;
+            let lease = claimed
+                .leases
+                .first()
+                .ok_or_else(|| cx.fail("a claim of one Ready item returned nothing"))?
+                .clone();
+            ensure!(lease.id() == ids[0], rule, "claimed {}", lease.id());
+            let at = lease.expires_at;
+            let recovered = || async {
+                let c = cx.b.recover_claim(&cx.q, &spec).await;
+                c.map(|c| c.leases.len()).or_fail(rule, "recover_claim")
+            };
+            if clock_just_before(&cx, at).await? {
+                let r = cx.reap().await?;
+                ensure!(
+                    r.recovered() == 0,
+                    rule,
+                    "a reap one ms before the lease's expires_at {at} recovered {r:?}"
+                );
+                let n = recovered().await?;
+                ensure!(
+                    n == 1,
+                    rule,
+                    "recover_claim one ms before expires_at {at} returned {n} leases, expected the live one"
+                );
+            }
+            clock_at(&cx, at).await?;
+            let n = recovered().await?;
+            ensure!(
+                n == 0,
+                rule,
+                "recover_claim at the lease's expires_at {at} (or just past it) returned {n} \
+                 leases; the lease expired at that instant"
+            );
+            let r = cx.reap().await?;
+            ensure!(
+                r.requeued == 1,
+                rule,
+                "a reap at the lease's expires_at {at} (or just past it) reported {r:?}; expected \
+                 the lease requeued"
+            );
+            let again = cx.claim_one(LONG).await?;
+            cx.b.ack(&again.key).await.or_fail(rule, "ack")?;
+            if cx.b.capabilities().delays {
+                let later = cx.enqueue(vec![NewItem::new("later").delay(SHORT)]).await?[0];
+                let due = cx
+                    .must_item(later)
+                    .await?
+                    .due_at
+                    .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+                if clock_just_before(&cx, due).await? {
+                    ensure!(
+                        cx.claim(1, LONG).await?.is_empty(),
+                        rule,
+                        "claimed an item one ms before its due time {due}"
+                    );
+                }
+                clock_at(&cx, due).await?;
+                let got = cx.claim(1, LONG).await?;
+                ensure!(
+                    got.len() == 1 && got[0].id() == later,
+                    rule,
+                    "a claim at the item's due time {due} (or just past it) returned {got:?}; \
+                     expected the item, claimable from its due time on"
+                );
+                cx.b.ack(&got[0].key).await.or_fail(rule, "ack")?;
             }
             Ok(())
         },

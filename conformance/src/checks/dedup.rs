@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use leaseq_core::{ItemId, NewItem};
+use leaseq_core::{Error, ItemId, LeaseToken, NewItem, Timestamp};
 
-use crate::cx::{run, Needs, LONG};
+use crate::cx::{run, Cx, Needs, LONG};
 use crate::outcome::{ensure, OrFail};
-use crate::{scale, BackendFactory, CheckResult, Rule};
+use crate::{scale, BackendFactory, CheckResult, Rule, TimeControl, Violation};
 
 /// A second enqueue with a held key returns the holder's id with
 /// `deduplicated: true` and writes nothing, in every state the holder is in
@@ -202,6 +202,116 @@ pub async fn purge_frees_dedup_keys<F: BackendFactory>(factory: &F) -> CheckResu
             );
             cx.expect_stats([1, 0, 0, 0], "after purge and a new item with the key")
                 .await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Lets the backend's clock run to `t` less one millisecond: exactly there
+/// on a manual clock; on a real one only a few milliseconds on, which is
+/// within any hold this check uses.
+async fn clock_within(cx: &Cx, t: Timestamp) -> Result<(), Violation> {
+    let now = cx.now().await?;
+    match &cx.tb.time {
+        TimeControl::Manual(clock) => {
+            let to = Timestamp::from_millis(t.as_millis() - 1);
+            clock.advance(to.saturating_since(now));
+            Ok(())
+        }
+        TimeControl::Real => {
+            cx.wait_past(now).await?;
+            cx.wait_past(cx.now().await?).await
+        }
+    }
+}
+
+/// What is remembered for a time is remembered for all of it, not just at
+/// the instant it was written: a unique-for key stays held until its hold
+/// has run out after the ack (on a manual clock: still held one
+/// millisecond before, free at the instant), and an `enqueue_once` request
+/// sent again later within [`leaseq_core::limits::REQUEST_MEMORY`] (one
+/// millisecond before its end on a manual clock) still writes nothing and
+/// returns the first results, also once its items were acked and the queue
+/// holds nothing. Asked only at once, a hold or a memory kept for a
+/// millisecond passed the suite, and so did a memory dropped with the
+/// queue's last item.
+pub async fn holds_last_their_whole_time<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("unique_for/enqueue_once");
+    run(
+        factory,
+        "holds_last_their_whole_time",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let caps = cx.b.capabilities();
+            if caps.dedup && caps.unique_for {
+                let hold = LONG;
+                let item = || vec![NewItem::new("held").dedup_key("held").unique_for(hold)];
+                let first = cx.enqueue(item()).await?[0];
+                let lease = cx.claim_one(LONG).await?;
+                let acked_from = cx.now().await?;
+                cx.b.ack(&lease.key).await.or_fail(rule, "ack")?;
+                let acked_by = cx.now().await?;
+                clock_within(&cx, acked_from.saturating_add(hold)).await?;
+                let e = cx.b.enqueue(&cx.q, item()).await.or_fail(rule, "enqueue")?;
+                ensure!(
+                    e.len() == 1 && e[0].deduplicated && e[0].id == first,
+                    rule,
+                    "an enqueue {} after the ack of an item held for {hold:?} answered {e:?}; \
+                     expected the acked id {first} deduplicated (the hold had not run out)",
+                    cx.now()
+                        .await?
+                        .saturating_since(acked_by)
+                        .as_millis()
+                        .to_string()
+                        + " ms"
+                );
+                if let TimeControl::Manual(clock) = &cx.tb.time {
+                    let now = cx.now().await?;
+                    clock.advance(acked_by.saturating_add(hold).saturating_since(now));
+                    let e = cx.b.enqueue(&cx.q, item()).await.or_fail(rule, "enqueue")?;
+                    ensure!(
+                        e.len() == 1 && !e[0].deduplicated,
+                        rule,
+                        "an enqueue at the instant a hold of {hold:?} ran out answered {e:?}; \
+                         expected a new item (a key is held while acked less than its hold ago)"
+                    );
+                }
+                cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            }
+            let batch = || vec![NewItem::new("once-a"), NewItem::new("once-b")];
+            let request = LeaseToken::random();
+            let sent_from = cx.now().await?;
+            let first = match cx.b.enqueue_once(&cx.q, request, batch()).await {
+                Err(Error::Unsupported { .. }) => return Ok(()),
+                other => other.or_fail(rule, "enqueue_once")?,
+            };
+            // Its items done and acked: the queue is empty, the request is
+            // still remembered.
+            for l in cx.claim(2, LONG).await? {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
+            let memory = leaseq_core::limits::REQUEST_MEMORY;
+            clock_within(&cx, sent_from.saturating_add(memory)).await?;
+            let again =
+                cx.b.enqueue_once(&cx.q, request, batch())
+                    .await
+                    .or_fail(rule, "enqueue_once sent again")?;
+            let ids = |v: &[leaseq_core::Enqueued]| v.iter().map(|e| e.id).collect::<Vec<ItemId>>();
+            ensure!(
+                ids(&again) == ids(&first),
+                rule,
+                "enqueue_once sent again within {memory:?} of the first call returned {:?}; the \
+                 first returned {:?}",
+                ids(&again),
+                ids(&first)
+            );
+            cx.expect_stats(
+                [0, 0, 0, 0],
+                "after enqueue_once sent again within its memory, its items acked",
+            )
+            .await?;
             Ok(())
         },
     )

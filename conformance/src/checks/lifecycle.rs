@@ -254,6 +254,109 @@ pub async fn redrive_dead_items<F: BackendFactory>(factory: &F) -> CheckResult {
     .await
 }
 
+/// Dead is kept in death order, whichever transition sent an item there
+/// (a release on the last attempt, a reap of the final attempt, a fail),
+/// and that is neither enqueue order nor its reverse: `peek(Dead)` lists
+/// the deaths in order and `redrive` moves the oldest deaths first.
+pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("redrive");
+    run(
+        factory,
+        "dead_order_is_death_order",
+        rule,
+        Needs::GLOBAL_ORDER,
+        |cx| async move {
+            let ids = cx
+                .enqueue(
+                    (0..4)
+                        .map(|i| NewItem::new(format!("e{i}")).max_attempts(1))
+                        .collect(),
+                )
+                .await?;
+            let first = cx.claim_one(SHORT).await?;
+            let rest = cx.claim(3, LONG).await?;
+            let got: Vec<_> = std::iter::once(&first)
+                .chain(&rest)
+                .map(|l| l.id())
+                .collect();
+            ensure!(
+                got == ids,
+                rule,
+                "claims in FIFO order gave {got:?}, expected {ids:?}"
+            );
+            // Each death at a later reading of the backend's clock.
+            let tick = || async { cx.wait_past(cx.now().await?).await };
+            let r =
+                cx.b.release(&rest[1].key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release on the last attempt")?;
+            ensure!(
+                r == Released::Dead,
+                rule,
+                "a release on the last attempt returned {r:?}"
+            );
+            cx.wait_past(first.expires_at).await?;
+            let reaped = cx.reap_all().await?;
+            ensure!(
+                reaped.dead == 1 && reaped.requeued == 0,
+                rule,
+                "a reap of one expired final attempt reported {reaped:?}"
+            );
+            tick().await?;
+            cx.b.fail(&rest[2].key, "x").await.or_fail(rule, "fail")?;
+            tick().await?;
+            let r =
+                cx.b.release(&rest[0].key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release on the last attempt")?;
+            ensure!(
+                r == Released::Dead,
+                rule,
+                "a release on the last attempt returned {r:?}"
+            );
+            let deaths = vec![ids[2], ids[0], ids[3], ids[1]];
+            let dead: Vec<_> =
+                cx.b.peek(&cx.q, ItemState::Dead, 10)
+                    .await
+                    .or_fail(rule, "peek")?
+                    .into_iter()
+                    .map(|i| i.id)
+                    .collect();
+            ensure!(
+                dead == deaths,
+                rule,
+                "peek(Dead) gave {dead:?}; the items died in the order {deaths:?} (by release, \
+                 reap, fail, release)"
+            );
+            for (limit, moved_now) in [(1, 1), (2, 3)] {
+                let moved = cx.b.redrive(&cx.q, limit).await.or_fail(rule, "redrive")?;
+                ensure!(
+                    moved == limit as u64,
+                    rule,
+                    "redrive({limit}) moved {moved}"
+                );
+                for (k, id) in deaths.iter().enumerate() {
+                    let state = cx.must_item(*id).await?.state;
+                    let want = if k < moved_now {
+                        ItemState::Ready
+                    } else {
+                        ItemState::Dead
+                    };
+                    ensure!(
+                        state == want,
+                        rule,
+                        "after redrives of {moved_now} in all, death #{k} (item {id}) is {state}, \
+                         expected {want}: redrive moves the oldest deaths first (deaths in order \
+                         {deaths:?})"
+                    );
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// `purge` deletes every item in every state and returns how many; leases
 /// on purged items are lost.
 pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckResult {

@@ -383,6 +383,67 @@ pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> Chec
     .await
 }
 
+/// Items in a sweep: more than any backend's batch (the memory backend
+/// reaps 1,024 leases per lock hold, the server backends 500 per statement
+/// or script), and no multiple of either.
+const SWEEP: usize = 2_100;
+
+/// One `reap` recovers every lease expired at its call, and one `redrive`
+/// moves every Dead item up to its limit, however many batches the backend
+/// splits the work into: over 2,100 items, a reap that requeues them all,
+/// a second that sends them all Dead on their final attempt, and a redrive
+/// that brings them all back, each a single call. A loop that stops after
+/// its first batch, or one batch early, leaves items behind that only a
+/// later call finds.
+pub async fn one_call_finishes_every_batch<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("reap/redrive");
+    run(
+        factory,
+        "one_call_finishes_every_batch",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            let n = SWEEP;
+            let mut i = 0;
+            while i < n {
+                let end = (i + 500).min(n);
+                let batch = (i..end)
+                    .map(|k| NewItem::new(format!("sweep-{k}")).max_attempts(2))
+                    .collect();
+                cx.enqueue(batch).await?;
+                i = end;
+            }
+            for (attempt, want) in [(1, (n as u64, 0)), (2, (0, n as u64))] {
+                let leases = claim_exactly(&cx, n, SHORT).await?;
+                cx.expire(&leases).await?;
+                let r = cx.reap().await?;
+                ensure!(
+                    (r.requeued, r.dead) == want,
+                    rule,
+                    "one reap of {n} leases expired on attempt {attempt} of 2 reported \
+                     {} requeued and {} dead, expected {want:?}: a reap stopped before its \
+                     last batch",
+                    r.requeued,
+                    r.dead
+                );
+            }
+            cx.expect_stats([0, 0, 0, n as u64], "after the second reap")
+                .await?;
+            let moved = cx.b.redrive(&cx.q, n + 1).await.or_fail(rule, "redrive")?;
+            ensure!(
+                moved == n as u64,
+                rule,
+                "one redrive (limit {}) of {n} Dead items moved {moved}",
+                n + 1
+            );
+            cx.expect_stats([n as u64, 0, 0, 0], "after the redrive")
+                .await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// With 10,000 live leases and 10 expired, a reap recovers exactly the 10
 /// and leaves every live lease untouched; with none expired it recovers
 /// nothing (INV-7 by behaviour; `reap_cost` measures what the reap costs).

@@ -110,6 +110,149 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
     .await
 }
 
+/// `recover_claim` returns a claim's leases in the claim's order also when
+/// that order is not enqueue order: over a claim that spans priorities
+/// (and, with delays, takes a due Scheduled item among Ready ones), the
+/// leases recovered are the claim's, lease for lease, in the order the
+/// claim returned them. A backend that numbers its tokens by id instead
+/// of by claim order recovers them out of order.
+pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(
+        factory,
+        "recovered_in_claim_order_across_priorities",
+        rule,
+        Needs::PRIORITIES,
+        |cx| async move {
+            let mut items: Vec<NewItem> = [0, 5, 0, 9, 5]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| NewItem::new(format!("p{p}-{i}")).priority(*p))
+                .collect();
+            let delays = cx.b.capabilities().delays;
+            if delays {
+                items.push(NewItem::new("due-p7").priority(7).delay(crate::cx::SHORT));
+            }
+            let n = items.len();
+            let ids = cx.enqueue(items).await?;
+            if delays {
+                let due = cx.must_item(ids[n - 1]).await?.due_at;
+                let due = due.ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+                cx.wait_past(due).await?;
+            }
+            let spec = ClaimSpec::new(n as u32, LONG).or_fail(rule, "spec")?;
+            let claimed =
+                cx.b.claim(&cx.q, spec.duplicate())
+                    .await
+                    .or_fail(rule, "claim")?;
+            ensure!(
+                claimed.leases.len() == n,
+                rule,
+                "a claim of {n} over {n} items returned {}",
+                claimed.leases.len()
+            );
+            let again = match cx.b.recover_claim(&cx.q, &spec).await {
+                Err(e) => {
+                    return Err(unsupported("recover_claim", &e)
+                        .unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}"))))
+                }
+                Ok(c) => c,
+            };
+            let keys = |ls: &[Lease]| {
+                ls.iter()
+                    .map(|l| (l.id(), l.priority, l.token()))
+                    .collect::<Vec<_>>()
+            };
+            ensure!(
+                keys(&again.leases) == keys(&claimed.leases),
+                rule,
+                "recover_claim returned (id, priority, token) {:?}; the claim made {:?}, in that \
+                 order",
+                keys(&again.leases),
+                keys(&claimed.leases)
+            );
+            for l in &claimed.leases {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// `lease_fate` at its bounds: `held_until` is exclusive (asked with a
+/// `held_until` the backend's clock has reached, the fate is Lost, never
+/// Finished), and a lease whose item is gone together with its whole
+/// queue is judged the same way: after the ack of a queue's only item, and
+/// after a purge took the queue's items, the fate is `Finished { state:
+/// None }` before `held_until` and Lost from it on. A backend that keeps
+/// nothing of an emptied queue must still compare the clock with
+/// `held_until`, not answer one fate for every unknown queue.
+pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("lease_fate");
+    run(
+        factory,
+        "lease_fate_at_its_bounds",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            // A queue that keeps an item: the bound is exclusive.
+            cx.push_n(2).await?;
+            let ls = cx.claim(2, LONG).await?;
+            ensure!(ls.len() == 2, rule, "claimed {} of 2", ls.len());
+            cx.b.ack(&ls[0].key).await.or_fail(rule, "ack")?;
+            let reached = cx.now().await?;
+            let f = fate(&cx, &ls[0].key, reached).await?;
+            ensure!(
+            f == LeaseFate::Lost,
+            rule,
+            "an acked lease asked about with held_until {reached}, a time the backend's clock had \
+             reached, has fate {f:?}; expected Lost (Finished only while now < held_until)"
+        );
+            cx.b.ack(&ls[1].key).await.or_fail(rule, "ack")?;
+            // The queue's last item acked: nothing of the queue is left.
+            let f = fate(&cx, &ls[1].key, ls[1].expires_at).await?;
+            ensure!(
+            f == LeaseFate::Finished { state: None },
+            rule,
+            "after the ack of the queue's last item its lease's fate (before its expiry) is {f:?}; \
+             expected Finished {{ state: None }}"
+        );
+            let reached = cx.now().await?;
+            let f = fate(&cx, &ls[1].key, reached).await?;
+            ensure!(
+            f == LeaseFate::Lost,
+            rule,
+            "after the ack of the queue's last item, asked with held_until {reached} (reached), \
+             the fate is {f:?}; expected Lost"
+        );
+            // A purge takes the items, and with them the queue.
+            cx.push_n(1).await?;
+            let held = cx.claim_one(LONG).await?;
+            cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            let f = fate(&cx, &held.key, held.expires_at).await?;
+            ensure!(
+                f == LeaseFate::Finished { state: None },
+                rule,
+                "a live lease whose item a purge took has fate {f:?} before its expiry; expected \
+             Finished {{ state: None }} (the store lost it)"
+            );
+            let reached = cx.now().await?;
+            let f = fate(&cx, &held.key, reached).await?;
+            ensure!(
+            f == LeaseFate::Lost,
+            rule,
+            "a lease whose item a purge took, asked with held_until {reached} (reached), has fate \
+             {f:?}; expected Lost"
+        );
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// Settling after a requeue: `recover_claim` leaves out a lease its holder
 /// released and leases that expired (reaped or not), and recovers nothing
 /// of a later claim; `lease_fate` says Lost for a reaped lease asked about

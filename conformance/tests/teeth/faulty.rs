@@ -100,6 +100,11 @@ pub(crate) enum Fault {
     /// request, each a round trip of its own, so resends in flight at once
     /// all miss the record and all write.
     SplitEnqueueOnce,
+    /// Every state's listing and the redrive go by item id, as a backend
+    /// that reads its items by primary key instead of each state's index:
+    /// `peek` of any state sorted by id, `redrive` moving the lowest ids of
+    /// Dead first (each through `redrive_item`).
+    ById,
 }
 
 /// `inner` with `fault`.
@@ -609,6 +614,33 @@ impl Layer for Faulty {
         tokio::time::sleep(Duration::from_millis(1)).await;
         self.inner.redrive_item(queue, id).await?;
         Ok(true)
+    }
+
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<leaseq_core::ItemInfo>> {
+        if self.fault != Fault::ById {
+            return self.inner.peek(queue, state, limit).await;
+        }
+        let max = leaseq_core::limits::MAX_PEEK;
+        let mut all = self.inner.peek(queue, state, max).await?;
+        all.sort_by_key(|i| i.id);
+        all.truncate(limit.min(max));
+        Ok(all)
+    }
+
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        if self.fault != Fault::ById {
+            return self.inner.redrive(queue, limit).await;
+        }
+        let mut moved = 0;
+        for dead in Layer::peek(self, queue, ItemState::Dead, limit).await? {
+            moved += u64::from(self.inner.redrive_item(queue, dead.id).await?);
+        }
+        Ok(moved)
     }
 
     fn test_hooks(&self) -> Option<&dyn TestHooks> {
