@@ -221,6 +221,42 @@ pub struct Ending {
     pub unsure: Vec<(ItemId, Vec<String>)>,
 }
 
+impl Ending {
+    /// Panics, naming `verdict` (the storm's printed figures), when the
+    /// ledger found an item lost, acked twice or delivered after its ack,
+    /// an id problem, or a refusal a settled producer could not retry.
+    ///
+    /// # Panics
+    /// On any of those.
+    pub fn assert_nothing_lost(&self, verdict: &str) {
+        if let Err(e) = &self.verdict {
+            panic!(
+                "{verdict}: {e}; outcomes seen for open items: {:?}; stray outcomes: {:?}",
+                self.open_outcomes, self.strays
+            );
+        }
+        assert!(
+            self.id_problems.is_empty(),
+            "{verdict}: {:?}",
+            self.id_problems
+        );
+        self.assert_nothing_refused(verdict);
+    }
+
+    /// Panics, naming `verdict`, when a settled producer met an error it
+    /// cannot retry.
+    ///
+    /// # Panics
+    /// On such an error.
+    pub fn assert_nothing_refused(&self, verdict: &str) {
+        assert!(
+            self.refused.is_empty(),
+            "{verdict}: settled producers met errors that cannot be retried: {:?}",
+            self.refused
+        );
+    }
+}
+
 struct Producer {
     b: Arc<dyn Backend>,
     q: QueueName,

@@ -272,20 +272,5 @@ async fn postgres_survives_restarts_timeouts_terminations_and_full_pools() {
     indexes_consistent(&observer, &q, Duration::from_secs(10))
         .await
         .expect("indexes at the end");
-    if let Err(e) = &end.verdict {
-        panic!(
-            "{verdict}: {e}; outcomes seen for open items: {:?}; stray outcomes: {:?}",
-            end.open_outcomes, end.strays
-        );
-    }
-    assert!(
-        end.id_problems.is_empty(),
-        "{verdict}: {:?}",
-        end.id_problems
-    );
-    assert!(
-        end.refused.is_empty(),
-        "{verdict}: settled producers met errors that cannot be retried: {:?}",
-        end.refused
-    );
+    end.assert_nothing_lost(&verdict);
 }

@@ -308,26 +308,12 @@ async fn storm(client: RedisClient, store: Store, schedule: &[Fault]) -> Ending 
         "{verdict}: ids named two payloads: {:?}",
         end.ids_twice
     );
-    assert!(
-        end.refused.is_empty(),
-        "{verdict}: settled producers met errors that cannot be retried: {:?}",
-        end.refused
-    );
+    end.assert_nothing_refused(&verdict);
     if strict {
         indexes_consistent(observer.as_ref(), &q, Duration::from_secs(10))
             .await
             .expect("indexes at the end");
-        if let Err(e) = &end.verdict {
-            panic!(
-                "{verdict}: {e}; outcomes seen for open items: {:?}; stray outcomes: {:?}",
-                end.open_outcomes, end.strays
-            );
-        }
-        assert!(
-            end.id_problems.is_empty(),
-            "{verdict}: {:?}",
-            end.id_problems
-        );
+        end.assert_nothing_lost(&verdict);
         assert!(failures > 0, "{verdict}: the faults were felt");
     }
     end

@@ -155,19 +155,7 @@ impl PrivatePostgres {
         let log = s.dir.join("server.log");
         s.start_watchdog();
         s.running = true;
-        if let Err(e) = s.run(
-            "pg_ctl",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-l".as_ref(),
-                log.as_os_str(),
-                "-w".as_ref(),
-                "-t".as_ref(),
-                "30".as_ref(),
-                "start".as_ref(),
-            ],
-        ) {
+        if let Err(e) = s.pg_ctl_start() {
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
             return Err(format!("{e}; server log: {tail}"));
         }
@@ -193,6 +181,13 @@ impl PrivatePostgres {
                 "stop".as_ref(),
             ],
         )?;
+        self.pg_ctl_start()
+    }
+
+    /// `pg_ctl start` on the data dir, waiting up to 30 s, logging to
+    /// `server.log`.
+    fn pg_ctl_start(&self) -> Result<(), String> {
+        let data = self.data();
         let log = self.dir.join("server.log");
         self.run(
             "pg_ctl",

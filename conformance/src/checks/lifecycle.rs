@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leaseq_core::{ItemState, LeaseTtl, NewItem, Released};
+use leaseq_core::{ItemState, LeaseKey, LeaseTtl, NewItem, Released};
 
 use crate::cx::{expect_lost, run, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -286,15 +286,22 @@ pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckR
             );
             // Each death at a later reading of the backend's clock.
             let tick = || async { cx.wait_past(cx.now().await?).await };
-            let r =
-                cx.b.release(&rest[1].key, Duration::ZERO)
-                    .await
-                    .or_fail(rule, "release on the last attempt")?;
-            ensure!(
-                r == Released::Dead,
-                rule,
-                "a release on the last attempt returned {r:?}"
-            );
+            let release_dies = |key: LeaseKey| {
+                let cx = cx.clone();
+                async move {
+                    let r =
+                        cx.b.release(&key, Duration::ZERO)
+                            .await
+                            .or_fail(rule, "release on the last attempt")?;
+                    ensure!(
+                        r == Released::Dead,
+                        rule,
+                        "a release on the last attempt returned {r:?}"
+                    );
+                    Ok::<(), crate::Violation>(())
+                }
+            };
+            release_dies(rest[1].key.clone()).await?;
             cx.wait_past(first.expires_at).await?;
             let reaped = cx.reap_all().await?;
             ensure!(
@@ -305,15 +312,7 @@ pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckR
             tick().await?;
             cx.b.fail(&rest[2].key, "x").await.or_fail(rule, "fail")?;
             tick().await?;
-            let r =
-                cx.b.release(&rest[0].key, Duration::ZERO)
-                    .await
-                    .or_fail(rule, "release on the last attempt")?;
-            ensure!(
-                r == Released::Dead,
-                rule,
-                "a release on the last attempt returned {r:?}"
-            );
+            release_dies(rest[0].key.clone()).await?;
             let deaths = vec![ids[2], ids[0], ids[3], ids[1]];
             let dead: Vec<_> =
                 cx.b.peek(&cx.q, ItemState::Dead, 10)
