@@ -44,6 +44,7 @@ impl Backend for MemoryBackend {
             .queue_limits(LimitScope::Global)
             .schedules(true)
             .delete_queue(true)
+            .remove_item(true)
             .unique_for(true)
     }
 
@@ -447,6 +448,17 @@ impl Backend for MemoryBackend {
             moved
         });
         moved.flatten().ok_or(Error::NotFound { id })
+    }
+
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let now = self.now_ms();
+        let removed = self.existing(queue, |q| {
+            let mut st = q.lock();
+            st.promote_due(now, &mut Vec::new());
+            st.remove(id.get())
+        });
+        self.forget_if_idle(queue);
+        removed.flatten().ok_or(Error::NotFound { id })
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

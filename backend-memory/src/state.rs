@@ -411,6 +411,30 @@ impl QueueState {
         Some(true)
     }
 
+    /// [`leaseq_core::Backend::remove_item`]: takes the item out of its
+    /// index and forgets it, freeing its dedup key (no hold: it was not
+    /// acked); `None` when there is no such item. The caller promoted due
+    /// items first, so the state returned is the one inspection shows.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<ItemState> {
+        let item = self.items.remove(&id)?;
+        match item.slot {
+            Slot::Ready => {
+                self.ready.remove(&item.ready_key(id));
+            }
+            Slot::Scheduled { due } => {
+                self.scheduled.remove(&(due, item.seq, id));
+            }
+            Slot::Leased { expires, .. } => {
+                self.leased.remove(&(expires, id));
+            }
+            Slot::Dead { death } => {
+                self.dead.remove(&(death, id));
+            }
+        }
+        self.drop_dedup(id, &item);
+        Some(item.slot.state())
+    }
+
     /// Deletes every item and index entry; returns how many items there were.
     /// Nothing left to keep: no item, no dedup key, no remembered request
     /// (as of `now`), no limits. Such a queue may be forgotten.

@@ -50,6 +50,8 @@ pub(crate) struct Needs {
     pub(crate) unique_for: bool,
     /// [`leaseq_core::Backend::delete_queue`].
     pub(crate) delete_queue: bool,
+    /// [`leaseq_core::Backend::remove_item`].
+    pub(crate) remove_item: bool,
 }
 
 impl Needs {
@@ -65,6 +67,7 @@ impl Needs {
         schedules: false,
         unique_for: false,
         delete_queue: false,
+        remove_item: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -103,6 +106,10 @@ impl Needs {
         delete_queue: true,
         ..Needs::NONE
     };
+    pub(crate) const REMOVE_ITEM: Needs = Needs {
+        remove_item: true,
+        ..Needs::NONE
+    };
     pub(crate) const UNIQUE_FOR: Needs = Needs {
         dedup: true,
         unique_for: true,
@@ -123,6 +130,7 @@ impl Needs {
             schedules: self.schedules || other.schedules,
             unique_for: self.unique_for || other.unique_for,
             delete_queue: self.delete_queue || other.delete_queue,
+            remove_item: self.remove_item || other.remove_item,
         }
     }
 
@@ -168,6 +176,11 @@ impl Needs {
         if self.delete_queue && !caps.delete_queue {
             return Some(
                 "the backend cannot delete a queue (Capabilities::delete_queue is false)".into(),
+            );
+        }
+        if self.remove_item && !caps.remove_item {
+            return Some(
+                "the backend cannot remove one item (Capabilities::remove_item is false)".into(),
             );
         }
         if self.global_order && caps.order != Order::Global {

@@ -85,7 +85,9 @@
 //! item (`redrive_item`: only the item named, only from Dead, once under
 //! racing callers), fencing (INV-3,
 //! incl. a reaper racing acks), batch (`ack_many`: INV-3 per lease, INV-10),
-//! recovery (INV-2, INV-4, INV-7, INV-10), reap cost (INV-7 measured: a
+//! removal of one item (`remove_item`: from
+//! any state, its lease lost and its key free, once under racing removes,
+//! claims and acks), recovery (INV-2, INV-4, INV-7, INV-10), reap cost (INV-7 measured: a
 //! reap among 10,000 live leases against one among 10), storm (INV-5, history-checked),
 //! healing (INV-6, INV-1), ordering (INV-8), dedup (INV-9), input (bad
 //! input writes nothing), clock (a claim reads the clock inside its step), limits (global concurrency and rate limits per
@@ -139,6 +141,10 @@ macro_rules! __with_checks {
             delete::delete_queue_forgets_the_queue
             delete::ids_never_return_after_delete
             delete::racing_enqueues_leave_whole_items
+            remove::remove_item_takes_out_that_item
+            remove::remove_item_loses_its_lease
+            remove::remove_item_frees_its_dedup_key
+            remove::racing_removes_settle_each_item_once
             lifecycle::delayed_item_waits
             lifecycle::reap_requeues_expired
             lifecycle::reap_final_attempt_goes_dead

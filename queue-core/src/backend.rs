@@ -53,6 +53,8 @@ pub struct Capabilities {
     pub unique_for: bool,
     /// [`Backend::delete_queue`] forgets a queue entirely.
     pub delete_queue: bool,
+    /// [`Backend::remove_item`] takes one item out of its queue.
+    pub remove_item: bool,
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -85,6 +87,7 @@ impl Capabilities {
             schedules: false,
             unique_for: false,
             delete_queue: false,
+            remove_item: false,
         }
     }
 
@@ -162,6 +165,13 @@ impl Capabilities {
     #[must_use]
     pub const fn delete_queue(mut self, yes: bool) -> Self {
         self.delete_queue = yes;
+        self
+    }
+
+    /// With `remove_item` set.
+    #[must_use]
+    pub const fn remove_item(mut self, yes: bool) -> Self {
+        self.remove_item = yes;
         self
     }
 }
@@ -479,6 +489,38 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   quarantined for fields no claim can use, and whose fields are
     ///   still unusable; [`Backend::redrive`] leaves such items in Dead too.
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool>;
+
+    /// Removes the item `id` of `queue`, whatever its state: a job that
+    /// should not run after all (cancelled, or poison an operator wants
+    /// gone) or a dead letter nobody will redrive. Returns the state it was
+    /// in.
+    ///
+    /// # Contract
+    /// - Afterwards the item is gone: [`Backend::item`] answers
+    ///   [`crate::Error::NotFound`], [`Backend::stats`] and [`Backend::peek`]
+    ///   leave it out, and no claim, reap, redrive or due time brings it
+    ///   back. Every other item keeps its state and its place.
+    /// - The state returned is the one the item was in, as
+    ///   [`Backend::item`] would have shown it: a Scheduled item whose due
+    ///   time has passed was Ready.
+    /// - A lease held on it is lost: fenced calls on it fail with
+    ///   [`crate::Error::LeaseLost`] and change nothing, and it no longer
+    ///   counts against the queue's concurrency limit.
+    /// - Its dedup key is free at once: a removed item was not acked, so no
+    ///   [`NewItem::unique_for`] hold starts.
+    /// - No item `id` in `queue` (never enqueued, acked, purged, removed
+    ///   before, or in another queue): [`crate::Error::NotFound`], nothing
+    ///   changes. Ids are never reused, so a removed id is never answered
+    ///   again.
+    /// - Racing calls on the item: exactly one of a remove and an ack (or a
+    ///   remove and another remove) succeeds; a claim that leased the item
+    ///   before the remove holds a lost lease afterwards.
+    /// - The default returns [`crate::Error::Unsupported`]; a backend that
+    ///   overrides it says so in [`Capabilities::remove_item`].
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let _ = (queue, id);
+        Err(crate::Error::unsupported("remove_item"))
+    }
 
     /// Deletes every item of the queue in every state, and its dedup keys
     /// (keys held after an ack too); returns how many items were deleted.

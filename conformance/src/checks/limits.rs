@@ -370,13 +370,14 @@ pub async fn reap_frees_limited_slots<F: BackendFactory>(factory: &F) -> CheckRe
 }
 
 /// Every way a lease ends frees its concurrency slot: ack, `ack_many`,
-/// release (at once or with a delay), fail, `give_back` and purge. Under a
+/// release (at once or with a delay), fail, `give_back`, purge and (where
+/// the backend has it) `remove_item`. Under a
 /// limit of 1, after each the next claim gets a lease again; a slot kept by
 /// one of them would stall the queue for good.
 pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckResult {
     run_limited(factory, "every_exit_frees_a_slot", |cx| async move {
         set(&cx, &cx.q, QueueLimits::NONE.concurrency(1)).await?;
-        let exits = [
+        let mut exits = vec![
             "ack",
             "ack_many",
             "release",
@@ -385,6 +386,9 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
             "give_back",
             "purge",
         ];
+        if cx.b.capabilities().remove_item {
+            exits.push("remove_item");
+        }
         for exit in exits {
             cx.push_n(2).await?;
             let held = claim_on(&cx, &cx.q, 2, LONG).await?;
@@ -408,6 +412,7 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
                 "release with a delay" => cx.b.release(key, LONG).await.map(|_| ()),
                 "fail" => cx.b.fail(key, "failed on purpose").await,
                 "give_back" => cx.b.give_back(key).await,
+                "remove_item" => cx.b.remove_item(&cx.q, key.id).await.map(|_| ()),
                 _ => cx.b.purge(&cx.q).await.map(|_| ()),
             };
             ended.or_fail(RULE, exit)?;

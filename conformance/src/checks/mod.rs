@@ -17,6 +17,7 @@ pub mod ordering;
 pub mod reap_cost;
 pub mod recovery;
 pub mod redrive;
+pub mod remove;
 pub mod replies;
 pub mod schedules;
 pub mod storm;

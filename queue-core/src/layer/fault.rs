@@ -74,6 +74,8 @@ pub enum Op {
     Redrive,
     /// [`Backend::redrive_item`]
     RedriveItem,
+    /// [`Backend::remove_item`]
+    RemoveItem,
     /// [`Backend::purge`]
     Purge,
     /// [`Backend::delete_queue`]
@@ -318,6 +320,10 @@ impl<B: Backend> Layer for Faults<B> {
     }
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
         self.run(Op::RedriveItem, self.inner.redrive_item(queue, id))
+            .await
+    }
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        self.run(Op::RemoveItem, self.inner.remove_item(queue, id))
             .await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

@@ -197,6 +197,11 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().redrive_item(queue, id).await
     }
 
+    /// [`Backend::remove_item`], forwarded by default.
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        self.inner().remove_item(queue, id).await
+    }
+
     /// [`Backend::purge`], forwarded by default.
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         self.inner().purge(queue).await
@@ -324,6 +329,9 @@ impl<L: Layer> Backend for L {
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
         Layer::redrive_item(self, queue, id).await
     }
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        Layer::remove_item(self, queue, id).await
+    }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         Layer::purge(self, queue).await
     }
@@ -432,6 +440,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
         (**self).redrive_item(queue, id).await
+    }
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        (**self).remove_item(queue, id).await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
         (**self).purge(queue).await

@@ -142,6 +142,9 @@ impl Backend for Recorder {
     async fn redrive_item(&self, _: &QueueName, _: ItemId) -> Result<bool> {
         self.hit("redrive_item")
     }
+    async fn remove_item(&self, _: &QueueName, _: ItemId) -> Result<ItemState> {
+        self.hit("remove_item")
+    }
     async fn purge(&self, _: &QueueName) -> Result<u64> {
         self.hit("purge")
     }
@@ -219,6 +222,7 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.item(&q, ItemId::new(1)).await;
     let _ = b.redrive(&q, 1).await;
     let _ = b.redrive_item(&q, ItemId::new(1)).await;
+    let _ = b.remove_item(&q, ItemId::new(1)).await;
     let _ = b.purge(&q).await;
     let _ = b.delete_queue(&q).await;
     let _ = b

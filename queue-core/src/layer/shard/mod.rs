@@ -22,7 +22,7 @@
 //!   false). Bad input is refused before anything is written.
 //! - **Ids.** An item's id is `shard_id * K + shard` ([`sharded_id`]), so
 //!   ids are unique across shards and ack / extend / release / fail / item
-//!   / redrive_item go straight to the item's shard ([`split_id`]).
+//!   / redrive_item / remove_item go straight to the item's shard ([`split_id`]).
 //! - **Claim.** Each claim starts at the next shard in turn and asks the
 //!   shards concurrently, `max` split over them, so an idle claim costs one
 //!   round of concurrent calls when `max >= K` (`ceil(K / max)` rounds when
@@ -642,6 +642,17 @@ impl<B: Backend> Layer for Sharded<B> {
             return Err(Error::NotFound { id });
         };
         match self.inner.redrive_item(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
+    }
+
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.remove_item(&physical, inner).await {
             Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
             other => other,
         }
