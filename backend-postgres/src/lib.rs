@@ -112,6 +112,9 @@
 //!   through the dead index), moves it only if that row is Dead, and
 //!   answers with the state it found, so `false` (another state) and
 //!   `NotFound` are told apart in the same step.
+//!   `remove_item` is one `DELETE` of its row by the primary key, in any
+//!   state, returning the state it found; unlike an ack it holds no dedup
+//!   key.
 //! - **Stats** is one pass over the queue's rows, found through the four
 //!   state indexes at once (a `BitmapOr` of the partial indexes): its cost
 //!   follows the queue's own rows, not the table's.

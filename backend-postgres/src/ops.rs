@@ -463,6 +463,7 @@ impl Backend for PgBackend {
             .schedules(true)
             .unique_for(true)
             .delete_queue(true)
+            .remove_item(true)
     }
 
     fn limits(&self) -> Limits {
@@ -828,6 +829,25 @@ impl Backend for PgBackend {
             (n, _) => Err(Error::Corrupt {
                 what: format!("redrive of item {id} moved {n} rows"),
             }),
+        }
+    }
+
+    // One statement (`Sql::remove_item`). A lease on the row is lost with
+    // it: every fence names the row, and a queue's limits count its Leased
+    // rows.
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let row = sqlx::query(&self.inner.sql.remove_item)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.statement_on([queue]))
+            .await
+            .map_err(db("remove_item"))?;
+        match row {
+            Some(row) => state(&col::<String>(&row, 0)?),
+            None => Err(Error::NotFound { id }),
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) struct Sql {
     pub(crate) item: String,
     pub(crate) redrive: String,
     pub(crate) redrive_item: String,
+    pub(crate) remove_item: String,
     pub(crate) purge: String,
     pub(crate) delete_queue: String,
     pub(crate) expire_leases: String,
@@ -580,6 +581,18 @@ impl Sql {
                  ) \
                  SELECT (SELECT count(*) FROM r) AS moved, (SELECT state FROM c) AS was \
                  FROM hint"
+            ),
+            // $1 queue, $2 id. The row, found by the primary key alone (no
+            // state named, as for `redrive_item`), deleted in any state; its
+            // effective state comes back, as `item` shows it (no row: no
+            // such item). Unlike an ack it holds no key: a removed item was
+            // not acked, so its dedup key is free at once. A claim or ack
+            // holding the row's lock finishes first; the delete then reads
+            // its latest version (a concurrent ack leaves nothing to delete).
+            remove_item: format!(
+                "DELETE FROM {t} WHERE id = $2 AND queue = $1 AND payload IS NOT NULL \
+                 RETURNING CASE WHEN state = 'scheduled' AND available_at <= now() \
+                   THEN 'ready' ELSE state END"
             ),
             purge: format!(
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1) DELETE FROM {t} WHERE queue = $1"

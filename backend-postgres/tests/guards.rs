@@ -675,7 +675,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         .redrive_item(&q("q42"), ItemId::new(1))
         .await
         .is_err_and(|e| matches!(e, Error::NotFound { .. })));
+    assert!(b
+        .remove_item(&q("q42"), ItemId::new(1))
+        .await
+        .is_err_and(|e| matches!(e, Error::NotFound { .. })));
     let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let remove_item = prepared(b, "payload IS NOT NULL RETURNING CASE").await;
     let redrive_item = prepared(b, "AS was").await;
     let ack = prepared(b, "leaseq_items WHERE id = $1").await;
     let ack_many = prepared(b, "unnest($1::bigint[]").await;
@@ -784,6 +789,26 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                     .any(|n| n.index.as_deref() == Some("leaseq_items_dead")),
                 "{what} walks the dead index: {found:#?}"
             );
+
+            // remove_item too, whatever the queue holds: no state index.
+            for queue in ["big", "bigdead"] {
+                let what = format!("remove_item of {queue}, {phase} ({mode})");
+                let args = format!("'{queue}', 1");
+                let found = plan(&mut c, &remove_item, "text, int8", &args, mode).await;
+                no_table_scan(&found, &what);
+                uses(&found, "leaseq_items_pkey", &what);
+                for index in [
+                    "leaseq_items_ready",
+                    "leaseq_items_scheduled",
+                    "leaseq_items_leased",
+                    "leaseq_items_dead",
+                ] {
+                    assert!(
+                        !found.iter().any(|n| n.index.as_deref() == Some(index)),
+                        "{what} walks {index}: {found:#?}"
+                    );
+                }
+            }
 
             let what = format!("claim, {phase} ({mode})");
             let found = plan(

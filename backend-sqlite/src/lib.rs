@@ -121,6 +121,11 @@
 //!   transaction that looks the keys up and inserts what is new, so
 //!   concurrent enqueues of one key create one item (INV-9).
 //!   `enqueue_once` is one such transaction that also stores its results.
+//! - **remove_item** is one `BEGIN IMMEDIATE` transaction: it clears the
+//!   row's unique-for hold, then deletes the row (by the primary key, in
+//!   any state) and returns the state it found. The delete trigger that
+//!   holds an acked item's key so sees nothing to hold: a removed item's
+//!   key is free at once.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;

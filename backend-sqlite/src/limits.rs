@@ -199,6 +199,6 @@ impl SqliteBackend {
 
 /// An error inside a transaction that was not committed: rolled back, so
 /// nothing of the call was applied.
-fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+pub(crate) fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| Error::unavailable(format!("sqlite: {what}"), e)
 }

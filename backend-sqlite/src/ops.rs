@@ -16,6 +16,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Connection;
 
 use crate::enqueue::Recalled;
+use crate::limits::unapplied;
 use crate::rows::{
     col, count, db, fenced_id, info, item_id, limit, millis, priority, refused, sql_id, sql_token,
     state, token, ts,
@@ -175,6 +176,7 @@ impl Backend for SqliteBackend {
             .queue_limits(LimitScope::Global)
             .schedules(true)
             .delete_queue(true)
+            .remove_item(true)
             .unique_for(true)
     }
 
@@ -618,6 +620,46 @@ impl Backend for SqliteBackend {
             Some(_) => Ok(false),
             None => Err(Error::NotFound { id }),
         }
+    }
+
+    // One transaction: the hold cleared, then the row deleted, so the
+    // delete holds no key (see `sql::REMOVE_ITEM_UNHOLD`). A lease on the
+    // row is lost with it: every fence names the row, and a queue's limits
+    // count its Leased rows.
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        self.count([queue]);
+        let mut tx = self
+            .inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("remove_item: beginning a transaction"))?;
+        // Not committed on an error: rolled back as the transaction drops.
+        sqlx::query(sql::REMOVE_ITEM_UNHOLD)
+            .bind(queue.as_str())
+            .bind(raw)
+            .execute(&mut *tx)
+            .await
+            .map_err(unapplied("remove_item: clearing the hold"))?;
+        let row = sqlx::query(sql::REMOVE_ITEM)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unapplied("remove_item"))?;
+        let Some(row) = row else {
+            // Nothing written: give the lock back at once.
+            if let Err(e) = tx.rollback().await {
+                tracing::debug!(error = %e, "leaseq-sqlite: remove_item: rollback failed");
+            }
+            return Err(Error::NotFound { id });
+        };
+        let was = state(&col::<String>(&row, 0)?)?;
+        tx.commit().await.map_err(db("remove_item: commit"))?;
+        Ok(was)
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

@@ -295,6 +295,23 @@ pub(crate) const REDRIVE_ITEM: &str = concat!(
     " WHERE id = ?2 AND queue = ?1 AND state = 'dead' AND payload IS NOT NULL RETURNING id"
 );
 
+/// `?1` queue, `?2` id. Run just before [`REMOVE_ITEM`], in its
+/// transaction: clears the row's unique-for hold, so the delete does not
+/// fire `leaseq_hold_after_ack` (a removed item was not acked; its key is
+/// free at once).
+pub(crate) const REMOVE_ITEM_UNHOLD: &str = "UPDATE leaseq_items SET unique_for_ms = NULL \
+     WHERE id = ?2 AND queue = ?1 AND unique_for_ms IS NOT NULL";
+
+/// `?1` queue, `?2` id. Deletes the row, found by its primary key, in any
+/// state (a row without a payload is no item, as for [`ITEM`]); returns
+/// its effective state, as [`ITEM`] shows it.
+pub(crate) const REMOVE_ITEM: &str = concat!(
+    "DELETE FROM leaseq_items WHERE id = ?2 AND queue = ?1 AND payload IS NOT NULL ",
+    "RETURNING CASE WHEN state = 'scheduled' AND available_at <= ",
+    now!(),
+    " THEN 'ready' ELSE state END"
+);
+
 /// `?1` queue. Each count through its own partial index.
 pub(crate) const STATS: &str = concat!(
     "SELECT ",
@@ -630,7 +647,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 12] = [
+        let cases: [(&str, &str); 14] = [
             (
                 super::REAP,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -641,6 +658,8 @@ mod tests {
             ),
             (super::REDRIVE, "leaseq_items_dead (queue=?)"),
             (super::REDRIVE_ITEM, "INTEGER PRIMARY KEY"),
+            (super::REMOVE_ITEM_UNHOLD, "INTEGER PRIMARY KEY"),
+            (super::REMOVE_ITEM, "INTEGER PRIMARY KEY"),
             (super::STATS, "leaseq_items_leased (queue=?)"),
             (super::PURGE, "MULTI-INDEX OR"),
             (super::ACK, "INTEGER PRIMARY KEY"),
