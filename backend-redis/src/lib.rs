@@ -303,7 +303,7 @@
 //!   queue needs one, is refused the same way); `enqueue_once` still
 //!   answers a request it already wrote (that path only reads);
 //! - every other script (claim, extend, ack, `ack_many`, release, fail,
-//!   reap, redrive, `redrive_item`, purge, stats, peek, item, `recover_claim`,
+//!   reap, redrive, `redrive_item`, `remove_item`, purge, stats, peek, item, `recover_claim`,
 //!   `lease_fate`, the listing's) carries the Redis 7 script flag
 //!   `#!lua flags=allow-oom` and keeps running: none adds an item, and what
 //!   they add (a token and an expiry per lease, a reason per death, a

@@ -78,6 +78,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .schedules(true)
             .unique_for(true)
             .delete_queue(true)
+            .remove_item(true)
     }
 
     fn limits(&self) -> Limits {
@@ -440,6 +441,22 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             }),
             other => Err(Error::Corrupt {
                 what: format!("unexpected redrive_item answer {other} from the server"),
+            }),
+        }
+    }
+
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let r = self
+            .run(&self.scripts.remove_item, queue, vec![arg(id.get())])
+            .await?;
+        let f = r.array()?;
+        match f.first().map(crate::Reply::int).transpose()? {
+            Some(1) if f.len() == 2 => decode::opt_state(&f[1])?.ok_or(Error::Corrupt {
+                what: format!("remove_item of {id} answered no state"),
+            }),
+            Some(-1) => Err(Error::NotFound { id }),
+            _ => Err(Error::Corrupt {
+                what: format!("unexpected remove_item answer {f:?} from the server"),
             }),
         }
     }

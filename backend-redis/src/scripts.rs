@@ -7,7 +7,7 @@
 //! `queues_register`) starts with the Redis 7 shebang
 //! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
 //! still runs it, so consumers keep draining a full server (claim, extend,
-//! ack, release, give back, fail, reap, redrive, purge and inspection add no data, or a
+//! ack, release, give back, fail, reap, redrive, remove, purge and inspection add no data, or a
 //! few bytes per item: a token, an expiry, a reason). The enqueues carry no
 //! shebang: the server refuses their first write (the id counter's `SET`,
 //! which comes before any item is written) with `OOM`, so an enqueue on a
@@ -107,6 +107,7 @@ pub(crate) struct Scripts {
     pub(crate) item: Script,
     pub(crate) redrive: Script,
     pub(crate) redrive_item: Script,
+    pub(crate) remove_item: Script,
     pub(crate) purge: Script,
     pub(crate) queue_delete: Script,
     pub(crate) hook_expire: Script,
@@ -146,6 +147,7 @@ impl Scripts {
             item: script!("item"),
             redrive: script!("redrive"),
             redrive_item: script!("redrive_item"),
+            remove_item: script!("remove_item"),
             purge: script!("purge", "purge_batch"),
             queue_delete: script!("queue_delete", "purge_batch"),
             hook_expire: script!("hook_expire"),
@@ -204,6 +206,7 @@ mod tests {
                 &self.item,
                 &self.redrive,
                 &self.redrive_item,
+                &self.remove_item,
                 &self.purge,
                 &self.queue_delete,
                 &self.hook_expire,

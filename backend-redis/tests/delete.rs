@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Which;
-use leaseq_core::{Backend, BackendExt, ItemId, NewItem, QueueLimits, QueueName};
+use leaseq_core::{Backend, BackendExt, ItemId, ItemState, NewItem, QueueLimits, QueueName};
 use leaseq_redis::keys::KeyLayout;
 use leaseq_redis::RedisOptions;
 use redis::AsyncCommands;
@@ -111,9 +111,10 @@ async fn ids_stay_new_for_a_handle_that_saw_none(which: Which) {
 }
 
 /// Every way an item with a dedup key leaves the queue (ack, ack_many,
-/// dead-lettered then purged) takes its entry out of the dedup hash: an
-/// entry left behind answers no enqueue wrongly (the holder is checked), but
-/// the hash would grow with every key ever used.
+/// `remove_item` while Leased or Ready, dead-lettered then purged) takes its
+/// entry out of the dedup hash: an entry left behind answers no enqueue
+/// wrongly (the holder is checked), but the hash would grow with every key
+/// ever used.
 async fn finished_items_leave_no_dedup_entry(which: Which) {
     let Some((b, cleanup)) = common::backend(which, "deddone").await else {
         return;
@@ -121,20 +122,24 @@ async fn finished_items_leave_no_dedup_entry(which: Which) {
     let q = QueueName::new("q").expect("valid");
     let keys = KeyLayout::new(&cleanup.prefix, &q).expect("keys");
     let mut raw = common::raw(&cleanup.url).await;
-    enqueue(b.as_ref(), &q, 4).await;
-    let leases = b.claim_up_to(&q, 4, TTL).await.expect("claim").leases;
-    assert_eq!(leases.len(), 4);
+    let ids = enqueue(b.as_ref(), &q, 6).await;
+    let leases = b.claim_up_to(&q, 5, TTL).await.expect("claim").leases;
+    assert_eq!(leases.len(), 5);
     b.ack(&leases[0].key).await.expect("ack");
     let batch = [leases[1].key.clone(), leases[2].key.clone()];
     let acked = b.ack_many(&batch).await.expect("ack_many");
     assert!(acked.iter().all(|r| r.is_ok()), "ack_many: {acked:?}");
+    let removed = b.remove_item(&q, leases[3].id()).await.expect("remove");
+    assert_eq!(removed, ItemState::Leased);
+    let removed = b.remove_item(&q, ids[5]).await.expect("remove");
+    assert_eq!(removed, ItemState::Ready);
     let held: Vec<String> = raw.hkeys(keys.dedup()).await.expect("hkeys");
     assert_eq!(
         held,
-        vec!["k3".to_owned()],
-        "dedup entries once three of four items were acked"
+        vec!["k4".to_owned()],
+        "dedup entries once three of six items were acked and two removed"
     );
-    b.fail(&leases[3].key, "dead").await.expect("fail");
+    b.fail(&leases[4].key, "dead").await.expect("fail");
     b.purge(&q).await.expect("purge");
     let left: i64 = raw.exists(keys.dedup()).await.expect("exists");
     assert_eq!(left, 0, "the dedup hash outlived a purge of the last item");

@@ -199,6 +199,19 @@ impl Run {
         }
     }
 
+    /// An id picked (modulo) from every id the queue handed out, live or
+    /// gone; `None` before the first.
+    fn known_id(&self, pick: u16) -> Option<ItemId> {
+        let known: Vec<ItemId> = self
+            .model
+            .items()
+            .keys()
+            .chain(self.model.gone())
+            .copied()
+            .collect();
+        known.get(pick as usize % known.len().max(1)).copied()
+    }
+
     fn rule(&self) -> Rule {
         Rule::Contract("model driver")
     }
@@ -318,20 +331,23 @@ impl Run {
                 self.model.redrive(*limit as usize, &got, &ids)
             }
             Op::RedriveItem(pick) => {
-                let known: Vec<ItemId> = self
-                    .model
-                    .items()
-                    .keys()
-                    .chain(self.model.gone())
-                    .copied()
-                    .collect();
-                if known.is_empty() {
+                let Some(id) = self.known_id(*pick) else {
                     return Ok(());
-                }
-                let id = known[*pick as usize % known.len()];
+                };
                 let got = b.redrive_item(&q, id).await;
                 self.window().await?;
                 self.model.redrive_item(id, &got)
+            }
+            Op::RemoveItem(pick) => {
+                if !b.capabilities().remove_item {
+                    return Ok(());
+                }
+                let Some(id) = self.known_id(*pick) else {
+                    return Ok(());
+                };
+                let got = b.remove_item(&q, id).await;
+                let now = self.window().await?;
+                self.model.remove_item(id, now, &got)
             }
             Op::Purge => {
                 let got = b.purge(&q).await;

@@ -16,7 +16,7 @@
 //! ack, extend, release and fail with the token a claim handed out (often a
 //! stale one by then) and with forged tokens; reap; time passing; the
 //! `expire_leases` and `make_due` hooks; stats, peek, redrive,
-//! `redrive_item` (of a live or a gone item) and purge.
+//! `redrive_item` and `remove_item` (of a live or a gone item) and purge.
 //! After every step it compares `stats`, whether `queues` lists the queue
 //! (exactly while the model holds an item) and, with test hooks, the raw
 //! indexes (INV-1, and that the backend holds exactly the model's items);

@@ -93,6 +93,9 @@ pub enum Op {
     /// `redrive_item` of an id picked (modulo) from every id the queue
     /// handed out, live or gone.
     RedriveItem(u16),
+    /// `remove_item` of an id picked (modulo) from every id the queue
+    /// handed out, live or gone (on backends that have it).
+    RemoveItem(u16),
     /// `purge`.
     Purge,
 }
@@ -197,6 +200,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => (state(), 0u8..6).prop_map(|(s, n)| Op::Peek(s, n)),
         2 => (0u8..4).prop_map(Op::Redrive),
         2 => any::<u16>().prop_map(Op::RedriveItem),
+        2 => any::<u16>().prop_map(Op::RemoveItem),
         1 => Just(Op::Purge),
     ]
 }

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use leaseq_core::limits::clamp_reason;
 use leaseq_core::{
-    Bytes, Claimed, Enqueued, Error, ItemId, LeaseKey, LeaseToken, NewItem, ReapReport, Released,
-    Result, Timestamp,
+    Bytes, Claimed, Enqueued, Error, ItemId, ItemState, LeaseKey, LeaseToken, NewItem, ReapReport,
+    Released, Result, Timestamp,
 };
 
 use super::window::Window;
@@ -737,6 +737,51 @@ impl Model {
             e.fifo = false;
             e.note = Note::Free;
         }
+        Ok(())
+    }
+
+    /// `remove_item(id)` at `now` answered `got`: a live item leaves in
+    /// the state it was in (a Scheduled item past its due time as Ready),
+    /// its lease and its dedup key with it; a gone id is `NotFound`.
+    pub fn remove_item(
+        &mut self,
+        id: ItemId,
+        now: Window,
+        got: &Result<ItemState>,
+    ) -> Result<(), Violation> {
+        let Some(e) = self.items.get(&id) else {
+            return match got {
+                Err(Error::NotFound { id: n }) if *n == id => Ok(()),
+                other => Err(contract(
+                    "remove_item",
+                    format!(
+                        "remove_item of {id}, acked, purged or removed, answered {other:?}; \
+                         expected NotFound"
+                    ),
+                )),
+            };
+        };
+        let want = match e.slot {
+            Slot::Ready => ItemState::Ready,
+            Slot::Scheduled { .. } if Self::claimable(e, now)? => ItemState::Ready,
+            Slot::Scheduled { .. } => ItemState::Scheduled,
+            Slot::Leased { .. } => ItemState::Leased,
+            Slot::Dead { .. } => ItemState::Dead,
+        };
+        match got {
+            Ok(state) if *state == want => {}
+            other => {
+                return Err(contract(
+                    "remove_item",
+                    format!(
+                        "remove_item of {id} in {:?} answered {other:?}; expected Ok({want:?})",
+                        e.slot
+                    ),
+                ))
+            }
+        }
+        self.items.remove(&id);
+        self.gone.insert(id);
         Ok(())
     }
 
