@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use leaseq_conformance::checks::{
     basics, batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering,
-    reap_cost, recovery, redrive, replies, schedules, storm,
+    reap_cost, recovery, redrive, remove, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -474,6 +474,28 @@ fn a_redrive_item_split_into_read_and_move_is_caught() {
         &[Rule::Contract("redrive_item")],
         || redrive::concurrent_redrive_item_moves_once(&FaultyFactory(Fault::SplitRedriveItem)),
     );
+}
+
+#[test]
+fn a_remove_item_split_into_read_and_remove_is_caught() {
+    caught(
+        "remove_item as a read of the state, then a removal",
+        &[Rule::Contract("remove_item")],
+        || remove::racing_removes_settle_each_item_once(&FaultyFactory(Fault::SplitRemove)),
+    );
+}
+
+#[test]
+fn the_remove_item_checks_pass_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    for r in [
+        block_on(remove::remove_item_takes_out_that_item(&f)),
+        block_on(remove::remove_item_loses_its_lease(&f)),
+        block_on(remove::remove_item_frees_its_dedup_key(&f)),
+        block_on(remove::racing_removes_settle_each_item_once(&f)),
+    ] {
+        passes("a remove_item check on a backend without a fault", r);
+    }
 }
 
 #[test]

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, Enqueued, ItemId, ItemState, Layer, Lease, LeaseFate, LeaseKey,
-    LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
+    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemState, Layer, Lease, LeaseFate,
+    LeaseKey, LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
     Timestamp,
 };
 
@@ -66,6 +66,11 @@ pub(crate) enum Fault {
     /// moves it in a second round trip and says it moved whatever that
     /// step found, so racing callers all answer `true`.
     SplitRedriveItem,
+    /// `remove_item` split into steps: it reads the item's state, then
+    /// removes it in a second round trip and answers the state it read,
+    /// whatever that step found, so racing removes (and a remove racing an
+    /// ack) all succeed.
+    SplitRemove,
     /// `fire_schedule` split into steps, as a scheduler that reads the
     /// last tick, enqueues and then records the tick would run it: read,
     /// enqueue, write, each on its own.
@@ -614,6 +619,19 @@ impl Layer for Faulty {
         tokio::time::sleep(Duration::from_millis(1)).await;
         self.inner.redrive_item(queue, id).await?;
         Ok(true)
+    }
+
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        if self.fault != Fault::SplitRemove {
+            return self.inner.remove_item(queue, id).await;
+        }
+        let state = self.inner.item(queue, id).await?.state;
+        // The round trip between the read and the removal.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        match self.inner.remove_item(queue, id).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(state),
+            Err(e) => Err(e),
+        }
     }
 
     async fn peek(
