@@ -79,6 +79,14 @@ pub(crate) struct RedriveArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct RemoveArgs {
+    /// The queue's name.
+    queue: String,
+    /// The item to remove (an id from `leaseq peek` or `leaseq enqueue`).
+    id: ItemId,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct PurgeArgs {
     #[command(flatten)]
     queue: QueueArgs,
@@ -261,6 +269,21 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
         println!("  repaired: {repair}");
     }
     Ok(())
+}
+
+pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &args.queue).await?;
+    match backend.remove_item(&queue, args.id).await {
+        Ok(state) => {
+            println!("removed item {} of {queue} (it was {state})", args.id);
+            Ok(())
+        }
+        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
+            queue: queue.to_string(),
+            id: args.id.get(),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError> {

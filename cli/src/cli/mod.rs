@@ -63,6 +63,9 @@ enum Command {
     Dead(DeadCommand),
     /// Recovers expired leases now.
     Reap(QueueArgs),
+    /// Removes one item from its queue, whatever its state; a lease held
+    /// on it is lost (exit code 3 when the queue holds no such item).
+    Remove(admin::RemoveArgs),
     /// Deletes every item of a queue (asks first unless --yes).
     Purge(admin::PurgeArgs),
     /// Creates or upgrades the PostgreSQL schema (the only command that
@@ -166,6 +169,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dead(DeadCommand::List(args)) => admin::dead_list(url, args).await,
         Command::Dead(DeadCommand::Redrive(args)) => admin::dead_redrive(url, args).await,
         Command::Reap(q) => admin::reap(url, q).await,
+        Command::Remove(args) => admin::remove(url, args).await,
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
