@@ -163,6 +163,39 @@ impl SqliteBackend {
         }
         Ok(repairs)
     }
+
+    /// `purge` and `delete_queue`: in one transaction, the queue's items,
+    /// then its rows in `tables` (the held keys go after the items, whose
+    /// deletion holds keys), so no caller sees the items gone and their keys
+    /// still held. Returns how many items were deleted.
+    async fn delete_items(
+        &self,
+        queue: &QueueName,
+        tables: &[&str],
+        op: &'static str,
+    ) -> Result<u64> {
+        self.count([queue]);
+        let mut tx = self
+            .inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db(op))?;
+        let done = sqlx::query(sql::PURGE)
+            .bind(queue.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
+        for table in tables {
+            sqlx::query(&format!("DELETE FROM {table} WHERE queue = ?1"))
+                .bind(queue.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(db(op))?;
+        }
+        tx.commit().await.map_err(db(op))?;
+        Ok(done.rows_affected())
+    }
 }
 
 #[async_trait]
@@ -663,40 +696,14 @@ impl Backend for SqliteBackend {
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        let done = sqlx::query(sql::PURGE)
-            .bind(queue.as_str())
-            .execute(self.write_on([queue]))
+        self.delete_items(queue, &["leaseq_held_keys"], "purge")
             .await
-            .map_err(db("purge"))?;
-        // The held keys go after the items (whose deletion may hold keys).
-        self.purge_held_keys(queue).await?;
-        Ok(done.rows_affected())
     }
 
-    // One transaction: the items, then the keys their deletion held, the
-    // request records and the limits row. `AUTOINCREMENT` keeps ids from
-    // being reused.
+    // `AUTOINCREMENT` keeps ids from being reused.
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        let mut tx = self
-            .inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("delete_queue: beginning a transaction"))?;
-        let done = sqlx::query(sql::PURGE)
-            .bind(queue.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("delete_queue: items"))?;
-        for table in ["leaseq_held_keys", "leaseq_requests", "leaseq_queue_limits"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE queue = ?1"))
-                .bind(queue.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(db("delete_queue"))?;
-        }
-        tx.commit().await.map_err(db("delete_queue: committing"))?;
-        Ok(done.rows_affected())
+        let tables = ["leaseq_held_keys", "leaseq_requests", "leaseq_queue_limits"];
+        self.delete_items(queue, &tables, "delete_queue").await
     }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {

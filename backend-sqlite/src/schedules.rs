@@ -102,16 +102,6 @@ impl SqliteBackend {
         rows.iter().map(stored).collect()
     }
 
-    /// Deletes the holds of `queue` (purge).
-    pub(crate) async fn purge_held_keys(&self, queue: &QueueName) -> Result<()> {
-        sqlx::query("DELETE FROM leaseq_held_keys WHERE queue = ?1")
-            .bind(queue.as_str())
-            .execute(&self.inner.writer)
-            .await
-            .map_err(db("purge: held keys"))?;
-        Ok(())
-    }
-
     /// [`leaseq_core::Backend::fire_schedule`]: one transaction.
     pub(crate) async fn fire(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         let items = vec![item];
