@@ -269,6 +269,22 @@ impl SqliteBackend {
         &self.inner.writer
     }
 
+    /// A write transaction on `queue` (`BEGIN IMMEDIATE`: the file's write
+    /// lock from its first statement), counted as one step; `what` names
+    /// the failure.
+    pub(crate) async fn begin_on(
+        &self,
+        queue: &QueueName,
+        what: &'static str,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.count([queue]);
+        self.inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db(what))
+    }
+
     /// A reader, for one statement on `queue` (counted like writes).
     pub(crate) fn read_on(&self, queue: &QueueName) -> &SqlitePool {
         self.count([queue]);

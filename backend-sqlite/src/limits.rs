@@ -108,13 +108,9 @@ impl SqliteBackend {
         queue: &QueueName,
         spec: &ClaimSpec,
     ) -> Result<Claimed> {
-        self.count([queue]);
         let mut tx = self
-            .inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("claim: beginning a transaction"))?;
+            .begin_on(queue, "claim: beginning a transaction")
+            .await?;
         let read = format!(
             "SELECT concurrency, rate, per_ms, window_start, window_used, {} \
              FROM leaseq_queue_limits WHERE queue = ?1",

@@ -174,13 +174,7 @@ impl SqliteBackend {
         tables: &[&str],
         op: &'static str,
     ) -> Result<u64> {
-        self.count([queue]);
-        let mut tx = self
-            .inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db(op))?;
+        let mut tx = self.begin_on(queue, op).await?;
         let done = sqlx::query(sql::PURGE)
             .bind(queue.as_str())
             .execute(&mut *tx)
@@ -264,13 +258,9 @@ impl Backend for SqliteBackend {
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
         self.check_items(&items)?;
-        self.count([queue]);
         let mut tx = self
-            .inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("enqueue_once: beginning a transaction"))?;
+            .begin_on(queue, "enqueue_once: beginning a transaction")
+            .await?;
         let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
             Ok(done) => done,
             Err(Error::Backend { message, source }) => {
@@ -663,13 +653,9 @@ impl Backend for SqliteBackend {
         let Ok(raw) = sql_id(id) else {
             return Err(Error::NotFound { id });
         };
-        self.count([queue]);
         let mut tx = self
-            .inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("remove_item: beginning a transaction"))?;
+            .begin_on(queue, "remove_item: beginning a transaction")
+            .await?;
         // Not committed on an error: rolled back as the transaction drops.
         sqlx::query(sql::REMOVE_ITEM_UNHOLD)
             .bind(queue.as_str())
