@@ -43,9 +43,10 @@ function notice(message) {
   box.hidden = !message;
 }
 
-async function api(path, body) {
+// A GET without a body; a write (POST unless `method` says) with one.
+async function api(path, body, method) {
   const init = body === undefined ? {} : {
-    method: "POST",
+    method: method || "POST",
     headers: { "content-type": "application/json", "x-csrf-token": CSRF },
     body: JSON.stringify(body),
   };
@@ -250,6 +251,16 @@ async function purge(name) {
   location.hash = "#/";
 }
 
+async function removeOne(name, id, state) {
+  const warning = state === "leased" ? " A worker holds it: its lease is lost and its result dropped." : "";
+  if (!(await confirmWith("Remove item " + id + " from " + name + " for good?" + warning))) return;
+  const q = encodeURIComponent(name);
+  const r = await act(() => api("/api/queues/" + q + "/items/" + encodeURIComponent(id), {}, "DELETE"));
+  if (!r) return;
+  nextNotice = "Item " + id + " removed (it was " + r.removed + ").";
+  location.hash = "#/queue/" + q + "/" + r.removed;
+}
+
 async function act(call) {
   try {
     const r = await call();
@@ -277,8 +288,10 @@ async function itemPage(name, id) {
     [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
+  const remove = el("button", { id: "remove-item", type: "button", class: "danger",
+    onclick: () => removeOne(name, item.id, item.state), text: "Remove this item…" });
   setMain(
-    el("h1", { text: "Item " + item.id }), dl, redrive,
+    el("h1", { text: "Item " + item.id }), dl, el("div", { class: "actions" }, redrive, remove),
     el("h2", { text: "Payload" }), payloadCell(item.payload));
 }
 

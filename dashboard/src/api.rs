@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::guard::Guard;
-use crate::view::{parse_state, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
+use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
 /// Items listed per state when the page does not say.
 const DEFAULT_LIST: usize = 50;
@@ -35,7 +35,7 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
         .route("/assets/{file}", get(asset))
         .route("/api/overview", get(overview))
         .route("/api/queues/{queue}/items", get(items))
-        .route("/api/queues/{queue}/items/{id}", get(item))
+        .route("/api/queues/{queue}/items/{id}", get(item).delete(remove))
         .route("/api/queues/{queue}/redrive", post(redrive))
         .route("/api/queues/{queue}/purge", post(purge))
         .fallback(not_found)
@@ -156,6 +156,15 @@ async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>)
         "item": ItemView::new(&item, ITEM_PREVIEW),
     }))
     .into_response())
+}
+
+/// Takes one item out of its queue, whatever its state, and answers the
+/// state it was in: `{"removed": "leased"}`. A lease on it is lost.
+async fn remove(State(app): State<App>, Path((queue, id)): Path<(String, String)>) -> ApiResult {
+    let queue = queue_name(&queue)?;
+    let id = item_id(&id)?;
+    let was = app.backend.remove_item(&queue, id).await?;
+    Ok(Json(json!({ "removed": state_name(was) })).into_response())
 }
 
 /// `{"id": "42"}` redrives one Dead item, `{"all": true}` every Dead item

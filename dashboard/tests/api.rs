@@ -1,12 +1,13 @@
 //! The JSON API and its guards, over plain HTTP: the token and loopback
-//! rules, CSRF on writes, the purge confirmation, and backend errors as
-//! JSON with their kind.
+//! rules, CSRF on writes, the purge confirmation, removing one item, and
+//! backend errors as JSON with their kind.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use leaseq::layer::fault::{Fault, Faults, Op};
-use leaseq::{Backend, CancellationToken, MemoryBackend, NewItem, QueueName};
+use leaseq::{Backend, CancellationToken, ClaimSpec, Error, MemoryBackend, NewItem, QueueName};
 use leaseq_dashboard::{BindError, Dashboard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -223,6 +224,57 @@ async fn purge_needs_the_queue_name_typed_again() {
         (400, Some("invalid_input"))
     );
     assert_eq!(backend.stats(&q).await.expect("stats").total(), 2);
+}
+
+#[tokio::test]
+async fn remove_takes_one_item_out_and_its_lease_with_it() {
+    let (backend, q) = with_items(3).await;
+    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
+    let claimed = backend.claim(&q, spec).await.expect("claim");
+    let lease = &claimed.leases[0];
+    let (addr, _stop) = start(backend.clone(), None).await;
+    let token = csrf(addr, &[]).await;
+    let csrf_header = format!("x-csrf-token: {token}");
+    let write = ["Content-Type: application/json", csrf_header.as_str()];
+    let path = format!("/api/queues/jobs/items/{}", lease.id());
+
+    // A write like any other: without the page's token nothing is removed.
+    let r = send(
+        addr,
+        "DELETE",
+        &path,
+        &["Content-Type: application/json"],
+        "{}",
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 3);
+
+    let r = send(addr, "DELETE", &path, &write, "{}").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"], "leased");
+    let err = backend
+        .ack(&lease.key)
+        .await
+        .expect_err("the lease went with it");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    let stats = backend.stats(&q).await.expect("stats");
+    assert_eq!((stats.ready, stats.leased), (2, 0));
+
+    // Gone: a second remove and a read are both 404, and the rest is intact.
+    let r = send(addr, "DELETE", &path, &write, "{}").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (404, Some("not_found"))
+    );
+    let r = send(addr, "GET", &path, &[], "").await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = send(addr, "DELETE", "/api/queues/jobs/items/abc", &write, "{}").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("invalid_input"))
+    );
+    assert_eq!(backend.stats(&q).await.expect("stats").ready, 2);
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! The dashboard in a real browser (headless Chromium over WebDriver),
 //! against the memory backend and a Redis server: it sees enqueued items,
 //! watches a worker drain them, shows hostile payloads as text, redrives a
-//! dead item with its button, purges behind a confirmation, and shows a
-//! backend error on the page. Screenshots go to `docs/screenshots/`.
+//! dead item with its button, removes one and purges the queue behind a
+//! confirmation, and shows a backend error on the page. Screenshots go to
+//! `docs/screenshots/`.
 
 mod support;
 
@@ -230,6 +231,21 @@ async fn walk(backend: Arc<dyn Backend>, label: &str) {
     assert_eq!((item.state, item.attempts), (ItemState::Ready, 0));
     wait_text(c, r#"dd[data-field="state"]"#, "ready").await;
 
+    // Remove the plain one from its page: it asks first, then it is gone.
+    c.goto(&format!("{base}/#/queue/{dead}/item/{}", ids[3]))
+        .await
+        .expect("goto");
+    wait_text(c, r#"dd[data-field="state"]"#, "dead").await;
+    click(c, "#remove-item").await;
+    click(c, "#modal-cancel").await;
+    assert_eq!(backend.stats(&dead).await.expect("stats").total(), 4);
+    click(c, "#remove-item").await;
+    click(c, "#modal-confirm").await;
+    wait_contains(c, "#notice", "removed (it was dead)").await;
+    let err = backend.item(&dead, ids[3]).await.expect_err("removed");
+    assert!(matches!(err, leaseq::Error::NotFound { .. }), "{err}");
+    assert_eq!(backend.stats(&dead).await.expect("stats").dead, 2);
+
     // Nothing in a payload ran.
     let pwned = c
         .execute("return typeof window.__pwned;", vec![])
@@ -248,7 +264,7 @@ async fn walk(backend: Arc<dyn Backend>, label: &str) {
         .expect("goto");
     click(c, "#purge").await;
     click(c, "#modal-cancel").await;
-    assert_eq!(backend.stats(&dead).await.expect("stats").total(), 4);
+    assert_eq!(backend.stats(&dead).await.expect("stats").total(), 3);
     click(c, "#purge").await;
     c.find(Locator::Css("#modal-input"))
         .await
@@ -262,7 +278,7 @@ async fn walk(backend: Arc<dyn Backend>, label: &str) {
         assert!(Instant::now() < deadline, "the purge never happened");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    wait_contains(c, "#notice", "4 items deleted").await;
+    wait_contains(c, "#notice", "3 items deleted").await;
 
     stop.cancel();
     let _ = browser.client.clone().close().await;

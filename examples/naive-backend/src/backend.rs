@@ -181,7 +181,7 @@ impl NaiveBackend {
 #[async_trait]
 impl Backend for NaiveBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all_features()
+        Capabilities::all_features().remove_item(true)
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -497,6 +497,21 @@ impl Backend for NaiveBackend {
             }
             redrive_one(q, id.get());
             Ok(true)
+        })
+    }
+
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        self.step(queue, |st, now| {
+            let Some(q) = st.queues.get_mut(queue) else {
+                return Err(Error::NotFound { id });
+            };
+            // A past-due Scheduled item is Ready by the contract.
+            q.promote_due(now);
+            let Some(state) = q.items.get(&id.get()).map(|i| i.state) else {
+                return Err(Error::NotFound { id });
+            };
+            q.delete(id.get());
+            Ok(state)
         })
     }
 
