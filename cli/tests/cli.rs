@@ -1,14 +1,10 @@
 //! The `leaseq` binary, run as a user would.
 
-use assert_cmd::Command;
+mod common;
+
+use common::leaseq;
 use predicates::prelude::*;
 use predicates::str::{contains, is_match};
-
-fn leaseq() -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
-    cmd
-}
 
 fn verdict_line(name: &str, value: u64) -> impl Predicate<str> {
     is_match(format!(r"(?m)^\s+{name}\s+{value}$")).expect("regex")

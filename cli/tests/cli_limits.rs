@@ -2,14 +2,10 @@
 //! (`--features sqlite`) and on Redis (`--features redis` or `fred`, with
 //! `LEASEQ_REDIS_URL` or the local server); bad input everywhere.
 
-use assert_cmd::Command;
-use predicates::str::contains;
+mod common;
 
-fn leaseq() -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
-    cmd
-}
+use common::leaseq;
+use predicates::str::contains;
 
 #[test]
 fn a_bad_rate_or_no_change_is_a_usage_error() {
@@ -88,19 +84,8 @@ fn round_trip(url: &str, extra: &[&str]) {
 #[cfg(feature = "sqlite")]
 #[test]
 fn limits_round_trip_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!(
-        "leaseq-cli-limits-{}-{}",
-        std::process::id(),
-        leaseq_testkit::env::tag()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let url = format!("sqlite://{}", dir.join("jobs.db").display());
-    leaseq()
-        .args(["--backend", &url, "migrate"])
-        .assert()
-        .success();
-    round_trip(&url, &[]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let db = common::SqliteFile::migrated("limits");
+    round_trip(&db.url, &[]);
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]

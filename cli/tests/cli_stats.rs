@@ -3,47 +3,22 @@
 //! backends run the same form in `cli_servers.rs`.
 #![cfg(feature = "sqlite")]
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use predicates::str::{contains, is_match};
 
 fn leaseq(url: &str) -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND")
-        .env_remove("RUST_LOG")
-        .args(["--backend", url]);
+    let mut cmd = common::leaseq();
+    cmd.args(["--backend", url]);
     cmd
-}
-
-/// A database file in a directory of its own, removed when dropped.
-struct Db(std::path::PathBuf);
-
-impl Db {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "leaseq-cli-stats-{}-{}",
-            std::process::id(),
-            leaseq_testkit::env::tag()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Db(dir)
-    }
-
-    fn url(&self) -> String {
-        format!("sqlite://{}", self.0.join("jobs.db").display())
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]
 fn stats_without_a_queue_lists_every_queue_that_holds_items() {
-    let db = Db::new();
-    let url = db.url();
+    let db = common::SqliteFile::new("stats");
+    let url = db.url.clone();
     leaseq(&url).arg("migrate").assert().success();
     leaseq(&url)
         .arg("stats")

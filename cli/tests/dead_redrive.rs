@@ -3,15 +3,10 @@
 //! an item in another state (exit code 4) and an id the queue does not hold
 //! (exit code 3) change nothing. Bad ids are usage errors on any build.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
-use predicates::str::{contains, is_match};
+mod common;
 
-fn leaseq() -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
-    cmd
-}
+use common::leaseq;
+use predicates::str::contains;
 
 #[test]
 fn an_id_that_is_not_a_number_is_a_usage_error() {
@@ -37,39 +32,10 @@ mod sqlite {
     use std::time::Duration;
 
     use leaseq::{Backend, ClaimSpec, ItemId, ItemState, NewItem, QueueName};
+    use predicates::prelude::*;
+    use predicates::str::is_match;
 
     use super::*;
-
-    /// A fresh database file, removed (with its WAL) when dropped.
-    struct Db {
-        dir: std::path::PathBuf,
-        url: String,
-    }
-
-    impl Db {
-        fn new() -> Self {
-            let dir = std::env::temp_dir().join(format!(
-                "leaseq-cli-redrive-{}-{}",
-                std::process::id(),
-                leaseq_testkit::env::tag()
-            ));
-            std::fs::create_dir_all(&dir).expect("temp dir");
-            let url = format!("sqlite://{}", dir.join("jobs.db").display());
-            Db { dir, url }
-        }
-
-        fn leaseq(&self) -> Command {
-            let mut cmd = leaseq();
-            cmd.args(["--backend", &self.url]);
-            cmd
-        }
-    }
-
-    impl Drop for Db {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
 
     /// The queue as this test sets it up through the library: `a` and `b`
     /// Dead (in that order), `c` Leased under `lease`, `d` Ready.
@@ -115,7 +81,7 @@ mod sqlite {
 
     #[test]
     fn redrive_by_id_moves_that_item_alone() {
-        let db = Db::new();
+        let db = common::SqliteFile::new("redrive");
         db.leaseq().arg("migrate").assert().success();
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let s = rt.block_on(setup(&db.url));

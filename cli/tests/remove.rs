@@ -4,14 +4,10 @@
 //! does not hold is exit code 3 and changes nothing. A bad id is a usage
 //! error on any build.
 
-use assert_cmd::Command;
-use predicates::str::contains;
+mod common;
 
-fn leaseq() -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
-    cmd
-}
+use common::leaseq;
+use predicates::str::contains;
 
 #[test]
 fn an_id_that_is_not_a_number_is_a_usage_error() {
@@ -30,40 +26,9 @@ mod sqlite {
 
     use super::*;
 
-    /// A fresh database file, removed (with its WAL) when dropped.
-    struct Db {
-        dir: std::path::PathBuf,
-        url: String,
-    }
-
-    impl Db {
-        fn new() -> Self {
-            let dir = std::env::temp_dir().join(format!(
-                "leaseq-cli-remove-{}-{}",
-                std::process::id(),
-                leaseq_testkit::env::tag()
-            ));
-            std::fs::create_dir_all(&dir).expect("temp dir");
-            let url = format!("sqlite://{}", dir.join("jobs.db").display());
-            Db { dir, url }
-        }
-
-        fn leaseq(&self) -> Command {
-            let mut cmd = leaseq();
-            cmd.args(["--backend", &self.url]);
-            cmd
-        }
-    }
-
-    impl Drop for Db {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
     #[test]
     fn remove_takes_out_the_item_named_and_nothing_else() {
-        let db = Db::new();
+        let db = common::SqliteFile::new("remove");
         db.leaseq().arg("migrate").assert().success();
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let backend = rt

@@ -1,14 +1,10 @@
 //! `leaseq schedules list|add|remove|run`, run as a user would: on an
 //! SQLite file (`--features sqlite`), and the refusals on any build.
 
-use assert_cmd::Command;
-use predicates::str::{contains, is_match};
+mod common;
 
-fn leaseq() -> Command {
-    let mut cmd = Command::cargo_bin("leaseq").expect("the leaseq binary");
-    cmd.env_remove("LEASEQ_BACKEND").env_remove("RUST_LOG");
-    cmd
-}
+use common::leaseq;
+use predicates::str::contains;
 
 #[test]
 fn schedules_need_a_shared_backend() {
@@ -30,46 +26,13 @@ fn a_schedule_needs_a_cadence() {
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
+    use predicates::str::is_match;
+
     use super::*;
-
-    /// A fresh database file, removed when dropped.
-    struct Db(std::path::PathBuf);
-
-    impl Db {
-        fn new(tag: &str) -> Self {
-            let path = std::env::temp_dir().join(format!(
-                "leaseq-cli-{tag}-{}-{}.db",
-                std::process::id(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0)
-            ));
-            let db = Db(path);
-            db.leaseq().arg("migrate").assert().success();
-            db
-        }
-
-        fn leaseq(&self) -> Command {
-            let mut cmd = leaseq();
-            cmd.args(["--backend", &format!("sqlite://{}", self.0.display())]);
-            cmd
-        }
-    }
-
-    impl Drop for Db {
-        fn drop(&mut self) {
-            for suffix in ["", "-wal", "-shm"] {
-                let mut p = self.0.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
 
     #[test]
     fn add_list_change_remove() {
-        let db = Db::new("schedules");
+        let db = common::SqliteFile::migrated("schedules");
         db.leaseq()
             .args(["schedules", "list"])
             .assert()
@@ -123,7 +86,7 @@ mod sqlite {
 
     #[test]
     fn bad_definitions_are_usage_errors() {
-        let db = Db::new("bad-schedules");
+        let db = common::SqliteFile::migrated("bad-schedules");
         for args in [
             vec!["--cron", "not a cron"],
             vec!["--cron", "* * * * *", "--tz", "Mars/Olympus"],
