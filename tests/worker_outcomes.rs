@@ -1,5 +1,6 @@
 //! The worker runtime's outcome handling on the memory backend, with time
-//! under control: heartbeats, lost leases, retries, panics, decode failures.
+//! under control: heartbeats, lost leases (a removed job among them),
+//! retries, panics, decode failures.
 
 mod support;
 
@@ -187,6 +188,54 @@ async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
     let m = metrics.snapshot();
     // One lost lease, found by the heartbeat; no ack was tried with it.
     assert_eq!((m.lease_lost, m.acked, m.claimed), (1, 1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn removing_a_running_job_stops_its_handler_at_the_next_heartbeat() {
+    let backend = tokio_backend();
+    let q = queue("cancel");
+    backend.push(&q, "long job").await.expect("enqueue");
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let saw_lost = Arc::new(AtomicBool::new(false));
+    let (on_event, mut events) = events();
+    let seen = saw_lost.clone();
+    let worker = Worker::builder(backend.clone(), "cancel")
+        .concurrency(1)
+        .lease_ttl(Duration::from_secs(30))
+        .on_event(on_event)
+        .build(handler_fn(move |job: Job, ctx: JobContext| {
+            let (tx, seen) = (started_tx.clone(), seen.clone());
+            async move {
+                let _ = tx.send(job.id);
+                ctx.cancelled().await;
+                seen.store(ctx.lease_lost(), Ordering::SeqCst);
+                Ok::<_, std::io::Error>(())
+            }
+        }))
+        .expect("worker");
+    let metrics = worker.metrics();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+
+    let id = started.recv().await.expect("handler started");
+    let was = backend.remove_item(&q, id).await.expect("remove");
+    assert_eq!(was, ItemState::Leased);
+
+    // The next heartbeat finds the lease gone and tells the handler; its
+    // result is dropped, and nothing comes back to the queue.
+    let end = events.next().await;
+    assert_eq!((end.id, end.outcome), (id, JobOutcome::LeaseLost));
+    assert!(
+        saw_lost.load(Ordering::SeqCst),
+        "handler saw the lost lease"
+    );
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
+    stop.cancel();
+    run.await.expect("join").expect("run");
+    // No reaper took the unexpired lease, and the store keeps no record of
+    // the removal: the worker counts it as vanished, as after a purge.
+    let m = metrics.snapshot();
+    assert_eq!((m.claimed, m.lease_vanished, m.acked), (1, 1, 0));
 }
 
 #[tokio::test(start_paused = true)]

@@ -301,7 +301,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Otherwise [`LeaseFate::Finished`] with the item's state (or `None`
     ///   when it is gone) if the backend's now is before `held_until`: no
     ///   reaper could have taken the lease, so its own call ended it, or
-    ///   the store lost it (a failover that lost writes, a purge). A caller
+    ///   the store lost it (a failover that lost writes, a purge, a
+    ///   [`Backend::remove_item`]). A caller
     ///   that sent no call which could have ended it knows it is the
     ///   second: [`crate::settle`] then reports
     ///   [`crate::Error::LeaseVanished`].

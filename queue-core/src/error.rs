@@ -38,7 +38,7 @@ pub enum Error {
     /// tells the two apart with [`crate::Backend::lease_fate`] and reports
     /// this one. [`Error::is_lease_lost`] is true for both: either way the
     /// lease is over.
-    #[error("lease vanished: item {id} is no longer held by this lease, and no reaper or other worker took it (the store lost it)")]
+    #[error("lease vanished: item {id} is no longer held by this lease, and no reaper or other worker took it (the store lost it, or it was purged or removed)")]
     LeaseVanished {
         /// The item the vanished lease named.
         id: ItemId,

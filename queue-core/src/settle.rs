@@ -247,7 +247,7 @@ impl Settle {
             Ok(LeaseFate::Finished { .. }) => {
                 tracing::warn!(queue = %lease.key.queue, id = %lease.key.id,
                     "lease vanished: the store no longer holds an unexpired lease that no call of its own ended \
-                     (a failover that lost writes, an older snapshot, or a purge)");
+                     (a failover that lost writes, an older snapshot, a purge or a removal)");
                 Error::LeaseVanished { id: lease.key.id }
             }
             _ => lost,

@@ -39,7 +39,7 @@ impl JobTag {
             tracing::error!(
                 parent: &self.span,
                 "lease vanished before the result was recorded: the store lost it (a failover that \
-                 lost writes, an older snapshot, or a purge); result discarded"
+                 lost writes, an older snapshot), or it was purged or removed; result discarded"
             );
         } else {
             self.failed(error_types::LEASE_LOST);

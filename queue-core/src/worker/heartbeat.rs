@@ -227,7 +227,7 @@ async fn beat(shared: &Shared, lease: &Lease) -> bool {
             let b = shared.backend.as_ref();
             let fate = shared.settle.lost_or_vanished(b, &held, e).await;
             if fate.is_lease_vanished() {
-                tracing::error!(parent: &lease.span, "lease vanished while the handler ran (the store lost it); its result will be discarded");
+                tracing::error!(parent: &lease.span, "lease vanished while the handler ran (the store lost it, or it was purged or removed); its result will be discarded");
                 shared.metrics.inc(Counter::LeaseVanished);
             } else {
                 tracing::warn!(parent: &lease.span, "lease lost while the handler ran; its result will be discarded");
