@@ -139,18 +139,22 @@ async fn the_scheduler_extends_each_running_lease_once_a_beat_and_stops_at_its_e
     run.await.expect("join").expect("run");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
-    let clock = ManualClock::new();
-    let backend: Arc<dyn leaseq::Backend> =
-        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
-    let q = queue("lost");
-    backend.push(&q, "x").await.expect("enqueue");
-    let (started_tx, mut started) = mpsc::unbounded_channel();
+/// A worker (one slot, 30 s leases) whose handler, on a job's first
+/// attempt, sends the job's id, waits to be told to stop and records
+/// whether the lease was lost; later attempts succeed at once.
+struct Waiting {
+    worker: Worker,
+    started: mpsc::UnboundedReceiver<leaseq::ItemId>,
+    saw_lost: Arc<AtomicBool>,
+    events: support::Events,
+}
+
+fn waiting_worker(backend: Arc<dyn leaseq::Backend>, queue: &str) -> Waiting {
+    let (started_tx, started) = mpsc::unbounded_channel();
     let saw_lost = Arc::new(AtomicBool::new(false));
-    let (on_event, mut events) = events();
+    let (on_event, events) = events();
     let seen = saw_lost.clone();
-    let worker = Worker::builder(backend.clone(), "lost")
+    let worker = Worker::builder(backend, queue)
         .concurrency(1)
         .lease_ttl(Duration::from_secs(30))
         .reap_interval(None)
@@ -159,7 +163,7 @@ async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
             let (tx, seen) = (started_tx.clone(), seen.clone());
             async move {
                 if job.attempts == 1 {
-                    let _ = tx.send(());
+                    let _ = tx.send(job.id);
                     ctx.cancelled().await;
                     seen.store(ctx.lease_lost(), Ordering::SeqCst);
                 }
@@ -167,21 +171,37 @@ async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
             }
         }))
         .expect("worker");
-    let metrics = worker.metrics();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(worker.run(stop.clone()));
+    Waiting {
+        worker,
+        started,
+        saw_lost,
+        events,
+    }
+}
 
-    started.recv().await.expect("handler started");
+#[tokio::test(start_paused = true)]
+async fn a_lost_lease_cancels_the_handler_and_its_result_is_not_acked() {
+    let clock = ManualClock::new();
+    let backend: Arc<dyn leaseq::Backend> =
+        Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
+    let q = queue("lost");
+    backend.push(&q, "x").await.expect("enqueue");
+    let mut w = waiting_worker(backend.clone(), "lost");
+    let metrics = w.worker.metrics();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(w.worker.run(stop.clone()));
+
+    w.started.recv().await.expect("handler started");
     clock.advance(Duration::from_secs(31));
     assert_eq!(backend.reap(&q).await.expect("reap").requeued, 1);
 
-    let first = events.next().await;
+    let first = w.events.next().await;
     assert_eq!((first.attempts, first.outcome), (1, JobOutcome::LeaseLost));
     assert!(
-        saw_lost.load(Ordering::SeqCst),
+        w.saw_lost.load(Ordering::SeqCst),
         "handler saw the lost lease"
     );
-    let second = events.next().await;
+    let second = w.events.next().await;
     assert_eq!((second.attempts, second.outcome), (2, JobOutcome::Acked));
     stop.cancel();
     run.await.expect("join").expect("run");
@@ -195,38 +215,21 @@ async fn removing_a_running_job_stops_its_handler_at_the_next_heartbeat() {
     let backend = tokio_backend();
     let q = queue("cancel");
     backend.push(&q, "long job").await.expect("enqueue");
-    let (started_tx, mut started) = mpsc::unbounded_channel();
-    let saw_lost = Arc::new(AtomicBool::new(false));
-    let (on_event, mut events) = events();
-    let seen = saw_lost.clone();
-    let worker = Worker::builder(backend.clone(), "cancel")
-        .concurrency(1)
-        .lease_ttl(Duration::from_secs(30))
-        .on_event(on_event)
-        .build(handler_fn(move |job: Job, ctx: JobContext| {
-            let (tx, seen) = (started_tx.clone(), seen.clone());
-            async move {
-                let _ = tx.send(job.id);
-                ctx.cancelled().await;
-                seen.store(ctx.lease_lost(), Ordering::SeqCst);
-                Ok::<_, std::io::Error>(())
-            }
-        }))
-        .expect("worker");
-    let metrics = worker.metrics();
+    let mut w = waiting_worker(backend.clone(), "cancel");
+    let metrics = w.worker.metrics();
     let stop = CancellationToken::new();
-    let run = tokio::spawn(worker.run(stop.clone()));
+    let run = tokio::spawn(w.worker.run(stop.clone()));
 
-    let id = started.recv().await.expect("handler started");
+    let id = w.started.recv().await.expect("handler started");
     let was = backend.remove_item(&q, id).await.expect("remove");
     assert_eq!(was, ItemState::Leased);
 
     // The next heartbeat finds the lease gone and tells the handler; its
     // result is dropped, and nothing comes back to the queue.
-    let end = events.next().await;
+    let end = w.events.next().await;
     assert_eq!((end.id, end.outcome), (id, JobOutcome::LeaseLost));
     assert!(
-        saw_lost.load(Ordering::SeqCst),
+        w.saw_lost.load(Ordering::SeqCst),
         "handler saw the lost lease"
     );
     assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
