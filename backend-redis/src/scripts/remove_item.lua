@@ -5,7 +5,7 @@
 -- the item was in as `item` shows it (a Scheduled item past its due time is
 -- Ready), or { -1 } when there is no such item (an id outside 1 to ID_MAX, or
 -- a key that is not an item hash, as for `item`): nothing changed.
-local bad = guard_indexes()
+local bad = guard_indexes(K_DEDUP)
 if bad then return bad end
 local id = int_field(ARGV[2], 1, ID_MAX)
 if not id then return { -1 } end

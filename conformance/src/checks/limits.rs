@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::queue_limits::CONCURRENCY_RETRY;
-use leaseq_core::{ClaimSpec, Claimed, Error, Lease, QueueLimits, QueueName, Rate};
+use leaseq_core::{ClaimSpec, Claimed, Error, ItemState, Lease, QueueLimits, QueueName, Rate};
 use tokio::sync::Barrier;
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
@@ -390,7 +390,8 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
             exits.push("remove_item");
         }
         for exit in exits {
-            cx.push_n(2).await?;
+            let removing = exit == "remove_item";
+            cx.push_n(if removing { 3 } else { 2 }).await?;
             let held = claim_on(&cx, &cx.q, 2, LONG).await?;
             ensure!(
                 held.leases.len() == 1,
@@ -399,6 +400,27 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
                 held.leases.len()
             );
             let key = &held.leases[0].key;
+            if removing {
+                // Removing an item that holds no slot frees none.
+                let ready =
+                    cx.b.peek(&cx.q, ItemState::Ready, 1)
+                        .await
+                        .or_fail(RULE, "peek")?;
+                let id = ready
+                    .first()
+                    .map(|i| i.id)
+                    .ok_or_else(|| cx.fail("no Ready item to remove"))?;
+                cx.b.remove_item(&cx.q, id)
+                    .await
+                    .or_fail(RULE, "remove_item of a Ready item")?;
+                let over = claim_on(&cx, &cx.q, 2, LONG).await?;
+                ensure!(
+                    over.leases.is_empty(),
+                    RULE,
+                    "with the only slot held, removing a Ready item let a claim lease {} more",
+                    over.leases.len()
+                );
+            }
             let ended = match exit {
                 "ack" => cx.b.ack(key).await,
                 "ack_many" => match cx.b.ack_many(std::slice::from_ref(key)).await {

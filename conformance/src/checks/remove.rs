@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use leaseq_core::{Error, ItemId, ItemState, LeaseTtl, NewItem, Order, QueueName};
+use leaseq_core::{Error, ItemId, ItemState, LeaseFate, LeaseTtl, NewItem, Order, QueueName};
 
 use crate::cx::{expect_lost, run, Cx, Needs, Rng, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -179,6 +179,19 @@ pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> 
                 let at = info.due_at.ok_or_else(|| cx.fail("a delayed item shows no due time"))?;
                 cx.wait_past(at).await?;
                 remove_from(&cx, due, ItemState::Ready).await?;
+                // Gone from the Scheduled index it was filed in, not only
+                // from the Ready state it is read as.
+                for state in [ItemState::Ready, ItemState::Scheduled] {
+                    let listed = cx.b.peek(&cx.q, state, 100).await.or_fail(RULE, "peek")?;
+                    ensure!(
+                        listed.iter().all(|i| i.id != due),
+                        RULE,
+                        "peek of {state:?} still lists item {due}, removed past its due time"
+                    );
+                }
+                let when = "after removing a Scheduled item past its due time";
+                cx.expect_stats([0, 1, 4, 1], when).await?;
+                cx.check_indexes(when).await?;
             }
             if caps.delete_queue {
                 cx.b.delete_queue(&other).await.or_fail(RULE, "delete_queue of the other queue")?;
@@ -201,6 +214,20 @@ pub async fn remove_item_loses_its_lease<F: BackendFactory>(factory: &F) -> Chec
         RULE,
         Needs::REMOVE_ITEM,
         |cx| async move {
+            // Removed under a live lease: no reaper can have taken it, so
+            // to its holder the lease's fate is Finished with the item gone.
+            cx.push_n(1).await?;
+            let live = cx.claim_one(LONG).await?;
+            remove_from(&cx, live.id(), ItemState::Leased).await?;
+            match cx.b.lease_fate(&live.key, live.expires_at).await {
+                Ok(LeaseFate::Finished { state: None }) | Err(Error::Unsupported { .. }) => {}
+                other => {
+                    return Err(cx.fail(format!(
+                        "lease_fate of a live lease whose item was removed answered {other:?}; \
+                         expected Finished {{ state: None }}"
+                    )))
+                }
+            }
             cx.push_n(5).await?;
             let leases = cx.claim(5, SHORT).await?;
             ensure!(
@@ -238,6 +265,15 @@ pub async fn remove_item_loses_its_lease<F: BackendFactory>(factory: &F) -> Chec
             );
             cx.expect_stats([0, 0, 0, 0], "after removing every leased item")
                 .await?;
+            // No fenced call wrote a record back for the removed id.
+            for lease in &leases {
+                ensure!(
+                    cx.item(lease.id()).await?.is_none(),
+                    RULE,
+                    "item {} is back after calls on its lost lease",
+                    lease.id()
+                );
+            }
             cx.expire(&leases).await?;
             let reaped = cx.reap_all().await?;
             ensure!(
@@ -253,15 +289,25 @@ pub async fn remove_item_loses_its_lease<F: BackendFactory>(factory: &F) -> Chec
             );
             cx.check_indexes("after removing leased items and reaping")
                 .await?;
+            // Emptied by removals, the queue leaves the listing as it does
+            // when emptied by acks.
+            let listed = cx.b.queues().await.or_fail(RULE, "queues")?;
+            ensure!(
+                !listed.contains(&cx.q),
+                RULE,
+                "queues() still lists {} after removing every item it held",
+                cx.q
+            );
             Ok(())
         },
     )
     .await
 }
 
-/// A removed item frees its dedup key at once, whether it was Ready or
-/// Leased, and also when it was enqueued with a hold after the ack (it was
-/// never acked): the next item with the key is a new item with a new id.
+/// A removed item frees its dedup key at once, whether it was Dead,
+/// Scheduled, Ready or Leased, and also when it was enqueued with a hold
+/// after the ack (it was never acked): the next item with the key is a new
+/// item with a new id.
 pub async fn remove_item_frees_its_dedup_key<F: BackendFactory>(factory: &F) -> CheckResult {
     run(
         factory,
@@ -278,6 +324,22 @@ pub async fn remove_item_frees_its_dedup_key<F: BackendFactory>(factory: &F) -> 
                     item
                 }
             };
+            // Dead (failed on its only attempt) and, with delays, Scheduled.
+            let dead = cx.enqueue(vec![keyed("dead", "c").max_attempts(1)]).await?[0];
+            let doomed = cx.claim_one(LONG).await?;
+            cx.b.fail(&doomed.key, "dead on purpose")
+                .await
+                .or_fail(RULE, "fail")?;
+            remove_from(&cx, dead, ItemState::Dead).await?;
+            let mut old = vec![dead];
+            let mut again = vec![keyed("dead again", "c")];
+            if cx.b.capabilities().delays {
+                let later = keyed("later", "d").delay(Duration::from_secs(3600));
+                let later = cx.enqueue(vec![later]).await?[0];
+                remove_from(&cx, later, ItemState::Scheduled).await?;
+                old.push(later);
+                again.push(keyed("later again", "d"));
+            }
             let ready = cx.enqueue(vec![keyed("ready", "a")]).await?[0];
             let leased = cx.enqueue(vec![keyed("leased", "b")]).await?[0];
             // Whichever the claim takes is removed while Leased, the other
@@ -286,22 +348,22 @@ pub async fn remove_item_frees_its_dedup_key<F: BackendFactory>(factory: &F) -> 
             let other = if lease.id() == ready { leased } else { ready };
             remove_from(&cx, lease.id(), ItemState::Leased).await?;
             remove_from(&cx, other, ItemState::Ready).await?;
+            old.extend([ready, leased]);
+            again.extend([keyed("ready again", "a"), keyed("leased again", "b")]);
+            let n = again.len() as u64;
             let again =
-                cx.b.enqueue(
-                    &cx.q,
-                    vec![keyed("ready again", "a"), keyed("leased again", "b")],
-                )
-                .await
-                .or_fail(RULE, "enqueue with the removed items' keys")?;
-            for (e, old) in again.iter().zip([ready, leased]) {
+                cx.b.enqueue(&cx.q, again)
+                    .await
+                    .or_fail(RULE, "enqueue with the removed items' keys")?;
+            for (e, was) in again.iter().zip(&old) {
                 ensure!(
-                    !e.deduplicated && ![ready, leased].contains(&e.id),
+                    !e.deduplicated && !old.contains(&e.id),
                     RULE,
-                    "an item enqueued with the key of removed item {old} answered {e:?}; \
+                    "an item enqueued with the key of removed item {was} answered {e:?}; \
                      expected a new item with a new id (the key is free)"
                 );
             }
-            cx.expect_stats([2, 0, 0, 0], "after re-enqueuing both keys")
+            cx.expect_stats([n, 0, 0, 0], "after re-enqueuing every key")
                 .await?;
             Ok(())
         },
