@@ -180,7 +180,15 @@ pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> 
                 cx.wait_past(at).await?;
                 remove_from(&cx, due, ItemState::Ready).await?;
                 // Gone from the Scheduled index it was filed in, not only
-                // from the Ready state it is read as.
+                // from the Ready state it is read as: a claim finds nothing
+                // to lease and no stray entry to repair.
+                let stray = cx.claim(10, LONG).await?;
+                ensure!(
+                    stray.is_empty(),
+                    RULE,
+                    "after removing item {due} past its due time a claim leased {:?}",
+                    stray.iter().map(|l| l.id()).collect::<Vec<_>>()
+                );
                 for state in [ItemState::Ready, ItemState::Scheduled] {
                     let listed = cx.b.peek(&cx.q, state, 100).await.or_fail(RULE, "peek")?;
                     ensure!(
