@@ -201,6 +201,7 @@ macro_rules! __with_checks {
             clock::claims_read_the_clock_in_their_step
             clock::expiry_and_due_times_are_exact
             ordering::order_holds_after_every_return_to_ready
+            ordering::priority_holds_after_every_return_to_ready
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
             limits::reap_frees_limited_slots
