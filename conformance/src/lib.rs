@@ -146,6 +146,7 @@ macro_rules! __with_checks {
             remove::remove_item_frees_its_dedup_key
             remove::racing_removes_settle_each_item_once
             lifecycle::delayed_item_waits
+            lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired
             lifecycle::reap_final_attempt_goes_dead
             lifecycle::expired_unreaped_lease_still_works

@@ -605,6 +605,70 @@ pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) 
     .await
 }
 
+/// A Scheduled item past its due time is Ready to every read before any
+/// call has moved it: `item` shows it Ready with no due time, `peek` lists
+/// it under Ready and not under Scheduled, `stats` counts it as Ready, and
+/// a claim takes it (the contract of every method: "Ready to every caller,
+/// whether or not the store has moved it yet"). Reads come first, `item`
+/// before `peek`, so neither finds it already moved by the other.
+pub async fn due_item_is_ready_to_every_read<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("a due Scheduled item is Ready");
+    run(
+        factory,
+        "due_item_is_ready_to_every_read",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            let id = cx.enqueue(vec![NewItem::new("due").delay(SHORT)]).await?[0];
+            match (cx.tb.is_manual(), cx.hooks()) {
+                (false, Some(h)) => {
+                    let n = h.make_due(&cx.q).await.or_fail(rule, "make_due hook")?;
+                    ensure!(n == 1, rule, "make_due touched {n} items, expected 1");
+                }
+                _ => {
+                    let due = cx
+                        .must_item(id)
+                        .await?
+                        .due_at
+                        .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+                    cx.wait_past(due).await?;
+                }
+            }
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Ready && info.due_at.is_none(),
+                rule,
+                "item() of an item past its due time shows {:?} due at {:?}, expected Ready \
+                 with no due time",
+                info.state,
+                info.due_at
+            );
+            for (state, want) in [(ItemState::Ready, true), (ItemState::Scheduled, false)] {
+                let items = cx.b.peek(&cx.q, state, 10).await.or_fail(rule, "peek")?;
+                let listed = items.iter().any(|i| i.id == id);
+                ensure!(
+                    listed == want,
+                    rule,
+                    "peek({state:?}) {} item {id}, past its due time (expected it listed under \
+                     Ready only)",
+                    if listed { "lists" } else { "does not list" }
+                );
+            }
+            cx.expect_stats([1, 0, 0, 0], "an item past its due time")
+                .await?;
+            let l = cx.claim_one(LONG).await?;
+            ensure!(
+                l.id() == id,
+                rule,
+                "claimed {} instead of the due item {id}",
+                l.id()
+            );
+            cx.b.ack(&l.key).await.or_fail(rule, "ack")
+        },
+    )
+    .await
+}
+
 /// `give_back` returns the item to Ready without spending an attempt: on
 /// its last attempt it does not go Dead, its place in the queue is kept,
 /// and a stale token changes nothing.
