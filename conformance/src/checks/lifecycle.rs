@@ -430,6 +430,16 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
                 "a delayed item should be Scheduled until now + delay (>= {}): {info:?}",
                 before.saturating_add(SHORT)
             );
+            // Not claimable until the delay has passed since the enqueue
+            // ran: its enqueued_at, a time of the same clock.
+            ensure!(
+                due >= info.enqueued_at.saturating_add(SHORT),
+                rule,
+                "a delayed item enqueued at {} with a delay of {SHORT:?} is due at {due}, \
+                 before its enqueue time + the delay ({})",
+                info.enqueued_at,
+                info.enqueued_at.saturating_add(SHORT)
+            );
             cx.expect_stats([0, 1, 0, 0], "before it is due").await?;
             ensure!(
                 cx.claim(1, LONG).await?.is_empty(),
