@@ -279,7 +279,9 @@ pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> Chec
                             gate.wait().await;
                             let mut got = Vec::new();
                             while (total.load(Ordering::SeqCst) as usize) < target {
+                                let before = cx.now().await?.as_millis();
                                 let c = claim_on(&cx, &cx.q, 2, LONG).await?;
+                                let after = cx.now().await?.as_millis();
                                 if c.leases.is_empty() {
                                     let wait = c.retry_after.ok_or_else(|| {
                                         Violation::new(RULE, "a claim the rate cut to nothing (many items Ready) said no retry_after")
@@ -288,6 +290,17 @@ pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> Chec
                                         wait <= per,
                                         RULE,
                                         "a claim cut by a rate of {rate} said retry_after {wait:?}, longer than a window"
+                                    );
+                                    // Windows are fixed: when the claim ran
+                                    // within one, it waits for that one's end
+                                    // only (1 ms of slack for clocks read at
+                                    // another precision).
+                                    let end = (before / per_ms + 1) * per_ms;
+                                    ensure!(
+                                        after >= end || wait.as_millis() as u64 <= end - before + 1,
+                                        RULE,
+                                        "a claim cut by a rate of {rate} between {before} and {after} ms said retry_after {wait:?}; its window ends at {end} ms, {} ms after the claim began",
+                                        end - before
                                     );
                                     tokio::time::sleep(wait).await;
                                     continue;
