@@ -179,6 +179,15 @@ pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> 
                 let at = info.due_at.ok_or_else(|| cx.fail("a delayed item shows no due time"))?;
                 cx.wait_past(at).await?;
                 remove_from(&cx, due, ItemState::Ready).await?;
+                // Gone from every index, the Scheduled one it was never
+                // moved out of too: no entry left for a later call to find.
+                cx.check_indexes("after removing an item past its due time").await?;
+                let after = cx.claim(1, LONG).await?;
+                ensure!(
+                    after.is_empty(),
+                    RULE,
+                    "after removing the due item {due}, a claim returned {after:?}"
+                );
             }
             if caps.delete_queue {
                 cx.b.delete_queue(&other).await.or_fail(RULE, "delete_queue of the other queue")?;
