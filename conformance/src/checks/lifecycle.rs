@@ -402,6 +402,19 @@ pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckRe
                 "second purge deleted items"
             );
             cx.check_indexes("after purge").await?;
+            // More items than one step may delete: 1,001 leaves exactly one
+            // after the last whole batch for every batch size dividing 1,000,
+            // and that one goes too.
+            const MANY: usize = 1_001;
+            cx.push_n(MANY).await?;
+            let n = cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            ensure!(
+                n == MANY as u64,
+                rule,
+                "purge of {MANY} Ready items returned {n}"
+            );
+            cx.expect_stats([0, 0, 0, 0], "after a purge of 1001 items")
+                .await?;
             Ok(())
         },
     )
