@@ -205,6 +205,7 @@ macro_rules! __with_checks {
             ordering::priority_holds_after_every_return_to_ready
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
+            limits::rate_counts_only_leased_items
             limits::reap_frees_limited_slots
             limits::every_exit_frees_a_slot
             limits::limits_are_per_queue
