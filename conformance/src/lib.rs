@@ -146,6 +146,7 @@ macro_rules! __with_checks {
             remove::remove_item_frees_its_dedup_key
             remove::racing_removes_settle_each_item_once
             lifecycle::delayed_item_waits
+            lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired
             lifecycle::reap_final_attempt_goes_dead
             lifecycle::expired_unreaped_lease_still_works
@@ -201,8 +202,10 @@ macro_rules! __with_checks {
             clock::claims_read_the_clock_in_their_step
             clock::expiry_and_due_times_are_exact
             ordering::order_holds_after_every_return_to_ready
+            ordering::priority_holds_after_every_return_to_ready
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
+            limits::rate_counts_only_leased_items
             limits::reap_frees_limited_slots
             limits::every_exit_frees_a_slot
             limits::limits_are_per_queue

@@ -402,6 +402,19 @@ pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckRe
                 "second purge deleted items"
             );
             cx.check_indexes("after purge").await?;
+            // More items than one step may delete: 1,001 leaves exactly one
+            // after the last whole batch for every batch size dividing 1,000,
+            // and that one goes too.
+            const MANY: usize = 1_001;
+            cx.push_n(MANY).await?;
+            let n = cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            ensure!(
+                n == MANY as u64,
+                rule,
+                "purge of {MANY} Ready items returned {n}"
+            );
+            cx.expect_stats([0, 0, 0, 0], "after a purge of 1001 items")
+                .await?;
             Ok(())
         },
     )
@@ -429,6 +442,16 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
                 rule,
                 "a delayed item should be Scheduled until now + delay (>= {}): {info:?}",
                 before.saturating_add(SHORT)
+            );
+            // Not claimable until the delay has passed since the enqueue
+            // ran: its enqueued_at, a time of the same clock.
+            ensure!(
+                due >= info.enqueued_at.saturating_add(SHORT),
+                rule,
+                "a delayed item enqueued at {} with a delay of {SHORT:?} is due at {due}, \
+                 before its enqueue time + the delay ({})",
+                info.enqueued_at,
+                info.enqueued_at.saturating_add(SHORT)
             );
             cx.expect_stats([0, 1, 0, 0], "before it is due").await?;
             ensure!(
@@ -603,6 +626,97 @@ pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) 
         },
     )
     .await
+}
+
+/// A Scheduled item past its due time is Ready to every read before any
+/// call has moved it: `item` shows it Ready with no due time, `peek` lists
+/// it under Ready and not under Scheduled, `stats` counts it as Ready, and
+/// a claim takes it (the contract of every method: "Ready to every caller,
+/// whether or not the store has moved it yet"). Reads come first, `item`
+/// before `peek`, so neither finds it already moved by the other.
+pub async fn due_item_is_ready_to_every_read<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("a due Scheduled item is Ready");
+    run(
+        factory,
+        "due_item_is_ready_to_every_read",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            let id = cx.enqueue(vec![NewItem::new("due").delay(SHORT)]).await?[0];
+            fall_due(&cx, id).await?;
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Ready && info.due_at.is_none(),
+                rule,
+                "item() of an item past its due time shows {:?} due at {:?}, expected Ready \
+                 with no due time",
+                info.state,
+                info.due_at
+            );
+            for (state, want) in [(ItemState::Ready, true), (ItemState::Scheduled, false)] {
+                let items = cx.b.peek(&cx.q, state, 10).await.or_fail(rule, "peek")?;
+                let listed = items.iter().any(|i| i.id == id);
+                ensure!(
+                    listed == want,
+                    rule,
+                    "peek({state:?}) {} item {id}, past its due time (expected it listed under \
+                     Ready only)",
+                    if listed { "lists" } else { "does not list" }
+                );
+            }
+            cx.expect_stats([1, 0, 0, 0], "an item past its due time")
+                .await?;
+            let l = cx.claim_one(LONG).await?;
+            ensure!(
+                l.id() == id,
+                rule,
+                "claimed {} instead of the due item {id}",
+                l.id()
+            );
+            cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            // More at once than one step may move (a backend that moves due
+            // items in bounded batches): each still counts once, as Ready.
+            const MANY: usize = 1_200;
+            let mut last = id;
+            for half in 0..2 {
+                let items = (0..MANY / 2)
+                    .map(|i| NewItem::new(format!("due-{half}-{i}")).delay(SHORT))
+                    .collect();
+                last = *cx.enqueue(items).await?.last().unwrap_or(&last);
+            }
+            fall_due(&cx, last).await?;
+            cx.expect_stats([MANY as u64, 0, 0, 0], "1200 items past their due time")
+                .await?;
+            let got = cx.drain(LONG, MANY).await?;
+            ensure!(
+                got.len() == MANY,
+                rule,
+                "claims took {} of {MANY} items past their due time",
+                got.len()
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Makes the Scheduled items up to `last` (the latest due) due: by the
+/// `make_due` hook on a real clock when it exists, else by the clock.
+async fn fall_due(cx: &crate::cx::Cx, last: leaseq_core::ItemId) -> Result<(), crate::Violation> {
+    match (cx.tb.is_manual(), cx.hooks()) {
+        (false, Some(h)) => {
+            h.make_due(&cx.q).await.or_fail(cx.rule, "make_due hook")?;
+        }
+        _ => {
+            let due = cx
+                .must_item(last)
+                .await?
+                .due_at
+                .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+            cx.wait_past(due).await?;
+        }
+    }
+    Ok(())
 }
 
 /// `give_back` returns the item to Ready without spending an attempt: on

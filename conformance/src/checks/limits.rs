@@ -181,6 +181,67 @@ pub async fn concurrency_limit_holds_under_race<F: BackendFactory>(factory: &F) 
     .await
 }
 
+/// A claim that finds fewer items Ready than the rate allows uses up only
+/// the items it leased: later in the same window, items enqueued after it
+/// are claimable up to the rate (a window charged with what the claim was
+/// allowed instead would refuse them). Each try starts at a window's start;
+/// one whose two claims fell into two windows of the backend's clock does
+/// not count, and another is made.
+pub async fn rate_counts_only_leased_items<F: BackendFactory>(factory: &F) -> CheckResult {
+    run_limited(factory, "rate_counts_only_leased_items", |cx| async move {
+        const N: u32 = 5;
+        const TRIES: usize = 5;
+        let per = match cx.tb.time {
+            TimeControl::Manual(_) => Duration::from_secs(1),
+            TimeControl::Real => Duration::from_millis(200),
+        };
+        let per_ms = per.as_millis() as u64;
+        let rate = Rate::new(N, per).or_fail(RULE, "building the rate")?;
+        set(&cx, &cx.q, QueueLimits::NONE.rate(rate)).await?;
+        for _ in 0..TRIES {
+            let now = cx.now().await?.as_millis();
+            let next = (now / per_ms + 1) * per_ms;
+            match &cx.tb.time {
+                TimeControl::Manual(clock) => clock.advance(Duration::from_millis(next - now)),
+                TimeControl::Real => {
+                    cx.wait_past(leaseq_core::Timestamp::from_millis(next))
+                        .await?
+                }
+            }
+            let start = cx.now().await?.as_millis();
+            cx.push_n(2).await?;
+            let first = claim_on(&cx, &cx.q, N, LONG).await?;
+            cx.push_n(N as usize).await?;
+            let second = claim_on(&cx, &cx.q, N, LONG).await?;
+            let end = cx.now().await?.as_millis();
+            ack_all(&cx, &first.leases).await?;
+            ack_all(&cx, &second.leases).await?;
+            cx.b.purge(&cx.q)
+                .await
+                .or_fail(RULE, "purge between tries")?;
+            if start / per_ms != end / per_ms {
+                continue;
+            }
+            ensure!(
+                first.leases.len() == 2 && second.leases.len() == N as usize - 2,
+                RULE,
+                "under a rate of {rate}, within one window: a claim of {N} with 2 items Ready \
+                 leased {}, then a claim of {N} with {N} more Ready leased {} (expected 2, then \
+                 {}: the window holds {N})",
+                first.leases.len(),
+                second.leases.len(),
+                N - 2
+            );
+            return Ok(());
+        }
+        Err(Violation::new(
+            RULE,
+            format!("none of {TRIES} tries ran its two claims within one window of {per:?}"),
+        ))
+    })
+    .await
+}
+
 /// A rate of N claims per window, over several windows of the backend's
 /// clock: racing claimers lease at most N items per window (each lease is
 /// placed in its window by its claim's time on the backend's clock,
@@ -279,7 +340,9 @@ pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> Chec
                             gate.wait().await;
                             let mut got = Vec::new();
                             while (total.load(Ordering::SeqCst) as usize) < target {
+                                let before = cx.now().await?.as_millis();
                                 let c = claim_on(&cx, &cx.q, 2, LONG).await?;
+                                let after = cx.now().await?.as_millis();
                                 if c.leases.is_empty() {
                                     let wait = c.retry_after.ok_or_else(|| {
                                         Violation::new(RULE, "a claim the rate cut to nothing (many items Ready) said no retry_after")
@@ -288,6 +351,17 @@ pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> Chec
                                         wait <= per,
                                         RULE,
                                         "a claim cut by a rate of {rate} said retry_after {wait:?}, longer than a window"
+                                    );
+                                    // Windows are fixed: when the claim ran
+                                    // within one, it waits for that one's end
+                                    // only (1 ms of slack for clocks read at
+                                    // another precision).
+                                    let end = (before / per_ms + 1) * per_ms;
+                                    ensure!(
+                                        after >= end || wait.as_millis() as u64 <= end - before + 1,
+                                        RULE,
+                                        "a claim cut by a rate of {rate} between {before} and {after} ms said retry_after {wait:?}; its window ends at {end} ms, {} ms after the claim began",
+                                        end - before
                                     );
                                     tokio::time::sleep(wait).await;
                                     continue;

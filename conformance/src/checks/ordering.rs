@@ -1,7 +1,7 @@
 //! INV-8 order: higher priority first, FIFO by enqueue order within a
 //! priority, absent retries.
 
-use leaseq_core::{ItemId, ItemState, NewItem};
+use leaseq_core::{ItemId, ItemState, NewItem, Released};
 
 use crate::cx::{run, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -182,6 +182,119 @@ pub async fn order_holds_after_every_return_to_ready<F: BackendFactory>(
                 "a due Scheduled item among Ready ones: claim order {:?}, expected {want:?}",
                 order(&got)
             );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// An item back in Ready keeps its priority: after a give_back, a release,
+/// a reap, a delayed release falling due, a redrive and a redrive_item, an
+/// item of priority 7 is claimed before one of priority 0 enqueued before it
+/// and Ready all along (INV-8: it takes its place by priority, as if it had
+/// never left; a return that ranks it as priority 0 puts it behind).
+pub async fn priority_holds_after_every_return_to_ready<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    run(
+        factory,
+        "priority_holds_after_every_return_to_ready",
+        Rule::Inv8,
+        Needs::PRIORITIES.and(Needs::GLOBAL_ORDER),
+        |cx| async move {
+            let low = cx.enqueue(vec![NewItem::new("low")]).await?[0];
+            let mut ways = vec!["give_back", "release", "reap", "redrive", "redrive_item"];
+            if cx.b.capabilities().delays {
+                ways.push("delayed release");
+            }
+            for way in ways {
+                let high = cx
+                    .enqueue(vec![NewItem::new(format!("high {way}")).priority(7)])
+                    .await?[0];
+                let ttl = if way == "reap" { SHORT } else { LONG };
+                let l = cx.claim_one(ttl).await?;
+                ensure!(
+                    l.id() == high,
+                    cx.rule,
+                    "before a {way}: claimed {} first, expected the priority 7 item {high}",
+                    l.id()
+                );
+                match way {
+                    "give_back" => match cx.b.give_back(&l.key).await {
+                        Ok(()) => {}
+                        // give_back_spends_no_attempt reports the gap.
+                        Err(leaseq_core::Error::Unsupported { .. }) => {
+                            cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+                            continue;
+                        }
+                        Err(e) => return Err(cx.fail(format!("give_back failed: {e}"))),
+                    },
+                    "release" => {
+                        let r =
+                            cx.b.release(&l.key, std::time::Duration::ZERO)
+                                .await
+                                .or_fail(cx.rule, "release")?;
+                        ensure!(r == Released::Ready, cx.rule, "release said {r:?}");
+                    }
+                    "reap" => {
+                        cx.expire(std::slice::from_ref(&l)).await?;
+                        let r = cx.reap_all().await?;
+                        ensure!(r.requeued == 1, cx.rule, "the reap reported {r:?}");
+                    }
+                    "redrive" | "redrive_item" => {
+                        cx.b.fail(&l.key, "x").await.or_fail(cx.rule, "fail")?;
+                        let moved = if way == "redrive" {
+                            cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")? == 1
+                        } else {
+                            cx.b.redrive_item(&cx.q, high)
+                                .await
+                                .or_fail(cx.rule, "redrive_item")?
+                        };
+                        ensure!(
+                            moved,
+                            cx.rule,
+                            "the {way} did not move the Dead item {high}"
+                        );
+                    }
+                    _ => {
+                        let r =
+                            cx.b.release(&l.key, SHORT)
+                                .await
+                                .or_fail(cx.rule, "release")?;
+                        ensure!(r == Released::Scheduled, cx.rule, "release said {r:?}");
+                        match (cx.tb.is_manual(), cx.hooks()) {
+                            (false, Some(h)) => {
+                                h.make_due(&cx.q).await.or_fail(cx.rule, "make_due hook")?;
+                            }
+                            _ => {
+                                let due =
+                                    cx.must_item(high).await?.due_at.ok_or_else(|| {
+                                        cx.fail("a Scheduled item shows no due time")
+                                    })?;
+                                cx.wait_past(due).await?;
+                            }
+                        }
+                    }
+                }
+                let got = cx.claim_one(LONG).await?;
+                ensure!(
+                    got.id() == high,
+                    cx.rule,
+                    "after a {way}, claimed {} (priority {}) before the priority 7 item {high}: \
+                     the {way} did not put it back at its priority's place",
+                    got.id(),
+                    got.priority
+                );
+                cx.b.ack(&got.key).await.or_fail(cx.rule, "ack")?;
+            }
+            let last = cx.claim_one(LONG).await?;
+            ensure!(
+                last.id() == low,
+                cx.rule,
+                "claimed {} last, expected {low}",
+                last.id()
+            );
+            cx.b.ack(&last.key).await.or_fail(cx.rule, "ack")?;
             Ok(())
         },
     )

@@ -365,6 +365,41 @@ pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckRe
             );
             cx.expect_stats([6, 0, 0, 0], "after a second request")
                 .await?;
+            if cx.b.capabilities().dedup {
+                // A resend gives back which items were deduplicated too:
+                // here the second, whose key the first took.
+                let keyed = || {
+                    (0..2)
+                        .map(|i| NewItem::new(format!("keyed-{i}")).dedup_key("once-key"))
+                        .collect::<Vec<_>>()
+                };
+                let req = LeaseToken::random();
+                let first =
+                    cx.b.enqueue_once(&cx.q, req, keyed())
+                        .await
+                        .or_fail(rule, "enqueue_once of a batch with one key twice")?;
+                ensure!(
+                    first.len() == 2
+                        && !first[0].deduplicated
+                        && first[1].deduplicated
+                        && first[1].id == first[0].id,
+                    rule,
+                    "a batch with one dedup key twice returned {first:?}: expected one new item \
+                     and the second entry deduplicated to it"
+                );
+                let again =
+                    cx.b.enqueue_once(&cx.q, req, keyed())
+                        .await
+                        .or_fail(rule, "enqueue_once with a dedup key sent again")?;
+                ensure!(
+                    first == again,
+                    rule,
+                    "the resend of a batch with a deduplicated item returned {again:?}; the \
+                     first call returned {first:?}"
+                );
+                cx.expect_stats([7, 0, 0, 0], "after a batch with one key twice, sent twice")
+                    .await?;
+            }
             Ok(())
         },
     )
