@@ -477,6 +477,24 @@ fn a_redrive_item_split_into_read_and_move_is_caught() {
 }
 
 #[test]
+fn a_delay_cut_short_by_a_millisecond_is_caught() {
+    caught(
+        "an enqueue whose delayed items fall due 1 ms early",
+        &[Rule::Contract("enqueue with delay")],
+        || lifecycle::delayed_item_waits(&FaultyFactory(Fault::DueEarly)),
+    );
+}
+
+#[test]
+fn an_enqueue_once_replay_that_forgets_what_was_deduplicated_is_caught() {
+    caught(
+        "a resent enqueue_once that reports every entry as newly written",
+        &[Rule::Contract("enqueue_once")],
+        || replies::enqueue_once_writes_once(&FaultyFactory(Fault::ReplayForgetsDedup)),
+    );
+}
+
+#[test]
 fn a_remove_item_split_into_read_and_remove_is_caught() {
     caught(
         "remove_item as a read of the state, then a removal",

@@ -105,6 +105,12 @@ pub(crate) enum Fault {
     /// request, each a round trip of its own, so resends in flight at once
     /// all miss the record and all write.
     SplitEnqueueOnce,
+    /// A delayed item falls due 1 ms before its delay has passed, as an
+    /// enqueue that rounds the due time down would make it.
+    DueEarly,
+    /// A resent `enqueue_once` gives back the first call's ids but says
+    /// every entry was written anew, as a record that keeps only the ids.
+    ReplayForgetsDedup,
     /// Every state's listing and the redrive go by item id, as a backend
     /// that reads its items by primary key instead of each state's index:
     /// `peek` of any state sorted by id, `redrive` moving the lowest ids of
@@ -357,6 +363,20 @@ impl Layer for Faulty {
             self.note_listed(queue, true);
             return Ok(out);
         }
+        if self.fault == Fault::DueEarly {
+            let items = items
+                .into_iter()
+                .map(|item| {
+                    let delay = item.get_delay();
+                    if delay.is_zero() {
+                        item
+                    } else {
+                        item.delay(delay.saturating_sub(Duration::from_millis(1)))
+                    }
+                })
+                .collect();
+            return self.inner.enqueue(queue, items).await;
+        }
         if self.fault != Fault::GlobalDedup {
             return self.inner.enqueue(queue, items).await;
         }
@@ -496,6 +516,21 @@ impl Layer for Faulty {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
+        if self.fault == Fault::ReplayForgetsDedup {
+            let mut out = self.inner.enqueue_once(queue, request, items).await?;
+            let replay = self
+                .requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((queue.clone(), request), out.clone())
+                .is_some();
+            if replay {
+                for e in &mut out {
+                    e.deduplicated = false;
+                }
+            }
+            return Ok(out);
+        }
         if self.fault != Fault::SplitEnqueueOnce {
             return self.inner.enqueue_once(queue, request, items).await;
         }
