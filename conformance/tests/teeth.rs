@@ -486,6 +486,15 @@ fn a_delay_cut_short_by_a_millisecond_is_caught() {
 }
 
 #[test]
+fn a_peek_that_misses_due_items_no_claim_has_moved_is_caught() {
+    caught(
+        "a peek of Ready that reads only items filed Ready",
+        &[Rule::Contract("a due Scheduled item is Ready")],
+        || lifecycle::due_item_is_ready_to_every_read(&FaultyFactory(Fault::PeekMissesDue)),
+    );
+}
+
+#[test]
 fn an_enqueue_once_replay_that_forgets_what_was_deduplicated_is_caught() {
     caught(
         "a resent enqueue_once that reports every entry as newly written",

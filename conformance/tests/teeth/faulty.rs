@@ -108,6 +108,11 @@ pub(crate) enum Fault {
     /// A delayed item falls due 1 ms before its delay has passed, as an
     /// enqueue that rounds the due time down would make it.
     DueEarly,
+    /// `peek` of Ready reads only items filed Ready: a delayed item that
+    /// fell due is missing from it until a claim has moved it (the wrapper
+    /// files delayed items by id and drops them from the filing when
+    /// claimed).
+    PeekMissesDue,
     /// A resent `enqueue_once` gives back the first call's ids but says
     /// every entry was written anew, as a record that keeps only the ids.
     ReplayForgetsDedup,
@@ -141,6 +146,8 @@ pub(crate) struct Faulty {
     expiries: Mutex<HashMap<QueueName, HashMap<ItemId, Timestamp>>>,
     /// Slots held per queue (SlotFreedOnlyByAck).
     slots: Mutex<HashMap<QueueName, u64>>,
+    /// Delayed items not claimed since their enqueue (PeekMissesDue).
+    delayed: Mutex<BTreeSet<(QueueName, ItemId)>>,
     /// Requests recorded by the split `enqueue_once` (SplitEnqueueOnce).
     requests: Mutex<HashMap<(QueueName, LeaseToken), Vec<Enqueued>>>,
 }
@@ -160,6 +167,7 @@ impl Faulty {
             expiries: Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
             requests: Mutex::new(HashMap::new()),
+            delayed: Mutex::new(BTreeSet::new()),
         }
     }
 }
@@ -290,6 +298,12 @@ impl Layer for Faulty {
                 current.insert((queue.clone(), l.id()), l.token());
             }
         }
+        if self.fault == Fault::PeekMissesDue {
+            let mut filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+            for l in &claimed.leases {
+                filed.remove(&(queue.clone(), l.id()));
+            }
+        }
         if self.fault == Fault::ScanningReap {
             let mut expiries = self.expiries.lock().unwrap_or_else(|p| p.into_inner());
             let mine = expiries.entry(queue.clone()).or_default();
@@ -361,6 +375,17 @@ impl Layer for Faulty {
             let out = self.inner.enqueue(queue, items).await?;
             tokio::task::yield_now().await;
             self.note_listed(queue, true);
+            return Ok(out);
+        }
+        if self.fault == Fault::PeekMissesDue {
+            let delayed: Vec<bool> = items.iter().map(|i| !i.get_delay().is_zero()).collect();
+            let out = self.inner.enqueue(queue, items).await?;
+            let mut filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+            for (e, later) in out.iter().zip(delayed) {
+                if later && !e.deduplicated {
+                    filed.insert((queue.clone(), e.id));
+                }
+            }
             return Ok(out);
         }
         if self.fault == Fault::DueEarly {
@@ -675,6 +700,12 @@ impl Layer for Faulty {
         state: ItemState,
         limit: usize,
     ) -> Result<Vec<leaseq_core::ItemInfo>> {
+        if self.fault == Fault::PeekMissesDue && state == ItemState::Ready {
+            let mut listed = self.inner.peek(queue, state, limit).await?;
+            let filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+            listed.retain(|i| !filed.contains(&(queue.clone(), i.id)));
+            return Ok(listed);
+        }
         if self.fault != Fault::ById {
             return self.inner.peek(queue, state, limit).await;
         }
