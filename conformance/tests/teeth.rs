@@ -486,6 +486,19 @@ fn a_delay_cut_short_by_a_millisecond_is_caught() {
 }
 
 #[test]
+fn a_release_that_requeues_without_the_priority_is_caught() {
+    caught(
+        "a release that requeues the item at priority 0",
+        &[Rule::Inv8],
+        || {
+            ordering::priority_holds_after_every_return_to_ready(&FaultyFactory(
+                Fault::ReleaseDropsPriority,
+            ))
+        },
+    );
+}
+
+#[test]
 fn a_peek_that_misses_due_items_no_claim_has_moved_is_caught() {
     caught(
         "a peek of Ready that reads only items filed Ready",

@@ -48,6 +48,9 @@ pub(crate) enum Fault {
     /// A release requeues the job as a new item at the back of the queue
     /// (ack, then enqueue a copy).
     ReleaseToBack,
+    /// As `ReleaseToBack`, and the copy is enqueued at priority 0: a
+    /// release that requeues without the item's priority.
+    ReleaseDropsPriority,
     /// Queue limits are accepted and read back but never enforced: the
     /// wrapper keeps them and claims pass through unlimited.
     IgnoredLimits,
@@ -455,17 +458,15 @@ impl Layer for Faulty {
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        if self.fault != Fault::ReleaseToBack {
-            return self.inner.release(lease, delay).await;
-        }
+        let priority = match self.fault {
+            Fault::ReleaseToBack => None,
+            Fault::ReleaseDropsPriority => Some(0),
+            _ => return self.inner.release(lease, delay).await,
+        };
         let info = self.inner.item(&lease.queue, lease.id).await?;
         self.inner.ack(lease).await?;
-        self.inner
-            .enqueue(
-                &lease.queue,
-                vec![NewItem::new(info.payload).priority(info.priority)],
-            )
-            .await?;
+        let copy = NewItem::new(info.payload).priority(priority.unwrap_or(info.priority));
+        self.inner.enqueue(&lease.queue, vec![copy]).await?;
         Ok(Released::Ready)
     }
 
