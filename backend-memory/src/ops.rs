@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::limits::{
-    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+    check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
 use leaseq_core::queue_limits::Admission;
 use leaseq_core::{
@@ -26,11 +26,7 @@ const REAP_BATCH: usize = 1_024;
 /// `now + delay` in ms, rounding a part-millisecond delay up so a delay never
 /// makes an item due earlier than asked.
 pub(crate) fn due_after(now: u64, delay: Duration) -> u64 {
-    let mut ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-    if !delay.subsec_nanos().is_multiple_of(1_000_000) {
-        ms = ms.saturating_add(1);
-    }
-    now.saturating_add(ms)
+    now.saturating_add(millis_ceil(delay))
 }
 
 fn lost(lease: &LeaseKey) -> Error {
@@ -83,7 +79,7 @@ impl Backend for MemoryBackend {
         let now = self.now_ms();
         self.ensure(queue, |q| {
             let mut st = q.lock();
-            let remember = now.saturating_add(millis(REQUEST_MEMORY));
+            let remember = now.saturating_add(millis_ceil(REQUEST_MEMORY));
             if let Some(done) = st.requests.recall(request, now) {
                 if done.len() != items.len() {
                     return Err(Error::invalid(format!(
@@ -601,7 +597,7 @@ pub(crate) fn insert_batch(
                 priority: item.get_priority(),
                 max_attempts: item.get_max_attempts(),
                 dedup_key,
-                unique_for: item.get_unique_for().map(millis),
+                unique_for: item.get_unique_for().map(millis_ceil),
                 due,
             },
             now,
@@ -613,8 +609,4 @@ pub(crate) fn insert_batch(
         });
     }
     (out, woke)
-}
-
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use leaseq_core::limits::{
-    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+    check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
 use leaseq_core::{
     Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
@@ -29,15 +29,6 @@ fn slot(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
-fn ms_ceil(d: Duration) -> u64 {
-    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    if Duration::from_millis(ms) < d {
-        ms.saturating_add(1)
-    } else {
-        ms
-    }
-}
-
 fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
 }
@@ -52,10 +43,10 @@ pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
     for item in items {
         args.push(item.get_payload().clone());
         args.push(arg(item.get_priority()));
-        args.push(arg(ms_ceil(item.get_delay())));
+        args.push(arg(millis_ceil(item.get_delay())));
         args.push(arg(item.get_max_attempts()));
         args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
-        args.push(arg(item.get_unique_for().map_or(0, ms_ceil)));
+        args.push(arg(item.get_unique_for().map_or(0, millis_ceil)));
     }
 }
 
@@ -295,7 +286,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
         check_delay(delay)?;
         let mut args = lease_args(lease);
-        args.push(arg(ms_ceil(delay)));
+        args.push(arg(millis_ceil(delay)));
         let r = self.run(&self.scripts.release, &lease.queue, args).await?;
         match r.int()? {
             1 => Ok(Released::Ready),

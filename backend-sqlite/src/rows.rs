@@ -161,9 +161,10 @@ pub(crate) fn state(raw: &str) -> Result<ItemState> {
     })
 }
 
-/// A duration in milliseconds as a bind parameter.
+/// A duration in whole milliseconds (a part millisecond rounded up, so a
+/// delay or a hold never ends early) as a bind parameter.
 pub(crate) fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(leaseq_core::limits::millis_ceil(d)).unwrap_or(i64::MAX)
 }
 
 /// A count limit as a bind parameter.

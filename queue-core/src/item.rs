@@ -105,7 +105,8 @@ impl NewItem {
         self
     }
 
-    /// Not claimable until this long after enqueue (Scheduled meanwhile).
+    /// Not claimable until this long after enqueue (Scheduled meanwhile);
+    /// backends keep whole milliseconds, a part millisecond rounded up.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self

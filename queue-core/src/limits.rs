@@ -49,6 +49,18 @@ impl Default for Limits {
     }
 }
 
+/// `d` in whole milliseconds, a part millisecond rounded up: what a backend
+/// stores for a delay, a hold or a lease, so that none ends earlier than
+/// asked (a 1.5 ms delay is due after 2 ms, a 0.5 ms one is Scheduled).
+pub fn millis_ceil(d: Duration) -> u64 {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if Duration::from_millis(ms) < d {
+        ms.saturating_add(1)
+    } else {
+        ms
+    }
+}
+
 /// A lease duration: at least 1 ms, at most [`MAX_LEASE_TTL`], whole
 /// milliseconds (finer parts are rounded up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,13 +77,7 @@ impl LeaseTtl {
                 "lease ttl {ttl:?} is over the limit of {MAX_LEASE_TTL:?}"
             )));
         }
-        let ms = ttl.as_millis().max(1);
-        let rounded = if Duration::from_millis(ms as u64) < ttl {
-            ms + 1
-        } else {
-            ms
-        };
-        Ok(LeaseTtl(Duration::from_millis(rounded as u64)))
+        Ok(LeaseTtl(Duration::from_millis(millis_ceil(ttl).max(1))))
     }
 
     /// The duration.
@@ -341,6 +347,13 @@ mod tests {
             ClaimSpec::new(MAX_CLAIM, s).map(|c| c.max()).ok(),
             Some(MAX_CLAIM)
         );
+    }
+
+    #[test]
+    fn millis_ceil_rounds_only_a_part_millisecond_up() {
+        let ms = |us| millis_ceil(Duration::from_micros(us));
+        assert_eq!([ms(0), ms(1), ms(999), ms(1000), ms(1001)], [0, 1, 1, 1, 2]);
+        assert_eq!(millis_ceil(Duration::MAX), u64::MAX);
     }
 
     #[test]

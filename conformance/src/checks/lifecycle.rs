@@ -482,6 +482,24 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
                     l.id()
                 );
             }
+            // A part millisecond of delay is rounded up, never down: the
+            // item is never due before the whole delay has passed.
+            let odd = LONG + Duration::from_micros(500);
+            let id = cx
+                .enqueue(vec![NewItem::new("odd delay").delay(odd)])
+                .await?[0];
+            let info = cx.must_item(id).await?;
+            let least = info
+                .enqueued_at
+                .saturating_add(LONG + Duration::from_millis(1));
+            ensure!(
+                info.due_at.is_some_and(|due| due >= least),
+                rule,
+                "an item enqueued at {} with a delay of {odd:?} is due at {:?}, before {least} \
+                 (the delay rounded down to whole milliseconds)",
+                info.enqueued_at,
+                info.due_at
+            );
             // A reap recovers expired leases only: it must not promote an
             // item that is not due.
             let far = cx.enqueue(vec![NewItem::new("far").delay(LONG)]).await?[0];
