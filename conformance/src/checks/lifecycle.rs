@@ -692,6 +692,37 @@ pub async fn due_item_is_ready_to_every_read<F: BackendFactory>(factory: &F) -> 
                 l.id()
             );
             cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            // Due items are claimed in Ready's order, priority first, not
+            // by due time: among them one released with a delay.
+            cx.enqueue(vec![NewItem::new("released")]).await?;
+            let r = cx.claim_one(LONG).await?;
+            cx.b.release(&r.key, SHORT)
+                .await
+                .or_fail(rule, "release with a delay")?;
+            let caps = cx.b.capabilities();
+            let ranked = caps.priorities && caps.order == leaseq_core::Order::Global;
+            let mut last = r.id();
+            if ranked {
+                let low = NewItem::new("low").delay(SHORT);
+                let high = NewItem::new("high").priority(5).delay(SHORT);
+                last = cx.enqueue(vec![low, high]).await?[1];
+            }
+            fall_due(&cx, last).await?;
+            if ranked {
+                let first = cx.claim_one(LONG).await?;
+                ensure!(
+                    first.id() == last,
+                    rule,
+                    "of three items past their due time (priorities 0, 0, 5) a claim of one took \
+                     {} (priority {}), expected {last} (priority 5)",
+                    first.id(),
+                    first.priority
+                );
+                cx.b.ack(&first.key).await.or_fail(rule, "ack")?;
+            }
+            for l in cx.drain(LONG, 3).await? {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack")?;
+            }
             // More at once than one step may move (a backend that moves due
             // items in bounded batches): each still counts once, as Ready.
             const MANY: usize = 1_200;

@@ -60,9 +60,18 @@ pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> Ch
         let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
         ensure!(keys(&again.leases) == keys(&claimed.leases), rule, "recover_claim returned {:?}; the claim made {:?}", keys(&again.leases), keys(&claimed.leases));
         cx.expect_stats([2, 0, 3, 0], "after recover_claim (it must claim nothing)").await?;
-        let other = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
-        let none = cx.b.recover_claim(&cx.q, &other).await.or_fail(rule, "recover_claim of another spec")?;
-        ensure!(none.leases.is_empty(), rule, "another spec recovered {:?}", keys(&none.leases));
+        // Another spec: a random one, and the families just below and just
+        // above this claim's, so a family bound left open is caught.
+        let family = spec.request().as_u128() & ClaimSpec::FAMILY_MASK;
+        let step = !ClaimSpec::FAMILY_MASK + 1;
+        let mut others = vec![ClaimSpec::new(3, LONG).or_fail(rule, "spec")?];
+        for near in [family.wrapping_sub(step), family.wrapping_add(step)] {
+            others.push(ClaimSpec::with_request(3, LONG, LeaseToken::from_u128(near)).or_fail(rule, "spec")?);
+        }
+        for other in &others {
+            let none = cx.b.recover_claim(&cx.q, other).await.or_fail(rule, "recover_claim of another spec")?;
+            ensure!(none.leases.is_empty(), rule, "another spec (request {}) recovered {:?}", other.request(), keys(&none.leases));
+        }
         cx.b.ack(&claimed.leases[0].key).await.or_fail(rule, "ack")?;
         let rest = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after an ack")?;
         ensure!(keys(&rest.leases) == keys(&claimed.leases[1..]), rule, "after acking the first lease recover_claim returned {:?}", keys(&rest.leases));

@@ -529,8 +529,10 @@ pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> Check
             // A long hold, so the check never races it on a real clock:
             // after an `ack`, and after an `ack_many` (the worker's ack).
             let long = Duration::from_secs(600);
+            let mut held = Vec::new();
             for (key, batched) in [("long", false), ("batched", true)] {
                 let first = enq(key, long).await?;
+                held.push((key, first.id));
                 let lease = cx.claim_one(LONG).await?;
                 let how = if batched { "ack_many" } else { "ack" };
                 if batched {
@@ -552,8 +554,22 @@ pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> Check
                 );
                 cx.expect_stats([0, 0, 0, 0], "after an enqueue of a held key").await?;
             }
+            // A hold is its own queue's: the key is free in another queue.
+            let elsewhere = cx.own("elsewhere")?;
+            let there = cx
+                .b
+                .enqueue(&elsewhere, vec![NewItem::new("long").dedup_key("long").unique_for(long)])
+                .await;
+            let _ = cx.b.purge(&elsewhere).await;
+            let there = there.or_fail(cx.rule, "enqueue into another queue")?;
+            ensure!(
+                there.len() == 1 && !there[0].deduplicated,
+                cx.rule,
+                "an enqueue into another queue with a key held in this one answered {there:?}; expected a new item (a hold keeps its key in its own queue only)"
+            );
             // A short hold: after it has passed on the backend's clock, the key is free.
-            let hold = Duration::from_millis(300);
+            // A second: past it, a hold of 600 s taken as 600 ms has run out too.
+            let hold = Duration::from_secs(1);
             let short = enq("short", hold).await?;
             let lease = cx.claim_one(LONG).await?;
             cx.b.ack(&lease.key).await.or_fail(cx.rule, "ack")?;
@@ -574,6 +590,16 @@ pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> Check
                 "after the hold passed the key was still held: {e:?}"
             );
             cx.expect_stats([1, 0, 0, 0], "after the hold passed").await?;
+            // The long holds, taken before the short one, still hold.
+            for (key, id) in held {
+                let e = enq(key, long).await?;
+                ensure!(
+                    e.deduplicated && e.id == id,
+                    cx.rule,
+                    "an enqueue {hold:?} after the ack of an item held for {long:?} answered {e:?}, expected the acked id {id} deduplicated"
+                );
+            }
+            cx.expect_stats([1, 0, 0, 0], "after enqueues of keys still held").await?;
             // A purge frees held keys.
             cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
             let e = enq("long", long).await?;
