@@ -201,8 +201,12 @@ impl Backend for MemoryBackend {
             let item = st.items.get(&lease.id.get());
             match item.map(|i| i.slot) {
                 Some(Slot::Leased { token, .. }) if token == lease.token => LeaseFate::Held,
+                // A due Scheduled item is Ready to every read, moved or not.
                 slot if now < held_until.as_millis() => LeaseFate::Finished {
-                    state: slot.map(Slot::state),
+                    state: slot.map(|s| match s {
+                        Slot::Scheduled { due } if due <= now => ItemState::Ready,
+                        s => s.state(),
+                    }),
                 },
                 _ => LeaseFate::Lost,
             }

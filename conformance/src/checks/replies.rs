@@ -15,7 +15,7 @@ use leaseq_core::{
     Released, Timestamp,
 };
 
-use crate::cx::{run, Cx, Needs, LONG};
+use crate::cx::{run, Cx, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
 use crate::{BackendFactory, CheckResult, Rule, Violation};
 
@@ -107,6 +107,17 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
         cx.b.fail(&ls[2].key, "no").await.or_fail(rule, "fail")?;
         let f = fate(&cx, &ls[2].key, until).await?;
         ensure!(f == LeaseFate::Finished { state: Some(ItemState::Dead) }, rule, "after its own fail the fate is {f:?}, expected Finished in Dead");
+        if cx.b.capabilities().delays {
+            // The state named is the one every read shows: a released item
+            // past its due time is Ready, moved or not.
+            cx.b.release(&ls[3].key, SHORT).await.or_fail(rule, "release with a delay")?;
+            let f = fate(&cx, &ls[3].key, until).await?;
+            ensure!(f == LeaseFate::Finished { state: Some(ItemState::Scheduled) }, rule, "after its own delayed release the fate is {f:?}, expected Finished in Scheduled");
+            let due = cx.must_item(ls[3].id()).await?.due_at.ok_or_else(|| cx.fail("a released Scheduled item shows no due time"))?;
+            cx.wait_past(due).await?;
+            let f = fate(&cx, &ls[3].key, until).await?;
+            ensure!(f == LeaseFate::Finished { state: Some(ItemState::Ready) }, rule, "after its own delayed release, past the due time, the fate is {f:?}, expected Finished in Ready (a due item is Ready to every read)");
+        }
         let forged = LeaseKey { token: LeaseToken::random(), ..ls[3].key.clone() };
         let past = cx.now().await?;
         cx.wait_past(past).await?;
@@ -142,7 +153,7 @@ pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
                 .collect();
             let delays = cx.b.capabilities().delays;
             if delays {
-                items.push(NewItem::new("due-p7").priority(7).delay(crate::cx::SHORT));
+                items.push(NewItem::new("due-p7").priority(7).delay(SHORT));
             }
             let n = items.len();
             let ids = cx.enqueue(items).await?;
@@ -273,7 +284,7 @@ pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResu
     run(factory, "settling_sees_requeues", rule, Needs::NONE, |cx| async move {
         let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
         cx.push_n(4).await?;
-        let spec = ClaimSpec::new(4, crate::cx::SHORT).or_fail(rule, "spec")?;
+        let spec = ClaimSpec::new(4, SHORT).or_fail(rule, "spec")?;
         let claimed = cx.b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "claim")?;
         ensure!(claimed.leases.len() == 4, rule, "a claim of 4 over 4 items returned {}", claimed.leases.len());
         cx.b.release(&claimed.leases[0].key, Duration::ZERO).await.or_fail(rule, "release")?;
