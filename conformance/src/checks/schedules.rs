@@ -504,7 +504,9 @@ pub async fn schedule_changes_take_effect<F: BackendFactory>(factory: &F) -> Che
 
 /// An item with `unique_for` keeps its dedup key held after the ack: an
 /// enqueue with the key returns the acked id and writes nothing, until the
-/// hold has passed on the backend's clock; then the key is free. A purge
+/// hold has passed on the backend's clock; then the key is free. An ack
+/// keeps the holds of other keys, and the ack of a key's next holder holds
+/// it again under the new id, also when many holds have run out. A purge
 /// frees held keys too.
 pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> CheckResult {
     run(
@@ -567,6 +569,78 @@ pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> Check
                 cx.rule,
                 "an enqueue into another queue with a key held in this one answered {there:?}; expected a new item (a hold keeps its key in its own queue only)"
             );
+            // Each ack added its own hold and took none of the others.
+            for key in ["long", "batched"] {
+                let e = enq(key, long).await?;
+                ensure!(
+                    e.deduplicated,
+                    cx.rule,
+                    "after the acks of both unique-for items the key {key:?} was free: {e:?} \
+                     (an ack dropped a hold that had not run out)"
+                );
+            }
+            // Holds that ran out are replaced by the next holder's ack, also
+            // beyond the few an ack may clear in passing: many keys' holds
+            // run out, then their next holders, acked, hold every key again
+            // under the new ids.
+            let n = 20;
+            let many = |hold: Duration| {
+                (0..n)
+                    .map(|i| {
+                        let key = format!("many-{i}");
+                        NewItem::new(key.clone()).dedup_key(key).unique_for(hold)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let ack_all = |leases: Vec<leaseq_core::Lease>| {
+                let cx = cx.clone();
+                async move {
+                    ensure!(
+                        leases.len() == n,
+                        cx.rule,
+                        "claimed {} of {n} items",
+                        leases.len()
+                    );
+                    let keys: Vec<_> = leases.into_iter().map(|l| l.key).collect();
+                    let acked = cx.b.ack_many(&keys).await.or_fail(cx.rule, "ack_many")?;
+                    ensure!(
+                        acked.iter().all(Result::is_ok),
+                        cx.rule,
+                        "ack_many of held leases answered {acked:?}"
+                    );
+                    Ok::<_, crate::Violation>(())
+                }
+            };
+            let ran_out = Duration::from_millis(300);
+            cx.enqueue(many(ran_out)).await?;
+            ack_all(cx.claim(n as u32, LONG).await?).await?;
+            let acked_by = cx.now().await?;
+            cx.wait_past(acked_by.saturating_add(ran_out)).await?;
+            let next =
+                cx.b.enqueue(&cx.q, many(long))
+                    .await
+                    .or_fail(cx.rule, "enqueue")?;
+            ensure!(
+                next.iter().all(|e| !e.deduplicated),
+                cx.rule,
+                "after their holds passed, keys were still held: {next:?}"
+            );
+            ack_all(cx.claim(n as u32, LONG).await?).await?;
+            let again =
+                cx.b.enqueue(&cx.q, many(long))
+                    .await
+                    .or_fail(cx.rule, "enqueue")?;
+            for (i, (e, first)) in again.iter().zip(&next).enumerate() {
+                ensure!(
+                    e.deduplicated && e.id == first.id,
+                    cx.rule,
+                    "key many-{i}, held by the ack of its second holder {} after the first \
+                     hold ran out, answered {e:?} (one of {n} keys whose holds ran out)",
+                    first.id
+                );
+            }
+            cx.expect_stats([0, 0, 0, 0], "after enqueues of keys held again")
+                .await?;
             // A short hold: after it has passed on the backend's clock, the key is free.
             // A second: past it, a hold of 600 s taken as 600 ms has run out too.
             let hold = Duration::from_secs(1);
