@@ -52,7 +52,8 @@ pub async fn release_to_ready<F: BackendFactory>(factory: &F) -> CheckResult {
     .await
 }
 
-/// `release` with a delay schedules the item; it is claimable once due.
+/// `release` with a delay schedules the item; it is claimable once due. A
+/// delay of 1 ms schedules it too.
 pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("release");
     run(
@@ -92,6 +93,17 @@ pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
                 again.id() == id && again.attempts == 2,
                 rule,
                 "after the delay: {again:?}"
+            );
+            // The shortest delay schedules too: it is a delay, not Ready.
+            let r =
+                cx.b.release(&again.key, Duration::from_millis(1))
+                    .await
+                    .or_fail(rule, "release with a 1 ms delay")?;
+            ensure!(
+                r == Released::Scheduled,
+                rule,
+                "release with a delay of 1 ms returned {r:?}; expected Scheduled (claimable \
+                 only once the millisecond has passed)"
             );
             Ok(())
         },
