@@ -535,7 +535,8 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
 }
 
 /// Limits belong to one queue: another queue claims freely and keeps its
-/// own limits; a spent limit on one queue never cuts the other's claims.
+/// own limits; a spent limit on one queue never cuts the other's claims,
+/// and leases held on the other queue take none of this queue's slots.
 pub async fn limits_are_per_queue<F: BackendFactory>(factory: &F) -> CheckResult {
     run_limited(factory, "limits_are_per_queue", |cx| async move {
         let other = QueueName::new(format!("{}-x", cx.q)).or_fail(RULE, "naming a queue")?;
@@ -586,6 +587,35 @@ pub async fn limits_are_per_queue<F: BackendFactory>(factory: &F) -> CheckResult
                 RULE,
                 "setting another queue's limits changed this one's to {still:?}"
             );
+            ack_all(&cx, &ours.leases).await?;
+            // Leases held on the other queue take none of this queue's
+            // slots: with two of them held, this queue's claim under a
+            // concurrency of 1 (and no rate now) still gets its one.
+            set(&cx, &cx.q, QueueLimits::NONE.concurrency(1)).await?;
+            cx.b.enqueue(
+                &other,
+                (0..2)
+                    .map(|i| leaseq_core::NewItem::new(format!("p{i}")))
+                    .collect(),
+            )
+            .await
+            .or_fail(RULE, "enqueue on the other queue")?;
+            let held = claim_on(&cx, &other, 2, LONG).await?;
+            ensure!(
+                held.leases.len() == 2,
+                RULE,
+                "the other queue's claim of 2 under its concurrency of 3 got {}",
+                held.leases.len()
+            );
+            let ours = claim_on(&cx, &cx.q, 4, LONG).await?;
+            ensure!(
+                ours.leases.len() == 1,
+                RULE,
+                "with 2 leases held on another queue and none on this one, a claim of 4 under this \
+                 queue's concurrency of 1 got {}: another queue's leases were counted",
+                ours.leases.len()
+            );
+            ack_all(&cx, &held.leases).await?;
             ack_all(&cx, &ours.leases).await?;
             Ok(())
         }
