@@ -149,7 +149,7 @@ impl NaiveBackend {
             if delay.is_zero() {
                 q.make_ready(id);
             } else {
-                q.make_scheduled(id, now.saturating_add(delay));
+                q.make_scheduled(id, due_after(now, delay));
             }
             out.push(Enqueued {
                 id: ItemId::new(id),
@@ -172,10 +172,18 @@ impl NaiveBackend {
             q.make_ready(id);
             Released::Ready
         } else {
-            q.make_scheduled(id, now.saturating_add(delay));
+            q.make_scheduled(id, due_after(now, delay));
             Released::Scheduled
         }
     }
+}
+
+/// When an item delayed by `delay` at `now` falls due: whole milliseconds,
+/// a part millisecond rounded up, so it is never due early.
+fn due_after(now: Timestamp, delay: Duration) -> Timestamp {
+    now.saturating_add(Duration::from_millis(leaseq_core::limits::millis_ceil(
+        delay,
+    )))
 }
 
 #[async_trait]
@@ -287,9 +295,11 @@ impl Backend for NaiveBackend {
                 return LeaseFate::Held;
             }
             if now < held_until {
-                let state = q
-                    .and_then(|q| q.items.get(&lease.id.get()))
-                    .map(|i| i.state);
+                // The state every read shows: a due Scheduled item is Ready.
+                let state = st.queues.get_mut(&lease.queue).and_then(|q| {
+                    q.promote_due(now);
+                    q.items.get(&lease.id.get()).map(|i| i.state)
+                });
                 return LeaseFate::Finished { state };
             }
             LeaseFate::Lost
