@@ -82,6 +82,14 @@ local function int_field(s, lo, hi)
   return n
 end
 
+-- The state a read shows for an item whose record says `st` and whose due
+-- time is `due` (a number or nil): a Scheduled item past its due time is
+-- Ready, moved or not.
+local function as_read(st, due, now)
+  if st == 'scheduled' and due and due <= now then return 'ready' end
+  return st
+end
+
 -- A field's value for a problem report: quoted and cut short, or 'missing'.
 local function shown(s)
   if type(s) ~= 'string' then return 'missing' end
@@ -383,7 +391,7 @@ local function item_record(id, k, now)
   end
   local st, due = home, int_field(f[7], 0, ID_MAX)
   local enq = enq_or(f[9], st, due, now)
-  if st == 'scheduled' and due and due <= now then st = 'ready'; due = false end
+  st = as_read(st, due, now)
   if st ~= 'scheduled' and st ~= 'leased' then due = false end
   return { id, st, f[2] or '', int_field(f[3], PRI_MIN, PRI_MAX) or 0, int_field(f[4], 0, ATT_MAX) or 0,
            int_field(f[5], 1, MAX_ATT_MAX) or 1, f[6] or false, due or false, f[8] or false, enq }, problem, home

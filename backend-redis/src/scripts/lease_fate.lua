@@ -11,11 +11,7 @@ local st = false
 if key_type(k) == 'hash' then
   local f = redis.call('HMGET', k, 'st', 'tok', 'due')
   if f[1] == 'leased' and f[2] == ARGV[3] then return { 1, false } end
-  st = f[1] or 'ready'
-  if st == 'scheduled' then
-    local due = int_field(f[3], 0, ID_MAX)
-    if due and due <= now then st = 'ready' end
-  end
+  st = as_read(f[1] or 'ready', int_field(f[3], 0, ID_MAX), now)
 end
 if now < tonumber(ARGV[4]) then return { 2, st } end
 return { 3, false }

@@ -14,9 +14,6 @@ if key_type(k) ~= 'hash' then return { -1 } end
 local f = redis.call('HMGET', k, 'st', 'due', 'dk')
 local state = f[1]
 if not INDEX[state] then state = home_of(m) or 'ready' end
-if state == 'scheduled' then
-  local due = int_field(f[2], 0, ID_MAX)
-  if due and due <= now_ms() then state = 'ready' end
-end
+state = as_read(state, int_field(f[2], 0, ID_MAX), now_ms())
 remove_item(id, m, k, f[3], nil)
 return { 1, state }
