@@ -132,7 +132,7 @@ impl PgBackend {
                 // The limits went away meanwhile: a plain claim.
                 let _ = tx.rollback().await;
                 let (mut out, limited) = self
-                    .claim_rows(&self.inner.pool, queue, spec, spec.max(), None)
+                    .claim_rows(&self.inner.pool, queue, spec, spec.max(), false)
                     .await?;
                 if limited {
                     // And back again: come back shortly.
@@ -196,7 +196,7 @@ impl PgBackend {
         );
         let mut out = if admission.allow() > 0 {
             let (out, _) = self
-                .claim_rows(&mut *tx, queue, spec, admission.allow(), Some(now_ms))
+                .claim_rows(&mut *tx, queue, spec, admission.allow(), true)
                 .await?;
             out
         } else {

@@ -325,7 +325,7 @@ impl PgBackend {
     /// claimed under its limits row ([`PgBackend::claim_limited`]).
     pub(crate) async fn claim_plain(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let (out, limited) = self
-            .claim_rows(self.statement_on([queue]), queue, spec, spec.max(), None)
+            .claim_rows(self.statement_on([queue]), queue, spec, spec.max(), false)
             .await?;
         if limited {
             return self.claim_limited(queue, spec).await;
@@ -334,16 +334,16 @@ impl PgBackend {
     }
 
     /// Runs the claim statement for up to `max` leases on `exec`. `held`:
-    /// the caller holds the queue's limits row and judged them at this
-    /// clock (epoch ms), which stamps the leases. Returns the claim, and
-    /// whether the statement stepped aside for the queue's limits.
+    /// the caller holds the queue's limits row and has judged them. Returns
+    /// the claim, and whether the statement stepped aside for the queue's
+    /// limits.
     pub(crate) async fn claim_rows<'e>(
         &self,
         exec: impl sqlx::PgExecutor<'e>,
         queue: &QueueName,
         spec: &ClaimSpec,
         max: u32,
-        held: Option<i64>,
+        held: bool,
     ) -> Result<(Claimed, bool)> {
         let tokens: Vec<uuid::Uuid> = (0..max).map(|i| sql_token(spec.token(i))).collect();
         let rows = sqlx::query(&self.inner.sql.claim)
@@ -351,7 +351,6 @@ impl PgBackend {
             .bind(i64::from(max))
             .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
             .bind(&tokens)
-            .bind(held.is_some())
             .bind(held)
             .fetch_all(exec)
             .await

@@ -251,11 +251,18 @@ impl Sql {
             // holds the queue's limits row. When it does not and the queue
             // has limits, the statement leases nothing (the heads lock no
             // row) and returns one row of kind 'limited': the caller claims
-            // again under the lock. $6 is the lease base in epoch ms (the
-            // clock the limits were judged by), NULL for `now()`.
+            // again under the lock.
+            //
+            // Leases are stamped with the clock read by the statement itself
+            // (`clock`, evaluated after its snapshot), not `now()` (the
+            // transaction's start) nor the time the limits were judged by: an
+            // enqueue can commit between either and the snapshot, and a lease
+            // stamped before it would predate an item the claim sees.
             claim: format!(
                 "WITH gate AS MATERIALIZED ( \
                    SELECT (NOT $5::bool AND EXISTS (SELECT 1 FROM {lim} WHERE queue = $1)) AS limited \
+                 ), clock AS MATERIALIZED ( \
+                   SELECT clock_timestamp() AS at \
                  ), ready AS MATERIALIZED ( \
                    SELECT id, priority FROM {t} \
                    WHERE queue = $1 AND state = 'ready' AND {healthy} \
@@ -295,7 +302,7 @@ impl Sql {
                  ), leased AS ( \
                    UPDATE {t} i SET state = 'leased', token = ($4::uuid[])[pick.slot], \
                           attempts = i.attempts + 1, \
-                          lease_expires_at = coalesce('epoch'::timestamptz + $6::int8 * interval '1 millisecond', now()) \
+                          lease_expires_at = (SELECT at FROM clock) \
                                              + $3 * interval '1 millisecond' \
                    FROM pick \
                    WHERE i.id = pick.id AND i.payload IS NOT NULL \

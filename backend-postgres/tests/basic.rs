@@ -305,3 +305,78 @@ async fn calls_the_server_denies_for_good_are_rejected() {
         .execute(&mut admin)
         .await;
 }
+
+/// A claim held up on its queue's limits row stamps its leases after the
+/// wait, not at a clock read before it: an item enqueued (and committed)
+/// while the claim waited is leased no earlier than it was enqueued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_waits_on_the_limits_lock_stamps_its_leases_after_the_wait() {
+    use sqlx::{Connection, Executor};
+    let Some(db) = common::TestDb::new("clockwait").await else {
+        return;
+    };
+    let queue = q("jobs");
+    db.backend
+        .set_queue_limits(&queue, leaseq_core::QueueLimits::NONE.concurrency(5))
+        .await
+        .expect("limits");
+    let mut holder = sqlx::PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    holder.execute("BEGIN").await.expect("begin");
+    let lock = format!(
+        "SELECT 1 FROM \"{}\".leaseq_queue_limits WHERE queue = 'jobs' FOR UPDATE",
+        db.schema
+    );
+    holder
+        .execute(lock.as_str())
+        .await
+        .expect("lock the limits row");
+    let ttl = Duration::from_secs(30);
+    let claimer = {
+        let (b, queue) = (db.backend.clone(), queue.clone());
+        tokio::spawn(async move { b.claim(&queue, ClaimSpec::new(1, ttl).expect("spec")).await })
+    };
+    // Until the claim waits on the row lock (so its step has begun). On
+    // a connection of its own: a transaction sees one snapshot of the view.
+    let mut watcher = sqlx::PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    let mut seen = false;
+    for _ in 0..1_000 {
+        let n: i64 = sqlx::query_scalar(waiting)
+            .fetch_one(&mut watcher)
+            .await
+            .expect("pg_stat_activity");
+        if n > 0 {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(seen, "the claim never waited on the limits row");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let id = db
+        .backend
+        .enqueue(&queue, vec![NewItem::new("late")])
+        .await
+        .expect("enqueue")[0]
+        .id;
+    holder.execute("COMMIT").await.expect("commit");
+    let claimed = claimer.await.expect("join").expect("claim");
+    assert_eq!(
+        claimed.leases.len(),
+        1,
+        "the claim sees the item: {claimed:?}"
+    );
+    let lease = &claimed.leases[0];
+    assert_eq!(lease.id(), id);
+    let stamped = lease.expires_at.as_millis() - 30_000;
+    assert!(
+        stamped >= lease.enqueued_at.as_millis(),
+        "the lease is stamped at {stamped} ms, before its item's enqueue at {}: the claim read the clock before it waited",
+        lease.enqueued_at
+    );
+}
