@@ -1,6 +1,8 @@
 //! Headless Chromium driven over WebDriver: a private `chromedriver` on a
-//! free port, killed when the test ends.
+//! free port. When the test ends, passed or panicked, the session is
+//! deleted (the driver closes its browser) and the driver is killed.
 
+use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -15,6 +17,9 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// A browser session and the driver process behind it.
 pub(crate) struct Browser {
     pub(crate) client: Client,
+    /// The driver's port and the session's id, to end the session on drop.
+    port: u16,
+    session: Option<String>,
     _driver: Child,
 }
 
@@ -59,10 +64,13 @@ impl Browser {
                 .await
             {
                 Ok(client) => {
+                    let session = client.session_id().await.ok().flatten();
                     return Ok(Browser {
                         client,
+                        port,
+                        session,
                         _driver: driver,
-                    })
+                    });
                 }
                 Err(e) => last = e.to_string(),
             }
@@ -81,6 +89,34 @@ impl Browser {
         let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).expect("write screenshot");
         eprintln!("screenshot: {}", path.display());
+    }
+}
+
+impl Drop for Browser {
+    /// A test that panics never reaches its `close()`, and killing the
+    /// driver alone leaves its Chromium running: so the session is deleted
+    /// here, over the driver's own HTTP API, which closes that browser and
+    /// no other. After a `close()` the call is refused, harmlessly.
+    fn drop(&mut self) {
+        if let Some(id) = &self.session {
+            end_session(self.port, id);
+        }
+    }
+}
+
+/// `DELETE /session/{id}` on the driver, blocking: a drop cannot await.
+fn end_session(port: u16, id: &str) {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!(
+        "DELETE /session/{id} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        // The reply comes once the browser is closed.
+        let _ = stream.read_to_end(&mut Vec::new());
     }
 }
 
