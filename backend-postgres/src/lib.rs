@@ -82,7 +82,8 @@
 //!   of the due Scheduled items are each locked `FOR UPDATE SKIP LOCKED`
 //!   through their own index, merged in claim order (priority, then id) and
 //!   the first `max` updated to Leased with `attempts + 1` and
-//!   `lease_expires_at = now() + ttl`. The tokens come from the caller's
+//!   `lease_expires_at = clock_timestamp() + ttl`, the clock read once by
+//!   the statement after its snapshot (see Time). The tokens come from the caller's
 //!   [`leaseq_core::ClaimSpec`], passed as a `uuid[]`: the rows are
 //!   numbered in claim order, so the `i`-th lease gets `spec.token(i)`.
 //!   Concurrent claimers skip each other's rows instead of waiting. Both
@@ -146,7 +147,10 @@
 //!   have been applied. An `enqueue_once` that fails before its commit is
 //!   `Unavailable` (its transaction is rolled back).
 //! - **Time** is always the server's: `now()` in every statement,
-//!   `clock_timestamp()` for [`leaseq_core::Backend::now`].
+//!   `clock_timestamp()` for [`leaseq_core::Backend::now`] and for the
+//!   claim's lease stamp. `now()` is the transaction's start, which can
+//!   come before an enqueue that commits ahead of the claim's snapshot; a
+//!   lease stamped with it would predate an item the claim sees.
 //! - **Repairs.** A table has no separate index that could hold an id
 //!   without its item; the equivalent is a row still served as Ready whose
 //!   payload is gone (NULL), which is what the test hook
