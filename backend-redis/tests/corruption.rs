@@ -296,6 +296,40 @@ async fn reap_heals_leased_index(which: Which) {
     c.assert_consistent_and_empty().await;
 }
 
+/// Ready entries that spell a real item's id almost as an index member
+/// does (20 characters that a number parser reads as the id: hex, padded
+/// with spaces, signed, with a fraction or an exponent) are malformed: each
+/// is removed and reported, and the item is handed out once, by its own
+/// entry.
+async fn near_miss_spellings_of_an_id_are_malformed(which: Which) {
+    let Some(mut c) = case(which, "spelling").await else {
+        return;
+    };
+    let ids = c.enqueue(2).await;
+    let id = ids[0].get();
+    let spellings = [
+        format!("0x{id:018x}"),
+        format!("{id:>20}"),
+        format!("+{id:019}"),
+        format!("{id:017}.00"),
+        format!("{id:016}e000"),
+        "0".repeat(20),
+        "9".repeat(20),
+    ];
+    for s in &spellings {
+        assert_eq!(s.len(), 20, "{s:?}");
+        let _: i64 = c.raw.zadd(c.keys.ready(), s, -1).await.expect("zadd");
+    }
+    let (seen, repairs) = c.drain().await;
+    assert_eq!(seen, once_each(&["p0", "p1"]));
+    let malformed = repairs
+        .iter()
+        .filter(|r| r.problem.contains("malformed"))
+        .count();
+    assert_eq!(malformed, spellings.len(), "{repairs:?}");
+    c.assert_consistent_and_empty().await;
+}
+
 /// Thousands of dangling ids ahead of real items never make a claim return
 /// empty: the client goes on past the script's repair budget.
 async fn many_dangling_ids_never_stall(which: Which) {
@@ -462,6 +496,7 @@ for_each_client!(
     item_without_enqueue_time_gets_the_claims,
     ready_id_without_hash,
     ready_id_also_leased,
+    near_miss_spellings_of_an_id_are_malformed,
     wrong_type_where_hash_should_be,
     racing_reaper_leftovers,
     racing_reaper_rewrote_state,

@@ -49,7 +49,7 @@ async fn assert_consistent(b: &Arc<dyn Backend>, q: &QueueName) {
 }
 
 /// A claim meeting each kind moves it to Dead, reports it, leases the
-/// healthy items behind it on their first attempt, and `item` then shows
+/// healthy items around it on their first attempt, and `item` then shows
 /// the quarantined item (its fields made safe to decode).
 async fn claim_quarantines_every_kind(which: Which) {
     let Some((b, _cleanup)) = common::backend(which, "pclaim").await else {
@@ -57,8 +57,11 @@ async fn claim_quarantines_every_kind(which: Which) {
     };
     for (n, p) in Poison::ALL.into_iter().enumerate() {
         let q = QueueName::new(format!("c{n}")).expect("valid");
+        // The victim sits between healthy items: a claim that judged it by
+        // what it learned of the item before would lease it.
+        let mut healthy = push(b.as_ref(), &q, 1, "h").await;
         let victim = push(b.as_ref(), &q, 1, "v").await[0];
-        let healthy = push(b.as_ref(), &q, 2, "h").await;
+        healthy.extend(push(b.as_ref(), &q, 1, "h2").await);
         plant(&b, &q, victim, p).await;
         let claimed = b
             .claim(&q, ClaimSpec::new(5, TTL).expect("spec"))

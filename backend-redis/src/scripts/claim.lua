@@ -25,6 +25,10 @@ max = allowed
 local repairs = {}
 promote_due(now, repairs)
 local leases, n = {}, 0
+-- Per call, by field value: the attempts after this claim (a number and
+-- its text) and the enqueue time (false: not an integer). A batch's items
+-- mostly share both, and a lookup costs less than a parse and a format.
+local after, enq_at = {}, {}
 local examined, budget, more = 0, max + 1000, 0
 while n < max do
   local ms = redis.call('ZRANGE', K_READY, 0, max - n - 1)
@@ -41,13 +45,24 @@ while n < max do
       quarantine(m, id, k, 'ready', problem, repairs)
     elseif id then
       local token = ARGV[4 + n]
-      local att = tonumber(f[2]) + 1
-      local enq = int_field(f[6], 0, ID_MAX)
+      local next_att = after[f[2]]
+      if not next_att then
+        local att = tonumber(f[2]) + 1
+        next_att = { att, fmt_int(att) }
+        after[f[2]] = next_att
+      end
+      local att = next_att[1]
+      local enq_s = f[6] or ''
+      local enq = enq_at[enq_s]
+      if enq == nil then
+        enq = int_field(enq_s, 0, ID_MAX) or false
+        enq_at[enq_s] = enq
+      end
       if enq then
-        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att))
+        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', next_att[2])
       else
         enq = now
-        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', fmt_int(att), 'enq', fmt_int(now))
+        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', next_att[2], 'enq', fmt_int(now))
       end
       moved[#moved + 1] = m
       homes[#homes + 1] = exp_s

@@ -220,7 +220,7 @@ async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
 /// the backend cannot use (planted with `TestHooks::plant_poison`, each
 /// kind the store can hold) is moved aside by the claim that meets it (to
 /// Dead, or removed), reported as a repair, and never leased; the healthy
-/// items behind it are claimed by that same claim, each on its first
+/// items around it are claimed by that same claim, each on its first
 /// attempt.
 pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResult {
     run(
@@ -230,8 +230,12 @@ pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResul
         Needs::HOOKS,
         |cx| async move {
             for poison in leaseq_core::Poison::ALL {
+                // The victim sits between healthy items, so a claim that
+                // judges an item by what it learned of the ones before it
+                // (values it found valid, say) is caught leasing it.
+                let mut healthy = cx.push_n(1).await?;
                 let victim = cx.enqueue(vec![NewItem::new("victim")]).await?[0];
-                let mut healthy = cx.push_n(3).await?;
+                healthy.extend(cx.push_n(2).await?);
                 healthy.sort_unstable();
                 let planted = hooks(&cx)?
                     .plant_poison(&cx.q, victim, poison)
