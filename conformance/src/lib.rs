@@ -206,6 +206,8 @@ macro_rules! __with_checks {
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
             limits::rate_counts_only_leased_items
+            limits::rate_window_outlives_a_change_not_a_clear
+            limits::retry_after_names_the_binding_limit
             limits::reap_frees_limited_slots
             limits::every_exit_frees_a_slot
             limits::limits_are_per_queue
@@ -214,6 +216,7 @@ macro_rules! __with_checks {
             schedules::scheduler_runtimes_race_and_restart
             schedules::clock_skew_cannot_fire_early
             schedules::schedule_changes_take_effect
+            schedules::every_change_of_a_schedule_is_a_revision
             schedules::unique_for_holds_after_ack
             listing::listed_while_holding_items
             listing::every_item_path_lists_the_queue

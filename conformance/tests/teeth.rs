@@ -10,8 +10,8 @@ mod teeth {
 use std::sync::Arc;
 
 use leaseq_conformance::checks::{
-    basics, batch, delete, fencing, healing, isolation, lifecycle, limits, listing, ordering,
-    reap_cost, recovery, redrive, remove, replies, schedules, storm,
+    basics, batch, dedup, delete, fencing, healing, isolation, lifecycle, limits, listing,
+    ordering, reap_cost, recovery, redrive, remove, replies, schedules, storm,
 };
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
@@ -138,6 +138,103 @@ fn unfenced_ack_is_caught() {
 }
 
 #[test]
+fn unfenced_give_back_is_caught() {
+    let f = FaultyFactory(Fault::UnfencedGiveBack);
+    caught("give_back that ignores the token", &[Rule::Inv3], || {
+        fencing::stale_token_after_reclaim(&f)
+    });
+}
+
+#[test]
+fn a_recovered_lease_with_a_field_read_wrong_is_caught() {
+    caught(
+        "recover_claim that reads attempts from max attempts",
+        &[Rule::Contract("recover_claim")],
+        || replies::claim_recovers_its_own_leases(&FaultyFactory(Fault::RecoverMixesFields)),
+    );
+}
+
+#[test]
+fn a_fate_that_calls_every_expired_lease_lost_is_caught() {
+    caught(
+        "lease_fate that reads the clock before the item",
+        &[Rule::Contract("lease_fate")],
+        || replies::lease_fate_names_what_happened(&FaultyFactory(Fault::FateOfExpiredIsLost)),
+    );
+}
+
+#[test]
+fn the_wrapper_passes_the_recovery_and_fate_checks_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "claim_recovers_its_own_leases",
+        block_on(replies::claim_recovers_its_own_leases(&f)),
+    );
+    passes(
+        "lease_fate_names_what_happened",
+        block_on(replies::lease_fate_names_what_happened(&f)),
+    );
+}
+
+#[test]
+fn a_rate_change_that_forgets_the_window_is_caught() {
+    caught(
+        "set_queue_limits that clears before it sets",
+        &[Rule::Contract("set_queue_limits")],
+        || {
+            limits::rate_window_outlives_a_change_not_a_clear(&FaultyFactory(
+                Fault::RateForgottenOnChange,
+            ))
+        },
+    );
+}
+
+#[test]
+fn a_retry_hint_shorter_than_the_rate_window_is_caught() {
+    caught(
+        "retry_after of the concurrency limit when the rate binds longer",
+        &[Rule::Contract("set_queue_limits")],
+        || {
+            limits::retry_after_names_the_binding_limit(&FaultyFactory(
+                Fault::ConcurrencyHintAlways,
+            ))
+        },
+    );
+}
+
+#[test]
+fn the_wrapper_passes_the_limit_checks_without_a_fault() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "rate_window_outlives_a_change_not_a_clear",
+        block_on(limits::rate_window_outlives_a_change_not_a_clear(&f)),
+    );
+    passes(
+        "retry_after_names_the_binding_limit",
+        block_on(limits::retry_after_names_the_binding_limit(&f)),
+    );
+}
+
+#[test]
+fn a_cadence_change_that_keeps_the_old_schedule_is_caught() {
+    caught(
+        "put_schedule that compares only queue and payload",
+        &[Rule::Contract("put_schedule")],
+        || {
+            schedules::every_change_of_a_schedule_is_a_revision(&FaultyFactory(
+                Fault::CadenceChangeIgnored,
+            ))
+        },
+    );
+    passes(
+        "every_change_of_a_schedule_is_a_revision without a fault",
+        block_on(schedules::every_change_of_a_schedule_is_a_revision(
+            &FaultyFactory(Fault::None),
+        )),
+    );
+}
+
+#[test]
 fn double_claim_is_caught() {
     let f = FaultyFactory(Fault::DoubleClaim);
     caught("claim of a live-leased item", &[Rule::Inv2], || {
@@ -210,6 +307,19 @@ impl BackendFactory for RealClockFaultyFactory {
             self.0,
         ))))
     }
+}
+
+#[test]
+fn a_request_memory_kept_in_the_wrong_unit_is_caught() {
+    caught(
+        "enqueue_once that remembers a request for 600 ms",
+        &[Rule::Contract("unique_for/enqueue_once")],
+        || {
+            dedup::holds_last_their_whole_time(&RealClockFaultyFactory(
+                Fault::RequestMemoryInMillis,
+            ))
+        },
+    );
 }
 
 #[test]

@@ -312,6 +312,26 @@ pub async fn holds_last_their_whole_time<F: BackendFactory>(factory: &F) -> Chec
                 "after enqueue_once sent again within its memory, its items acked",
             )
             .await?;
+            if let TimeControl::Real = cx.tb.time {
+                // A second on: a memory of REQUEST_MEMORY's seconds kept as
+                // milliseconds (600 ms) has run out by then.
+                cx.wait_past(sent_from.saturating_add(Duration::from_secs(1)))
+                    .await?;
+                let late =
+                    cx.b.enqueue_once(&cx.q, request, batch())
+                        .await
+                        .or_fail(rule, "enqueue_once sent again a second later")?;
+                ensure!(
+                    ids(&late) == ids(&first),
+                    rule,
+                    "enqueue_once sent again a second after the first call returned {:?}; the \
+                     first returned {:?} (the request is remembered for {memory:?})",
+                    ids(&late),
+                    ids(&first)
+                );
+                cx.expect_stats([0, 0, 0, 0], "after enqueue_once sent again a second later")
+                    .await?;
+            }
             Ok(())
         },
     )

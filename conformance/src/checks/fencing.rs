@@ -12,8 +12,8 @@ use crate::cx::{expect_lost, run, Cx, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
 use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
 
-/// Tries ack, extend, release and fail with `keys[0..4]` (one op each) and
-/// expects `LeaseLost` from all of them.
+/// Tries ack, extend, release and fail with `keys[0..4]` (one op each, and
+/// `give_back` with `keys[0]` too) and expects `LeaseLost` from all of them.
 async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Violation> {
     ensure!(
         keys.len() >= 4,
@@ -23,6 +23,8 @@ async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Viol
     );
     let ttl = LeaseTtl::new(LONG).or_fail(cx.rule, "ttl")?;
     expect_lost(cx.b.ack(&keys[0]).await, &format!("ack {when}"))?;
+    // The ack changed nothing, so the same key is as stale for give_back.
+    expect_lost(cx.b.give_back(&keys[0]).await, &format!("give_back {when}"))?;
     expect_lost(cx.b.extend(&keys[1], ttl).await, &format!("extend {when}"))?;
     expect_lost(
         cx.b.release(&keys[2], Duration::ZERO).await,

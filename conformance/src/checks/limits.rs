@@ -242,6 +242,106 @@ pub async fn rate_counts_only_leased_items<F: BackendFactory>(factory: &F) -> Ch
     .await
 }
 
+/// An hour-long rate window: a check's claims all fall in one, but for a
+/// try made again when they straddle two.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The hour-long window of the backend's clock that `t` falls in.
+fn window_of(t: leaseq_core::Timestamp) -> u64 {
+    t.as_millis() / HOUR.as_millis() as u64
+}
+
+/// The rate window's count outlives a change of the rate and not a clear:
+/// under 3 per hour a claim of 5 leases 3; raised to 5 per hour, a claim
+/// of 5 in the same window leases 2 (the 3 still count); cleared and set
+/// to 3 per hour again, a claim leases 3 (the count was forgotten). A try
+/// whose claims straddle two windows of the backend's clock is made again.
+pub async fn rate_window_outlives_a_change_not_a_clear<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    run_limited(factory, "rate_window_outlives_a_change_not_a_clear", |cx| async move {
+        let three = Rate::new(3, HOUR).or_fail(RULE, "rate")?;
+        let five = Rate::new(5, HOUR).or_fail(RULE, "rate")?;
+        for _ in 0..3 {
+            let start = cx.now().await?;
+            cx.push_n(12).await?;
+            set(&cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
+            let first = claim_on(&cx, &cx.q, 5, LONG).await?;
+            set(&cx, &cx.q, QueueLimits::NONE.rate(five)).await?;
+            let raised = claim_on(&cx, &cx.q, 5, LONG).await?;
+            set(&cx, &cx.q, QueueLimits::NONE).await?;
+            set(&cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
+            let fresh = claim_on(&cx, &cx.q, 5, LONG).await?;
+            let end = cx.now().await?;
+            set(&cx, &cx.q, QueueLimits::NONE).await?;
+            cx.b.purge(&cx.q).await.or_fail(RULE, "purge between tries")?;
+            if window_of(start) != window_of(end) {
+                continue;
+            }
+            let got = [first.leases.len(), raised.leases.len(), fresh.leases.len()];
+            ensure!(
+                got == [3, 2, 3],
+                RULE,
+                "claims of 5 over 12 Ready items, within one window, leased {got:?}: under {three}, \
+                 then raised to {five}, then cleared and set to {three} again; expected [3, 2, 3] \
+                 (the window's count is kept while the rate changes, forgotten when the limits \
+                 are cleared)"
+            );
+            return Ok(());
+        }
+        Err(cx.fail("three tries straddled a window of one hour"))
+    })
+    .await
+}
+
+/// `retry_after` names the limit that held the claim back: `None` when a
+/// limit allowed more than was Ready (nothing held it back); when both a
+/// concurrency and a rate limit cut a claim, the longer wait (the rate's,
+/// until its hour-long window ends, rather than the concurrency hint).
+pub async fn retry_after_names_the_binding_limit<F: BackendFactory>(factory: &F) -> CheckResult {
+    run_limited(factory, "retry_after_names_the_binding_limit", |cx| async move {
+        set(&cx, &cx.q, QueueLimits::NONE.concurrency(3)).await?;
+        cx.push_n(1).await?;
+        let short = claim_on(&cx, &cx.q, 5, LONG).await?;
+        ensure!(
+            short.leases.len() == 1 && short.retry_after.is_none(),
+            RULE,
+            "under a concurrency of 3 with 1 item Ready a claim of 5 got {} leases, retry_after \
+             {:?}; expected 1 and None (the limit allowed more than was Ready)",
+            short.leases.len(),
+            short.retry_after
+        );
+        ack_all(&cx, &short.leases).await?;
+        let rate = Rate::new(1, HOUR).or_fail(RULE, "rate")?;
+        for _ in 0..3 {
+            let start = cx.now().await?;
+            cx.push_n(4).await?;
+            set(&cx, &cx.q, QueueLimits::NONE.concurrency(1).rate(rate)).await?;
+            let cut = claim_on(&cx, &cx.q, 4, LONG).await?;
+            let end = cx.now().await?;
+            set(&cx, &cx.q, QueueLimits::NONE).await?;
+            cx.b.purge(&cx.q).await.or_fail(RULE, "purge between tries")?;
+            if window_of(start) != window_of(end) {
+                continue;
+            }
+            let window_end = (window_of(end) + 1) * HOUR.as_millis() as u64;
+            // At least until the window ends, seen from after the claim.
+            let at_least = Duration::from_millis(window_end - end.as_millis()).max(CONCURRENCY_RETRY);
+            ensure!(
+                cut.leases.len() == 1 && cut.retry_after.is_some_and(|w| w >= at_least && w <= HOUR),
+                RULE,
+                "under a concurrency of 1 and {rate}, a claim of 4 got {} leases, retry_after {:?}; \
+                 expected 1 and the longer wait: until the rate window ends, at least {at_least:?}",
+                cut.leases.len(),
+                cut.retry_after
+            );
+            return Ok(());
+        }
+        Err(cx.fail("three tries straddled a window of one hour"))
+    })
+    .await
+}
+
 /// A rate of N claims per window, over several windows of the backend's
 /// clock: racing claimers lease at most N items per window (each lease is
 /// placed in its window by its claim's time on the backend's clock,

@@ -11,8 +11,8 @@ use std::time::Duration;
 use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{
-    Backend, ClaimSpec, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, NewItem,
-    Released, Timestamp,
+    Backend, ClaimSpec, Enqueued, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
+    NewItem, Released, Timestamp,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -39,12 +39,20 @@ fn held(l: &Lease) -> Held {
 }
 
 /// `recover_claim` returns exactly the live leases a claim with that spec
-/// made, with the spec's tokens in claim order, and claims nothing; another
+/// made, with the spec's tokens in claim order and every field as the
+/// claim returned it, and claims nothing; another
 /// spec recovers nothing, nor does the same spec on another queue.
 pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("recover_claim");
     run(factory, "claim_recovers_its_own_leases", rule, Needs::NONE, |cx| async move {
-        cx.push_n(5).await?;
+        // Items whose fields all differ from the defaults and from each
+        // other (payload, priority, max attempts, and attempts after one
+        // release), so a recovered lease with a field read wrong shows.
+        let items = (0..5i32).map(|i| NewItem::new(format!("r{i}")).priority(i % 2).max_attempts(3)).collect();
+        cx.enqueue(items).await?;
+        for l in cx.claim(5, LONG).await? {
+            cx.b.release(&l.key, Duration::ZERO).await.or_fail(rule, "release")?;
+        }
         let spec = ClaimSpec::new(3, LONG).or_fail(rule, "spec")?;
         // The spec is kept to recover the claim with; a duplicate is sent.
         let claimed = cx.b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "claim")?;
@@ -62,6 +70,7 @@ pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> Ch
         };
         let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
         ensure!(keys(&again.leases) == keys(&claimed.leases), rule, "recover_claim returned {:?}; the claim made {:?}", keys(&again.leases), keys(&claimed.leases));
+        ensure!(again.leases == claimed.leases, rule, "recover_claim returned {:?}; the claim returned {:?}: a recovered lease is the claim's lease, field for field (payload, attempts, max attempts, priority, enqueue time, expiry)", again.leases, claimed.leases);
         cx.expect_stats([2, 0, 3, 0], "after recover_claim (it must claim nothing)").await?;
         // Another spec: a random one, and the families just below and just
         // above this claim's, so a family bound left open is caught.
@@ -93,7 +102,8 @@ async fn fate(cx: &Cx, key: &LeaseKey, until: Timestamp) -> Result<LeaseFate, Vi
     })
 }
 
-/// `lease_fate` says Held while the token holds the item; Finished (with
+/// `lease_fate` says Held while the token holds the item (expired or not,
+/// until a reap or a claim takes it); Finished (with
 /// the item's state) after the lease's own ack, release or fail; Lost
 /// once the lease has expired and another may have ended it. After a
 /// release whose delay has fallen due the state is Ready, the effective
@@ -142,6 +152,14 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
         ensure!(f == LeaseFate::Lost, rule, "a token that does not hold the item, past its expiry, has fate {f:?}, expected Lost");
         let f = fate(&cx, &ls[0].key, past).await?;
         ensure!(f == LeaseFate::Lost, rule, "an acked lease asked about after its expiry has fate {f:?}, expected Lost (another may have ended it)");
+        // Expired, but neither reaped nor claimed again: the token still
+        // holds the item, so the lease is Held and its ack succeeds.
+        cx.enqueue(vec![NewItem::new("late")]).await?;
+        let late = cx.claim_one(SHORT).await?;
+        cx.expire(std::slice::from_ref(&late)).await?;
+        let f = fate(&cx, &late.key, late.expires_at).await?;
+        ensure!(f == LeaseFate::Held, rule, "an expired lease that no reap or claim has taken has fate {f:?}, expected Held (its token still holds the item)");
+        cx.b.ack(&late.key).await.or_fail(rule, "ack of an expired, unreaped lease")?;
         Ok(())
     })
     .await
@@ -443,6 +461,24 @@ pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckRe
                 cx.expect_stats([7, 0, 0, 0], "after a batch with one key twice, sent twice")
                     .await?;
             }
+            // Bad input, and a resend of another size, write nothing.
+            let ready = cx.stats().await?.ready;
+            let invalid = |r: leaseq_core::Result<Vec<Enqueued>>| matches!(r, Err(Error::InvalidInput { .. }));
+            let bad = vec![NewItem::new("good"), NewItem::new("bad").max_attempts(0)];
+            let fresh = LeaseToken::random();
+            ensure!(invalid(cx.b.enqueue_once(&cx.q, fresh, bad).await), rule, "enqueue_once of a batch with an item of max attempts 0 was not refused as InvalidInput (it is checked exactly like enqueue)");
+            ensure!(
+                invalid(cx.b.enqueue_once(&cx.q, req, batch()[..2].to_vec()).await),
+                rule,
+                "a resend of request {req} with 2 items where the first call sent 3 was not refused as InvalidInput"
+            );
+            ensure!(cx.stats().await?.ready == ready, rule, "a refused enqueue_once wrote items");
+            let written = cx.b.enqueue_once(&cx.q, fresh, batch()).await.or_fail(rule, "enqueue_once of a good batch under the refused request")?;
+            ensure!(
+                written.len() == 3 && written.iter().all(|e| !e.deduplicated) && cx.stats().await?.ready == ready + 3,
+                rule,
+                "a good batch under the request id of a refused call returned {written:?}; expected 3 new items (a refused call is not remembered)"
+            );
             Ok(())
         },
     )

@@ -377,6 +377,108 @@ pub async fn clock_skew_cannot_fire_early<F: BackendFactory>(factory: &F) -> Che
     .await
 }
 
+/// Each kind of change is a new revision stamped with the backend's now: a
+/// new cadence (same payload) and a new queue (same cadence and payload)
+/// each raise the revision by one and set `defined_at` to the backend's
+/// now, with the spec stored as given; after the move a tick fills the new
+/// queue only. Bad input (a schedule whose item is not valid, a fire with
+/// an item that is not) is `InvalidInput` and writes nothing.
+pub async fn every_change_of_a_schedule_is_a_revision<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    run(
+        factory,
+        "every_change_of_a_schedule_is_a_revision",
+        Rule::Contract("put_schedule"),
+        Needs::SCHEDULES,
+        |cx| async move {
+            let name = name_for(&cx)?;
+            let other = cx.own("moved")?;
+            let result = async {
+                let put = |s: Schedule| {
+                    let b = cx.b.clone();
+                    async move { b.put_schedule(&s).await.or_fail(Rule::Contract("put_schedule"), "put_schedule") }
+                };
+                let every = |secs: u64| {
+                    Schedule::every(name.as_str(), cx.q.clone(), Duration::from_secs(secs), "same")
+                        .or_fail(cx.rule, "building the schedule")
+                };
+                // Bad input first: nothing may be stored.
+                let bad = every(1)?.max_attempts(0);
+                ensure!(
+                    matches!(cx.b.put_schedule(&bad).await, Err(leaseq_core::Error::InvalidInput { .. })),
+                    cx.rule,
+                    "a schedule whose items would have max attempts 0 was not refused as InvalidInput"
+                );
+                ensure!(stored(&cx, &name).await?.is_none(), cx.rule, "a refused put_schedule stored the schedule");
+                let mut revision = 0;
+                let mut last: Option<StoredSchedule> = None;
+                for (what, schedule) in [
+                    ("created", every(1)?),
+                    ("given a new cadence", every(2)?),
+                    ("moved to another queue", every(2)?.with_queue(other.clone())),
+                ] {
+                    if let Some(prev) = &last {
+                        cx.wait_past(prev.defined_at).await?;
+                    }
+                    let before = cx.now().await?;
+                    let got = put(schedule.clone()).await?;
+                    let after = cx.now().await?;
+                    revision += 1;
+                    // The stored queue is the one put, or where a layer
+                    // routes it (a shard's queue): compared as "moved or not".
+                    let moved = last.as_ref().is_some_and(|prev| prev.queue != got.queue);
+                    ensure!(
+                        got.revision == revision
+                            && got.spec == schedule.spec()
+                            && moved == (revision == 3)
+                            && before <= got.defined_at
+                            && got.defined_at <= after,
+                        cx.rule,
+                        "a schedule {what} was stored as {got:?}; expected revision {revision}, spec \
+                         {:?}, the queue {}, defined_at within [{before}, {after}] (the backend's now)",
+                        schedule.spec(),
+                        if revision == 3 { "changed" } else { "kept" }
+                    );
+                    ensure!(
+                        stored(&cx, &name).await?.as_ref() == Some(&got),
+                        cx.rule,
+                        "schedules() does not show the schedule {what} as put_schedule returned it ({got:?})"
+                    );
+                    last = Some(got);
+                }
+                let at = cx.now().await?;
+                let tick = ScheduleTick { name: name.clone(), revision, at };
+                match cx.b.fire_schedule(&tick, NewItem::new("same").max_attempts(0)).await {
+                    Err(leaseq_core::Error::InvalidInput { .. }) => {}
+                    other => return Err(cx.fail(format!("a fire with an item of max attempts 0 answered {other:?}; expected InvalidInput"))),
+                }
+                ensure!(
+                    stored(&cx, &name).await?.and_then(|s| s.last_tick).is_none(),
+                    cx.rule,
+                    "a refused fire recorded its tick"
+                );
+                let f = cx.b.fire_schedule(&tick, NewItem::new("same")).await.or_fail(cx.rule, "fire_schedule")?;
+                ensure!(matches!(f, Fired::Enqueued(_)), cx.rule, "a fire of the current revision answered {f:?}");
+                let here = cx.stats().await?.total();
+                let there = cx.b.stats(&other).await.or_fail(cx.rule, "stats")?.total();
+                ensure!(
+                    (here, there) == (0, 1),
+                    cx.rule,
+                    "after the schedule moved to {other}, its tick left {here} items in {} and {there} in {other}; expected 0 and 1",
+                    cx.q
+                );
+                cx.b.purge(&other).await.or_fail(cx.rule, "purge")?;
+                Ok(())
+            }
+            .await;
+            remove(&cx, &name).await?;
+            result
+        },
+    )
+    .await
+}
+
 /// A put that changes nothing keeps the revision; a change raises it and
 /// keeps the last tick; a fire of the old revision is `Stale` and writes
 /// nothing; a removal makes every fire `Stale` and leaves the list.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::schedule::{Fired, ScheduleName, ScheduleTick};
+use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
     Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemState, Layer, Lease, LeaseFate,
     LeaseKey, LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
@@ -33,6 +33,30 @@ pub(crate) enum Fault {
     /// `ack_many` loops over `ack`, as the trait's default does: what a
     /// wrapper that does not forward batch operations silently runs.
     LoopedBatchAck,
+    /// `give_back` ignores the token: it gives the item back by id, with
+    /// whatever token the item holds now.
+    UnfencedGiveBack,
+    /// `recover_claim` finds the right leases but reads each one's attempts
+    /// from the item's max attempts (two fields read in the wrong order).
+    RecoverMixesFields,
+    /// `lease_fate` says Lost for a lease past its expiry, even while its
+    /// token still holds the item (a fate that reads the clock before the
+    /// item).
+    FateOfExpiredIsLost,
+    /// `set_queue_limits` replaces the limits by clearing them first, so a
+    /// change of the rate forgets the window's count.
+    RateForgottenOnChange,
+    /// A claim that a limit cut short reports the concurrency hint
+    /// whenever the queue has a concurrency limit, also when the rate's
+    /// wait is the longer.
+    ConcurrencyHintAlways,
+    /// `put_schedule` compares only the queue and the payload with what is
+    /// stored: a new cadence alone keeps the old schedule.
+    CadenceChangeIgnored,
+    /// `enqueue_once` remembers a request for 600 ms, not 600 s (the
+    /// memory's seconds taken for milliseconds): a resend after that is
+    /// written again.
+    RequestMemoryInMillis,
     /// `recover_claim` finds nothing and `lease_fate` says every lease is
     /// still held: a backend that cannot tell what a lost call did, so a
     /// caller claims again and resends finished calls.
@@ -153,6 +177,8 @@ pub(crate) struct Faulty {
     delayed: Mutex<BTreeSet<(QueueName, ItemId)>>,
     /// Requests recorded by the split `enqueue_once` (SplitEnqueueOnce).
     requests: Mutex<HashMap<(QueueName, LeaseToken), Vec<Enqueued>>>,
+    /// When each request was first seen (RequestMemoryInMillis).
+    first_seen: Mutex<HashMap<(QueueName, LeaseToken), std::time::Instant>>,
 }
 
 impl Faulty {
@@ -170,12 +196,23 @@ impl Faulty {
             expiries: Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
             requests: Mutex::new(HashMap::new()),
+            first_seen: Mutex::new(HashMap::new()),
             delayed: Mutex::new(BTreeSet::new()),
         }
     }
 }
 
 impl Faulty {
+    /// The latest token the wrapper handed out for the lease's item: what
+    /// an operation "by id" resolves to.
+    fn current_token(&self, lease: &LeaseKey) -> Option<LeaseToken> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(lease.queue.clone(), lease.id))
+            .copied()
+    }
+
     /// Adds `queue` to the wrapper's own listing, or takes it out.
     fn note_listed(&self, queue: &QueueName, listed: bool) {
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
@@ -288,6 +325,12 @@ impl Layer for Faulty {
         let max = spec.max() as usize;
         let ttl = spec.ttl();
         let mut claimed = self.inner.claim(queue, spec).await?;
+        if self.fault == Fault::ConcurrencyHintAlways
+            && claimed.retry_after.is_some()
+            && self.inner.queue_limits(queue).await?.concurrency.is_some()
+        {
+            claimed.retry_after = Some(leaseq_core::queue_limits::CONCURRENCY_RETRY);
+        }
         if self.fault == Fault::ClaimTimeAsEnqueueTime {
             for l in &mut claimed.leases {
                 l.enqueued_at = Timestamp::from_millis(
@@ -343,13 +386,7 @@ impl Layer for Faulty {
             return self.after_ack(&lease.queue).await;
         }
         if self.fault == Fault::UnfencedAck {
-            let current = self
-                .current
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&(lease.queue.clone(), lease.id))
-                .copied();
-            if let Some(token) = current {
+            if let Some(token) = self.current_token(lease) {
                 return self
                     .inner
                     .ack(&LeaseKey {
@@ -474,14 +511,38 @@ impl Layer for Faulty {
         if self.fault == Fault::Amnesia {
             return Ok(Claimed::default());
         }
-        self.inner.recover_claim(queue, spec).await
+        let mut found = self.inner.recover_claim(queue, spec).await?;
+        if self.fault == Fault::RecoverMixesFields {
+            for l in &mut found.leases {
+                l.attempts = l.max_attempts;
+            }
+        }
+        Ok(found)
     }
 
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
         if self.fault == Fault::Amnesia {
             return Ok(LeaseFate::Held);
         }
+        if self.fault == Fault::FateOfExpiredIsLost && self.inner.now().await? >= held_until {
+            return Ok(LeaseFate::Lost);
+        }
         self.inner.lease_fate(lease, held_until).await
+    }
+
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
+        if self.fault == Fault::UnfencedGiveBack {
+            if let Some(token) = self.current_token(lease) {
+                return self
+                    .inner
+                    .give_back(&LeaseKey {
+                        token,
+                        ..lease.clone()
+                    })
+                    .await;
+            }
+        }
+        self.inner.give_back(lease).await
     }
 
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
@@ -512,6 +573,12 @@ impl Layer for Faulty {
     }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        if self.fault == Fault::RateForgottenOnChange && limits != QueueLimits::NONE {
+            limits.check()?;
+            self.inner
+                .set_queue_limits(queue, QueueLimits::NONE)
+                .await?;
+        }
         if !matches!(
             self.fault,
             Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
@@ -542,6 +609,18 @@ impl Layer for Faulty {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
+        if self.fault == Fault::RequestMemoryInMillis {
+            let memory = Duration::from_millis(leaseq_core::limits::REQUEST_MEMORY.as_secs());
+            let first_seen = *self
+                .first_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((queue.clone(), request))
+                .or_insert_with(std::time::Instant::now);
+            if first_seen.elapsed() > memory {
+                return self.inner.enqueue(queue, items).await;
+            }
+        }
         if self.fault == Fault::ReplayForgetsDedup {
             let mut out = self.inner.enqueue_once(queue, request, items).await?;
             let replay = self
@@ -578,6 +657,20 @@ impl Layer for Faulty {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, written.clone());
         Ok(written)
+    }
+
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
+        if self.fault == Fault::CadenceChangeIgnored {
+            let same = self.inner.schedules().await?.into_iter().find(|s| {
+                &s.name == schedule.name()
+                    && &s.queue == schedule.queue()
+                    && s.payload == schedule.payload()
+            });
+            if let Some(kept) = same {
+                return Ok(kept);
+            }
+        }
+        self.inner.put_schedule(schedule).await
     }
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {

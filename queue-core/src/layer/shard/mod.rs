@@ -20,6 +20,12 @@
 //!   batch becomes one concurrent call per shard touched; each is atomic,
 //!   the batch as a whole is not ([`crate::Capabilities::atomic_batch`] is
 //!   false). Bad input is refused before anything is written.
+//! - **`enqueue_once`** sends the batch's items without a dedup key to
+//!   the one shard its request picks, under that request, so a resend is
+//!   recognised there and one of another size is
+//!   [`Error::InvalidInput`], as on one store. Items with a dedup key go to
+//!   their key's shard under the same request: a resend that differs only
+//!   in those is judged by each shard on its own part.
 //! - **Ids.** An item's id is `shard_id * K + shard` ([`sharded_id`]), so
 //!   ids are unique across shards and ack / extend / release / fail / item
 //!   / redrive_item / remove_item go straight to the item's shard ([`split_id`]).
@@ -306,8 +312,10 @@ impl<B: Backend> Sharded<B> {
     }
 
     /// Enqueues `items` split over the shards: a dedup key picks its
-    /// shard; other items go round robin, from a turn counter or, for an
-    /// `enqueue_once` request, from a start the request fixes.
+    /// shard; other items go round robin from a turn counter or, for an
+    /// `enqueue_once` request, all to the one shard the request picks (so
+    /// that shard sees the whole unkeyed part, and a resend of another
+    /// size is refused there as on one store).
     async fn enqueue_split(
         &self,
         queue: &QueueName,
@@ -323,7 +331,7 @@ impl<B: Backend> Sharded<B> {
         for (pos, item) in items.into_iter().enumerate() {
             let shard = match (item.get_dedup_key(), start) {
                 (Some(key), _) => usize::from(ids::dedup_shard(key, self.shards)),
-                (None, Some(start)) => (start + pos) % k,
+                (None, Some(start)) => start,
                 (None, None) => usize::from(self.enqueue_turn.next(self.shards)),
             };
             positions[shard].push(pos);
