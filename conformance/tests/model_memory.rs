@@ -86,6 +86,26 @@ fn the_model_catches_a_redrive_of_the_wrong_item() {
 }
 
 #[test]
+fn the_model_catches_a_fate_that_calls_every_expired_lease_lost() {
+    let verdict = check_model(
+        &FaultyFactory(Fault::FateOfExpiredIsLost),
+        &ModelConfig::new(500),
+    );
+    let v = verdict.expect_err("a lease_fate of Lost for a lease still held is caught");
+    assert_eq!(v.rule, Rule::Contract("lease_fate"), "{v}");
+}
+
+#[test]
+fn the_model_catches_a_recovered_lease_with_a_field_read_wrong() {
+    let verdict = check_model(
+        &FaultyFactory(Fault::RecoverMixesFields),
+        &ModelConfig::new(500),
+    );
+    let v = verdict.expect_err("recover_claim that reads attempts from max attempts is caught");
+    assert_eq!(v.rule, Rule::Contract("recover_claim"), "{v}");
+}
+
+#[test]
 fn the_model_catches_a_double_claim() {
     let verdict = check_model(&FaultyFactory(Fault::DoubleClaim), &ModelConfig::new(500));
     let v = verdict.expect_err("a claim of a live lease is caught");

@@ -85,6 +85,8 @@ struct Run {
     q: QueueName,
     model: Model,
     leases: Vec<LeaseKey>,
+    /// The spec of every claim made, for `recover_claim`.
+    specs: Vec<ClaimSpec>,
     timing: Timing,
     /// The backend's now as last read: a lower bound for the next step.
     last: u64,
@@ -230,6 +232,7 @@ impl Run {
                 let ms = self.timing.ttl_ms(*ttl);
                 let spec = ClaimSpec::new(*max, Duration::from_millis(ms))
                     .or_fail(self.rule(), "claim spec")?;
+                self.specs.push(spec.duplicate());
                 let got = b.claim(&q, spec).await;
                 let now = self.window().await?;
                 self.model.claim(*max, ms, now, &got)?;
@@ -252,6 +255,35 @@ impl Run {
                 }
                 None => Ok(()),
             },
+            Op::Fate { pick, forge, ahead } => {
+                let Some(mut key) = self.pick(*pick) else {
+                    return Ok(());
+                };
+                if *forge {
+                    key.token = LeaseToken::random();
+                }
+                // An hour on: no call takes that long. The last reading:
+                // the call's now is at or after it.
+                let held_until = if *ahead {
+                    self.last + 3_600_000
+                } else {
+                    self.last
+                };
+                let got = b
+                    .lease_fate(&key, leaseq_core::Timestamp::from_millis(held_until))
+                    .await;
+                let now = self.window().await?;
+                self.model.lease_fate(&key, *ahead, now, &got)
+            }
+            Op::Recover(pick) => {
+                if self.specs.is_empty() {
+                    return Ok(());
+                }
+                let spec = self.specs[*pick as usize % self.specs.len()].duplicate();
+                let got = b.recover_claim(&q, &spec).await;
+                let now = self.window().await?;
+                self.model.recover_claim(&spec, now, &got)
+            }
             Op::AckMany(picks) => {
                 let keys: Vec<LeaseKey> = picks
                     .iter()
@@ -426,6 +458,7 @@ pub async fn run_ops<F: BackendFactory>(
         q,
         model: Model::new(),
         leases: Vec::new(),
+        specs: Vec::new(),
         timing,
         last: 0,
     };

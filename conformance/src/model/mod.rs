@@ -16,7 +16,10 @@
 //! ack, extend, release and fail with the token a claim handed out (often a
 //! stale one by then) and with forged tokens; reap; time passing; the
 //! `expire_leases` and `make_due` hooks; stats, peek, redrive,
-//! `redrive_item` and `remove_item` (of a live or a gone item) and purge.
+//! `redrive_item` and `remove_item` (of a live or a gone item) and purge;
+//! `lease_fate` of a handed-out (or forged) lease, asked with a
+//! `held_until` ahead of now or reached; `recover_claim` of an earlier
+//! claim's spec (its live leases, field for field, in claim order).
 //! After every step it compares `stats`, whether `queues` lists the queue
 //! (exactly while the model holds an item) and, with test hooks, the raw
 //! indexes (INV-1, and that the backend holds exactly the model's items);
@@ -56,9 +59,11 @@
 //! ```
 
 mod driver;
+mod fate;
 mod hooks;
 mod observe;
 mod ops;
+mod recover;
 mod state;
 mod window;
 

@@ -73,6 +73,19 @@ pub enum Op {
         /// What to do with it.
         verb: Verb,
     },
+    /// `lease_fate` of a lease a claim handed out (`forge`: with a token
+    /// nobody was given), asked with a `held_until` an hour ahead of the
+    /// backend's now (`ahead`) or at the last reading of it.
+    Fate {
+        /// Which lease.
+        pick: u16,
+        /// Forge the token.
+        forge: bool,
+        /// Ask with a `held_until` still ahead.
+        ahead: bool,
+    },
+    /// `recover_claim` of the spec of a claim made before (picked modulo).
+    Recover(u16),
     /// `ack_many` of the picked leases, in order (a pick may repeat);
     /// `true` forges that slot's token.
     AckMany(Vec<(u16, bool)>),
@@ -190,6 +203,9 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(max, ttl)| Op::Claim { max, ttl }),
         16 => (any::<u16>(), verb()).prop_map(|(pick, verb)| Op::Fenced { pick, verb }),
         1 => (any::<u16>(), verb()).prop_map(|(pick, verb)| Op::Forged { pick, verb }),
+        2 => (any::<u16>(), prop::bool::weighted(0.2), any::<bool>())
+            .prop_map(|(pick, forge, ahead)| Op::Fate { pick, forge, ahead }),
+        2 => any::<u16>().prop_map(Op::Recover),
         4 => prop::collection::vec((any::<u16>(), prop::bool::weighted(0.1)), 1..6)
             .prop_map(Op::AckMany),
         5 => Just(Op::Reap),

@@ -1,0 +1,67 @@
+//! What the model expects of `lease_fate`: Held while the key's token
+//! holds its item, else Finished with the item's state (or `None` when it
+//! is gone) when asked with a `held_until` still ahead, else Lost.
+
+use leaseq_core::{Error, ItemState, LeaseFate, LeaseKey, Result};
+
+use super::state::{Model, Slot};
+use super::window::Window;
+use crate::outcome::ensure;
+use crate::{Rule, Violation};
+
+impl Model {
+    /// `lease_fate(key, held_until)` at `now` answered `got`; `ahead`:
+    /// `held_until` was surely after the call's now (else surely at or
+    /// before it). A backend without `lease_fate` is not judged.
+    pub fn lease_fate(
+        &self,
+        key: &LeaseKey,
+        ahead: bool,
+        now: Window,
+        got: &Result<LeaseFate>,
+    ) -> Result<(), Violation> {
+        let got = match got {
+            Err(Error::Unsupported { .. }) => return Ok(()),
+            Err(e) => {
+                return Err(Violation::new(
+                    Rule::Contract("lease_fate"),
+                    format!("lease_fate of {} failed: {e}", key.id),
+                ))
+            }
+            Ok(f) => f,
+        };
+        // The states the item may show at `now`: a Scheduled item whose
+        // due time falls within the call's window may show either.
+        let states: Vec<Option<ItemState>> = match self.items().get(&key.id).map(|e| &e.slot) {
+            None => vec![None],
+            Some(Slot::Ready) => vec![Some(ItemState::Ready)],
+            Some(Slot::Leased { .. }) => vec![Some(ItemState::Leased)],
+            Some(Slot::Dead { .. }) => vec![Some(ItemState::Dead)],
+            Some(Slot::Scheduled { due }) => match due.passed_at(now) {
+                Some(true) => vec![Some(ItemState::Ready)],
+                Some(false) => vec![Some(ItemState::Scheduled)],
+                None => vec![Some(ItemState::Ready), Some(ItemState::Scheduled)],
+            },
+        };
+        let allowed: Vec<LeaseFate> = if self.is_current(key) {
+            vec![LeaseFate::Held]
+        } else if ahead {
+            states
+                .into_iter()
+                .map(|state| LeaseFate::Finished { state })
+                .collect()
+        } else {
+            vec![LeaseFate::Lost]
+        };
+        ensure!(
+            allowed.contains(got),
+            Rule::Contract("lease_fate"),
+            "lease_fate of item {} (token {}) asked with held_until {} now answered {got:?}; \
+             expected one of {allowed:?}",
+            key.id,
+            key.token,
+            if ahead { "ahead of" } else { "at or before" }
+        );
+        Ok(())
+    }
+}
