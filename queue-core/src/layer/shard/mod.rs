@@ -59,14 +59,22 @@
 //! - **Schedules.** A schedule put through the layer is stored for the
 //!   shard its name hashes to (the stored queue is that shard's physical
 //!   queue, as [`Backend::schedules`] shows), and every tick's item goes
-//!   there; the id a fire returns is the sharded id.
+//!   there; the id a fire returns is the sharded id. A tick's item with a
+//!   dedup key is [`Error::InvalidInput`]: its key is held on the key's
+//!   shard, which the fire's one step cannot reach.
 //!
 //! # Ordering
 //! Each shard keeps every invariant, so the logical queue does too (an item
 //! lives in exactly one shard), except global order: priority and FIFO hold
 //! **within a shard** ([`crate::Order::PerShard`]). Items with the same
-//! dedup key always share a shard. Use one shard (a plain queue) when global
-//! order matters.
+//! dedup key always share a shard. The other orders are per shard too:
+//! `peek` lists shard 0's items in its index's order, then shard 1's, and
+//! `redrive` takes the oldest deaths of shard 0 first. Use one shard (a
+//! plain queue) when global order matters.
+//!
+//! A `Sharded` over another `Sharded` is not supported: the inner layer's
+//! sub-claims take tokens from its caller's share, which the outer layer
+//! gives to other shards too.
 
 mod hooks;
 mod ids;
@@ -215,13 +223,16 @@ impl<B: Backend> Sharded<B> {
     }
 
     /// Where a sharded id lives: its shard's queue and id. Id 0 of a shard
-    /// is never handed out, so it is `None`.
+    /// is never handed out, and a queue whose shard cannot be named (too
+    /// long a name once the suffix is added) holds no item: both are
+    /// `None`, so a call on them is `LeaseLost` or `NotFound` as on one
+    /// store, never a refusal that fails a whole batch.
     fn locate(&self, queue: &QueueName, id: ItemId) -> Result<Option<(u16, QueueName, ItemId)>> {
         let (shard, inner) = split_id(self.shards, id);
         if inner.get() == 0 {
             return Ok(None);
         }
-        Ok(Some((shard, self.shard(queue, shard)?, inner)))
+        Ok(self.shard(queue, shard).ok().map(|q| (shard, q, inner)))
     }
 
     /// The lease on the shard for a lease on the logical queue.
@@ -235,7 +246,8 @@ impl<B: Backend> Sharded<B> {
             }))
     }
 
-    /// Runs `op` on the lease's shard; a lease naming no shard item is lost.
+    /// Runs `op` on the lease's shard; a lease naming no shard item is lost,
+    /// and a lost lease is reported with the caller's (sharded) id.
     async fn on_lease<T, Fut>(
         &self,
         lease: &LeaseKey,
@@ -245,7 +257,11 @@ impl<B: Backend> Sharded<B> {
         Fut: Future<Output = Result<T>>,
     {
         match self.inner_lease(lease)? {
-            Some(l) => op(l).await,
+            // The shard names its own id; the caller's lease names this one.
+            Some(l) => op(l).await.map_err(|e| match e {
+                Error::LeaseLost { .. } => Error::LeaseLost { id: lease.id },
+                other => other,
+            }),
             None => Err(Error::LeaseLost { id: lease.id }),
         }
     }
@@ -337,10 +353,12 @@ impl<B: Backend> Sharded<B> {
             positions[shard].push(pos);
             batches[shard].push(item);
         }
+        // The request's own shard is sent its part even when it is empty,
+        // so it records the request and refuses a resend of another size.
         let touched: Vec<u16> = self
             .all()
             .into_iter()
-            .filter(|&i| !batches[usize::from(i)].is_empty())
+            .filter(|&i| !batches[usize::from(i)].is_empty() || start == Some(usize::from(i)))
             .collect();
         let done = self
             .on_shards(queue, &touched, |i, b, q| {
@@ -423,10 +441,28 @@ impl<B: Backend> Layer for Sharded<B> {
             let have = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
             let round = shares(spec.max().saturating_sub(have), &pending);
             if round.is_empty() {
+                // A claim that got all it asked for was held back by no
+                // limit, whatever a shard's share said.
+                if have >= spec.max() {
+                    out.retry_after = None;
+                }
                 return Ok(out);
             }
             let asked: Vec<u16> = round.iter().map(|&(shard, _)| shard).collect();
             let k = u32::from(self.shards);
+            // Slot `pos` of round `rounds` takes the caller's tokens from
+            // `(rounds * k + pos) * MAX_CLAIM`: all of them must stay in
+            // the caller's family, or `recover_claim` would not find them.
+            let room = 0x1_0000_0000u128 - (spec.request().as_u128() & 0xFFFF_FFFF);
+            let end = (u128::from(rounds) + 1) * u128::from(k) * u128::from(MAX_CLAIM);
+            if end > room {
+                return Err(Error::invalid(format!(
+                    "the claim's request {} leaves too few tokens in its family for the sub-claims \
+                     of {} shards (make the spec with ClaimSpec::new)",
+                    spec.request(),
+                    self.shards
+                )));
+            }
             let answers = self
                 .on_shards(queue, &asked, |i, b, q| {
                     let want = round
@@ -490,6 +526,8 @@ impl<B: Backend> Layer for Sharded<B> {
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
         match self.inner_lease(lease)? {
             Some(l) => self.inner.lease_fate(&l, held_until).await,
+            // No shard holds such an item: judged as for an item gone.
+            None if self.inner.now().await? < held_until => Ok(LeaseFate::Finished { state: None }),
             None => Ok(LeaseFate::Lost),
         }
     }
@@ -741,8 +779,18 @@ impl<B: Backend> Layer for Sharded<B> {
             .await
     }
 
-    /// Fires on the schedule's shard; the id is the sharded id.
+    /// Fires on the schedule's shard; the id is the sharded id. An item
+    /// with a dedup key is refused: its key lives on the key's shard, and
+    /// the tick's item can only be written on the schedule's, in one step
+    /// with the tick.
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
+        if let Some(key) = item.get_dedup_key() {
+            return Err(Error::invalid(format!(
+                "schedule {}: a tick's item with a dedup key ({key:?}) cannot be fired through the \
+                 sharded layer (the key is held on its own shard, the tick on the schedule's)",
+                tick.name
+            )));
+        }
         let shard = ids::dedup_shard(tick.name.as_str(), self.shards);
         Ok(match self.inner.fire_schedule(tick, item).await? {
             Fired::Enqueued(e) => Fired::Enqueued(Enqueued {
