@@ -19,10 +19,13 @@
 //!
 //! What is left: the generation tombstone, until it expires
 //! ([`crate::listing::GENERATION_TOMBSTONE`]), and `enqueue_once` records,
-//! which expire on their own after [`leaseq_core::limits::REQUEST_MEMORY`]
-//! (a resend within that time is answered from its record and writes
-//! nothing). The registry and its floor are one key each per prefix.
+//! which expire on their own after [`REQUEST_MEMORY`], with the queue's
+//! last id at the delete (`{prefix:queue}:seq:deleted`) for as long: a
+//! resend whose record names only ids up to it was sent before the delete
+//! and is written again, as a new request. The registry and its floor are
+//! one key each per prefix.
 
+use leaseq_core::limits::REQUEST_MEMORY;
 use leaseq_core::{Error, QueueName, Result};
 
 use crate::backend::arg;
@@ -68,7 +71,12 @@ impl<C: ScriptClient> RedisBackend<C> {
                     &self.scripts.queue_delete,
                     queue,
                     vec![limits.clone()],
-                    vec![arg(floor), arg(tombstone), arg(PURGE_BATCH)],
+                    vec![
+                        arg(floor),
+                        arg(tombstone),
+                        arg(PURGE_BATCH),
+                        arg(REQUEST_MEMORY.as_millis()),
+                    ],
                 )
                 .await?;
             let answer = r.array()?;

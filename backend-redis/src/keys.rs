@@ -15,6 +15,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
 /// | `{p:q}:seq:run` | string | the server's replication id when the id counter was last written (see [`KeyLayout::id_run`]) |
+/// | `{p:q}:seq:deleted` | string | after `delete_queue`, for [`leaseq_core::limits::REQUEST_MEMORY`]: the queue's last id then (see [`KeyLayout::deleted_up_to`]) |
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
@@ -96,6 +97,14 @@ impl KeyLayout {
     /// (see the crate docs, "Ids"). The scripts name it `K_SEQ .. ':run'`.
     pub fn id_run(&self) -> String {
         self.key("seq:run")
+    }
+
+    /// Written by `delete_queue` with the queue's last id, and expiring
+    /// with the `enqueue_once` records of the deleted queue: a record that
+    /// names only ids up to it predates the delete, and its request counts
+    /// as new. The scripts name it `K_SEQ .. ':deleted'`.
+    pub fn deleted_up_to(&self) -> String {
+        self.key("seq:deleted")
     }
 
     /// The death-order counter.

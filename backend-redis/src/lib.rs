@@ -250,8 +250,9 @@
 //! leaves no key of the queue but `{prefix:queue}:listgen`, raised and set
 //! to expire after two minutes (it turns away an enqueue that registered
 //! the queue before the delete), and `enqueue_once` records, which expire
-//! on their own ([`leaseq_core::limits::REQUEST_MEMORY`]; a resend within
-//! that time is answered from its record and writes nothing). Ids stay
+//! on their own ([`leaseq_core::limits::REQUEST_MEMORY`]), with the
+//! queue's last id (`{prefix:queue}:seq:deleted`, for as long): a resend
+//! whose record predates the delete is a new request, written again. Ids stay
 //! unique: before it deletes the id counter, the delete raises an id floor
 //! kept next to the registry (`{prefix:_}:idfloor`, one key per prefix)
 //! past the queue's last id, and a queue with no counter starts above the

@@ -32,7 +32,7 @@ async fn enqueue(b: &dyn Backend, q: &QueueName, n: usize) -> Vec<ItemId> {
 
 /// A queue used every way (items in each state, dedup keys, a key held
 /// after its ack, limits, the listing) leaves no key of its own after
-/// `delete_queue` but the prune generation, which expires.
+/// `delete_queue` but the prune generation and its last id, which expire.
 async fn delete_leaves_only_an_expiring_tombstone(which: Which) {
     let Some((b, cleanup)) = common::backend(which, "delkeys").await else {
         return;
@@ -66,16 +66,26 @@ async fn delete_leaves_only_an_expiring_tombstone(which: Which) {
 
     let mut raw = common::raw(&cleanup.url).await;
     let pattern = format!("{}*", keys.tag().replace('{', "\\{").replace('}', "\\}"));
-    let left: Vec<String> = raw.keys(&pattern).await.expect("keys");
-    assert_eq!(
-        left,
-        vec![keys.listing_generation()],
-        "keys left of a deleted queue"
-    );
+    let mut left: Vec<String> = raw.keys(&pattern).await.expect("keys");
+    left.sort();
+    let mut want = vec![keys.listing_generation(), keys.deleted_up_to()];
+    want.sort();
+    assert_eq!(left, want, "keys left of a deleted queue");
     let ttl: i64 = raw.pttl(keys.listing_generation()).await.expect("pttl");
     assert!(
         ttl > 0 && ttl <= 120_000,
         "the generation tombstone must expire within 2 minutes, its PTTL is {ttl}"
+    );
+    let memory = i64::try_from(leaseq_core::limits::REQUEST_MEMORY.as_millis()).unwrap_or(i64::MAX);
+    let ttl: i64 = raw.pttl(keys.deleted_up_to()).await.expect("pttl");
+    assert!(
+        ttl > 0 && ttl <= memory,
+        "the deleted queue's last id must expire with its enqueue_once records, its PTTL is {ttl}"
+    );
+    let last: u64 = raw.get(keys.deleted_up_to()).await.expect("get");
+    assert!(
+        last >= 7,
+        "the last id of a queue that handed out 8 ids is {last}"
     );
     assert!(!b.queues().await.expect("queues").contains(&q));
 }

@@ -657,6 +657,22 @@ pub(crate) fn expect_lost<T: std::fmt::Debug>(
     }
 }
 
+/// [`expect_lost`], and the error names the lease's own item `id` (the id
+/// the caller holds, not one a layer or a store keeps underneath).
+pub(crate) fn expect_lost_of<T: std::fmt::Debug>(
+    res: Result<T, Error>,
+    id: ItemId,
+    what: &str,
+) -> Result<(), Violation> {
+    match res {
+        Err(Error::LeaseLost { id: named }) if named != id => Err(Violation::new(
+            Rule::Inv3,
+            format!("{what} answered LeaseLost naming item {named}; the lease names {id}"),
+        )),
+        other => expect_lost(other, what),
+    }
+}
+
 /// A small, fast pseudo-random source (xorshift), seeded at random.
 #[derive(Debug, Clone)]
 pub(crate) struct Rng(u64);

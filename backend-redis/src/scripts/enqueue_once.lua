@@ -18,11 +18,18 @@ if t == 'string' then
   if (string.gsub(s, '%d+:[01],?', '')) ~= '' then
     return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REQ .. ' holds no enqueue results')
   end
-  local out = {}
+  local out, top = {}, 0
   for id, d in string.gmatch(s, '(%d+):([01])') do
-    if d == '1' then out[#out + 1] = -tonumber(id) else out[#out + 1] = tonumber(id) end
+    local n = tonumber(id)
+    if n > top then top = n end
+    if d == '1' then out[#out + 1] = -n else out[#out + 1] = n end
   end
-  return { 1, out, false }
+  -- A record written before the queue was deleted names only ids at or
+  -- below the queue's last one then (scripts/queue_delete.lua): the
+  -- request is new, and its batch is written again.
+  local deleted = int_field(redis.call('GET', K_SEQ .. ':deleted'), 0, ID_MAX)
+  if not (deleted and top <= deleted) then return { 1, out, false } end
+  redis.call('DEL', K_REQ)
 elseif t ~= 'none' then
   return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REQ .. ' holds a ' .. t .. ', expected a string')
 end

@@ -10,7 +10,10 @@
 -- generation on a tombstone that expires (a registration made before this
 -- call no longer lets an enqueue in, see src/listing.rs), and answers
 -- { items deleted, 'deleted', the token `listed` held ('' if none) }.
--- Records of `enqueue_once` requests expire on their own (`PX`).
+-- Records of `enqueue_once` requests expire on their own (`PX`); until
+-- they do, `{p:q}:seq:deleted` holds the queue's last id (ARGV[5] = for
+-- how long, ms): a record whose ids are all at or below it was written
+-- before this delete, and enqueue_once treats its request as new.
 local bad = guard_indexes()
 if bad then return bad end
 local deleted, left = purge_batch(tonumber(ARGV[4]))
@@ -21,6 +24,7 @@ local last = math.max(seq, mark)
 if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', last } end
 local token = redis.call('GET', K_LISTED) or ''
 redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, KEYS[10])
+if last > 0 then redis.call('SET', K_SEQ .. ':deleted', fmt_int(last), 'PX', ARGV[5]) end
 redis.call('INCR', K_LISTGEN)
 redis.call('PEXPIRE', K_LISTGEN, ARGV[3])
 return { deleted, 'deleted', token }

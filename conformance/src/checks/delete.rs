@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use leaseq_core::{
-    Error, ItemId, ItemState, LimitScope, NewItem, QueueLimits, QueueName, QueueStats,
+    Error, ItemId, ItemState, LeaseToken, LimitScope, NewItem, QueueLimits, QueueName, QueueStats,
 };
 
 use crate::cx::{expect_lost, run, Cx, Needs, LONG};
@@ -83,6 +83,16 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
                 ids.push(one(&cx, NewItem::new("later").delay(Duration::from_secs(3600))).await?);
                 held += 1;
             }
+            // A request sent before the delete, to be sent again after it.
+            let request = LeaseToken::random();
+            let before = match cx.b.enqueue_once(&cx.q, request, vec![NewItem::new("once")]).await {
+                Err(Error::Unsupported { .. }) => None,
+                other => Some(other.or_fail(RULE, "enqueue_once")?),
+            };
+            if let Some(first) = &before {
+                ids.extend(first.iter().map(|e| e.id));
+                held += 1;
+            }
             let set = QueueLimits::NONE.concurrency(7);
             let neighbour = cx
                 .b
@@ -154,6 +164,26 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
                 );
             }
             ensure!(is_listed(&cx, &cx.q).await?, RULE, "a queue filled again after delete_queue is not listed");
+            if before.is_some() {
+                let resent = cx
+                    .b
+                    .enqueue_once(&cx.q, request, vec![NewItem::new("once")])
+                    .await
+                    .or_fail(RULE, "enqueue_once resent after delete_queue")?;
+                ensure!(
+                    resent.len() == 1 && !resent[0].deduplicated && resent[0].id > top,
+                    RULE,
+                    "an enqueue_once request sent before delete_queue and again after it answered \
+                     {resent:?}; expected its batch written again, as a new request, with a new id \
+                     above {top}"
+                );
+                ensure!(
+                    cx.b.item(&cx.q, resent[0].id).await.is_ok(),
+                    RULE,
+                    "the resent request's item {} is not in the queue",
+                    resent[0].id
+                );
+            }
             delete(&cx, &other).await?;
             Ok(())
         },

@@ -8,7 +8,7 @@ use std::time::Duration;
 use leaseq_core::{Error, ItemState, LeaseKey, LeaseToken, LeaseTtl, QueueName};
 use tokio::sync::Barrier;
 
-use crate::cx::{expect_lost, run, Cx, Needs, LONG, SHORT};
+use crate::cx::{expect_lost_of, run, Cx, Needs, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
 use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
 
@@ -22,15 +22,28 @@ async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Viol
         keys.len()
     );
     let ttl = LeaseTtl::new(LONG).or_fail(cx.rule, "ttl")?;
-    expect_lost(cx.b.ack(&keys[0]).await, &format!("ack {when}"))?;
+    expect_lost_of(cx.b.ack(&keys[0]).await, keys[0].id, &format!("ack {when}"))?;
     // The ack changed nothing, so the same key is as stale for give_back.
-    expect_lost(cx.b.give_back(&keys[0]).await, &format!("give_back {when}"))?;
-    expect_lost(cx.b.extend(&keys[1], ttl).await, &format!("extend {when}"))?;
-    expect_lost(
+    expect_lost_of(
+        cx.b.give_back(&keys[0]).await,
+        keys[0].id,
+        &format!("give_back {when}"),
+    )?;
+    expect_lost_of(
+        cx.b.extend(&keys[1], ttl).await,
+        keys[1].id,
+        &format!("extend {when}"),
+    )?;
+    expect_lost_of(
         cx.b.release(&keys[2], Duration::ZERO).await,
+        keys[2].id,
         &format!("release {when}"),
     )?;
-    expect_lost(cx.b.fail(&keys[3], "stale").await, &format!("fail {when}"))?;
+    expect_lost_of(
+        cx.b.fail(&keys[3], "stale").await,
+        keys[3].id,
+        &format!("fail {when}"),
+    )?;
     Ok(())
 }
 
