@@ -57,6 +57,32 @@ fn memory_matches_the_model() {
     assert_eq!(check_model(&MemoryFactory, &config), Ok(Outcome::Passed));
 }
 
+/// Four shards over one memory backend: every answer judged as for one
+/// store but for the order of what claim, peek and redrive take.
+struct ShardedFactory;
+
+#[leaseq_core::async_trait]
+impl BackendFactory for ShardedFactory {
+    fn name(&self) -> &str {
+        "memory sharded"
+    }
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let clock = ManualClock::new();
+        let inner = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
+        let sharded = leaseq_core::layer::shard::Sharded::new(Arc::new(inner), 4)
+            .map_err(|e| Unavailable(e.to_string()))?;
+        Ok(TestBackend::manual(Arc::new(sharded), clock))
+    }
+}
+
+#[test]
+fn sharded_memory_matches_the_model() {
+    let config = ModelConfig::from_env(500)
+        .max_steps(60)
+        .regressions("proptest-regressions/model_memory_sharded.txt");
+    assert_eq!(check_model(&ShardedFactory, &config), Ok(Outcome::Passed));
+}
+
 #[test]
 fn without_hooks_time_passes_by_the_clock() {
     let config = ModelConfig::from_env(300).max_steps(60);

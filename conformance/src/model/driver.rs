@@ -453,10 +453,15 @@ pub async fn run_ops<F: BackendFactory>(
     };
     let name = format!("model-{}", LeaseToken::random());
     let q = QueueName::new(&name[..30]).or_fail(Rule::Contract("QueueName"), "naming")?;
+    let model = if tb.backend.capabilities().order == leaseq_core::Order::Global {
+        Model::new()
+    } else {
+        Model::per_shard()
+    };
     let mut run = Run {
         tb,
         q,
-        model: Model::new(),
+        model,
         leases: Vec::new(),
         specs: Vec::new(),
         timing,
@@ -502,14 +507,8 @@ pub fn check_model<F: BackendFactory>(factory: &F, config: &ModelConfig) -> Chec
         Ok(rt) => rt,
         Err(e) => panic!("cannot build a tokio runtime for the model: {e}"),
     };
-    match rt.block_on(factory.backend()) {
-        Err(u) => return Ok(Outcome::Unavailable(u.0)),
-        Ok(tb) if tb.backend.capabilities().order != leaseq_core::Order::Global => {
-            return Ok(Outcome::Skipped(
-                "the model keeps one claim order over the whole queue; the backend keeps it per shard".into(),
-            ))
-        }
-        Ok(_) => {}
+    if let Err(u) = rt.block_on(factory.backend()) {
+        return Ok(Outcome::Unavailable(u.0));
     }
     let mut pc = Config {
         cases: config.cases,

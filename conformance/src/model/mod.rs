@@ -25,6 +25,11 @@
 //! indexes (INV-1, and that the backend holds exactly the model's items);
 //! every item is read back with `item` as often as configured.
 //!
+//! A backend that keeps its orders per shard ([`leaseq_core::Order::PerShard`],
+//! the sharding layer) is judged the same way, but for the order of what a
+//! claim, a peek or a redrive takes: there only membership and counts are
+//! checked ([`Model::per_shard`]).
+//!
 //! Time stays deterministic (see [`Timing`]): on a manual clock deadlines
 //! never fall on "now"; on a real clock leases and delays are ten minutes
 //! and more, and run out only through the test hooks, which the model

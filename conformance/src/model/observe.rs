@@ -204,6 +204,18 @@ impl Model {
         if state == ItemState::Ready {
             return self.check_order("peek(ready)", &members, &ids);
         }
+        if self.orders_per_shard() {
+            return ids
+                .iter()
+                .all(|id| members.contains(id))
+                .then_some(())
+                .ok_or_else(|| {
+                    contract(
+                        "peek",
+                        format!("peek({state}) returned {ids:?}, not all {state}"),
+                    )
+                });
+        }
         // The rank an index sorts by: (earliest, latest) possible key.
         let rank = |id: &ItemId| -> (u64, u64) {
             match self.items.get(id).map(|e| &e.slot) {

@@ -93,6 +93,10 @@ pub struct Model {
     tokens: HashSet<LeaseToken>,
     next_seq: u64,
     next_epoch: u64,
+    /// False for a backend that keeps its orders per shard: then which of
+    /// the items a claim, peek or redrive may take is not judged by order,
+    /// only by membership and count.
+    per_shard: bool,
 }
 
 fn contract(what: &'static str, msg: impl Into<String>) -> Violation {
@@ -111,6 +115,21 @@ impl Model {
     /// An empty queue.
     pub fn new() -> Self {
         Model::default()
+    }
+
+    /// An empty queue of a backend that keeps its orders per shard
+    /// ([`leaseq_core::Order::PerShard`]): every answer is judged as for
+    /// one store but for the order of what claim, peek and redrive take.
+    pub fn per_shard() -> Self {
+        Model {
+            per_shard: true,
+            ..Model::default()
+        }
+    }
+
+    /// True when orders are kept per shard, not judged.
+    pub(crate) fn orders_per_shard(&self) -> bool {
+        self.per_shard
     }
 
     /// The live items by id.
@@ -326,6 +345,9 @@ impl Model {
                 Rule::Contract("claim"),
                 "{what} returned {id}, which is not claimable"
             );
+        }
+        if self.per_shard {
+            return Ok(());
         }
         let entry = |id: &ItemId| self.items.get(id);
         for pair in got.windows(2) {
@@ -683,7 +705,7 @@ impl Model {
             .filter(|id| !after.contains(id))
             .copied()
             .collect();
-        for m in &moved_ids {
+        for m in moved_ids.iter().filter(|_| !self.per_shard) {
             for (stay, epoch) in dead.iter().filter(|(id, _)| after.contains(id)) {
                 ensure!(
                     dead[m] <= *epoch,
