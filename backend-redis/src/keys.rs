@@ -102,7 +102,7 @@ impl KeyLayout {
     /// Written by `delete_queue` with the queue's last id, and expiring
     /// with the `enqueue_once` records of the deleted queue: a record that
     /// names only ids up to it predates the delete, and its request counts
-    /// as new. The scripts name it `K_SEQ .. ':deleted'`.
+    /// as new. The scripts name it `K_DELETED`.
     pub fn deleted_up_to(&self) -> String {
         self.key("seq:deleted")
     }

@@ -6,6 +6,9 @@
 local K_READY, K_SCHED, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_SEQ, K_DSEQ, K_DEDUP, K_NOTIFY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_MARK = KEYS[9]
+-- After `delete_queue`, for as long as its `enqueue_once` records live: the
+-- queue's last id then (scripts/queue_delete.lua, enqueue_once.lua).
+local K_DELETED = K_SEQ .. ':deleted'
 local ITEM_PREFIX = ARGV[1]
 local INDEX = { ready = K_READY, scheduled = K_SCHED, leased = K_LEASED, dead = K_DEAD }
 local NOTIFY_CAP = 32

@@ -27,7 +27,7 @@ if t == 'string' then
   -- A record written before the queue was deleted names only ids at or
   -- below the queue's last one then (scripts/queue_delete.lua): the
   -- request is new, and its batch is written again.
-  local deleted = int_field(redis.call('GET', K_SEQ .. ':deleted'), 0, ID_MAX)
+  local deleted = int_field(redis.call('GET', K_DELETED), 0, ID_MAX)
   if not (deleted and top <= deleted) then return { 1, out, false } end
   redis.call('DEL', K_REQ)
 elseif t ~= 'none' then

@@ -251,6 +251,33 @@ fn window_of(t: leaseq_core::Timestamp) -> u64 {
     t.as_millis() / HOUR.as_millis() as u64
 }
 
+/// Runs `attempt` until one run falls within one hour-long window of the
+/// backend's clock (three tries), then clears the limits and purges the
+/// queue after each; returns that run's result and the clock read after
+/// it.
+async fn within_one_hour<T, F, Fut>(
+    cx: &Cx,
+    mut attempt: F,
+) -> Result<(T, leaseq_core::Timestamp), Violation>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Violation>>,
+{
+    for _ in 0..3 {
+        let start = cx.now().await?;
+        let got = attempt().await?;
+        let end = cx.now().await?;
+        set(cx, &cx.q, QueueLimits::NONE).await?;
+        cx.b.purge(&cx.q)
+            .await
+            .or_fail(RULE, "purge between tries")?;
+        if window_of(start) == window_of(end) {
+            return Ok((got, end));
+        }
+    }
+    Err(cx.fail("three tries straddled a window of one hour"))
+}
+
 /// The rate window's count outlives a change of the rate and not a clear:
 /// under 3 per hour a claim of 5 leases 3; raised to 5 per hour, a claim
 /// of 5 in the same window leases 2 (the 3 still count); cleared and set
@@ -259,38 +286,36 @@ fn window_of(t: leaseq_core::Timestamp) -> u64 {
 pub async fn rate_window_outlives_a_change_not_a_clear<F: BackendFactory>(
     factory: &F,
 ) -> CheckResult {
-    run_limited(factory, "rate_window_outlives_a_change_not_a_clear", |cx| async move {
-        let three = Rate::new(3, HOUR).or_fail(RULE, "rate")?;
-        let five = Rate::new(5, HOUR).or_fail(RULE, "rate")?;
-        for _ in 0..3 {
-            let start = cx.now().await?;
-            cx.push_n(12).await?;
-            set(&cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
-            let first = claim_on(&cx, &cx.q, 5, LONG).await?;
-            set(&cx, &cx.q, QueueLimits::NONE.rate(five)).await?;
-            let raised = claim_on(&cx, &cx.q, 5, LONG).await?;
-            set(&cx, &cx.q, QueueLimits::NONE).await?;
-            set(&cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
-            let fresh = claim_on(&cx, &cx.q, 5, LONG).await?;
-            let end = cx.now().await?;
-            set(&cx, &cx.q, QueueLimits::NONE).await?;
-            cx.b.purge(&cx.q).await.or_fail(RULE, "purge between tries")?;
-            if window_of(start) != window_of(end) {
-                continue;
-            }
-            let got = [first.leases.len(), raised.leases.len(), fresh.leases.len()];
+    run_limited(
+        factory,
+        "rate_window_outlives_a_change_not_a_clear",
+        |cx| async move {
+            let three = Rate::new(3, HOUR).or_fail(RULE, "rate")?;
+            let five = Rate::new(5, HOUR).or_fail(RULE, "rate")?;
+            let cx = &cx;
+            let (got, _) = within_one_hour(cx, || async move {
+                cx.push_n(12).await?;
+                set(cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
+                let first = claim_on(cx, &cx.q, 5, LONG).await?;
+                set(cx, &cx.q, QueueLimits::NONE.rate(five)).await?;
+                let raised = claim_on(cx, &cx.q, 5, LONG).await?;
+                set(cx, &cx.q, QueueLimits::NONE).await?;
+                set(cx, &cx.q, QueueLimits::NONE.rate(three)).await?;
+                let fresh = claim_on(cx, &cx.q, 5, LONG).await?;
+                Ok([first.leases.len(), raised.leases.len(), fresh.leases.len()])
+            })
+            .await?;
             ensure!(
-                got == [3, 2, 3],
-                RULE,
-                "claims of 5 over 12 Ready items, within one window, leased {got:?}: under {three}, \
-                 then raised to {five}, then cleared and set to {three} again; expected [3, 2, 3] \
-                 (the window's count is kept while the rate changes, forgotten when the limits \
-                 are cleared)"
-            );
-            return Ok(());
-        }
-        Err(cx.fail("three tries straddled a window of one hour"))
-    })
+            got == [3, 2, 3],
+            RULE,
+            "claims of 5 over 12 Ready items, within one window, leased {got:?}: under {three}, \
+             then raised to {five}, then cleared and set to {three} again; expected [3, 2, 3] \
+             (the window's count is kept while the rate changes, forgotten when the limits are \
+             cleared)"
+        );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -299,11 +324,14 @@ pub async fn rate_window_outlives_a_change_not_a_clear<F: BackendFactory>(
 /// concurrency and a rate limit cut a claim, the longer wait (the rate's,
 /// until its hour-long window ends, rather than the concurrency hint).
 pub async fn retry_after_names_the_binding_limit<F: BackendFactory>(factory: &F) -> CheckResult {
-    run_limited(factory, "retry_after_names_the_binding_limit", |cx| async move {
-        set(&cx, &cx.q, QueueLimits::NONE.concurrency(3)).await?;
-        cx.push_n(1).await?;
-        let short = claim_on(&cx, &cx.q, 5, LONG).await?;
-        ensure!(
+    run_limited(
+        factory,
+        "retry_after_names_the_binding_limit",
+        |cx| async move {
+            set(&cx, &cx.q, QueueLimits::NONE.concurrency(3)).await?;
+            cx.push_n(1).await?;
+            let short = claim_on(&cx, &cx.q, 5, LONG).await?;
+            ensure!(
             short.leases.len() == 1 && short.retry_after.is_none(),
             RULE,
             "under a concurrency of 3 with 1 item Ready a claim of 5 got {} leases, retry_after \
@@ -311,34 +339,30 @@ pub async fn retry_after_names_the_binding_limit<F: BackendFactory>(factory: &F)
             short.leases.len(),
             short.retry_after
         );
-        ack_all(&cx, &short.leases).await?;
-        let rate = Rate::new(1, HOUR).or_fail(RULE, "rate")?;
-        for _ in 0..3 {
-            let start = cx.now().await?;
-            cx.push_n(4).await?;
-            set(&cx, &cx.q, QueueLimits::NONE.concurrency(1).rate(rate)).await?;
-            let cut = claim_on(&cx, &cx.q, 4, LONG).await?;
-            let end = cx.now().await?;
-            set(&cx, &cx.q, QueueLimits::NONE).await?;
-            cx.b.purge(&cx.q).await.or_fail(RULE, "purge between tries")?;
-            if window_of(start) != window_of(end) {
-                continue;
-            }
+            ack_all(&cx, &short.leases).await?;
+            let rate = Rate::new(1, HOUR).or_fail(RULE, "rate")?;
+            let cx = &cx;
+            let (cut, end) = within_one_hour(cx, || async move {
+                cx.push_n(4).await?;
+                set(cx, &cx.q, QueueLimits::NONE.concurrency(1).rate(rate)).await?;
+                claim_on(cx, &cx.q, 4, LONG).await
+            })
+            .await?;
             let window_end = (window_of(end) + 1) * HOUR.as_millis() as u64;
             // At least until the window ends, seen from after the claim.
-            let at_least = Duration::from_millis(window_end - end.as_millis()).max(CONCURRENCY_RETRY);
+            let at_least =
+                Duration::from_millis(window_end - end.as_millis()).max(CONCURRENCY_RETRY);
             ensure!(
-                cut.leases.len() == 1 && cut.retry_after.is_some_and(|w| w >= at_least && w <= HOUR),
-                RULE,
-                "under a concurrency of 1 and {rate}, a claim of 4 got {} leases, retry_after {:?}; \
-                 expected 1 and the longer wait: until the rate window ends, at least {at_least:?}",
-                cut.leases.len(),
-                cut.retry_after
-            );
-            return Ok(());
-        }
-        Err(cx.fail("three tries straddled a window of one hour"))
-    })
+            cut.leases.len() == 1 && cut.retry_after.is_some_and(|w| w >= at_least && w <= HOUR),
+            RULE,
+            "under a concurrency of 1 and {rate}, a claim of 4 got {} leases, retry_after {:?}; \
+             expected 1 and the longer wait: until the rate window ends, at least {at_least:?}",
+            cut.leases.len(),
+            cut.retry_after
+        );
+            Ok(())
+        },
+    )
     .await
 }
 

@@ -395,10 +395,6 @@ pub async fn every_change_of_a_schedule_is_a_revision<F: BackendFactory>(
             let name = name_for(&cx)?;
             let other = cx.own("moved")?;
             let result = async {
-                let put = |s: Schedule| {
-                    let b = cx.b.clone();
-                    async move { b.put_schedule(&s).await.or_fail(Rule::Contract("put_schedule"), "put_schedule") }
-                };
                 let every = |secs: u64| {
                     Schedule::every(name.as_str(), cx.q.clone(), Duration::from_secs(secs), "same")
                         .or_fail(cx.rule, "building the schedule")
@@ -422,7 +418,7 @@ pub async fn every_change_of_a_schedule_is_a_revision<F: BackendFactory>(
                         cx.wait_past(prev.defined_at).await?;
                     }
                     let before = cx.now().await?;
-                    let got = put(schedule.clone()).await?;
+                    let got = cx.b.put_schedule(&schedule).await.or_fail(cx.rule, "put_schedule")?;
                     let after = cx.now().await?;
                     revision += 1;
                     // The stored queue is the one put, or where a layer

@@ -4,7 +4,7 @@
 
 use leaseq_core::{Error, ItemState, LeaseFate, LeaseKey, Result};
 
-use super::state::{Model, Slot};
+use super::state::Model;
 use super::window::Window;
 use crate::outcome::ensure;
 use crate::{Rule, Violation};
@@ -32,15 +32,11 @@ impl Model {
         };
         // The states the item may show at `now`: a Scheduled item whose
         // due time falls within the call's window may show either.
-        let states: Vec<Option<ItemState>> = match self.items().get(&key.id).map(|e| &e.slot) {
+        let states: Vec<Option<ItemState>> = match self.items().get(&key.id) {
             None => vec![None],
-            Some(Slot::Ready) => vec![Some(ItemState::Ready)],
-            Some(Slot::Leased { .. }) => vec![Some(ItemState::Leased)],
-            Some(Slot::Dead { .. }) => vec![Some(ItemState::Dead)],
-            Some(Slot::Scheduled { due }) => match due.passed_at(now) {
-                Some(true) => vec![Some(ItemState::Ready)],
-                Some(false) => vec![Some(ItemState::Scheduled)],
-                None => vec![Some(ItemState::Ready), Some(ItemState::Scheduled)],
+            Some(e) => match Self::shown(e, now) {
+                Ok(state) => vec![Some(state)],
+                Err(_) => vec![Some(ItemState::Ready), Some(ItemState::Scheduled)],
             },
         };
         let allowed: Vec<LeaseFate> = if self.is_current(key) {

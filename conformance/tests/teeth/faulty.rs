@@ -203,14 +203,20 @@ impl Faulty {
 }
 
 impl Faulty {
-    /// The latest token the wrapper handed out for the lease's item: what
-    /// an operation "by id" resolves to.
-    fn current_token(&self, lease: &LeaseKey) -> Option<LeaseToken> {
-        self.current
+    /// `lease` under the latest token the wrapper handed out for its item
+    /// (unchanged when it handed out none): what an operation "by id"
+    /// resolves to.
+    fn by_id(&self, lease: &LeaseKey) -> LeaseKey {
+        let current = self
+            .current
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&(lease.queue.clone(), lease.id))
-            .copied()
+            .copied();
+        LeaseKey {
+            token: current.unwrap_or(lease.token),
+            ..lease.clone()
+        }
     }
 
     /// Adds `queue` to the wrapper's own listing, or takes it out.
@@ -386,15 +392,7 @@ impl Layer for Faulty {
             return self.after_ack(&lease.queue).await;
         }
         if self.fault == Fault::UnfencedAck {
-            if let Some(token) = self.current_token(lease) {
-                return self
-                    .inner
-                    .ack(&LeaseKey {
-                        token,
-                        ..lease.clone()
-                    })
-                    .await;
-            }
+            return self.inner.ack(&self.by_id(lease)).await;
         }
         self.inner.ack(lease).await
     }
@@ -532,15 +530,7 @@ impl Layer for Faulty {
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
         if self.fault == Fault::UnfencedGiveBack {
-            if let Some(token) = self.current_token(lease) {
-                return self
-                    .inner
-                    .give_back(&LeaseKey {
-                        token,
-                        ..lease.clone()
-                    })
-                    .await;
-            }
+            return self.inner.give_back(&self.by_id(lease)).await;
         }
         self.inner.give_back(lease).await
     }

@@ -453,9 +453,8 @@ impl<B: Backend> Layer for Sharded<B> {
             // Slot `pos` of round `rounds` takes the caller's tokens from
             // `(rounds * k + pos) * MAX_CLAIM`: all of them must stay in
             // the caller's family, or `recover_claim` would not find them.
-            let room = 0x1_0000_0000u128 - (spec.request().as_u128() & 0xFFFF_FFFF);
-            let end = (u128::from(rounds) + 1) * u128::from(k) * u128::from(MAX_CLAIM);
-            if end > room {
+            let last = (u64::from(rounds) + 1) * u64::from(k) * u64::from(MAX_CLAIM) - 1;
+            if !u32::try_from(last).is_ok_and(|last| spec.owns(spec.token(last))) {
                 return Err(Error::invalid(format!(
                     "the claim's request {} leaves too few tokens in its family for the sub-claims \
                      of {} shards (make the spec with ClaimSpec::new)",
