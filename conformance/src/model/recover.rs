@@ -53,15 +53,7 @@ impl Model {
         );
         for l in &got.leases {
             let e = &self.items()[&l.id()];
-            let fields = (&l.payload, l.attempts, l.max_attempts, l.priority);
-            ensure!(
-                fields == (&e.payload, e.attempts, e.max_attempts, e.priority),
-                rule,
-                "recover_claim returned item {} with (payload, attempts, max, priority) {fields:?}, \
-                 expected {:?}",
-                l.id(),
-                (&e.payload, e.attempts, e.max_attempts, e.priority)
-            );
+            e.carried_by(l, rule, "recover_claim")?;
             if let Slot::Leased { expires, .. } = &e.slot {
                 ensure!(
                     expires.contains(l.expires_at.as_millis()),

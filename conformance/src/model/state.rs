@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use leaseq_core::limits::clamp_reason;
 use leaseq_core::{
-    Bytes, Claimed, Enqueued, Error, ItemId, ItemState, LeaseKey, LeaseToken, NewItem, ReapReport,
-    Released, Result, Timestamp,
+    Bytes, Claimed, Enqueued, Error, ItemId, ItemState, Lease, LeaseKey, LeaseToken, NewItem,
+    ReapReport, Released, Result, Timestamp,
 };
 
 use super::window::Window;
@@ -81,6 +81,33 @@ pub struct Entry {
     pub note: Note,
     /// Its state.
     pub slot: Slot,
+}
+
+impl Entry {
+    /// Checks that `lease`, as `op` returned it, carries this entry's
+    /// payload, attempts, max attempts and priority.
+    pub(super) fn carried_by(&self, lease: &Lease, rule: Rule, op: &str) -> Result<(), Violation> {
+        let seen = (
+            &lease.payload,
+            lease.attempts,
+            lease.max_attempts,
+            lease.priority,
+        );
+        let want = (
+            &self.payload,
+            self.attempts,
+            self.max_attempts,
+            self.priority,
+        );
+        ensure!(
+            seen == want,
+            rule,
+            "{op} returned item {} with (payload, attempts, max, priority) {seen:?}, expected \
+             {want:?}",
+            lease.id()
+        );
+        Ok(())
+    }
 }
 
 /// The model of one queue.
@@ -310,15 +337,7 @@ impl Model {
                 .get_mut(&l.id())
                 .ok_or_else(|| contract("claim", format!("{} is not in the queue", l.id())))?;
             e.attempts += 1;
-            let seen = (&l.payload, l.attempts, l.max_attempts, l.priority);
-            ensure!(
-                seen == (&e.payload, e.attempts, e.max_attempts, e.priority),
-                Rule::Contract("claim"),
-                "lease of {} carries (payload, attempts, max, priority) {:?}, expected {:?}",
-                l.id(),
-                (&l.payload, l.attempts, l.max_attempts, l.priority),
-                (&e.payload, e.attempts, e.max_attempts, e.priority)
-            );
+            e.carried_by(l, Rule::Contract("claim"), "claim")?;
             e.fifo = false;
             e.slot = Slot::Leased {
                 token: l.token(),
