@@ -147,7 +147,7 @@ impl<C: ScriptClient> RedisBackend<C> {
     }
 
     /// [`RedisBackend::run`] with `extra` keys declared after the queue's
-    /// own (`KEYS[9]` on); each must carry the queue's hash tag, so the
+    /// own (`KEYS[2]` on); each must carry the queue's hash tag, so the
     /// script still touches one slot.
     pub(crate) async fn run_with_keys(
         &self,
@@ -164,7 +164,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         }
         self.steps.count(queue);
         let mut full = Vec::with_capacity(args.len() + 1);
-        full.push(Bytes::from(keys.item_prefix()));
+        full.push(Bytes::from(keys.key_prefix()));
         full.extend(args);
         let mut script_keys = keys.script_keys();
         script_keys.extend(extra);

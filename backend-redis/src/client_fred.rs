@@ -237,7 +237,7 @@ impl FredClient {
             .first()
             .map_or(0, |k| crate::keys::key_slot(k.as_bytes()));
         let (name, body) = if with_source {
-            ("EVAL", Bytes::from_static(script.source().as_bytes()))
+            ("EVAL", Bytes::copy_from_slice(script.source().as_bytes()))
         } else {
             ("EVALSHA", Bytes::from(script.sha().to_owned()))
         };

@@ -73,7 +73,7 @@ pub(crate) fn opt_state(r: &Reply) -> Result<Option<ItemState>> {
     }
 }
 
-/// `expires_at` less `age` ms (the claim reply's `expires at - enqueued at`;
+/// `expires_at` less `age` ms (`recover_claim`'s `expires at - enqueued at`;
 /// negative only if the server's clock stepped back since the enqueue).
 fn enqueued_before(expires_at: u64, age: i64) -> Timestamp {
     let t = i128::from(expires_at) - i128::from(age);
@@ -87,47 +87,85 @@ pub(crate) fn lease(queue: &QueueName, r: &Reply) -> Result<Lease> {
     let token: LeaseToken = f[1].text()?.parse().map_err(|_| Error::Corrupt {
         what: format!("bad token in claim reply: {:?}", f[1]),
     })?;
-    let row = [
-        f[0].clone(),
-        f[2].clone(),
-        f[3].clone(),
-        f[4].clone(),
-        f[5].clone(),
-        f[7].clone(),
-    ];
-    claimed(queue, &row, token, f[6].uint()?)
+    let expires_at = f[6].uint()?;
+    Ok(Lease {
+        key: LeaseKey {
+            queue: queue.clone(),
+            id: ItemId::new(f[0].uint()?),
+            token,
+        },
+        payload: f[2].bytes()?,
+        attempts: attempts_of(&f[3])?,
+        max_attempts: max_attempts_of(&f[4])?,
+        priority: i32_of(&f[5])?,
+        expires_at: Timestamp::from_millis(expires_at),
+        enqueued_at: enqueued_before(expires_at, f[7].int()?),
+    })
 }
 
-/// Values per lease in a claim's flat reply (see [`claimed`]).
-pub(crate) const CLAIM_ROW: usize = 6;
+/// A record's number field: decimal digits (and a leading `-`), as the
+/// scripts write them.
+fn record_int(field: &[u8], what: &str, record: &[u8]) -> Result<i64> {
+    std::str::from_utf8(field)
+        .ok()
+        .filter(|s| !s.starts_with('+'))
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| Error::Corrupt {
+            what: format!(
+                "item record {:?}: {what} is not a number",
+                String::from_utf8_lossy(&record[..record.len().min(60)])
+            ),
+        })
+}
 
-/// One lease of a claim's flat reply, [`CLAIM_ROW`] values: `id, payload,
-/// attempts, max attempts, priority, expires at - enqueued at`. The claim
-/// does not send back what the caller knows: the lease's token (the
-/// caller's, in slot order) and its expiry (one for the whole claim).
+/// An attempt count from a reply, within the limits.
+pub(crate) fn attempts(r: &Reply) -> Result<u32> {
+    attempts_of(r)
+}
+
+/// One lease of a claim's reply: the item's id, its record (its
+/// `enq,max,pri,payload` as stored) and the lease's attempt. The claim does
+/// not send back what the caller knows: the lease's token (the caller's, in
+/// slot order) and its expiry (one for the whole claim).
 pub(crate) fn claimed(
     queue: &QueueName,
-    f: &[Reply],
+    id: &Reply,
+    record: &Reply,
+    attempts: u32,
     token: LeaseToken,
     expires_at: u64,
 ) -> Result<Lease> {
-    let [id, payload, attempts, max_attempts, priority, age] = f else {
+    let rec = record.bytes()?;
+    let mut commas = rec
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b',')
+        .map(|(i, _)| i);
+    let (Some(a), Some(b), Some(c)) = (commas.next(), commas.next(), commas.next()) else {
         return Err(Error::Corrupt {
-            what: format!("claim reply row of {} values, wanted {CLAIM_ROW}", f.len()),
+            what: format!(
+                "item record {:?} is not enq,max,pri,payload",
+                String::from_utf8_lossy(&rec[..rec.len().min(60)])
+            ),
         });
     };
+    let enq = record_int(&rec[..a], "the enqueue time", &rec)?;
+    let max = record_int(&rec[a + 1..b], "max attempts", &rec)?;
+    let pri = record_int(&rec[b + 1..c], "the priority", &rec)?;
     Ok(Lease {
         key: LeaseKey {
             queue: queue.clone(),
             id: ItemId::new(id.uint()?),
             token,
         },
-        payload: payload.bytes()?,
-        attempts: attempts_of(attempts)?,
-        max_attempts: max_attempts_of(max_attempts)?,
-        priority: i32_of(priority)?,
+        payload: rec.slice(c + 1..),
+        attempts,
+        max_attempts: max_attempts_of(&Reply::Int(max))?,
+        priority: i32_of(&Reply::Int(pri))?,
         expires_at: Timestamp::from_millis(expires_at),
-        enqueued_at: enqueued_before(expires_at, age.int()?),
+        enqueued_at: Timestamp::from_millis(u64::try_from(enq).map_err(|_| Error::Corrupt {
+            what: format!("enqueue time {enq} is negative"),
+        })?),
     })
 }
 
@@ -150,6 +188,21 @@ pub(crate) fn enqueued(rows: &[Reply], n: usize) -> Result<Vec<Enqueued>> {
             }),
         })
         .collect()
+}
+
+/// A plain batch of `n` items given the `n` ids from `first` on.
+pub(crate) fn consecutive(first: u64, n: u64, items: usize) -> Result<Vec<Enqueued>> {
+    if first == 0 || usize::try_from(n).ok() != Some(items) || first.checked_add(n).is_none() {
+        return Err(Error::Corrupt {
+            what: format!("enqueue of {items} items answered {n} ids from {first}"),
+        });
+    }
+    Ok((first..first + n)
+        .map(|id| Enqueued {
+            id: ItemId::new(id),
+            deduplicated: false,
+        })
+        .collect())
 }
 
 /// `{ index, id, problem }` triples, each logged as it is decoded: entries
@@ -313,27 +366,39 @@ mod tests {
     fn claim_rows_and_signed_enqueue_ids_decode() {
         let q = QueueName::new("q").expect("valid");
         let tok = LeaseToken::random();
-        let row = [
-            Reply::Int(4),
-            d("p"),
-            Reply::Int(1),
-            Reply::Int(3),
-            Reply::Int(-2),
-            Reply::Int(250),
-        ];
-        let l = claimed(&q, &row, tok, 1_000).expect("decodes");
+        let l = claimed(&q, &d("4"), &d("750,3,-2,p,q"), 1, tok, 1_000).expect("decodes");
         assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
+        assert_eq!((l.max_attempts, &l.payload[..]), (3, &b"p,q"[..]));
         assert_eq!(l.expires_at, Timestamp::from_millis(1_000));
         assert_eq!(l.enqueued_at, Timestamp::from_millis(750));
-        assert!(matches!(
-            claimed(&q, &row[..5], tok, 1_000),
-            Err(Error::Corrupt { .. })
-        ));
+        for bad in [
+            "750,3,-2",
+            "750,x,1,p",
+            "750,0,1,p",
+            "-1,3,1,p",
+            "1,3,2147483648,p",
+        ] {
+            assert!(
+                matches!(
+                    claimed(&q, &d("4"), &d(bad), 1, tok, 1_000),
+                    Err(Error::Corrupt { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(attempts(&Reply::Int(-1)).is_err());
         let out = enqueued(&[Reply::Int(7), Reply::Int(-3)], 2).expect("decodes");
         assert_eq!((out[0].id, out[0].deduplicated), (ItemId::new(7), false));
         assert_eq!((out[1].id, out[1].deduplicated), (ItemId::new(3), true));
         assert!(enqueued(&[Reply::Int(0)], 1).is_err());
         assert!(enqueued(&[Reply::Int(1)], 2).is_err());
+        let run = consecutive(5, 3, 3).expect("decodes");
+        assert_eq!(
+            run.iter().map(|e| e.id.get()).collect::<Vec<_>>(),
+            vec![5, 6, 7]
+        );
+        assert!(consecutive(5, 3, 2).is_err());
+        assert!(consecutive(0, 1, 1).is_err());
     }
 
     #[test]

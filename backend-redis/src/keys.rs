@@ -3,36 +3,54 @@
 
 use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 
-/// The keys of one queue.
+/// The keys of one queue (key layout 2).
 ///
 /// | key | type | holds |
 /// |-----|------|-------|
-/// | `{p:q}:ready` | sorted set | Ready ids; score `-priority`, ties by id (FIFO) |
-/// | `{p:q}:scheduled` | sorted set | Scheduled ids; score = due time (ms) |
-/// | `{p:q}:leased` | sorted set | Leased ids; score = lease expiry (ms) |
-/// | `{p:q}:dead` | sorted set | Dead ids; score = death order |
-/// | `{p:q}:item:<id>` | hash | one item: `p` payload, `pri`, `att`, `max`, `st` state, `tok` token, `due`, `dk` dedup key, `err`, `enq` enqueue time (ms, server `TIME`) |
+/// | `{p:q}:items` | hash | one field per item: id → `enq,max,pri,payload` (enqueue time in ms of the server's `TIME`, max attempts, priority, payload), written once at enqueue |
+/// | `{p:q}:ready:fifo` | list | Ready ids (decimal) of priority 0 never delayed nor requeued, appended at enqueue, so in id order |
+/// | `{p:q}:ready:ranked` | sorted set | every other Ready id; score `-priority`, ties by id (FIFO) |
+/// | `{p:q}:scheduled:due` | sorted set | Scheduled ids; score = due time (ms) |
+/// | `{p:q}:lease:groups` | sorted set | lease groups; score = the group's lease expiry (ms) |
+/// | `{p:q}:lease:tokens` | hash | id → the token of its lease: present exactly while the item is Leased |
+/// | `{p:q}:lease:ids` | hash | group → the ids leased in it (`id,id,…`) |
+/// | `{p:q}:lease:live` | hash | group → how many of its leases are live |
+/// | `{p:q}:lease:moved` | hash | id → the group of a lease extended out of its claim's group (its own token) |
+/// | `{p:q}:attempts` | hash | id → attempts made (a Leased item: before its lease); absent = 0 |
+/// | `{p:q}:errors` | hash | id → the last failure reason |
+/// | `{p:q}:dedup:keys` | hash | id → its dedup key |
+/// | `{p:q}:unique:for` | hash | id → its unique-for hold (ms) |
+/// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
 /// | `{p:q}:seq:run` | string | the server's replication id when the id counter was last written (see [`KeyLayout::id_run`]) |
 /// | `{p:q}:seq:deleted` | string | after `delete_queue`, for [`leaseq_core::limits::REQUEST_MEMORY`]: the queue's last id then (see [`KeyLayout::deleted_up_to`]) |
 /// | `{p:q}:dseq` | string | the death-order counter |
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
+/// | `{p:q}:held`, `{p:q}:heldid` | sorted set, hash | unique-for holds: dedup key → held until (ms), and → the acked id |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
 /// | `{p:q}:limits` | hash | the queue's global limits: `conc`, `rate`, `per` (ms), and the rate window's `win` (start, ms) and `used` |
 /// | `{p:q}:req:<request>` | string | the results of one `enqueue_once` request, kept for [`leaseq_core::limits::REQUEST_MEMORY`] (`PX`) |
 /// | `{p:q}:listed` | string | present while the queue is in the registry of queues: the token it was registered under (see [`leaseq_core::Backend::queues`]) |
 /// | `{p:q}:listgen` | string | how many times the queue left the listing (a listing found it empty) |
 ///
-/// Index members are ids written as 20 zero-padded decimal digits
+/// A claim's leases form one **group**, named by the family of its tokens
+/// (the first 24 of a token's 32 hex digits): a claim adds one member to
+/// `lease:groups`, not one per lease, and a reap reads expired groups
+/// only. A lease extended while others of its claim are live moves into a
+/// group of its own. The hashes with one field per item carry a field `~`
+/// with a value longer than 64 bytes, so the server keeps them hash tables
+/// (a wide `HMGET` into a listpack scans it once per field).
+///
+/// Sorted-set members are ids written as 20 zero-padded decimal digits
 /// ([`KeyLayout::member`]), so members with equal scores sort by id.
 ///
 /// ```
 /// use leaseq_core::{ItemId, QueueName};
 /// use leaseq_redis::keys::KeyLayout;
 /// let keys = KeyLayout::new("leaseq", &QueueName::new("mail")?)?;
-/// assert_eq!(keys.ready(), "{leaseq:mail}:ready");
-/// assert_eq!(keys.item(ItemId::new(7)), "{leaseq:mail}:item:7");
+/// assert_eq!(keys.items(), "{leaseq:mail}:items");
+/// assert_eq!(keys.ready(), "{leaseq:mail}:ready:ranked");
 /// let request = leaseq_core::LeaseToken::from_u128(0xab);
 /// assert_eq!(keys.request(request), "{leaseq:mail}:req:000000000000000000000000000000ab");
 /// assert_eq!(KeyLayout::member(ItemId::new(7)), "00000000000000000007");
@@ -57,24 +75,45 @@ impl KeyLayout {
         &self.tag
     }
 
-    /// The Ready index.
+    /// The Ready ids of priority 0 never delayed nor requeued, in id
+    /// order (a list of decimal ids).
+    pub fn ready_fifo(&self) -> String {
+        self.key("ready:fifo")
+    }
+
+    /// Every other Ready id (a sorted set).
     pub fn ready(&self) -> String {
-        self.key("ready")
+        self.key("ready:ranked")
     }
 
     /// The Scheduled index.
     pub fn scheduled(&self) -> String {
-        self.key("scheduled")
+        self.key("scheduled:due")
     }
 
-    /// The Leased index.
-    pub fn leased(&self) -> String {
-        self.key("leased")
+    /// The lease groups (a sorted set: group, expiry).
+    pub fn lease_groups(&self) -> String {
+        self.key("lease:groups")
     }
 
     /// The Dead index.
     pub fn dead(&self) -> String {
-        self.key("dead")
+        self.key("dead:order")
+    }
+
+    /// The item records (a hash: id, `enq,max,pri,payload`).
+    pub fn items(&self) -> String {
+        self.key("items")
+    }
+
+    /// The tokens of live leases (a hash: id, token).
+    pub fn lease_tokens(&self) -> String {
+        self.key("lease:tokens")
+    }
+
+    /// Attempts made (a hash: id, count; absent is 0).
+    pub fn attempts(&self) -> String {
+        self.key("attempts")
     }
 
     /// The id counter.
@@ -142,16 +181,6 @@ impl KeyLayout {
         self.key("listgen")
     }
 
-    /// The prefix of item hash keys.
-    pub fn item_prefix(&self) -> String {
-        self.key("item:")
-    }
-
-    /// One item's hash.
-    pub fn item(&self, id: ItemId) -> String {
-        format!("{}:item:{}", self.tag, id.get())
-    }
-
     /// The key that remembers one `enqueue_once` request's results: its
     /// id as 32 lowercase hex digits after the queue's hash tag, so it
     /// hashes to the queue's slot.
@@ -170,20 +199,26 @@ impl KeyLayout {
         key_slot(self.tag.as_bytes())
     }
 
-    /// The keys every script declares (its `KEYS` array), in order. Scripts
-    /// also touch item hashes, [`KeyLayout::item`], and nothing else.
+    /// The key every script declares first (its `KEYS[1]`, the queue's
+    /// [`KeyLayout::ready_fifo`]): it routes the call to the queue's slot.
+    /// Scripts name the queue's other keys after [`KeyLayout::key_prefix`]
+    /// (`scripts/common.lua`, which a unit test keeps in step with this
+    /// layout).
     pub fn script_keys(&self) -> Vec<String> {
-        vec![
-            self.ready(),
-            self.scheduled(),
-            self.leased(),
-            self.dead(),
-            self.seq(),
-            self.dead_seq(),
-            self.dedup(),
-            self.notify(),
-            self.id_mark(),
-        ]
+        vec![self.ready_fifo()]
+    }
+
+    /// What every script gets as `ARGV[1]`: the prefix of the queue's keys,
+    /// `{prefix:queue}:`.
+    pub fn key_prefix(&self) -> String {
+        self.key("")
+    }
+
+    /// The indexes of key layout 1 (one hash per item), which no script of
+    /// this layout reads: every script refuses a queue that holds any of
+    /// them (the crate docs, "Upgrading").
+    pub fn layout1_indexes(&self) -> [String; 4] {
+        ["ready", "scheduled", "leased", "dead"].map(|s| self.key(s))
     }
 
     fn key(&self, suffix: &str) -> String {
@@ -253,7 +288,10 @@ mod tests {
         for key in k.script_keys() {
             assert!(key.starts_with("{p:q1}:"), "{key}");
         }
-        assert!(k.item(ItemId::new(3)).starts_with(k.tag()));
+        assert_eq!(k.key_prefix(), "{p:q1}:");
+        for key in k.layout1_indexes() {
+            assert!(!k.script_keys().contains(&key), "{key}");
+        }
         let req = k.request(LeaseToken::random());
         assert!(req.starts_with("{p:q1}:req:"), "{req}");
         assert_eq!(key_slot(req.as_bytes()), k.slot());
@@ -261,6 +299,18 @@ mod tests {
         assert_eq!(k.listed(), "{p:q1}:listed");
         assert_eq!(k.listing_generation(), "{p:q1}:listgen");
         let prelude = include_str!("scripts/common.lua");
+        for key in [
+            k.ready(),
+            k.scheduled(),
+            k.lease_groups(),
+            k.dead(),
+            k.items(),
+            k.lease_tokens(),
+            k.attempts(),
+        ] {
+            let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
+            assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");
+        }
         assert!(prelude
             .contains("local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'"));
     }

@@ -76,20 +76,39 @@
 //! # Layout
 //! Every key of a queue carries the hash tag `{prefix:queue}`, so each script
 //! touches one slot and the layout is valid on Redis Cluster; see
-//! [`keys::KeyLayout`] for the table. Indexes are sorted sets, so none can hold an
-//! id twice: Ready (score `-priority`, ties broken by the zero-padded id, so
-//! highest priority first and FIFO within one), Scheduled (due time), Leased
-//! (lease expiry), Dead (death order). Each item is one hash with its
-//! payload, attempts, token, state, dedup key and enqueue time (`enq`,
-//! the server's `TIME` at the enqueue, ms). Ids come from a counter
-//! (with a second copy, see [Ids](#ids)) and are exact up to 2^53 (Lua
-//! numbers are doubles); priorities are any `i32`.
+//! [`keys::KeyLayout`] for the table (key layout 2). A batch reads and writes
+//! its items with one command per structure, not one per item:
+//! - the records live in one hash, `{p:q}:items`, one field per item:
+//!   `enq,max,pri,payload` (the server's `TIME` at the enqueue in ms, max
+//!   attempts, priority, payload), written once at enqueue;
+//! - Ready is a list (`ready:fifo`: priority 0 items never delayed nor
+//!   requeued, appended at enqueue, so in id order) and a sorted set
+//!   (`ready:ranked`: every other Ready item, score `-priority`, ties broken
+//!   by the zero-padded id); a claim merges the two, highest priority first
+//!   and FIFO within one. Neither holds an id twice in a way a claim would
+//!   hand out twice (a claim drops a second entry as a stray);
+//! - a lease is a field of `lease:tokens` (id → its token); a claim's leases
+//!   form one **group** (named by the family of the claim's tokens) with
+//!   one expiry, one member of the sorted set `lease:groups`;
+//! - Scheduled (due time) and Dead (death order) are sorted sets; attempts,
+//!   last errors, dedup keys and unique-for holds are hashes with a field
+//!   only for the items that have one.
 //!
-//! An item hash without a usable `enq` (written before
-//! [`leaseq_core::Lease::enqueued_at`] existed, or damaged) is not corrupt:
-//! a claim gives it the claim's time and writes that to the hash, so its
-//! later claims and inspection show the same; `item` and `peek` show a
-//! Scheduled one's due time and any other the time of the call.
+//! An item's state is where it is: Leased when it holds a token, else Dead
+//! or Scheduled when that index holds it, else Ready. Ids come from a
+//! counter (with a second copy, see [Ids](#ids)) and are exact up to 2^53
+//! (Lua numbers are doubles); priorities are any `i32`.
+//!
+//! # Upgrading
+//! Key layout 2 replaced layout 1 (one hash per item, `{p:q}:item:<id>`, and
+//! the sorted sets `{p:q}:ready`, `{p:q}:scheduled`, `{p:q}:leased`,
+//! `{p:q}:dead`). The two share no index key, and every script first checks
+//! that none of layout 1's indexes exists in its queue: a queue that still
+//! holds layout 1 data is refused with [`leaseq_core::Error::Corrupt`]
+//! naming its keys, and nothing is read or written. So drain every queue
+//! (or let it empty) with the version that wrote it before upgrading; a
+//! queue whose layout 1 indexes are gone (empty, or purged) is used as is,
+//! its id counter going on where it was.
 //!
 //! # Ids
 //! An id is never given to two items, even when the counter is lost or
@@ -98,11 +117,11 @@
 //! next id is one more than the highest of: the counter, its copy, and the
 //! highest id this backend handle has seen in the queue (its enqueues and
 //! claims; at most 65,536 queues are remembered). Before an enqueue writes
-//! anything it checks that every new id is free; when the counter and its
-//! copy are both gone while the queue holds items, or a new id's item
-//! already exists (a counter set back), it walks the indexes (in pages;
-//! cost grows with the queue, once) and re-seeds the counter past the
-//! highest id in them, logging a warning.
+//! anything it checks that every new id is free (one `HMGET` of the new ids
+//! in the records hash); when the counter and its copy are both gone while
+//! the queue holds items, or a new id is taken (a counter set back), it
+//! walks the records (in pages; cost grows with the queue, once) and
+//! re-seeds the counter past the highest id among them, logging a warning.
 //!
 //! Each enqueue also stores the server's replication id
 //! (`master_replid` of `INFO replication`) with the counter
@@ -124,23 +143,28 @@
 //!   replication id skips the ids of the lost writes (proved with a forced
 //!   failover in `tests/failover.rs`).
 //!
-//! A batch is written whole or not at all: when no free ids can be found
-//! (more than 10,000 stray item keys after the counter) the enqueue fails
-//! with [`leaseq_core::Error::Corrupt`] and writes nothing.
+//! A batch is written whole or not at all: an enqueue that cannot write it
+//! (ids past 2^53, a key of the wrong type) fails with
+//! [`leaseq_core::Error::Corrupt`] and writes nothing.
 //!
 //! # Transitions
 //! - claim: promotes due Scheduled items (one bounded batch), then takes
 //!   Ready entries in order (quarantining poison, see
 //!   [Self-healing](#self-healing)); the `i`-th lease of the claim gets the spec's
-//!   token [`leaseq_core::ClaimSpec::token`]`(i)`, `attempts + 1` and
-//!   `expiry = TIME + ttl`, all in one script. Batch enqueue and
+//!   token [`leaseq_core::ClaimSpec::token`]`(i)` and `expiry = TIME + ttl`,
+//!   all in one script: one `LPOP`, one `HMGET` of the records, one `HSET`
+//!   of the tokens and one group for the batch. Batch enqueue and
 //!   `claim(max)` are one round trip each.
-//! - ack / extend / release / fail check the item's current token and its
-//!   state in the same script, so a stale lease gets `LeaseLost` and changes
-//!   nothing.
-//! - reap reads only expired entries (`ZRANGEBYSCORE leased -inf now LIMIT`)
-//!   in bounded batches: its cost grows with expired leases, not live ones.
-//!   Any number of reapers may run: each script sees the others' effects.
+//! - ack / extend / release / fail check the item's current token in the
+//!   same script, so a stale lease gets `LeaseLost` and changes nothing.
+//!   `ack_many` reads a batch's tokens with one `HMGET` and deletes its
+//!   items with one `HDEL`; the group leaves the index with its last lease.
+//!   An extend moves a lease whose claim still holds others into a group of
+//!   its own.
+//! - reap reads only expired groups (`ZRANGEBYSCORE lease:groups -inf now
+//!   LIMIT`) in bounded batches: its cost grows with expired leases, not
+//!   live ones. Any number of reapers may run: each script sees the
+//!   others' effects.
 //!
 //! No script unpacks or walks an unbounded set: every batch is bounded
 //! (the one walk over live leases, `recover_claim`'s, goes page by page).
@@ -148,12 +172,13 @@
 //! # Lost replies
 //! A call whose reply is lost is settled by its own identity
 //! ([`leaseq_core::settle`]), each one script:
-//! - `recover_claim` pages through the live part of the Leased index
-//!   (expiry after `TIME`) and returns the leases whose token is of the
-//!   claim's family (the first 24 of its 32 stored hex digits), sorted by
-//!   token, i.e. in claim order. Its cost grows with the queue's live
-//!   leases; it runs only after a claim whose reply was lost.
-//! - `lease_fate` reads the item's state and token and the server's clock.
+//! - `recover_claim` reads the group of the claim's family (the first 24 of
+//!   its tokens' 32 hex digits) and the leases moved out of it, and returns
+//!   the live ones (expiry after `TIME`) whose token is of that family,
+//!   sorted by token, i.e. in claim order. Its cost grows with the claim
+//!   and with the queue's extended leases; it runs only after a claim
+//!   whose reply was lost.
+//! - `lease_fate` reads the item's token and state and the server's clock.
 //! - `enqueue_once` looks up the request's key (`{prefix:queue}:req:<id>`,
 //!   in the queue's slot); when present it returns the stored results and
 //!   writes nothing, else it enqueues and stores the results there with
@@ -177,27 +202,28 @@
 //! buffer and then timed out could not tell whether it was written.
 //!
 //! # Self-healing
-//! A claim or reap that meets an index entry whose item hash is missing, a
-//! key of the wrong type where the hash should be (the `WRONGTYPE` case), or
-//! an id also held by the index its item says it is in, removes the bad
-//! entry, logs a `tracing` warning, reports a [`leaseq_core::Repair`] and
-//! goes on to the next entry in the same call. A structural key of the wrong
-//! type (an index that is not a sorted set) cannot be repaired without losing
-//! items: scripts refuse to run and return [`leaseq_core::Error::Corrupt`]
-//! before writing anything.
+//! A claim or reap that meets an index entry without a record, a
+//! malformed entry, or the Ready entry of an item that is Leased, Dead or
+//! Scheduled (a stray, such as a racing two-step reaper leaves) removes the
+//! bad entry, logs a `tracing` warning, reports a [`leaseq_core::Repair`]
+//! and goes on to the next entry in the same call. A structural key of the
+//! wrong type (the records hash that is not a hash, an index that is not a
+//! sorted set) cannot be repaired without losing items: scripts refuse to
+//! run and return [`leaseq_core::Error::Corrupt`] before writing anything.
 //!
-//! Poison is quarantined, never contagious. An item hash whose fields are
-//! outside the limits the decoder accepts is moved to Dead, with the
-//! reason `quarantined: <field> holds <value> (valid: ...)`, by the script
+//! Poison is quarantined, never contagious. An item whose record does not
+//! parse, or whose record or attempts are outside the limits the decoder
+//! accepts, is moved to Dead, with the reason `quarantined: <field> holds
+//! <value> (valid: ...)`, by the script
 //! that meets it, in that script, and never leased: a claim reports it as
 //! a [`leaseq_core::Repair`] and goes on to the healthy items behind it (a
 //! claim never leases an item it does not return). The limits, one set
 //! shared by the scripts and the decoder:
 //! - attempts: 0 to `i32::MAX`, and at most `i32::MAX - 1` for an item
-//!   about to be claimed (the claim adds one);
+//!   that is not Dead (its next lease adds one);
 //! - max attempts: 1 to `i32::MAX` ([`leaseq_core::limits::MAX_ATTEMPTS`]);
 //! - priority: an `i32`;
-//! - the payload present;
+//! - the payload present (the record has its three commas);
 //!
 //! each number a plain decimal integer (`"1e3"`, `"0x10"`, `"nan"` are
 //! not). Where poison is met:
@@ -416,8 +442,10 @@ mod hooks;
 pub mod keys;
 mod limits;
 mod listing;
+mod migrate;
 mod ops;
 mod options;
+mod prelude;
 mod replicas;
 mod reply;
 mod schedules;

@@ -223,8 +223,9 @@ impl<C: ScriptClient> RedisBackend<C> {
         ))
     }
 
-    /// [`leaseq_core::Backend::queues`]: see the [module docs](self).
-    pub(crate) async fn list_queues(&self) -> Result<Vec<QueueName>> {
+    /// The queues in the registry, each with the token it was registered
+    /// under; a malformed field is skipped with a warning.
+    async fn registry(&self) -> Result<Vec<(QueueName, Bytes)>> {
         let all = self
             .on_registry(&self.scripts.queues_registry, vec![arg("all")])
             .await?;
@@ -242,6 +243,17 @@ impl<C: ScriptClient> RedisBackend<C> {
                     "leaseq-redis: skipping a malformed field of the registry of queues"),
             }
         }
+        Ok(registered)
+    }
+
+    /// The queues in the registry, as registered (none counted or pruned).
+    pub(crate) async fn registered_queues(&self) -> Result<Vec<QueueName>> {
+        Ok(self.registry().await?.into_iter().map(|(q, _)| q).collect())
+    }
+
+    /// [`leaseq_core::Backend::queues`]: see the [module docs](self).
+    pub(crate) async fn list_queues(&self) -> Result<Vec<QueueName>> {
+        let registered = self.registry().await?;
         // Concurrent calls share the client's connections as pipelines, per
         // node on a cluster.
         let mut counts = Vec::with_capacity(registered.len());

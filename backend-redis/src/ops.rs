@@ -17,7 +17,7 @@ use leaseq_core::{
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 
 use crate::backend::arg;
-use crate::{decode, RedisBackend, ScriptClient};
+use crate::{decode, RedisBackend, Reply, ScriptClient};
 
 /// The most items one `peek` returns.
 pub const MAX_PEEK: usize = 10_000;
@@ -35,11 +35,34 @@ fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
 
 /// The enqueue scripts' batch arguments (after the registration, see
 /// [`crate::listing::enqueue_args`]): the id floor (the highest id this
-/// handle has seen in the queue), `n`, then six per item.
+/// handle has seen in the queue), `n`, the batch's form, then per item one
+/// value (form `f`: no item has a priority, a delay, a dedup key or a hold;
+/// the value is the item's record without its enqueue time,
+/// `max,0,payload`) or six (form `g`; see `scripts/enqueue_batch.lua`).
 pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
-    args.reserve(2 + items.len() * 6);
+    let plain = items.iter().all(|i| {
+        i.get_priority() == 0
+            && millis_ceil(i.get_delay()) == 0
+            && i.get_dedup_key().is_none()
+            && i.get_unique_for().is_none()
+    });
+    args.reserve(3 + items.len() * if plain { 1 } else { 6 });
     args.push(arg(floor));
     args.push(arg(items.len()));
+    if plain {
+        args.push(Bytes::from_static(b"f"));
+        for item in items {
+            let max = item.get_max_attempts().to_string();
+            let payload = item.get_payload();
+            let mut rec = Vec::with_capacity(max.len() + 3 + payload.len());
+            rec.extend_from_slice(max.as_bytes());
+            rec.extend_from_slice(b",0,");
+            rec.extend_from_slice(payload);
+            args.push(Bytes::from(rec));
+        }
+        return;
+    }
+    args.push(Bytes::from_static(b"g"));
     for item in items {
         args.push(item.get_payload().clone());
         args.push(arg(item.get_priority()));
@@ -91,9 +114,22 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         let r = self
             .run_registered(&self.scripts.enqueue, queue, Vec::new(), &[], &items)
             .await?;
-        let f = r.tuple(2)?;
-        log_note(queue, &f[1])?;
-        let out = decode::enqueued(f[0].array()?, items.len())?;
+        let f = r.array()?;
+        let out = match f {
+            [rows, note] => {
+                log_note(queue, note)?;
+                decode::enqueued(rows.array()?, items.len())?
+            }
+            [Reply::Nil, note, first, n] => {
+                log_note(queue, note)?;
+                decode::consecutive(first.uint()?, n.uint()?, items.len())?
+            }
+            _ => {
+                return Err(Error::Corrupt {
+                    what: format!("enqueue answered {r:?}"),
+                })
+            }
+        };
         self.floors.saw(queue, out.iter().map(|e| e.id));
         Ok(out)
     }
@@ -141,35 +177,53 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         loop {
             let done = out.leases.len();
             let want = max - done;
-            let mut args = Vec::with_capacity(2 + want);
+            let mut args = Vec::with_capacity(3);
             args.push(arg(spec.ttl().as_millis()));
             args.push(arg(want));
             // Slot `i` of the whole claim (counted across its rounds) gets
-            // the spec's token `i`, so a lost reply can be recovered.
-            args.extend((done..max).map(|i| arg(spec.token(slot(i)))));
+            // the spec's token `i`, so a lost reply can be recovered. The
+            // tokens go as one value, 32 hex digits each.
+            let mut tokens = String::with_capacity(32 * want);
+            for i in done..max {
+                use std::fmt::Write;
+                let _ = write!(tokens, "{}", spec.token(slot(i)));
+            }
+            args.push(Bytes::from(tokens));
             let r = self
                 .run_with_keys(&self.scripts.claim, queue, limits_key.clone(), args)
                 .await?;
-            let f = r.tuple(5)?;
-            let expires_at = f[4].uint()?;
-            let rows = f[0].array()?;
-            if rows.len() % decode::CLAIM_ROW != 0 || rows.len() / decode::CLAIM_ROW > want {
+            let f = r.tuple(7)?;
+            let expires_at = f[6].uint()?;
+            let ids = f[0].array()?;
+            let records = f[1].array()?;
+            let attempts = match &f[2] {
+                Reply::Nil => None,
+                a => Some(a.array()?),
+            };
+            if ids.len() > want
+                || records.len() != ids.len()
+                || attempts.is_some_and(|a| a.len() != ids.len())
+            {
                 return Err(Error::Corrupt {
                     what: format!(
-                        "claim of up to {want} answered {} values, not whole leases within the slots",
-                        rows.len()
+                        "claim of up to {want} answered {} ids, {} records and {:?} attempts",
+                        ids.len(),
+                        records.len(),
+                        attempts.map(<[Reply]>::len)
                     ),
                 });
             }
-            for (k, row) in rows.chunks_exact(decode::CLAIM_ROW).enumerate() {
+            for (k, (id, record)) in ids.iter().zip(records).enumerate() {
                 let token = spec.token(slot(done + k));
-                out.leases
-                    .push(decode::claimed(queue, row, token, expires_at)?);
+                let attempt = attempts.map_or(Ok(1), |a| decode::attempts(&a[k]))?;
+                out.leases.push(decode::claimed(
+                    queue, id, record, attempt, token, expires_at,
+                )?);
             }
-            out.repairs.extend(decode::repairs(queue, &f[1])?);
-            out.retry_after = f[3].opt_uint()?.map(Duration::from_millis);
+            out.repairs.extend(decode::repairs(queue, &f[3])?);
+            out.retry_after = f[5].opt_uint()?.map(Duration::from_millis);
             // `more`: the script stopped at its repair budget; go on.
-            if f[2].int()? != 1 || out.leases.len() >= max {
+            if f[4].int()? != 1 || out.leases.len() >= max {
                 self.floors.saw(queue, out.leases.iter().map(|l| l.id()));
                 return Ok(out);
             }
@@ -244,12 +298,20 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 None => groups.push((&lease.queue, vec![i])),
             }
         }
-        for (queue, at) in groups {
+        for (queue, mut at) in groups {
+            // A lease named twice is acked once: a repeat stays lost and is
+            // not sent (the script relies on it).
+            let mut sent = std::collections::HashSet::with_capacity(at.len());
+            at.retain(|&i| sent.insert((leases[i].id, leases[i].token)));
             let mut args = Vec::with_capacity(1 + 2 * at.len());
             args.push(arg(at.len()));
+            args.extend(at.iter().map(|&i| arg(leases[i].id.get())));
+            let mut tokens = String::with_capacity(32 * at.len());
             for &i in &at {
-                args.extend(lease_args(&leases[i]));
+                use std::fmt::Write;
+                let _ = write!(tokens, "{}", leases[i].token);
             }
+            args.push(Bytes::from(tokens));
             let r = self.run(&self.scripts.ack_many, queue, args).await?;
             // The script answers the positions (from 1) of the lost leases.
             let mut acked = vec![true; at.len()];

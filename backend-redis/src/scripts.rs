@@ -1,6 +1,7 @@
-//! The Lua scripts, one per state transition, each prefixed with the shared
-//! prelude (`scripts/common.lua`) at build time, and with the shared parts it
-//! names (`scripts/enqueue_batch.lua` for both enqueues).
+//! The Lua scripts, one per state transition, each prefixed with the part
+//! of the shared prelude (`scripts/common.lua`) it uses (see
+//! `src/prelude.rs`), and with the shared parts it names
+//! (`scripts/enqueue_batch.lua` for the enqueues).
 //!
 //! Every script but the two enqueues (and the scripts that write new data:
 //! `schedule_fire`, which enqueues, `schedule_put`, `schedule_index` and
@@ -16,32 +17,30 @@
 //! only reads).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The shebang of every script that may run on a server over `maxmemory`.
-#[cfg(test)]
 const ALLOW_OOM: &str = "#!lua flags=allow-oom\n";
 
+/// The shared prelude, of which each script keeps what it uses
+/// ([`crate::prelude::link`]).
+const PRELUDE: &str = include_str!("scripts/common.lua");
+
 macro_rules! script {
-    (@source $name:literal $(, $part:literal)*) => {
+    // The script's own part: its body after the shared parts it names.
+    (@body $name:literal $(, $part:literal)*) => {
         concat!(
-            include_str!("scripts/common.lua"),
-            "\n",
             $(include_str!(concat!("scripts/", $part, ".lua")), "\n",)*
             include_str!(concat!("scripts/", $name, ".lua"))
         )
     };
     // A script that writes new data: refused on a server over `maxmemory`.
     (grows $name:literal $(, $part:literal)*) => {
-        Script::new($name, script!(@source $name $(, $part)*))
+        Script::new($name, "", script!(@body $name $(, $part)*))
     };
     // Every other script: runs on a server over `maxmemory`.
     ($name:literal $(, $part:literal)*) => {
-        Script::new(
-            $name,
-            // `concat!` takes literals only: the shebang is spelled out here
-            // and checked against `ALLOW_OOM` by a test.
-            concat!("#!lua flags=allow-oom\n", script!(@source $name $(, $part)*)),
-        )
+        Script::new($name, ALLOW_OOM, script!(@body $name $(, $part)*))
     };
 }
 
@@ -49,16 +48,20 @@ macro_rules! script {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Script {
     name: &'static str,
-    source: &'static str,
+    source: Arc<str>,
     sha: String,
 }
 
 impl Script {
-    fn new(name: &'static str, source: &'static str) -> Self {
+    /// `shebang`, then the prelude as `body` needs it, then `body`.
+    fn new(name: &'static str, shebang: &str, body: &str) -> Self {
+        let source: Arc<str> = format!("{shebang}{}", crate::prelude::link(PRELUDE, body)).into();
         Script {
             name,
+            sha: sha1_smol::Sha1::from(source.as_bytes())
+                .digest()
+                .to_string(),
             source,
-            sha: sha1_smol::Sha1::from(source).digest().to_string(),
         }
     }
 
@@ -68,8 +71,8 @@ impl Script {
     }
 
     /// The full Lua source (shebang and prelude included).
-    pub fn source(&self) -> &'static str {
-        self.source
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// The lowercase hex SHA1 of the source, as `EVALSHA` takes it.
@@ -125,6 +128,7 @@ pub(crate) struct Scripts {
     pub(crate) queue_prune: Script,
     pub(crate) queues_registry: Script,
     pub(crate) queues_register: Script,
+    pub(crate) migrate: Script,
 }
 
 impl Scripts {
@@ -165,6 +169,7 @@ impl Scripts {
             queue_prune: script!("queue_prune"),
             queues_registry: script!("queues_registry"),
             queues_register: script!(grows "queues_register"),
+            migrate: script!("migrate"),
         }
     }
 }
@@ -176,7 +181,7 @@ mod tests {
     #[test]
     fn scripts_carry_the_prelude_and_a_sha1() {
         let s = Scripts::new();
-        assert!(s.claim.source().contains("local function check_entry"));
+        assert!(s.claim.source().contains("local function ready_head"));
         assert!(s.claim.source().contains("ZRANGE"));
         assert_eq!(s.claim.sha().len(), 40);
         assert_ne!(s.claim.sha(), s.ack.sha());
@@ -224,13 +229,15 @@ mod tests {
                 &self.queue_prune,
                 &self.queues_registry,
                 &self.queues_register,
+                &self.migrate,
             ]
         }
     }
 
     #[test]
     fn the_claim_reads_the_limits_with_the_cores_numbers() {
-        let src = Scripts::new().claim.source();
+        let scripts = Scripts::new();
+        let src = scripts.claim.source();
         assert!(src.contains("local function limits_admit"));
         let retry = leaseq_core::queue_limits::CONCURRENCY_RETRY.as_millis();
         assert!(src.contains(&format!("local CONCURRENCY_RETRY_MS = {retry}\n")));
@@ -270,7 +277,10 @@ mod tests {
     #[test]
     fn no_script_unpacks_a_read_result() {
         // `unpack` over a reply of unbounded size fails past ~8000 values;
-        // the only `unpack` allowed is the bounded slice in `call_chunked`.
+        // the only `unpack`s allowed are the bounded slices in
+        // `call_chunked` and `read_chunked`, and slices of `ARGV` (at most
+        // `MAX_ACK_BATCH` values, checked by the client) and of the wake-up
+        // markers (at most `NOTIFY_CAP`).
         let s = Scripts::new();
         for script in [
             &s.enqueue,
@@ -285,9 +295,13 @@ mod tests {
         ] {
             let src = script.source();
             let all = src.matches("unpack(").count();
-            let bounded = src.matches("unpack(list, i, j)").count();
+            let bounded = src.matches("unpack(list, i, j)").count()
+                + src.matches("unpack(ARGV, ").count()
+                + src.matches("unpack(ONES, 1, n)").count();
             assert_eq!(all, bounded, "{}", script.name());
-            assert!(src.contains("local CALL_CHUNK = 512"), "{}", script.name());
+            if src.contains("unpack(list, i, j)") {
+                assert!(src.contains("local CALL_CHUNK = 512"), "{}", script.name());
+            }
         }
     }
 }

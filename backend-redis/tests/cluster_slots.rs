@@ -1,21 +1,60 @@
 //! The single-slot property: every key any script declares (the crate's own
-//! `KEYS` arrays), every item key, and the probe key hash to one slot per
-//! queue, by the crate's CRC16, by the client crate's slot function, and by
-//! a live cluster node's `CLUSTER KEYSLOT`. Shards of a sharded queue each
-//! keep to one slot of their own.
+//! `KEYS` arrays), every key the scripts name after the queue's key prefix
+//! (key layout 2: the items hash, the indexes, the lease and per-item
+//! hashes, the counters), the keys of layout 1 the scripts probe for, and a
+//! request key, hash to one slot per queue, by the crate's CRC16, by the
+//! client crate's slot function, and by a live cluster node's `CLUSTER
+//! KEYSLOT`. Shards of a sharded queue each keep to one slot of their own.
 
 mod common;
 
-use leaseq_core::{ItemId, LeaseToken, QueueName};
+use leaseq_core::{LeaseToken, QueueName};
 use leaseq_redis::keys::{key_slot, KeyLayout};
+
+/// The keys of `keys.rs`'s table the layout has no accessor for.
+const NAMED_AFTER_THE_PREFIX: [&str; 10] = [
+    "lease:ids",
+    "lease:live",
+    "lease:moved",
+    "errors",
+    "dedup:keys",
+    "unique:for",
+    "held",
+    "heldid",
+    "seq:run",
+    "seq:deleted",
+];
 
 fn every_key(layout: &KeyLayout) -> Vec<String> {
     let mut keys = layout.script_keys();
-    keys.push(format!("{}0", layout.item_prefix()));
-    keys.push(layout.request(LeaseToken::random()));
-    for id in [1u64, 42, 1 << 40, (1 << 53) - 1] {
-        keys.push(layout.item(ItemId::new(id)));
-    }
+    keys.extend([
+        layout.ready_fifo(),
+        layout.ready(),
+        layout.scheduled(),
+        layout.lease_groups(),
+        layout.dead(),
+        layout.items(),
+        layout.lease_tokens(),
+        layout.attempts(),
+        layout.seq(),
+        layout.id_mark(),
+        layout.id_run(),
+        layout.deleted_up_to(),
+        layout.dead_seq(),
+        layout.dedup(),
+        layout.notify(),
+        layout.limits(),
+        layout.listed(),
+        layout.listing_generation(),
+        layout.request(LeaseToken::random()),
+    ]);
+    let prefix = layout.key_prefix();
+    keys.extend(
+        NAMED_AFTER_THE_PREFIX
+            .iter()
+            .map(|name| format!("{prefix}{name}")),
+    );
+    keys.extend(layout.layout1_indexes());
     keys
 }
 
@@ -36,7 +75,7 @@ fn every_key_of_a_queue_hashes_to_one_slot() {
     ] {
         let layout = KeyLayout::new(prefix, &QueueName::new(queue).expect("name")).expect("layout");
         let keys = every_key(&layout);
-        assert_eq!(keys.len(), 15);
+        assert_eq!(keys.len(), 1 + 19 + 10 + 4);
         for key in &keys {
             assert_eq!(key_slot(key.as_bytes()), layout.slot(), "{key}");
             #[cfg(feature = "fred")]

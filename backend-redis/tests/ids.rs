@@ -63,7 +63,7 @@ fn all_new(got: &[ItemId], old: &[ItemId], above: u64) {
 }
 
 /// The id counter and its copy deleted while items wait: a new handle's
-/// enqueue of 5 re-seeds past the highest id in the indexes, writes all 5,
+/// enqueue of 5 re-seeds past the highest id of any record, writes all 5,
 /// and every item is then delivered once.
 async fn lost_counter_is_reseeded_before_writing(which: Which) {
     let Some((b, cleanup)) = common::backend(which, "idlost").await else {
@@ -119,7 +119,7 @@ async fn counter_alone_deleted_follows_its_copy(which: Which) {
 
 /// The counter (and its copy) set back to a lower value while items
 /// exist: the collision is found before writing and the counter re-seeded
-/// past the highest id in the indexes.
+/// past the highest id of any record.
 async fn counter_set_back_is_reseeded(which: Which) {
     let Some((b, cleanup)) = common::backend(which, "idback").await else {
         return;
@@ -147,10 +147,72 @@ async fn counter_set_back_is_reseeded(which: Which) {
     assert!(seen.values().all(|&n| n == 1), "{seen:?}");
 }
 
-/// When no free ids can be found within the probe budget (item keys in no
-/// index fill the whole range after the counter), the enqueue fails with
-/// `Corrupt` and writes nothing: not the counter, not one item, no index
-/// entry. Once the stray keys are gone the same enqueue works.
+/// The records of the queue, as stored, without the items hash's
+/// sentinel field.
+async fn records(
+    raw: &mut redis::aio::MultiplexedConnection,
+    keys: &KeyLayout,
+) -> BTreeMap<String, String> {
+    let mut all: BTreeMap<String, String> = raw.hgetall(keys.items()).await.expect("hgetall");
+    all.remove("~");
+    all
+}
+
+/// Records in no index (10,010 of them, more than the old probe budget)
+/// fill the ids after the counter: the enqueue finds the next id taken
+/// before it writes, walks the records for the highest id and re-seeds
+/// past it. No stray record is overwritten, the batch gets fresh ids above
+/// every record, and the real items are each delivered once.
+async fn stray_records_after_the_counter_are_stepped_over(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "idstray").await else {
+        return;
+    };
+    let q = QueueName::new("q").expect("valid");
+    let keys = KeyLayout::new(&cleanup.prefix, &q).expect("keys");
+    let mut raw = common::raw(&cleanup.url).await;
+    let old = enqueue(b.as_ref(), &q, "old", 3).await;
+    assert_eq!(old.last().map(|i| i.get()), Some(3));
+    let strays: Vec<(String, String)> = (4..=10_013u64)
+        .map(|i| (i.to_string(), format!("0,1,0,stray{i}")))
+        .collect();
+    for chunk in strays.chunks(1000) {
+        let _: () = raw.hset_multiple(keys.items(), chunk).await.expect("plant");
+    }
+    let planted = records(&mut raw, &keys).await;
+    assert_eq!(planted.len(), 3 + 10_010);
+
+    let got = enqueue(b.as_ref(), &q, "new", 5).await;
+    all_new(&got, &old, 10_013);
+    assert_eq!(
+        got,
+        (10_014..=10_018).map(ItemId::new).collect::<Vec<_>>(),
+        "re-seeded right past the highest record"
+    );
+    let seq: Option<u64> = raw.get(keys.seq()).await.expect("get");
+    let mark: Option<u64> = raw.get(keys.id_mark()).await.expect("get");
+    assert_eq!((seq, mark), (Some(10_018), Some(10_018)));
+    let now = records(&mut raw, &keys).await;
+    for (id, rec) in &strays {
+        assert_eq!(now.get(id), Some(rec), "stray record {id} was overwritten");
+    }
+    assert_eq!(now.len(), planted.len() + 5);
+
+    let fields: Vec<&String> = strays.iter().map(|(id, _)| id).collect();
+    for chunk in fields.chunks(1000) {
+        let _: i64 = raw.hdel(keys.items(), chunk).await.expect("hdel");
+    }
+    let seen = drain(b.as_ref(), &q).await;
+    assert_eq!(seen.len(), 3 + 5, "{seen:?}");
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+    assert!(!seen.keys().any(|p| p.starts_with("stray")), "{seen:?}");
+}
+
+/// When no free ids are left (a stray record right after the counter makes
+/// the enqueue re-seed past the highest record, which holds the last id a
+/// script can write, 2^53 - 1), the enqueue fails with `Corrupt` and writes
+/// nothing: not the counter, not one record, no index entry. Once the
+/// stray records are gone the same enqueue works, under the ids after the
+/// counter.
 async fn no_free_ids_writes_nothing(which: Which) {
     let Some((b, cleanup)) = common::backend(which, "idfull").await else {
         return;
@@ -158,33 +220,48 @@ async fn no_free_ids_writes_nothing(which: Which) {
     let q = QueueName::new("q").expect("valid");
     let keys = KeyLayout::new(&cleanup.prefix, &q).expect("keys");
     let mut raw = common::raw(&cleanup.url).await;
-    let strays: Vec<String> = (1..=10_010u64).map(|i| keys.item(ItemId::new(i))).collect();
-    let mut pipe = redis::pipe();
-    for k in &strays {
-        pipe.hset(k, "p", "stray").ignore();
+    let old = enqueue(b.as_ref(), &q, "old", 3).await;
+    let top = (1u64 << 53) - 1;
+    let strays = [4u64.to_string(), top.to_string()];
+    for id in &strays {
+        let _: i64 = raw
+            .hset(keys.items(), id, format!("0,1,0,stray{id}"))
+            .await
+            .expect("plant");
     }
-    let _: () = pipe.query_async(&mut raw).await.expect("plant");
+    let before = records(&mut raw, &keys).await;
+    let fifo: Vec<String> = raw.lrange(keys.ready_fifo(), 0, -1).await.expect("lrange");
     let err = b
         .enqueue(&q, items("x", 5))
         .await
         .expect_err("no free id in reach");
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     assert!(!err.may_have_applied());
-    let seq: Option<String> = raw.get(keys.seq()).await.expect("get");
-    let mark: Option<String> = raw.get(keys.id_mark()).await.expect("get");
-    assert_eq!((seq, mark), (None, None), "the counter was not written");
-    let n: i64 = raw
-        .exists(keys.item(ItemId::new(10_011)))
-        .await
-        .expect("exists");
-    assert_eq!(n, 0, "no item was written");
-    assert_eq!(b.stats(&q).await.expect("stats").total(), 0);
-    for chunk in strays.chunks(1000) {
-        let _: i64 = raw.del(chunk).await.expect("del");
-    }
+    let seq: Option<u64> = raw.get(keys.seq()).await.expect("get");
+    let mark: Option<u64> = raw.get(keys.id_mark()).await.expect("get");
+    assert_eq!(
+        (seq, mark),
+        (Some(3), Some(3)),
+        "the counter was not written"
+    );
+    assert_eq!(
+        records(&mut raw, &keys).await,
+        before,
+        "no record was written"
+    );
+    let after: Vec<String> = raw.lrange(keys.ready_fifo(), 0, -1).await.expect("lrange");
+    assert_eq!(after, fifo, "no index entry was written");
+    let ranked: i64 = raw.zcard(keys.ready()).await.expect("zcard");
+    assert_eq!(ranked, 0, "no index entry was written");
+    assert_eq!(b.stats(&q).await.expect("stats").total(), 3);
+
+    let _: i64 = raw.hdel(keys.items(), &strays).await.expect("hdel");
     let got = enqueue(b.as_ref(), &q, "x", 5).await;
-    assert_eq!(got.len(), 5);
-    assert_eq!(drain(b.as_ref(), &q).await.len(), 5);
+    assert_eq!(got, (4..=8).map(ItemId::new).collect::<Vec<_>>());
+    let seen = drain(b.as_ref(), &q).await;
+    assert_eq!(seen.len(), 3 + 5, "{seen:?}");
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+    assert!(old.iter().all(|id| id.get() <= 3));
 }
 
 /// A server restarted from an older snapshot takes its id counter back
@@ -223,6 +300,7 @@ for_each_client!(
     lost_counter_is_reseeded_before_writing,
     counter_alone_deleted_follows_its_copy,
     counter_set_back_is_reseeded,
+    stray_records_after_the_counter_are_stepped_over,
     no_free_ids_writes_nothing,
     restart_from_an_older_snapshot,
 );

@@ -6,6 +6,7 @@
 #![cfg(any(feature = "redis", feature = "fred", feature = "postgres"))]
 
 use assert_cmd::Command;
+use predicates::prelude::PredicateBooleanExt;
 use predicates::str::{contains, is_match};
 
 fn leaseq(url: &str) -> Command {
@@ -296,6 +297,73 @@ fn admin_commands_on_redis() {
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]
+/// A queue written in Redis key layout 1 (one hash per item) is refused by
+/// admin commands until `leaseq migrate` converts it; then its item is
+/// there, in its state, with its payload.
+#[cfg(feature = "redis")]
+#[test]
+fn migrate_on_redis_converts_queues_in_the_old_layout() {
+    let url = redis_url();
+    if !reachable(&url) {
+        return;
+    }
+    let ns = Namespace::new(&url, "cli_migrate");
+    let redis = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-u", &url])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    };
+    let tag = format!("{{{}:old}}", ns.name);
+    redis(&[
+        "HSET",
+        &format!("{tag}:item:1"),
+        "p",
+        "hello",
+        "pri",
+        "0",
+        "att",
+        "0",
+        "max",
+        "3",
+        "st",
+        "ready",
+        "enq",
+        "1000",
+    ]);
+    redis(&["ZADD", &format!("{tag}:ready"), "0", "00000000000000000001"]);
+    redis(&["SET", &format!("{tag}:seq"), "1"]);
+    redis(&["HSET", &format!("{{{}:_}}:queues", ns.name), "old", "t"]);
+    ns.leaseq()
+        .args(["peek", "old"])
+        .assert()
+        .failure()
+        .stderr(contains("key layout 1"));
+    ns.leaseq()
+        .arg("migrate")
+        .assert()
+        .success()
+        .stdout(contains("old: 1 items converted to key layout 2"))
+        .stdout(contains("up to date"));
+    ns.leaseq()
+        .args(["stats", "old"])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^ready\s+1$").expect("regex"));
+    ns.leaseq()
+        .args(["peek", "old"])
+        .assert()
+        .success()
+        .stdout(contains("hello"));
+    ns.leaseq()
+        .arg("migrate")
+        .assert()
+        .success()
+        .stdout(contains("old: ").not());
+}
+
 #[test]
 fn demo_on_redis_loses_nothing_and_acks_nothing_twice() {
     demo(&redis_url());

@@ -1,9 +1,8 @@
 -- ack: ARGV[2] = id, ARGV[3] = token. Returns 1, or 0 when the lease is lost.
-local bad = guard(K_LEASED, K_DEDUP)
+local bad = guard_all(K_DEDUP, K_DK, K_UF)
 if bad then return bad end
-local id = tonumber(ARGV[2])
-local k, f = fenced(id, ARGV[3])
-if not k then return 0 end
-hold_after_ack(id, k, f[6])
-remove_item(id, member(id), k, f[6], 'leased')
+local id_s = ARGV[2]
+local token = redis.call('HGET', K_TOK, id_s)
+if not token or token ~= ARGV[3] then return 0 end
+ack_items({ id_s }, { token }, now_ms())
 return 1

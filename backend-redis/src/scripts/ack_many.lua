@@ -1,35 +1,53 @@
--- ack_many: ARGV[2] = n, then n pairs of id, token. Each lease is fenced on
--- its own. Returns the positions (1 to n) of the leases that were lost, in
--- order: an empty array when every lease was acked. A lease named twice is
--- acked once: the second time it is lost. The items' keys and index
--- entries are removed with one DEL and one ZREM for the batch, and each
--- item is read with one HMGET of the three fields an ack needs.
-local bad = guard(K_LEASED, K_DEDUP)
-if bad then return bad end
+-- ack_many: ARGV[2] = n (at most leaseq_core::limits::MAX_ACK_BATCH), then
+-- the n ids, then their n tokens as one value, 32 hex digits each: lease k
+-- is item ARGV[2 + k] with the k-th token.
+-- The client sends no pair twice (it reports a repeat lost itself). Each
+-- lease is fenced on its own. Returns the positions (1 to n) of the leases
+-- that were lost, in order: an empty array when every lease was acked.
+-- A batch reads the tokens with one HMGET and deletes its items with one
+-- HDEL per hash.
 local n = tonumber(ARGV[2])
-local lost, done, keys, members = {}, {}, {}, {}
-for i = 0, n - 1 do
-  local id = tonumber(ARGV[3 + 2 * i])
-  local ok = false
-  if id and not done[id] then
-    local k = item_key(id)
-    local f = redis.pcall('HMGET', k, 'st', 'tok', 'dk')
-    if not f.err and f[1] == 'leased' and f[2] == ARGV[4 + 2 * i] then
-      ok = true
-      done[id] = true
-      local dk = f[3]
-      if dk then
-        hold_after_ack(id, k, dk)
-        if redis.call('HGET', K_DEDUP, dk) == fmt_int(id) then
-          redis.call('HDEL', K_DEDUP, dk)
-        end
-      end
-      keys[#keys + 1] = k
-      members[#members + 1] = member(id)
-    end
-  end
-  if not ok then lost[#lost + 1] = i + 1 end
+local toks = redis.call('HMGET', K_TOK, unpack(ARGV, 3, n + 2))
+local TOKENS = ARGV[3 + n]
+local lost = {}
+for k = 1, n do
+  -- Compared in place (a plain find anchored at the token's offset): no
+  -- string is made per lease.
+  local t, at = toks[k], 32 * k - 31
+  if not (t and #t == 32 and string.find(TOKENS, t, at, true) == at) then lost[#lost + 1] = k end
 end
-call_chunked('DEL', nil, keys)
-call_chunked('ZREM', K_LEASED, members)
+-- The common case: every lease live, none moved out of its group, no item
+-- with a dedup key, attempts or an error. No guard is needed: the items
+-- hash's HDEL, the first write, fails on a wrong type before anything
+-- changed, and the token index was read.
+if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR) == 0 then
+  -- Leases per group (their tokens' family); a batch mostly acks one
+  -- claim's leases, so each token is first compared in place with the
+  -- family of the one before.
+  local cnt, fam, c = {}, nil, 0
+  for k = 1, n do
+    if not (fam and string.find(toks[k], fam, 1, true) == 1) then
+      if fam then cnt[fam] = (cnt[fam] or 0) + c end
+      fam, c = string.sub(toks[k], 1, 24), 0
+    end
+    c = c + 1
+  end
+  if fam then cnt[fam] = (cnt[fam] or 0) + c end
+  redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
+  redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
+  leave_groups(cnt)
+  return lost
+end
+local bad = guard_all(K_DEDUP, K_DK, K_UF)
+if bad then return bad end
+local ok, ok_tok, j = {}, {}, 1
+for k = 1, n do
+  if lost[j] == k then
+    j = j + 1
+  else
+    ok[#ok + 1] = ARGV[2 + k]
+    ok_tok[#ok_tok + 1] = toks[k]
+  end
+end
+if #ok > 0 then ack_items(ok, ok_tok, now_ms()) end
 return lost

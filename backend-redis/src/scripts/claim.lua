@@ -1,85 +1,156 @@
--- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4..] = one fresh token per slot;
--- KEYS[10] = the queue's limits hash (scripts/limits.lua).
--- Returns { leases, repairs, more, retry after ms or nil, expires at }
--- where leases is one flat array, six values per lease: id, payload,
--- attempts, max attempts, priority, expires at - enqueued at (a difference:
--- a few digits instead of thirteen). The k-th lease holds the k-th token of
--- ARGV and every lease of the call expires at the same time, so neither is
--- sent back. more = 1 when the call stopped at its repair budget with slots
--- still open. An item without an `enq` field (written before the field
--- existed) gets this claim's time, written to the item so its later claims
--- and inspection show the same.
--- An item whose fields are outside the limits (see `unusable`) is
--- quarantined to Dead and reported as a repair, never leased.
-local bad = guard_indexes()
+-- claim: ARGV[2] = lease ttl ms, ARGV[3] = max, ARGV[4] = one fresh token
+-- per slot, 32 hex digits each, end to end, all of one family (one
+-- `ClaimSpec`'s); K_EXTRA = the queue's limits hash (scripts/limits.lua).
+-- Returns { ids, records, attempts, repairs, more, retry after ms or nil,
+-- expires at }: lease k is item ids[k] (decimal) with records[k] (its
+-- `enq,max,pri,payload` as stored) on attempt attempts[k], or on its first
+-- attempt when attempts is false (no item of the queue has attempts
+-- recorded). Lease k holds the k-th token of ARGV and every lease of the
+-- call expires at the same time, so neither is sent back. more = 1 when
+-- the call stopped at its repair budget with slots still open.
+-- Claim order is priority, then id: `ready:fifo` (priority 0, in id order)
+-- merged with `ready:ranked` (see `ready_head`).
+-- A Ready entry without a record, or whose item is in another state (a
+-- stray), is dropped and reported; an item whose record or attempts are
+-- outside the limits (see `unusable`) is quarantined to Dead and reported,
+-- never leased.
+-- The leases join the group of their family, one member of `lease:groups`
+-- for the claim.
+-- Keys read before the first write need no guard: HLEN, ZSCORE, HGET fail
+-- on a wrong type, and the script stops having written nothing.
+-- One EXISTS answers the common case: no attempts recorded, nothing Dead
+-- or Scheduled (no stray to look for there), so no key a quarantine writes
+-- exists (a key that does not exist has no wrong type).
+local has_att, has_dead, has_sched = false, false, false
+local bad
+if redis.call('EXISTS', K_ATT, K_DEAD, K_SCHED, K_DSEQ, K_ERR) > 0 then
+  bad = guard(K_ATT, K_DEAD, K_DSEQ, K_ERR)
+  if bad then return bad end
+  has_att = redis.call('EXISTS', K_ATT) == 1
+  has_dead = redis.call('EXISTS', K_DEAD) == 1
+  has_sched = redis.call('EXISTS', K_SCHED) == 1
+end
+bad = guard(K_ITEMS, K_GIDS, K_GLIVE)
 if bad then return bad end
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local exp = now + ttl
--- Numbers go to commands as strings made once: a Lua number argument is
--- formatted as a float on every call.
 local exp_s = fmt_int(exp)
+local TOKENS = ARGV[4]
+local fam = string.sub(TOKENS, 1, 24)
+-- A group has one expiry. When the family's group already holds leases of
+-- another expiry (an earlier sub-claim of the same claim, made by a layer,
+-- or a claim sent again), these go to a group of their own, and each lease
+-- is recorded as moved there.
+local group = fam
+local cur = tonumber(redis.call('ZSCORE', K_GROUPS, fam))
+if cur and cur ~= exp then
+  bad = guard(K_MOVED)
+  if bad then return bad end
+  group = fam .. ':' .. exp_s
+end
+-- A group that exists has its id list (read here, before any write).
+local listed = cur and redis.call('HGET', K_GIDS, group)
 local allowed, refused = limits_admit(now, max)
 if refused then return refused end
 max = allowed
 local repairs = {}
-promote_due(now, repairs)
-local leases, n = {}, 0
--- Per call, by field value: the attempts after this claim (a number and
--- its text) and the enqueue time (false: not an integer). A batch's items
--- mostly share both, and a lookup costs less than a parse and a format.
-local after, enq_at = {}, {}
+local out_ids, out_recs, out_atts = {}, {}, false
+if has_att then out_atts = {} end
+if has_sched then promote_due(now, repairs) end
+
+-- Up to `k` Ready entries in claim order, taken out of the Ready indexes:
+-- their decimal ids (a malformed entry is reported and dropped), and how
+-- many entries were taken. The common case, an empty ranked index, is one
+-- LPOP.
+local function take_ready(k)
+  if redis.call('ZCARD', K_READY) == 0 then
+    local ids = redis.call('LPOP', K_FIFO, k) or {}
+    return ids, #ids
+  end
+  local ids, zrem, from_fifo = ready_head(k, repairs)
+  if from_fifo > 0 then redis.call('LPOP', K_FIFO, from_fifo) end
+  call_chunked('ZREM', K_READY, zrem)
+  return ids, #zrem + from_fifo
+end
+
+
+local toks, n, mine = {}, 0, {}
+-- Read before the first pop (a wrong type fails it there). This call's own
+-- leases are written at its end: `mine` catches an id met twice.
+local any_leased = leased_count() > 0
 local examined, budget, more = 0, max + 1000, 0
 while n < max do
-  local ms = redis.call('ZRANGE', K_READY, 0, max - n - 1)
-  if #ms == 0 then break end
-  -- This round's moves, applied with one ZREM and one ZADD before the next
-  -- ZRANGE reads the index again.
-  local moved, homes = {}, {}
-  for _, m in ipairs(ms) do
-    examined = examined + 1
-    local id, k, f = check_entry('ready', m, repairs, true)
-    local problem = id and unusable(f[2], f[3], f[4], true, type(f[5]) == 'string')
-    if problem then
-      -- Poison: moved aside, never leased (so never handed out unreturned).
-      quarantine(m, id, k, 'ready', problem, repairs)
-    elseif id then
-      local token = ARGV[4 + n]
-      local next_att = after[f[2]]
-      if not next_att then
-        local att = tonumber(f[2]) + 1
-        next_att = { att, fmt_int(att) }
-        after[f[2]] = next_att
-      end
-      local att = next_att[1]
-      local enq_s = f[6] or ''
-      local enq = enq_at[enq_s]
-      if enq == nil then
-        enq = int_field(enq_s, 0, ID_MAX) or false
-        enq_at[enq_s] = enq
-      end
-      if enq then
-        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', next_att[2])
-      else
-        enq = now
-        redis.call('HSET', k, 'st', 'leased', 'tok', token, 'due', exp_s, 'att', next_att[2], 'enq', fmt_int(now))
-      end
-      moved[#moved + 1] = m
-      homes[#homes + 1] = exp_s
-      homes[#homes + 1] = m
-      local b = n * 6
-      leases[b + 1], leases[b + 2], leases[b + 3] = id, f[5], att
-      -- Max attempts and priority go back as the item holds them (checked
-      -- decimal integers): no number conversion for the reply.
-      leases[b + 4], leases[b + 5], leases[b + 6] = f[3], f[4], exp - enq
+  local ids, taken = take_ready(max - n)
+  if taken == 0 then break end
+  examined = examined + taken
+  local recs = read_chunked('HMGET', K_ITEMS, ids)
+  -- Strays: an entry of an item that is Leased, Dead or Scheduled. Each
+  -- check costs one command, made only when that state holds any item.
+  local leased = any_leased and read_chunked('HMGET', K_TOK, ids)
+  local dead, sched = false, false
+  if has_dead or has_sched then
+    local ms = {}
+    for i, s in ipairs(ids) do ms[i] = member(tonumber(s) or 0) end
+    if has_dead then dead = read_chunked('ZMSCORE', K_DEAD, ms) end
+    if has_sched then sched = read_chunked('ZMSCORE', K_SCHED, ms) end
+  end
+  local atts = has_att and read_chunked('HMGET', K_ATT, ids)
+  for i, id_s in ipairs(ids) do
+    local rec = recs[i]
+    -- The common case, checked first: a record with the prefix of the last
+    -- one found valid, no attempts recorded, no stray.
+    if rec and LAST_PRE and not atts and not leased and not dead and not sched and not mine[id_s]
+        and string.find(rec, LAST_PRE, 1, true) == 1 then
       n = n + 1
+      mine[id_s] = true
+      out_ids[n], out_recs[n] = id_s, rec
+      toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
+    else
+      local id = tonumber(id_s)
+      if not rec then
+        add_repair(repairs, 'ready', id or 0, 'item is missing')
+      elseif not id then
+        add_repair(repairs, 'ready', 0, 'malformed index entry ' .. string.sub(id_s, 1, 64))
+      elseif (leased and leased[i]) or mine[id_s] then
+        add_repair(repairs, 'ready', id, 'duplicate entry: the item is leased')
+      elseif dead and dead[i] then
+        add_repair(repairs, 'ready', id, 'duplicate entry: the item is dead')
+      elseif sched and sched[i] then
+        add_repair(repairs, 'ready', id, 'duplicate entry: the item is scheduled')
+      else
+        local problem, _r, att = unusable(rec, atts and atts[i])
+        if problem then
+          -- Poison: moved aside, never leased (so never handed out unreturned).
+          quarantine(id, 'ready', problem, repairs)
+        else
+          n = n + 1
+          mine[id_s] = true
+          out_ids[n], out_recs[n] = id_s, rec
+          if out_atts then out_atts[n] = att + 1 end
+          toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
+        end
+      end
     end
   end
-  call_chunked('ZREM', K_READY, moved)
-  zadd_batch(K_LEASED, homes)
   if examined >= budget and n < max then
     more = 1
     break
   end
 end
-return { leases, repairs, more, limits_done(n), exp }
+if n > 0 then
+  hset_wide(K_TOK, toks)
+  if group ~= fam then
+    local mv = {}
+    for k = 1, n do
+      mv[2 * k - 1], mv[2 * k] = out_ids[k], group
+    end
+    call_chunked('HSET', K_MOVED, mv)
+  end
+  redis.call('ZADD', K_GROUPS, exp_s, group)
+  local list = table.concat(out_ids, ',')
+  if listed then list = listed .. ',' .. list end
+  redis.call('HSET', K_GIDS, group, list)
+  redis.call('HINCRBY', K_GLIVE, group, n)
+end
+return { out_ids, out_recs, out_atts, repairs, more, limits_done(n), exp }

@@ -1,30 +1,92 @@
 -- leaseq: shared prelude of every script (prepended at build time).
--- KEYS: 1 ready, 2 scheduled, 3 leased, 4 dead (sorted sets), 5 id counter,
--- 6 death counter, 7 dedup (hash key -> id), 8 notify (list), 9 id mark (a
--- second copy of the id counter, see scripts/enqueue_batch.lua).
--- ARGV[1]: the prefix of item hash keys; script arguments start at ARGV[2].
-local K_READY, K_SCHED, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_SEQ, K_DSEQ, K_DEDUP, K_NOTIFY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_MARK = KEYS[9]
+-- Key layout 2 (src/keys.rs documents every key). KEYS[1] is the queue's
+-- `ready:fifo` (it routes the call to the queue's slot); KEYS[2] and on are
+-- what a script adds (limits, a request...). ARGV[1] is the prefix of every
+-- key of the queue, '{p:q}:'; script arguments start at ARGV[2]. The keys:
+--   ready:fifo    list  Ready ids (decimal) of priority 0 never delayed nor
+--                       requeued, appended at enqueue: in id order
+--   ready:ranked  zset  every other Ready id: score -priority, member the
+--                       20-digit id (so equal scores sort by id)
+--   scheduled:due zset  Scheduled ids: score due time (ms)
+--   lease:groups  zset  lease groups: member the group, score its expiry (ms)
+--   dead:order    zset  Dead ids: score death order
+--   seq, idmark   the id counter and a second copy of it (see
+--                 scripts/enqueue_batch.lua); dseq: the death counter
+--   dedup         hash  dedup key -> id; notify: list of wake-up markers
+--   items         hash  id -> record 'enq,max,pri,payload', written once
+--   lease:tokens  hash  id -> the token of its lease (present <=> Leased)
+--   lease:ids     hash  group -> 'id,id,...' (the ids leased in it)
+--   lease:live    hash  group -> how many of its leases are still live
+--   lease:moved   hash  id -> the group of a lease that is not its family's
+--                       group: extended out of it (the lease's own token),
+--                       or claimed while that group held leases of another
+--                       expiry ('family:expiry')
+--   attempts      hash  id -> attempts made (a Leased item: before its
+--                       lease); absent = 0
+--   errors        hash  id -> the last failure reason
+--   dedup:keys    hash  id -> its dedup key
+--   unique:for    hash  id -> its unique-for hold (ms)
+--
+-- A claim's leases form one group, named by their tokens' family (the first
+-- 24 of a token's 32 hex digits): one `lease:groups` member per claim, so a
+-- claim and its acks touch one sorted-set member, not one per lease.
+local QUEUE_TAG = ARGV[1]
+local K_FIFO = KEYS[1]
+local function qkey(name) return QUEUE_TAG .. name end
+-- One statement per key: a script names only the keys it uses (see
+-- src/prelude.rs).
+local K_READY = qkey('ready:ranked')
+local K_SCHED = qkey('scheduled:due')
+local K_GROUPS = qkey('lease:groups')
+local K_DEAD = qkey('dead:order')
+local K_SEQ = qkey('seq')
+local K_DSEQ = qkey('dseq')
+local K_DEDUP = qkey('dedup')
+local K_NOTIFY = qkey('notify')
+local K_MARK = qkey('idmark')
+local K_ITEMS = qkey('items')
+local K_TOK = qkey('lease:tokens')
+local K_GIDS = qkey('lease:ids')
+local K_GLIVE = qkey('lease:live')
+local K_MOVED = qkey('lease:moved')
+local K_ATT = qkey('attempts')
+local K_ERR = qkey('errors')
+local K_DK = qkey('dedup:keys')
+local K_UF = qkey('unique:for')
+-- The first key a script adds after the queue's own (limits, a request...).
+local K_EXTRA = KEYS[2]
 -- After `delete_queue`, for as long as its `enqueue_once` records live: the
 -- queue's last id then (scripts/queue_delete.lua, enqueue_once.lua).
 local K_DELETED = K_SEQ .. ':deleted'
-local ITEM_PREFIX = ARGV[1]
-local INDEX = { ready = K_READY, scheduled = K_SCHED, leased = K_LEASED, dead = K_DEAD }
 local NOTIFY_CAP = 32
 local PROMOTE_BATCH = 500
+-- Hashes with one field per item carry this field, with a value longer than
+-- `hash-max-listpack-value` (64 bytes), so the server keeps them hash
+-- tables from the start: a batch's HSET/HMGET of 100 fields into a listpack
+-- scans it once per field.
+local WIDE_FIELD = '~'
+local WIDE = 'leaseq: keeps this hash a hash table (a value longer than 64 bytes) ....'
 
--- Redis Cluster: while the slot is being migrated, some of its keys may sit on
--- the other node already, and a command on one of them would fail the script
--- halfway through. So the first command probes the slot: a two-key EXISTS of a
--- declared key and an item key that never exists (id 0). In a stable slot (and
--- on a single server) it just answers; while the slot migrates (or imports)
--- the server refuses it, because a key is not local, and the script stops here
--- before any write, with TRYAGAIN: the client sends it again later.
+-- The index keys of layout 1 (one hash per item). Probed first, with one
+-- EXISTS:
+-- - On Redis Cluster, while the slot is being migrated, some of its keys
+--   may sit on the other node already, and a command on one of them would
+--   fail the script halfway through. A multi-key EXISTS of keys that do not
+--   exist is refused while the slot migrates (or imports), so the script
+--   stops here before any write, with TRYAGAIN: the client sends it again.
+-- - A queue that still holds layout 1 keys is refused: its items would be
+--   invisible to these scripts (the crate docs, "Upgrading"). Only
+--   scripts/migrate.lua, which declares the key '{p:q}:layout1:migrating'
+--   second, runs on one.
 do
-  local probe = redis.pcall('EXISTS', K_READY, ITEM_PREFIX .. '0')
+  local probe = redis.pcall('EXISTS', QUEUE_TAG .. 'ready', QUEUE_TAG .. 'scheduled', QUEUE_TAG .. 'leased',
+                            QUEUE_TAG .. 'dead')
   if type(probe) == 'table' and probe.err then
     return redis.error_reply('TRYAGAIN leaseq: the slot of ' .. K_READY .. ' is migrating: ' .. probe.err)
+  end
+  if probe > 0 and KEYS[2] ~= QUEUE_TAG .. 'layout1:migrating' then
+    return redis.error_reply('LEASEQ_CORRUPT queue ' .. QUEUE_TAG .. ' holds data in key layout 1 (' .. QUEUE_TAG
+      .. 'ready, scheduled, leased or dead): drain it with the version that wrote it (the crate docs, "Upgrading")')
   end
 end
 
@@ -44,18 +106,17 @@ local function neg(s)
   if string.sub(s, 1, 1) == '-' then return string.sub(s, 2) end
   return '-' .. s
 end
--- Index members are zero-padded ids, so equal scores sort by id (FIFO).
+-- Sorted-set members are zero-padded ids, so equal scores sort by id (FIFO).
 local function member(id) return string.format('%020d', id) end
-local function item_key(id) return ITEM_PREFIX .. fmt_int(id) end
 local function key_type(k) return redis.call('TYPE', k)['ok'] end
 
--- Field limits: what an item hash must hold to be used. src/decode.rs checks
+-- Field limits: what an item must hold to be used. src/decode.rs checks
 -- the same limits on every reply (a unit test keeps the two equal):
--- - attempts: 0 to ATT_MAX (i32::MAX); an item about to be claimed at most
---   ATT_MAX - 1, so the claim's + 1 stays within the limit;
+-- - attempts: 0 to ATT_MAX (i32::MAX); an item that is not Dead at most
+--   ATT_MAX - 1 (a Leased one's lease is attempt stored + 1);
 -- - max attempts: 1 to MAX_ATT_MAX (i32::MAX, leaseq_core::limits::MAX_ATTEMPTS);
 -- - priority: PRI_MIN to PRI_MAX (an i32);
--- - the payload field present.
+-- - the payload present (a record has its three commas).
 -- Each number is a decimal integer as the scripts write it (an optional '-'
 -- and digits), nothing else.
 local ATT_MAX = 2147483647
@@ -63,17 +124,6 @@ local MAX_ATT_MAX = 2147483647
 local PRI_MIN, PRI_MAX = -2147483648, 2147483647
 -- Ids are exact up to 2^53 - 1 (Lua numbers are doubles).
 local ID_MAX = 9007199254740991
-
--- The id index member `m` names, and its item's key; nil when `m` is not
--- `member(id)` of an id from 1 to ID_MAX. One `tonumber` and a format
--- back, compared with `m`: only the canonical 20 digits round-trip (a hex,
--- signed, spaced, fractional or out-of-range spelling does not), and it
--- costs half what two pattern scans do, paid per item in a batch.
-local function member_id(m)
-  local id = tonumber(m)
-  if not id or id < 1 or id > ID_MAX or member(id) ~= m then return nil end
-  return id, item_key(id)
-end
 
 -- `s` (a field or key value: a string, or false when missing) as an integer
 -- in [lo, hi], or nil. `tonumber` alone would also take '1e3', '0x10', ' 5',
@@ -85,6 +135,23 @@ local function int_field(s, lo, hi)
   return n
 end
 
+-- The id sorted-set member `m` names; nil when `m` is not `member(id)` of
+-- an id from 1 to ID_MAX (one `tonumber` and a format back: only the
+-- canonical 20 digits round-trip).
+local function member_id(m)
+  local id = tonumber(m)
+  if not id or id < 1 or id > ID_MAX or member(id) ~= m then return nil end
+  return id
+end
+
+-- The id a `ready:fifo` entry or a group's id list names: a canonical
+-- decimal id, or nil.
+local function decimal_id(s)
+  local id = int_field(s, 1, ID_MAX)
+  if not id or fmt_int(id) ~= s then return nil end
+  return id
+end
+
 -- The state a read shows for an item whose record says `st` and whose due
 -- time is `due` (a number or nil): a Scheduled item past its due time is
 -- Ready, moved or not.
@@ -93,43 +160,66 @@ local function as_read(st, due, now)
   return st
 end
 
--- A field's value for a problem report: quoted and cut short, or 'missing'.
+-- A value for a problem report: quoted and cut short, or 'missing'.
 local function shown(s)
   if type(s) ~= 'string' then return 'missing' end
   if #s > 40 then s = string.sub(s, 1, 40) .. '...' end
   return "'" .. s .. "'"
 end
 
--- Why an item with these fields cannot be used, or nil when it can.
--- `claimable`: it may be claimed next, so attempts must leave room for one
--- more. `has_p`: whether the payload field is there (nil: not checked).
--- Values found valid are remembered for the rest of the call: a batch's
--- items mostly share their attempts, max attempts and priority, and a
--- table lookup costs a fraction of the pattern scan and conversion.
-local VALID_ATT, VALID_ATT_CLAIMABLE, VALID_MAX, VALID_PRI = {}, {}, {}, {}
-local function unusable(att, maxa, pri, claimable, has_p)
-  local att_hi, valid_att = ATT_MAX, VALID_ATT
-  if claimable then att_hi, valid_att = ATT_MAX - 1, VALID_ATT_CLAIMABLE end
-  if not valid_att[att] then
-    if not int_field(att, 0, att_hi) then
-      return 'attempts field holds ' .. shown(att) .. ' (valid: 0 to ' .. fmt_int(att_hi) .. ')'
-    end
-    valid_att[att] = true
+-- A record `enq,max,pri,payload` checked: { enq, max, pri (the texts), the
+-- payload's offset }, or nil and why it cannot be used. Records of a batch
+-- mostly share their prefix (one enqueue time, one max and priority): the
+-- last prefix found valid is compared first, with one `string.sub`.
+local REC_OK = {}
+local LAST_PRE, LAST_OK, LAST_LEN = nil, nil, 0
+local function parse_record(rec)
+  if type(rec) ~= 'string' then return nil, 'record is missing' end
+  if LAST_PRE and string.sub(rec, 1, LAST_LEN) == LAST_PRE then return LAST_OK end
+  local pre = string.match(rec, '^[^,]*,[^,]*,[^,]*,')
+  if not pre then
+    if string.find(rec, '^[^,]*,[^,]*,[^,]*$') then return nil, 'payload field is missing' end
+    return nil, 'record ' .. shown(rec) .. ' is not enq,max,pri,payload'
   end
-  if not VALID_MAX[maxa] then
-    if not int_field(maxa, 1, MAX_ATT_MAX) then
-      return 'max attempts field holds ' .. shown(maxa) .. ' (valid: 1 to ' .. fmt_int(MAX_ATT_MAX) .. ')'
+  local ok = REC_OK[pre]
+  if not ok then
+    local e, m, p = string.match(pre, '^([^,]*),([^,]*),([^,]*),$')
+    if not int_field(e, 0, ID_MAX) then return nil, 'enqueue time field holds ' .. shown(e) end
+    if not int_field(m, 1, MAX_ATT_MAX) then
+      return nil, 'max attempts field holds ' .. shown(m) .. ' (valid: 1 to ' .. fmt_int(MAX_ATT_MAX) .. ')'
     end
-    VALID_MAX[maxa] = true
-  end
-  if not VALID_PRI[pri] then
-    if not int_field(pri, PRI_MIN, PRI_MAX) then
-      return 'priority field holds ' .. shown(pri) .. ' (valid: ' .. fmt_int(PRI_MIN) .. ' to ' .. fmt_int(PRI_MAX) .. ')'
+    if not int_field(p, PRI_MIN, PRI_MAX) then
+      return nil, 'priority field holds ' .. shown(p) .. ' (valid: ' .. fmt_int(PRI_MIN) .. ' to ' .. fmt_int(PRI_MAX) .. ')'
     end
-    VALID_PRI[pri] = true
+    ok = { e, m, p, #pre + 1 }
+    REC_OK[pre] = ok
   end
-  if has_p == false then return 'payload field is missing' end
-  return nil
+  LAST_PRE, LAST_OK, LAST_LEN = pre, ok, #pre
+  return ok
+end
+
+-- Attempts as stored (text, or false when absent: 0), checked for an item
+-- that is not Dead: a number, or nil and the problem.
+local ATT_OK = {}
+local function live_attempts(a)
+  if not a then return 0 end
+  local n = ATT_OK[a]
+  if n then return n end
+  n = int_field(a, 0, ATT_MAX - 1)
+  if not n then return nil, 'attempts field holds ' .. shown(a) .. ' (valid: 0 to ' .. fmt_int(ATT_MAX - 1) .. ')' end
+  ATT_OK[a] = n
+  return n
+end
+
+-- Why an item with record `rec` and stored attempts `a` cannot be used, or
+-- nil (and the parsed record, the attempts) when it can.
+local function unusable(rec, a)
+  local r, problem = parse_record(rec)
+  if not r then return problem end
+  local n
+  n, problem = live_attempts(a)
+  if not n then return problem end
+  return nil, r, n
 end
 
 -- Runs `cmd` (with `head` first when given) over the values of `list`, at
@@ -153,11 +243,32 @@ local function call_chunked(cmd, head, list)
   return total
 end
 
+-- The values of `cmd head list...` (HMGET, ZMSCORE) for a list of any
+-- length, in chunks of CALL_CHUNK, as one array.
+local function read_chunked(cmd, head, list)
+  local out, n, i = {}, #list, 1
+  while i <= n do
+    local j = math.min(i + CALL_CHUNK - 1, n)
+    local r = redis.call(cmd, head, unpack(list, i, j))
+    for k = 1, #r do out[#out + 1] = r[k] end
+    i = j + 1
+  end
+  return out
+end
+
+-- HSET of field/value pairs (a list it appends to) into a per-item hash,
+-- kept a hash table: the wide field goes with them.
+local function hset_wide(key, pairs)
+  if #pairs == 0 then return end
+  pairs[#pairs + 1] = WIDE_FIELD
+  pairs[#pairs + 1] = WIDE
+  call_chunked('HSET', key, pairs)
+end
+
 -- ZADD of a batch's score/member pairs, the last pair first. A batch's
 -- members ascend, and a small sorted set (a listpack, up to 128 members by
 -- default) finds each insert's place by a scan from its head: highest
--- first, each scan stops at the batch's members added before it instead of
--- passing all of them (100 ids: 140 us in order, 56 us reversed).
+-- first, each scan stops at the batch's members added before it.
 local function zadd_batch(key, pairs)
   local rev, n = {}, #pairs
   for i = n - 1, 1, -2 do
@@ -167,39 +278,45 @@ local function zadd_batch(key, pairs)
   return call_chunked('ZADD', key, rev)
 end
 
--- The type each structural key must have.
-local WANT = { [K_READY] = 'zset', [K_SCHED] = 'zset', [K_LEASED] = 'zset', [K_DEAD] = 'zset',
-               [K_SEQ] = 'string', [K_DSEQ] = 'string', [K_DEDUP] = 'hash', [K_MARK] = 'string' }
-
 -- Refuses to run (before any write) when one of the structural keys given
--- (the ones the script touches) has the wrong type.
+-- (the ones the script touches) has the wrong type: a list, a sorted set
+-- or a hash, as the name says; the counters are strings.
 local function guard(...)
   for _, k in ipairs({ ... }) do
     local got = key_type(k)
-    if got ~= 'none' and got ~= WANT[k] then
-      return redis.error_reply('LEASEQ_CORRUPT key ' .. k .. ' holds a ' .. got .. ', expected a ' .. WANT[k])
+    if got ~= 'none' then
+      local want = 'hash'
+      if k == K_FIFO then
+        want = 'list'
+      elseif k == K_READY or k == K_SCHED or k == K_GROUPS or k == K_DEAD then
+        want = 'zset'
+      elseif k == K_SEQ or k == K_DSEQ or k == K_MARK then
+        want = 'string'
+      end
+      if got ~= want then
+        return redis.error_reply('LEASEQ_CORRUPT key ' .. k .. ' holds a ' .. got .. ', expected a ' .. want)
+      end
     end
   end
   return nil
 end
 
--- `guard` of the four indexes and the death counter (what `check_entry`
--- and `quarantine` may touch) and `...`.
-local function guard_indexes(...)
-  return guard(K_READY, K_SCHED, K_LEASED, K_DEAD, K_DSEQ, ...)
+-- `guard` of every key that holds items, their state or their leases
+-- (what moving an item between states may touch), and `...`.
+local function guard_all(...)
+  return guard(K_FIFO, K_READY, K_SCHED, K_GROUPS, K_DEAD, K_DSEQ, K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED,
+               K_ATT, K_ERR, ...)
 end
 
 -- A coalesced wake-up hint for idle workers; never fails the script.
+local ONES = {}
+for i = 1, NOTIFY_CAP do ONES[i] = '1' end
 local function notify(n)
   if n <= 0 then return end
   local t = key_type(K_NOTIFY)
   if t ~= 'none' and t ~= 'list' then redis.call('DEL', K_NOTIFY) end
   if n > NOTIFY_CAP then n = NOTIFY_CAP end
-  while n >= 8 do
-    redis.call('LPUSH', K_NOTIFY, '1', '1', '1', '1', '1', '1', '1', '1')
-    n = n - 8
-  end
-  for _ = 1, n do redis.call('LPUSH', K_NOTIFY, '1') end
+  redis.call('LPUSH', K_NOTIFY, unpack(ONES, 1, n))
   redis.call('LTRIM', K_NOTIFY, 0, NOTIFY_CAP - 1)
 end
 
@@ -207,53 +324,86 @@ local function add_repair(repairs, index, id, problem)
   repairs[#repairs + 1] = { index, id, problem }
 end
 
--- Moves index entry `m` from the index of state `from` (the one the caller
--- found the item in; nil for a new item) to `to`'s. Other indexes are not
--- touched: an entry left there by corruption names an item whose state says
--- otherwise, and `check_entry` removes it when it meets it.
-local function set_home(m, from, to, score)
-  if from and from ~= to then redis.call('ZREM', INDEX[from], m) end
-  redis.call('ZADD', INDEX[to], score, m)
+-- How many items the queue holds, and how many of them are Leased: every
+-- write of these two hashes writes their wide field too.
+local function item_count()
+  return math.max(redis.call('HLEN', K_ITEMS) - 1, 0)
+end
+local function leased_count()
+  return math.max(redis.call('HLEN', K_TOK) - 1, 0)
 end
 
-local function to_ready(m, k, from, pri)
-  if from then redis.call('HDEL', k, 'tok', 'due') end
-  redis.call('HSET', k, 'st', 'ready')
-  -- `0 - x`, not `-x`: no -0 score (see `neg`).
-  set_home(m, from, 'ready', 0 - (tonumber(pri) or 0))
+-- The group a lease (item `id_s`, token `token`) belongs to.
+local function group_of(id_s, token)
+  return redis.call('HGET', K_MOVED, id_s) or string.sub(token, 1, 24)
 end
 
-local function to_scheduled(m, k, from, due)
-  if from then redis.call('HDEL', k, 'tok') end
-  redis.call('HSET', k, 'st', 'scheduled', 'due', due)
-  set_home(m, from, 'scheduled', due)
-end
-
-local function to_dead(m, k, from, reason)
-  redis.call('HDEL', k, 'tok', 'due')
-  redis.call('HSET', k, 'st', 'dead', 'err', reason)
-  set_home(m, from, 'dead', redis.call('INCR', K_DSEQ))
-end
-
--- Deletes the item and every trace of it, releasing its dedup key `dk`.
--- `from`: the index it is in (nil: all of them).
-local function remove_item(id, m, k, dk, from)
-  if dk and redis.call('HGET', K_DEDUP, dk) == fmt_int(id) then
-    redis.call('HDEL', K_DEDUP, dk)
+-- Counts `cnt[group]` leases of each group as ended; a group with none
+-- left live leaves the index.
+local function leave_groups(cnt)
+  for g, c in pairs(cnt) do
+    if redis.call('HINCRBY', K_GLIVE, g, -c) <= 0 then
+      redis.call('ZREM', K_GROUPS, g)
+      redis.call('HDEL', K_GIDS, g)
+      redis.call('HDEL', K_GLIVE, g)
+    end
   end
-  redis.call('DEL', k)
-  if from then
-    redis.call('ZREM', INDEX[from], m)
+end
+
+-- Ends the lease of item `id_s` (token `token`): out of its group and of
+-- the token index. The item is then in no state index: the caller puts it
+-- in one.
+local function end_lease(id_s, token)
+  leave_groups({ [group_of(id_s, token)] = 1 })
+  redis.call('HDEL', K_TOK, id_s)
+  redis.call('HDEL', K_MOVED, id_s)
+end
+
+-- The expiry (ms) of the lease of item `id_s` with token `token`, or nil.
+local function lease_expiry(id_s, token)
+  return tonumber(redis.call('ZSCORE', K_GROUPS, group_of(id_s, token)))
+end
+
+local function set_attempts(id_s, n)
+  if n == 0 then
+    redis.call('HDEL', K_ATT, id_s)
   else
-    for _, key in pairs(INDEX) do redis.call('ZREM', key, m) end
+    redis.call('HSET', K_ATT, id_s, fmt_int(n))
   end
+end
+
+-- Into the ranked Ready index (never the fifo, which must stay in id order).
+local function to_ready(id, pri)
+  -- `0 - x`, not `-x`: no -0 score (see `neg`).
+  redis.call('ZADD', K_READY, 0 - (tonumber(pri) or 0), member(id))
+end
+
+local function to_scheduled(id, due)
+  redis.call('ZADD', K_SCHED, due, member(id))
+end
+
+local function to_dead(id, reason)
+  redis.call('HSET', K_ERR, fmt_int(id), reason)
+  redis.call('ZADD', K_DEAD, redis.call('INCR', K_DSEQ), member(id))
+end
+
+-- Deletes item `id` and every trace of it, releasing its dedup key.
+local function remove_item(id)
+  local id_s, m = fmt_int(id), member(id)
+  local dk = redis.call('HGET', K_DK, id_s)
+  if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
+  local token = redis.call('HGET', K_TOK, id_s)
+  if token then end_lease(id_s, token) end
+  for _, k in ipairs({ K_ITEMS, K_ATT, K_ERR, K_DK, K_UF }) do redis.call('HDEL', k, id_s) end
+  redis.call('ZREM', K_READY, m)
+  redis.call('ZREM', K_SCHED, m)
+  redis.call('ZREM', K_DEAD, m)
+  redis.call('LREM', K_FIFO, 0, id_s)
 end
 
 -- Unique-for holds (`leaseq_core::NewItem::unique_for`): dedup keys kept
 -- held after their item's ack. A sorted set (key -> held until, ms) and a
--- hash (key -> the acked id), both in the queue's slot (named after the
--- item prefix, `{p:q}:item:` -> `{p:q}:held`, `{p:q}:heldid`).
-local QUEUE_TAG = string.sub(ITEM_PREFIX, 1, -6)
+-- hash (key -> the acked id), both in the queue's slot.
 local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
 local HELD_TRIM = 64
 
@@ -263,16 +413,14 @@ local HELD_TRIM = 64
 -- made before the latest prune is refused.
 local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'
 
--- Before an ack deletes item `k` (id `id`, dedup key `dk`): when it was
--- enqueued with a hold, keeps `dk` held from now for that long, and drops up
--- to HELD_TRIM holds that ran out.
-local function hold_after_ack(id, k, dk)
-  if not dk then return end
-  local uf = tonumber(redis.call('HGET', k, 'uf'))
+-- Before an ack deletes item `id_s` with dedup key `dk`: when it was
+-- enqueued with a hold, keeps `dk` held from now for that long, and drops
+-- up to HELD_TRIM holds that ran out.
+local function hold_after_ack(id_s, dk, now)
+  local uf = tonumber(redis.call('HGET', K_UF, id_s))
   if not uf or uf <= 0 then return end
-  local now = now_ms()
   redis.call('ZADD', K_HELD, fmt_int(now + uf), dk)
-  redis.call('HSET', K_HELD_ID, dk, fmt_int(id))
+  redis.call('HSET', K_HELD_ID, dk, id_s)
   local old = redis.call('ZRANGEBYSCORE', K_HELD, '-inf', fmt_int(now), 'LIMIT', 0, HELD_TRIM)
   for _, d in ipairs(old) do
     redis.call('ZREM', K_HELD, d)
@@ -289,142 +437,281 @@ local function held_by(dk, now)
   return nil
 end
 
--- Quarantine: moves an item whose fields cannot be used (`problem`, from
--- `unusable`) from the index of state `from` to Dead with the reason
--- 'quarantined: <problem>', and records the repair. A quarantined item is
--- never leased; `redrive` brings it back only once its fields are usable.
-local function quarantine(m, id, k, from, problem, repairs)
+-- Quarantine: moves item `id`, taken out of the index of state `from`, to
+-- Dead with the reason 'quarantined: <problem>', and records the repair.
+-- A quarantined item is never leased; `redrive` brings it back only once
+-- its record and attempts are usable.
+local function quarantine(id, from, problem, repairs)
   local reason = 'quarantined: ' .. problem
-  to_dead(m, k, from, reason)
+  to_dead(id, reason)
   add_repair(repairs, from, id, reason .. '; moved to dead')
 end
 
--- Checks the item an index entry names. Returns (id, item key, fields) when
--- the entry is sound, where fields = HMGET st, att, max, pri (and p, enq
--- when `payload`); otherwise repairs it, records the repair, and returns nil.
-local function check_entry(index, m, repairs, payload)
-  local key = INDEX[index]
-  local id, k = member_id(m)
-  if not id then
-    redis.call('ZREM', key, m)
-    add_repair(repairs, index, 0, 'malformed index entry ' .. string.sub(m, 1, 64))
-    return nil
+-- After a lease of item `id` (record `r`, `att` attempts before it) ended
+-- unacked: Dead (`reason`) when that was its last attempt, else Ready, or
+-- Scheduled at `due` when given. Returns the state.
+local function after_attempt(id, r, att, reason, due)
+  local made = att + 1
+  set_attempts(fmt_int(id), made)
+  if made >= tonumber(r[2]) then
+    to_dead(id, reason)
+    return 'dead'
   end
-  local f
-  if payload then
-    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri', 'p', 'enq')
-  else
-    f = redis.pcall('HMGET', k, 'st', 'att', 'max', 'pri')
+  if due then
+    to_scheduled(id, due)
+    return 'scheduled'
   end
-  if f.err then
-    -- Not a hash (WRONGTYPE).
-    local t = key_type(k)
-    redis.call('DEL', k)
-    for _, ik in pairs(INDEX) do redis.call('ZREM', ik, m) end
-    add_repair(repairs, index, id, 'item key held a ' .. t .. ' instead of a hash (WRONGTYPE); removed')
-    return nil
-  end
-  local st = f[1]
-  if st == index then return id, k, f end
-  if not st and redis.call('EXISTS', k) == 0 then
-    redis.call('ZREM', key, m)
-    add_repair(repairs, index, id, 'item is missing')
-    return nil
-  end
-  if st and INDEX[st] and redis.call('ZSCORE', INDEX[st], m) then
-    redis.call('ZREM', key, m)
-    add_repair(repairs, index, id, 'duplicate entry: the item is ' .. st)
-    return nil
-  end
-  -- This entry is the item's only home: the item follows the index.
-  redis.call('HSET', k, 'st', index)
-  add_repair(repairs, index, id, 'item state said ' .. tostring(st) .. '; adopted by this index')
-  f[1] = index
-  return id, k, f
+  to_ready(id, r[3])
+  return 'ready'
+end
+
+-- The state of item `id` (with `id_s`, `m` its decimal and member
+-- spellings) and its due time (Scheduled: when due; Leased: the lease's
+-- expiry), or nil when the queue holds no record of it. An item no other
+-- index holds is Ready.
+local function state_of(id, id_s, m)
+  if redis.call('HEXISTS', K_ITEMS, id_s) == 0 then return nil end
+  local token = redis.call('HGET', K_TOK, id_s)
+  if token then return 'leased', lease_expiry(id_s, token) end
+  if redis.call('ZSCORE', K_DEAD, m) then return 'dead' end
+  local due = redis.call('ZSCORE', K_SCHED, m)
+  if due then return 'scheduled', tonumber(due) end
+  return 'ready'
 end
 
 -- Moves due Scheduled items to Ready, at most one bounded batch per call.
+-- An entry without a record is dropped, one of a Leased item (a stray) is
+-- dropped, and an unusable item is quarantined; each is reported.
 local function promote_due(now, repairs)
   local ms = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
-  local moved = 0
+  if #ms == 0 then return 0 end
+  local bad = guard(K_ITEMS, K_TOK, K_ATT, K_READY, K_DEAD, K_DSEQ, K_ERR)
+  if bad then error(bad) end
+  call_chunked('ZREM', K_SCHED, ms)
+  local ids, ids_s = {}, {}
   for _, m in ipairs(ms) do
-    local id, k, f = check_entry('scheduled', m, repairs)
+    local id = member_id(m)
     if id then
-      local problem = unusable(f[2], f[3], f[4], true)
+      ids[#ids + 1], ids_s[#ids_s + 1] = id, fmt_int(id)
+    else
+      add_repair(repairs, 'scheduled', 0, 'malformed index entry ' .. string.sub(m, 1, 64))
+    end
+  end
+  if #ids == 0 then return 0 end
+  local recs = read_chunked('HMGET', K_ITEMS, ids_s)
+  local toks = read_chunked('HMGET', K_TOK, ids_s)
+  local atts = read_chunked('HMGET', K_ATT, ids_s)
+  local moved, ready = 0, {}
+  for i, id in ipairs(ids) do
+    if not recs[i] then
+      add_repair(repairs, 'scheduled', id, 'item is missing')
+    elseif toks[i] then
+      add_repair(repairs, 'scheduled', id, 'duplicate entry: the item is leased')
+    else
+      local problem, r = unusable(recs[i], atts[i])
       if problem then
-        quarantine(m, id, k, 'scheduled', problem, repairs)
+        quarantine(id, 'scheduled', problem, repairs)
       else
-        to_ready(m, k, 'scheduled', f[4])
+        ready[#ready + 1] = 0 - tonumber(r[3])
+        ready[#ready + 1] = member(id)
         moved = moved + 1
       end
     end
   end
+  zadd_batch(K_READY, ready)
   notify(moved)
   return moved
 end
 
--- The item behind a lease, if `token` is its current token: returns its key
--- and fields { st, tok, att, max, pri, dk }; else nil.
+-- The item behind a lease, if `token` is its current token: returns its
+-- decimal id and record, and the attempts made before the lease; else nil.
 local function fenced(id, token)
-  local k = item_key(id)
-  local f = redis.pcall('HMGET', k, 'st', 'tok', 'att', 'max', 'pri', 'dk')
-  if f.err or f[1] ~= 'leased' or f[2] ~= token then return nil end
-  return k, f
-end
-
--- The state whose index holds member `m`, or nil.
-local function home_of(m)
-  for _, st in ipairs({ 'ready', 'scheduled', 'leased', 'dead' }) do
-    if redis.call('ZSCORE', INDEX[st], m) then return st end
-  end
-  return nil
-end
-
--- The enqueue time of an item whose `enq` field is missing or not an
--- integer (written before the field existed, or damaged): its due time
--- when it is Scheduled (when it became claimable), else `now`.
-local function enq_or(enq, st, due, now)
-  local t = int_field(enq, 0, ID_MAX)
-  if t then return t end
-  if st == 'scheduled' and due then return due end
-  return now
+  if not id then return nil end
+  local id_s = fmt_int(id)
+  if redis.call('HGET', K_TOK, id_s) ~= token then return nil end
+  return id_s, redis.call('HGET', K_ITEMS, id_s), redis.call('HGET', K_ATT, id_s)
 end
 
 -- One item as inspection shows it: { id, state, payload, priority, attempts,
 -- max attempts, dedup key, due, last error, enqueued at }, every number
 -- within the field limits (a field outside them shows as the nearest safe
--- value: priority 0, attempts 0, max attempts 1; a missing payload as ''; a
--- missing enqueue time as `enq_or` says). Also returns why the item cannot
--- be used (nil when it can; never checked for a Dead item) and its home: the
--- state its record names, else the index holding it.
-local function item_record(id, k, now)
-  local f = redis.call('HMGET', k, 'st', 'p', 'pri', 'att', 'max', 'dk', 'due', 'err', 'enq')
-  local home = f[1]
-  if not INDEX[home] then home = home_of(member(id)) or 'ready' end
+-- value: priority 0, attempts 0, max attempts 1, a missing payload as '',
+-- a missing enqueue time as the due time or `now`). Also returns why the
+-- item cannot be used (nil when it can; never checked for a Dead item) and
+-- its state as stored (Scheduled even when due). Nil when there is no item.
+local function item_record(id, now)
+  local id_s, m = fmt_int(id), member(id)
+  local home, due = state_of(id, id_s, m)
+  if not home then return nil end
+  local rec = redis.call('HGET', K_ITEMS, id_s)
+  local a = redis.call('HGET', K_ATT, id_s)
   local problem = nil
+  local r, att = nil, nil
   if home ~= 'dead' then
-    problem = unusable(f[4], f[5], f[3], home == 'ready' or home == 'scheduled', type(f[2]) == 'string')
+    problem, r, att = unusable(rec, a)
   end
-  local st, due = home, int_field(f[7], 0, ID_MAX)
-  local enq = enq_or(f[9], st, due, now)
-  st = as_read(st, due, now)
+  local enq, maxa, pri, payload = nil, nil, nil, ''
+  local pre_e, pre_m, pre_p, rest = string.match(rec, '^([^,]*),([^,]*),([^,]*),()')
+  if pre_e then
+    enq, maxa, pri, payload = int_field(pre_e, 0, ID_MAX), int_field(pre_m, 1, MAX_ATT_MAX),
+      int_field(pre_p, PRI_MIN, PRI_MAX), string.sub(rec, rest)
+  else
+    pre_e, pre_m, pre_p = string.match(rec, '^([^,]*),([^,]*),([^,]*)$')
+    enq, maxa, pri = int_field(pre_e, 0, ID_MAX), int_field(pre_m, 1, MAX_ATT_MAX), int_field(pre_p, PRI_MIN, PRI_MAX)
+  end
+  att = int_field(a or '0', 0, ATT_MAX) or 0
+  if home == 'leased' then att = math.min(att + 1, ATT_MAX) end
+  enq = enq or (home == 'scheduled' and due) or now
+  local st = as_read(home, due, now)
   if st ~= 'scheduled' and st ~= 'leased' then due = false end
-  return { id, st, f[2] or '', int_field(f[3], PRI_MIN, PRI_MAX) or 0, int_field(f[4], 0, ATT_MAX) or 0,
-           int_field(f[5], 1, MAX_ATT_MAX) or 1, f[6] or false, due or false, f[8] or false, enq }, problem, home
+  return { id, st, payload, pri or 0, att, maxa or 1, redis.call('HGET', K_DK, id_s) or false, due or false,
+           redis.call('HGET', K_ERR, id_s) or false, enq }, problem, home
 end
 
 -- What inspection does with an item `item_record` found unusable: a Ready
 -- or Scheduled one is quarantined (moved to Dead, repair recorded) and its
 -- record rewritten to match; a Leased one is left to its lease holder (an
 -- ack still removes it; a reap quarantines it once the lease expires) and
--- noted. Returns true when the item moved. The indexes must be guarded.
+-- noted. Returns true when the item moved. The keys must be guarded.
 local function inspect_poison(rec, problem, home, repairs)
   local id = rec[1]
   if home == 'ready' or home == 'scheduled' then
-    quarantine(member(id), id, item_key(id), home, problem, repairs)
+    local m = member(id)
+    redis.call('ZREM', K_READY, m)
+    redis.call('ZREM', K_SCHED, m)
+    redis.call('LREM', K_FIFO, 0, fmt_int(id))
+    quarantine(id, home, problem, repairs)
     rec[2], rec[8], rec[9] = 'dead', false, 'quarantined: ' .. problem
     return true
   end
   add_repair(repairs, home, id, 'unusable fields (' .. problem .. '); left to its lease holder')
   return false
+end
+
+-- Acks the leased items `ids` (decimal, each once) whose current tokens are
+-- `toks`: their leases leave their groups, and the items go with every
+-- trace (a dedup key is released, or held for its unique-for time).
+local function ack_items(ids, toks, now)
+  local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
+  local cnt = {}
+  for i = 1, #ids do
+    local g = (moved and moved[i]) or string.sub(toks[i], 1, 24)
+    cnt[g] = (cnt[g] or 0) + 1
+  end
+  leave_groups(cnt)
+  if moved then call_chunked('HDEL', K_MOVED, ids) end
+  if redis.call('EXISTS', K_DK) == 1 then
+    local dks = read_chunked('HMGET', K_DK, ids)
+    for i = 1, #ids do
+      local dk = dks[i]
+      if dk then
+        hold_after_ack(ids[i], dk, now)
+        if redis.call('HGET', K_DEDUP, dk) == ids[i] then redis.call('HDEL', K_DEDUP, dk) end
+      end
+    end
+    call_chunked('HDEL', K_DK, ids)
+    call_chunked('HDEL', K_UF, ids)
+  end
+  for _, k in ipairs({ K_ATT, K_ERR }) do
+    if redis.call('EXISTS', k) == 1 then call_chunked('HDEL', k, ids) end
+  end
+  call_chunked('HDEL', K_TOK, ids)
+  call_chunked('HDEL', K_ITEMS, ids)
+end
+
+-- The first `k` Ready entries in claim order (priority, then id), without
+-- taking them: their decimal ids in that order (a malformed ranked member
+-- is left out, and reported when `repairs` is given), the ranked members
+-- among them (malformed ones included) and how many come from the fifo.
+-- The fifo holds priority 0 in id order; ranked members with a score
+-- below 0 (priority above 0) come first, those at 0 merge with the fifo
+-- by id, those above 0 come last.
+local function ready_head(k, repairs)
+  local out, zrem = {}, {}
+  local zs = redis.call('ZRANGE', K_READY, '-inf', '0', 'BYSCORE', 'LIMIT', 0, k, 'WITHSCORES')
+  local ls = redis.call('LRANGE', K_FIFO, 0, k - 1)
+  local zi, li = 1, 1
+  local function take_z(m)
+    zrem[#zrem + 1] = m
+    local id = member_id(m)
+    if id then
+      out[#out + 1] = fmt_int(id)
+    elseif repairs then
+      add_repair(repairs, 'ready', 0, 'malformed index entry ' .. string.sub(m, 1, 64))
+    end
+  end
+  while #zrem + li - 1 < k do
+    local zm, lm = zs[zi], ls[li]
+    if not zm and not lm then break end
+    if zm and (not lm or tonumber(zs[zi + 1]) < 0 or (tonumber(zm) or 0) < (tonumber(lm) or 0)) then
+      take_z(zm)
+      zi = zi + 2
+    else
+      out[#out + 1] = lm
+      li = li + 1
+    end
+  end
+  local taken = #zrem + li - 1
+  if taken < k then
+    for _, m in ipairs(redis.call('ZRANGE', K_READY, '(0', '+inf', 'BYSCORE', 'LIMIT', 0, k - taken)) do
+      take_z(m)
+    end
+  end
+  return out, zrem, li - 1
+end
+
+-- The ids (decimal) whose lease is in group `g`, in claim order. A
+-- malformed entry of the group's list is left out, and reported when
+-- `repairs` is given.
+local function group_ids(g, repairs)
+  local ids = {}
+  for s in string.gmatch(redis.call('HGET', K_GIDS, g) or '', '[^,]+') do
+    if decimal_id(s) then
+      ids[#ids + 1] = s
+    elseif repairs then
+      add_repair(repairs, 'leased', 0, 'malformed entry ' .. string.sub(s, 1, 64) .. ' in lease group ' .. string.sub(g, 1, 64))
+    end
+  end
+  if #ids == 0 then return ids end
+  local toks = read_chunked('HMGET', K_TOK, ids)
+  local moved = read_chunked('HMGET', K_MOVED, ids)
+  local out = {}
+  for i, id_s in ipairs(ids) do
+    local t, x = toks[i], moved[i]
+    if t and ((x and x == g) or (not x and string.sub(t, 1, 24) == g)) then out[#out + 1] = id_s end
+  end
+  return out
+end
+
+-- Redrives Dead entry `m`: 'moved' (to Ready, attempts reset), 'kept' and
+-- the problem (its record is still unusable: it stays), or 'dropped' (an
+-- entry without a record, of a Leased item, or malformed: removed and
+-- reported).
+local function redrive_entry(m, repairs)
+  local id = member_id(m)
+  if not id then
+    redis.call('ZREM', K_DEAD, m)
+    add_repair(repairs, 'dead', 0, 'malformed index entry ' .. string.sub(m, 1, 64))
+    return 'dropped'
+  end
+  local id_s = fmt_int(id)
+  local rec = redis.call('HGET', K_ITEMS, id_s)
+  local why = nil
+  if not rec then
+    why = 'item is missing'
+  elseif redis.call('HEXISTS', K_TOK, id_s) == 1 then
+    why = 'duplicate entry: the item is leased'
+  end
+  if why then
+    redis.call('ZREM', K_DEAD, m)
+    add_repair(repairs, 'dead', id, why)
+    return 'dropped'
+  end
+  local problem, r = unusable(rec, false)
+  if problem then return 'kept', problem end
+  redis.call('ZREM', K_DEAD, m)
+  redis.call('ZREM', K_SCHED, m)
+  redis.call('HDEL', K_ATT, id_s)
+  to_ready(id, r[3])
+  return 'moved'
 end

@@ -5,9 +5,12 @@
 -- ARGV[base + 2] = the registry's id floor that registration returned
 -- (0: none; the highest id of any deleted queue, where a queue with no
 -- counter starts), ARGV[base + 3] = the highest id the client has seen in
--- this queue (0: none), ARGV[base + 4] = n, then per item: payload,
--- priority, delay ms, max attempts, dedup key ('' = none), unique-for hold
--- ms ('0' = none).
+-- this queue (0: none), ARGV[base + 4] = n, ARGV[base + 5] = the batch's
+-- form, then per item:
+-- - form 'f' (no item has a priority, a delay, a dedup key or a hold): one
+--   value, 'max,0,payload' (the record without its enqueue time);
+-- - form 'g': payload, priority, delay ms, max attempts, dedup key ('' =
+--   none), unique-for hold ms ('0' = none).
 -- Returns (rows, note): one flat array with one integer per item, its id,
 -- negated when the item was deduplicated (ids start at 1), and a note
 -- (text, or nil) when the id counter had to be re-seeded; or an error reply
@@ -48,29 +51,47 @@ local function replication_id()
   return string.match(info, 'master_replid:(%w+)')
 end
 
--- The highest id any index holds, 0 when they are empty. Walks every index
--- by rank in bounded pages: its cost grows with the queue. It runs only when
--- the counter was lost or set back.
+-- The highest id the queue holds a record of, 0 when it holds none. Walks
+-- the records in bounded pages: its cost grows with the queue. It runs only
+-- when the counter was lost or set back.
 local function highest_indexed_id()
-  local top = 0
-  for _, key in ipairs({ K_READY, K_SCHED, K_LEASED, K_DEAD }) do
-    local total = redis.call('ZCARD', key)
-    for start = 0, total - 1, ID_PAGE do
-      for _, m in ipairs(redis.call('ZRANGE', key, start, start + ID_PAGE - 1)) do
-        local id = int_field(m, 1, ID_MAX)
-        if id and id > top then top = id end
-      end
+  local top, cursor = 0, '0'
+  repeat
+    local r = redis.call('HSCAN', K_ITEMS, cursor, 'COUNT', ID_PAGE)
+    cursor = r[1]
+    for i = 1, #r[2] - 1, 2 do
+      local id = int_field(r[2][i], 1, ID_MAX)
+      if id and id > top then top = id end
     end
-  end
+  until cursor == '0'
   return top
 end
 
--- How many of the ids after `last` (`n` of them) have an item key, and
--- those keys in id order.
+-- How many of the ids after `last` (`n` of them) the queue holds a record
+-- of, and those ids (decimal) in order.
+local DIGITS = { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 local function taken_after(last, n)
-  local ks = {}
-  for id = last + 1, last + n do ks[#ks + 1] = item_key(id) end
-  return call_chunked('EXISTS', nil, ks), ks
+  -- One format per ten ids, the last digit appended: a format costs more
+  -- than a concatenation.
+  local ids, id = {}, last + 1
+  local d = id % 10
+  local base, head = (id - d) / 10, nil
+  for i = 1, n do
+    if d == 10 or not head then
+      if d == 10 then
+        d = 0
+        base = base + 1
+      end
+      head = base == 0 and '' or fmt_int(base)
+    end
+    ids[i] = head .. DIGITS[d + 1]
+    d = d + 1
+  end
+  local taken = 0
+  for _, r in ipairs(read_chunked('HMGET', K_ITEMS, ids)) do
+    if r then taken = taken + 1 end
+  end
+  return taken, ids
 end
 
 -- `n` new ids, rising, a note when the counter was re-seeded (or nil), and
@@ -85,8 +106,7 @@ local function new_ids(n, floor, start, run)
   local last = math.max(seq or 0, mark or 0)
   local why, walked = nil, false
   if seq == nil and mark == nil then
-    local held = redis.call('ZCARD', K_READY) + redis.call('ZCARD', K_SCHED)
-      + redis.call('ZCARD', K_LEASED) + redis.call('ZCARD', K_DEAD)
+    local held = item_count()
     if held > 0 then
       why = 'the id counter is missing while the queue holds ' .. fmt_int(held) .. ' items'
       last, walked = highest_indexed_id(), true
@@ -126,14 +146,14 @@ local function new_ids(n, floor, start, run)
     local id = last
     for _ = 1, n + ID_PROBES do
       id = id + 1
-      if redis.call('EXISTS', item_key(id)) == 0 then
+      if redis.call('HEXISTS', K_ITEMS, fmt_int(id)) == 0 then
         ids[#ids + 1] = id
         if #ids == n then break end
       end
     end
     if #ids < n then
       return nil, 'LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind more than ' .. fmt_int(ID_PROBES)
-        .. ' existing item keys after id ' .. fmt_int(last) .. '; nothing was written'
+        .. ' existing items after id ' .. fmt_int(last) .. '; nothing was written'
     end
   end
   if ids[n] > ID_MAX then
@@ -154,43 +174,61 @@ local function unregistered(token, gen)
 end
 
 local function enqueue_batch(base)
-  local bad = guard(K_READY, K_SCHED, K_LEASED, K_DEAD, K_SEQ, K_MARK, K_DEDUP)
-  if bad then return bad end
+  -- Every key is read before the first write (GET, HMGET, LINDEX fail on a
+  -- wrong type, and the script stops having written nothing) but the ones
+  -- guarded here.
+  if ARGV[base + 5] ~= 'f' then
+    local bad = guard(K_READY, K_SCHED, K_DEDUP, K_DK, K_UF)
+    if bad then return bad end
+  end
   local now = now_ms()
-  local now_s = fmt_int(now)
+  local pre = fmt_int(now) .. ','
   local token = ARGV[base]
   local start = int_field(ARGV[base + 2], 0, ID_MAX) or 0
   local floor = int_field(ARGV[base + 3], 0, ID_MAX) or 0
   local n = tonumber(ARGV[base + 4])
-  local first = base + 5
+  local plain = ARGV[base + 5] == 'f'
+  local first = base + 6
   -- First pass, reads only: which items a dedup key holder absorbs (an older
   -- item, or the first item of this batch with the key), and how many are new.
-  local holder, first_of, fresh = {}, {}, 0
-  for i = 0, n - 1 do
-    local dk = ARGV[first + i * 6 + 4]
-    if dk ~= '' and first_of[dk] then
-      holder[i] = -first_of[dk] - 1
-    else
-      if dk ~= '' then
-        local hid = tonumber(redis.call('HGET', K_DEDUP, dk))
-        if hid and key_type(item_key(hid)) == 'hash' then holder[i] = hid end
-        if not holder[i] then holder[i] = held_by(dk, now) end
-      end
-      if not holder[i] then
-        fresh = fresh + 1
-        if dk ~= '' then first_of[dk] = i end
+  local holder, first_of, fresh = {}, {}, n
+  if not plain then
+    fresh = 0
+    for i = 0, n - 1 do
+      local dk = ARGV[first + i * 6 + 4]
+      if dk ~= '' and first_of[dk] then
+        holder[i] = -first_of[dk] - 1
+      else
+        if dk ~= '' then
+          local hid = redis.call('HGET', K_DEDUP, dk)
+          if hid and redis.call('HEXISTS', K_ITEMS, hid) == 1 then holder[i] = tonumber(hid) end
+          if not holder[i] then holder[i] = held_by(dk, now) end
+        end
+        if not holder[i] then
+          fresh = fresh + 1
+          if dk ~= '' then first_of[dk] = i end
+        end
       end
     end
   end
-  local new, note, keys = {}, nil, nil
+  local new, note, new_s = {}, nil, nil
+  local fifo_ok = true
   if fresh > 0 then
     local gen = unregistered(token, ARGV[base + 1])
     if gen then return { unregistered = gen } end
     local err
     local run = replication_id()
-    new, err, keys = new_ids(fresh, floor, start, run)
+    new, err, new_s = new_ids(fresh, floor, start, run)
     if not new then return redis.error_reply(err) end
     note = err
+    -- The fifo must stay in id order: new ids below its last entry (a
+    -- counter set back below a lost id) go to the ranked index.
+    local tail = tonumber(redis.call('LINDEX', K_FIFO, -1))
+    fifo_ok = not tail or tail < new[1]
+    if not fifo_ok then
+      local bad = guard(K_READY)
+      if bad then return bad end
+    end
     -- The first write.
     if redis.call('EXISTS', K_LISTED) == 0 then redis.call('SET', K_LISTED, token) end
     local hi = fmt_int(new[fresh])
@@ -198,9 +236,22 @@ local function enqueue_batch(base)
     redis.call('SET', K_MARK, hi)
     if run and redis.call('GET', K_RUN) ~= run then redis.call('SET', K_RUN, run) end
   end
-  local out, ids, ready, sched = {}, {}, {}, {}
-  local readied, used = 0, 0
-  for i = 0, n - 1 do
+  local out, ids, recs, fifo, ranked, sched, dks, ufs, dedup = {}, {}, {}, {}, {}, {}, {}, {}, {}
+  local readied = 0
+  if plain then
+    for i = 1, n do
+      local id_s = new_s and new_s[i] or fmt_int(new[i])
+      recs[2 * i - 1], recs[2 * i] = id_s, pre .. ARGV[first + i - 1]
+      if fifo_ok then
+        fifo[i] = id_s
+      else
+        ranked[2 * i - 1], ranked[2 * i] = '0', member(new[i])
+      end
+    end
+    out, readied = new, n
+  end
+  local used = 0
+  for i = 0, plain and -1 or n - 1 do
     local b = first + i * 6
     local h = holder[i]
     if h and h >= 0 then
@@ -213,33 +264,46 @@ local function enqueue_batch(base)
       -- The delay is compared as text first: no number conversion for the
       -- usual item without one.
       local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-      if delay ~= '0' then delay = tonumber(delay) else delay = 0 end
       used = used + 1
       local id = new[used]
+      local id_s = new_s and new_s[used] or fmt_int(id)
       ids[i] = id
-      local k, m = keys and keys[used] or item_key(id), member(id)
-      if delay > 0 then
-        local due = fmt_int(now + delay)
-        redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', '0', 'max', maxa, 'enq', now_s,
-                   'st', 'scheduled', 'due', due)
-        sched[#sched + 1] = due
-        sched[#sched + 1] = m
+      recs[#recs + 1] = id_s
+      recs[#recs + 1] = pre .. maxa .. ',' .. pri .. ',' .. payload
+      if delay ~= '0' then
+        sched[#sched + 1] = fmt_int(now + tonumber(delay))
+        sched[#sched + 1] = member(id)
       else
-        redis.call('HSET', k, 'p', payload, 'pri', pri, 'att', '0', 'max', maxa, 'enq', now_s, 'st', 'ready')
-        ready[#ready + 1] = neg(pri)
-        ready[#ready + 1] = m
+        if pri == '0' and fifo_ok then
+          fifo[#fifo + 1] = id_s
+        else
+          ranked[#ranked + 1] = neg(pri)
+          ranked[#ranked + 1] = member(id)
+        end
         readied = readied + 1
       end
-      if ARGV[b + 5] ~= '0' then redis.call('HSET', k, 'uf', ARGV[b + 5]) end
       if dk ~= '' then
-        redis.call('HSET', k, 'dk', dk)
-        redis.call('HSET', K_DEDUP, dk, id)
+        dks[#dks + 1] = id_s
+        dks[#dks + 1] = dk
+        dedup[#dedup + 1] = dk
+        dedup[#dedup + 1] = id_s
+        if ARGV[b + 5] ~= '0' then
+          ufs[#ufs + 1] = id_s
+          ufs[#ufs + 1] = ARGV[b + 5]
+        end
       end
       out[#out + 1] = id
     end
   end
-  zadd_batch(K_READY, ready)
+  hset_wide(K_ITEMS, recs)
+  if #fifo > 0 then call_chunked('RPUSH', K_FIFO, fifo) end
+  zadd_batch(K_READY, ranked)
   zadd_batch(K_SCHED, sched)
+  if #dks > 0 then
+    call_chunked('HSET', K_DK, dks)
+    call_chunked('HSET', K_DEDUP, dedup)
+  end
+  if #ufs > 0 then call_chunked('HSET', K_UF, ufs) end
   notify(readied)
   return out, note
 end

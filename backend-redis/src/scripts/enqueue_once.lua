@@ -1,4 +1,4 @@
--- enqueue_once: KEYS[10] = the request's key; ARGV[2] = how long to remember
+-- enqueue_once: K_EXTRA = the request's key; ARGV[2] = how long to remember
 -- the request (ms); from ARGV[3] what `enqueue` takes from ARGV[2] (the
 -- registration, the id floor, n, the items).
 -- Returns { 'unregistered', generation } as `enqueue` does (nothing
@@ -11,7 +11,7 @@
 -- `enqueue` returns it.
 -- Results are stored as "id:dedup,id:dedup,..." and returned as `enqueue`
 -- returns them (one signed id per item).
-local K_REQ = KEYS[10]
+local K_REQ = K_EXTRA
 local t = key_type(K_REQ)
 if t == 'string' then
   local s = redis.call('GET', K_REQ)

@@ -1,8 +1,10 @@
 -- fail: ARGV[2] = id, ARGV[3] = token, ARGV[4] = reason. Returns 1, or 0 when lost.
-local bad = guard(K_LEASED, K_DEAD, K_DSEQ)
+local bad = guard_all()
 if bad then return bad end
-local id = tonumber(ARGV[2])
-local k = fenced(id, ARGV[3])
-if not k then return 0 end
-to_dead(member(id), k, 'leased', ARGV[4])
+local id = int_field(ARGV[2], 1, ID_MAX)
+local id_s, _, a = fenced(id, ARGV[3])
+if not id_s then return 0 end
+end_lease(id_s, ARGV[3])
+set_attempts(id_s, math.min((int_field(a or '0', 0, ATT_MAX) or 0) + 1, ATT_MAX))
+to_dead(id, ARGV[4])
 return 1

@@ -6,8 +6,6 @@ while true do
   if #ms == 0 then break end
   for _, m in ipairs(ms) do
     redis.call('ZADD', K_SCHED, now, m)
-    local id = tonumber(m)
-    if id and key_type(item_key(id)) == 'hash' then redis.call('HSET', item_key(id), 'due', now) end
     n = n + 1
   end
 end

@@ -1,22 +1,23 @@
 -- test hook: ARGV[2] = id, ARGV[3] = a poison kind. Writes into the item's
--- hash a value the hash can hold but no script may use (see `unusable`).
--- Returns 1, or 0 when there is no item.
-local id = tonumber(ARGV[2])
-local k = item_key(id)
-if key_type(k) ~= 'hash' then return 0 end
+-- record or attempts a value the store can hold but no script may use (see
+-- `unusable`). Returns 1, or 0 when there is no item.
+local id_s = ARGV[2]
+local rec = redis.call('HGET', K_ITEMS, id_s)
+if not rec then return 0 end
+local e, m, p, rest = string.match(rec, '^([^,]*),([^,]*),([^,]*),()')
 local kind = ARGV[3]
 if kind == 'attempts_at_limit' then
-  redis.call('HSET', k, 'att', fmt_int(ATT_MAX))
+  redis.call('HSET', K_ATT, id_s, fmt_int(ATT_MAX))
 elseif kind == 'negative_attempts' then
-  redis.call('HSET', k, 'att', '-1')
+  redis.call('HSET', K_ATT, id_s, '-1')
 elseif kind == 'bad_max_attempts' then
-  redis.call('HSET', k, 'max', '0')
+  redis.call('HSET', K_ITEMS, id_s, e .. ',0,' .. p .. ',' .. string.sub(rec, rest))
 elseif kind == 'priority_out_of_range' then
-  redis.call('HSET', k, 'pri', fmt_int(PRI_MAX + 1))
+  redis.call('HSET', K_ITEMS, id_s, e .. ',' .. m .. ',' .. fmt_int(PRI_MAX + 1) .. ',' .. string.sub(rec, rest))
 elseif kind == 'not_a_number' then
-  redis.call('HSET', k, 'att', 'many')
+  redis.call('HSET', K_ATT, id_s, 'many')
 elseif kind == 'missing_payload' then
-  redis.call('HDEL', k, 'p')
+  redis.call('HSET', K_ITEMS, id_s, e .. ',' .. m .. ',' .. p)
 else
   return redis.error_reply('ERR unknown poison kind ' .. tostring(kind))
 end

@@ -4,14 +4,14 @@
 -- { 2, state } finished when the server's now is before that expiry (state
 -- false: the item is gone; a Scheduled item past its due time is Ready, as
 -- every read shows it), else { 3, false } lost.
-local id = tonumber(ARGV[2])
-local k = item_key(id)
+local id = int_field(ARGV[2], 1, ID_MAX)
 local now = now_ms()
 local st = false
-if key_type(k) == 'hash' then
-  local f = redis.call('HMGET', k, 'st', 'tok', 'due')
-  if f[1] == 'leased' and f[2] == ARGV[3] then return { 1, false } end
-  st = as_read(f[1] or 'ready', int_field(f[3], 0, ID_MAX), now)
+if id then
+  local id_s = fmt_int(id)
+  if redis.call('HGET', K_TOK, id_s) == ARGV[3] then return { 1, false } end
+  local home, due = state_of(id, id_s, member(id))
+  if home then st = as_read(home, due, now) end
 end
 if now < tonumber(ARGV[4]) then return { 2, st } end
 return { 3, false }

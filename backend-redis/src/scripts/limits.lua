@@ -1,12 +1,12 @@
 -- leaseq: global queue limits, the part of the claim script that reads and
 -- counts them (prepended to claim.lua at build time).
--- KEYS[10]: the queue's limits hash: `conc` (at most this many Leased),
+-- K_EXTRA (KEYS[2]): the queue's limits hash: `conc` (at most this many Leased),
 -- `rate` and `per` (at most `rate` items leased per window of `per` ms),
 -- `win` and `used` (the current window's start in ms and the items leased
 -- in it). Windows are fixed: window i covers [i * per, (i + 1) * per) ms
 -- of the server's clock. The arithmetic is leaseq_core::queue_limits::
 -- Admission's, step for step.
-local K_LIMITS = KEYS[10]
+local K_LIMITS = K_EXTRA
 -- leaseq_core::queue_limits::CONCURRENCY_RETRY in ms (a unit test keeps the
 -- two equal).
 local CONCURRENCY_RETRY_MS = 100
@@ -30,7 +30,7 @@ local function limits_admit(now, max)
   local rate, per = int_field(f[2], 1, LIMIT_MAX), int_field(f[3], 1, WINDOW_MAX_MS)
   local allow, conc_left, rate_left = max, nil, nil
   if conc then
-    conc_left = math.max(conc - redis.call('ZCARD', K_LEASED), 0)
+    conc_left = math.max(conc - leased_count(), 0)
     allow = math.min(allow, conc_left)
   end
   local start, used = nil, 0

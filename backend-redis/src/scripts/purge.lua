@@ -1,7 +1,7 @@
 -- purge: ARGV[2] = batch size. Deletes up to a batch of entries per index and
 -- their items; when every index is empty, the dedup keys (held ones too).
 -- Returns { items deleted, more }.
-local bad = guard_indexes()
+local bad = guard_all()
 if bad then return bad end
 local deleted, left = purge_batch(tonumber(ARGV[2]))
 local more = 1

@@ -1,5 +1,5 @@
 -- queue_delete: the last step of `delete_queue` (src/delete.rs), after
--- purge batches emptied the indexes. KEYS[10] = the queue's limits hash;
+-- purge batches emptied the indexes. K_EXTRA = the queue's limits hash;
 -- ARGV[2] = the registry's id floor the client has raised, ARGV[3] = how
 -- long the generation tombstone lives (ms), ARGV[4] = batch size. First
 -- deletes up to a batch of entries per index, as purge does (items that
@@ -14,7 +14,7 @@
 -- they do, `{p:q}:seq:deleted` holds the queue's last id (ARGV[5] = for
 -- how long, ms): a record whose ids are all at or below it was written
 -- before this delete, and enqueue_once treats its request as new.
-local bad = guard_indexes()
+local bad = guard_all()
 if bad then return bad end
 local deleted, left = purge_batch(tonumber(ARGV[4]))
 if left > 0 then return { deleted, 'busy' } end
@@ -23,7 +23,7 @@ local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX) or 0
 local last = math.max(seq, mark)
 if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', last } end
 local token = redis.call('GET', K_LISTED) or ''
-redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, KEYS[10])
+redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, K_EXTRA)
 if last > 0 then redis.call('SET', K_DELETED, fmt_int(last), 'PX', ARGV[5]) end
 redis.call('INCR', K_LISTGEN)
 redis.call('PEXPIRE', K_LISTGEN, ARGV[3])

@@ -1,22 +1,22 @@
--- queues_registry: KEYS[10] = the registry of queues (a hash: queue -> the
+-- queues_registry: K_EXTRA = the registry of queues (a hash: queue -> the
 -- token it was last registered under). ARGV[2] = 'all': every field and
 -- value; or 'drop' followed by pairs of queue and token: each queue's field
 -- is deleted only while it still holds that token (a registration made
--- since keeps it); or 'raise' and an id: KEYS[11], the id floor, becomes at
+-- since keeps it); or 'raise' and an id: KEYS[3], the id floor, becomes at
 -- least that id. Returns the fields and values, how many were deleted, or
 -- the floor.
-local K_REG = KEYS[10]
+local K_REG = K_EXTRA
 if ARGV[2] == 'raise' then
-  local stored = redis.call('GET', KEYS[11])
+  local stored = redis.call('GET', KEYS[3])
   local floor = int_field(stored, 0, ID_MAX)
   if stored and not floor then
-    return redis.error_reply('LEASEQ_CORRUPT key ' .. KEYS[11] .. ' holds ' .. shown(stored) .. ', expected an id')
+    return redis.error_reply('LEASEQ_CORRUPT key ' .. KEYS[3] .. ' holds ' .. shown(stored) .. ', expected an id')
   end
   floor = floor or 0
   local id = int_field(ARGV[3], 0, ID_MAX) or 0
   if id > floor then
     floor = id
-    redis.call('SET', KEYS[11], fmt_int(floor))
+    redis.call('SET', KEYS[3], fmt_int(floor))
   end
   return floor
 end

@@ -1,4 +1,4 @@
--- schedule_fire: KEYS[10] = the schedule's record (a hash in the queue's
+-- schedule_fire: K_EXTRA = the schedule's record (a hash in the queue's
 -- slot: name, spec, p payload, rev, def, last). ARGV[2] = the revision the
 -- caller loaded, ARGV[3] = the tick (ms), then from ARGV[4] the enqueue
 -- batch arguments of one item (scripts/enqueue_batch.lua).
@@ -6,7 +6,7 @@
 -- { 'fired', rows, note } | { 'unregistered', generation } (the queue must
 -- be registered first, nothing written, as `enqueue` answers). The check of the last tick, the enqueue and the
 -- record of the tick are this one script: one step.
-local K_REC = KEYS[10]
+local K_REC = K_EXTRA
 local t = key_type(K_REC)
 if t == 'none' then return { 'stale' } end
 if t ~= 'hash' then

@@ -1,8 +1,8 @@
--- schedule_get: KEYS[10] = the schedule's record; ARGV[2] = 1 to delete it
+-- schedule_get: K_EXTRA = the schedule's record; ARGV[2] = 1 to delete it
 -- after reading (a removal, or the first half of a move to another queue).
 -- Returns { spec, payload, revision, defined at, last tick ('' = none) },
 -- or false when there is no record.
-local K_REC = KEYS[10]
+local K_REC = K_EXTRA
 if key_type(K_REC) ~= 'hash' then return false end
 local f = redis.call('HMGET', K_REC, 'spec', 'p', 'rev', 'def', 'last')
 if ARGV[2] == '1' then redis.call('DEL', K_REC) end

@@ -1,6 +1,6 @@
--- schedule_index: KEYS[10] = the index of schedules (a hash: name -> queue).
+-- schedule_index: K_EXTRA = the index of schedules (a hash: name -> queue).
 -- ARGV[2] = 'get' name | 'set' name queue | 'del' name | 'all'.
-local K_IDX = KEYS[10]
+local K_IDX = K_EXTRA
 local t = key_type(K_IDX)
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('LEASEQ_CORRUPT key ' .. K_IDX .. ' holds a ' .. t .. ', expected a hash')

@@ -1,9 +1,9 @@
--- schedule_put: KEYS[10] = the schedule's record. ARGV[2] = name,
+-- schedule_put: K_EXTRA = the schedule's record. ARGV[2] = name,
 -- ARGV[3] = spec, ARGV[4] = payload, ARGV[5] = a revision carried over from
 -- the queue the schedule moved from ('' = none), ARGV[6] = its last tick
 -- ('' = none). Unchanged (same spec and payload): writes nothing.
 -- Returns { revision, defined at, last tick ('' = none) }.
-local K_REC = KEYS[10]
+local K_REC = K_EXTRA
 local t = key_type(K_REC)
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('LEASEQ_CORRUPT key ' .. K_REC .. ' holds a ' .. t .. ', expected a hash')

@@ -1,9 +1,9 @@
 -- stats: counts per state. Due Scheduled items are promoted (one bounded
 -- batch) and any left over still count as Ready.
-local bad = guard_indexes()
+local bad = guard_all()
 if bad then return bad end
 local now = now_ms()
 promote_due(now, {})
 local due = redis.call('ZCOUNT', K_SCHED, '-inf', now)
-return { redis.call('ZCARD', K_READY) + due, redis.call('ZCOUNT', K_SCHED, '(' .. fmt_int(now), '+inf'),
-         redis.call('ZCARD', K_LEASED), redis.call('ZCARD', K_DEAD) }
+return { redis.call('LLEN', K_FIFO) + redis.call('ZCARD', K_READY) + due,
+         redis.call('ZCOUNT', K_SCHED, '(' .. fmt_int(now), '+inf'), leased_count(), redis.call('ZCARD', K_DEAD) }

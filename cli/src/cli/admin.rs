@@ -326,8 +326,35 @@ async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
 
 pub(crate) async fn migrate(url: &Target) -> Result<(), CliError> {
     url.shared_only()?;
+    #[cfg(feature = "redis")]
+    if let Ok(leaseq::BackendUrl::Redis(redis_url)) = leaseq::BackendUrl::parse(url.url()) {
+        return migrate_redis(url, &redis_url).await;
+    }
     url.connect(true).await?;
     println!("{}: schema created or already up to date", url.url());
+    Ok(())
+}
+
+/// Converts every queue in the registry of queues from key layout 1 (see
+/// the `leaseq-redis` crate docs, "Upgrading").
+#[cfg(feature = "redis")]
+async fn migrate_redis(url: &Target, redis_url: &str) -> Result<(), CliError> {
+    let mut options = leaseq::redis::RedisOptions::new(redis_url);
+    if let Some(prefix) = url.namespace() {
+        options = options.prefix(prefix);
+    }
+    let backend = leaseq::redis::RedisRsBackend::connect(options).await?;
+    let done = backend.migrate_layout1_all().await?;
+    for (queue, moved) in &done {
+        if *moved > 0 {
+            println!("{queue}: {moved} items converted to key layout 2");
+        }
+    }
+    println!(
+        "{}: key layout 2 up to date ({} queues registered)",
+        url.url(),
+        done.len()
+    );
     Ok(())
 }
 

@@ -68,8 +68,9 @@ enum Command {
     Remove(admin::RemoveArgs),
     /// Deletes every item of a queue (asks first unless --yes).
     Purge(admin::PurgeArgs),
-    /// Creates or upgrades the PostgreSQL schema (the only command that
-    /// writes to it; admin commands never do).
+    /// Creates or upgrades the PostgreSQL or SQLite schema, or converts
+    /// the Redis queues still in key layout 1 (the only command that does;
+    /// admin commands never do).
     Migrate,
     /// A queue's global limits (concurrency, rate), obeyed by every worker.
     #[command(subcommand)]
@@ -126,6 +127,11 @@ impl Target {
     /// The URL as given.
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The schema or key prefix given, if any.
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
     }
 
     /// Refuses `memory://` for a one-shot command: its queues live in this
