@@ -303,10 +303,10 @@
 //! again only after a reply that proves it did not run: `MOVED` / `ASK`
 //! (the node refused it), `TRYAGAIN` (the slot is split mid-migration) and
 //! `CLUSTERDOWN`. While its slot migrates a script could start on the old
-//! node with some item keys already moved and fail halfway, leaving a half
-//! transition; so each script's first command probes the slot (a two-key
-//! `EXISTS` that the server refuses only while the slot is migrating or
-//! importing) and stops before any write with `TRYAGAIN`. A script cut off by
+//! node with some of the queue's keys already moved and fail halfway,
+//! leaving a half transition; so each script's first command probes the
+//! slot (a multi-key `EXISTS` of keys that never exist in this layout, which
+//! the server refuses only while the slot is migrating or importing) and stops before any write with `TRYAGAIN`. A script cut off by
 //! a dropped connection or a timeout may have run: it is reported as
 //! [`leaseq_core::Error::Backend`], never sent again (the `redis` cluster
 //! connection is built with no retries of its own; `fred` commands are

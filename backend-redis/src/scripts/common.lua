@@ -256,8 +256,8 @@ local function read_chunked(cmd, head, list)
   return out
 end
 
--- HSET of field/value pairs (a list it appends to) into a per-item hash,
--- kept a hash table: the wide field goes with them.
+-- HSET of field/value pairs (a list it appends to) into a hash with one
+-- field per item, kept a hash table: the wide field goes with them.
 local function hset_wide(key, pairs)
   if #pairs == 0 then return end
   pairs[#pairs + 1] = WIDE_FIELD

@@ -30,10 +30,10 @@
 -- written together. The next id is 1 + the highest of the two and of the
 -- client's floor (the highest id that client has seen in the queue: it
 -- catches a server restarted from an older snapshot, which took both copies
--- back). When both copies are missing while the indexes hold items, or when
--- a new id's item key already exists (a counter set back behind existing
--- items), the indexes are walked for their highest id and the counter
--- re-seeded past it; item keys in no index above that are stepped over.
+-- back). When both copies are missing while the queue holds items, or when
+-- a new id already has a record (a counter set back behind existing items),
+-- the records are walked for their highest id and the counter re-seeded
+-- past it.
 -- K_RUN holds the server's replication id when the counter was last written.
 -- A master with another one (a promoted replica, a restart) may hold a
 -- counter taken back past ids the old history handed out and lost; the next
@@ -95,8 +95,8 @@ local function taken_after(last, n)
 end
 
 -- `n` new ids, rising, a note when the counter was re-seeded (or nil), and
--- the ids' item keys when the ids are the `n` after the counter (nil when
--- some were stepped over); or nil and an error line. Reads only. A queue
+-- the ids as decimal strings when they are the `n` after the counter (nil
+-- when some were stepped over); or nil and an error line. Reads only. A queue
 -- with no counter and no item (new, or deleted) starts above `start`, the
 -- registry's floor: ids of a deleted queue are never handed out again.
 -- `run`: the server's replication id.

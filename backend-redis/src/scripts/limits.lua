@@ -17,7 +17,7 @@ local LIM = nil
 -- How many items a claim of up to `max` at `now` may lease under the
 -- queue's limits; (nil, error reply) when the limits key is not a hash.
 -- Every Leased item counts (expired ones not yet reaped included): the
--- Leased index's ZCARD, one O(1) read.
+-- token index's HLEN, one O(1) read.
 local function limits_admit(now, max)
   if not K_LIMITS then return max end
   local t = key_type(K_LIMITS)

@@ -1,7 +1,7 @@
 -- Deletes up to `batch` entries of each index (a lease group counts as one)
 -- and their items. Returns how many items it deleted and how many entries
 -- the indexes still hold. Once they hold none, records in no index (left by
--- corruption) go with the per-item hashes.
+-- corruption) go with the hashes that hold a field per item.
 local function purge_batch(batch)
   local ids = redis.call('LPOP', K_FIFO, batch) or {}
   for _, key in ipairs({ K_READY, K_SCHED, K_DEAD }) do
