@@ -29,6 +29,17 @@ fn slot(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
+/// Tokens as one script argument, 32 hex digits each, end to end (claim
+/// and `ack_many` take them so: one value instead of one per lease).
+fn packed_tokens(tokens: impl ExactSizeIterator<Item = LeaseToken>) -> Bytes {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(32 * tokens.len());
+    for token in tokens {
+        let _ = write!(out, "{token}");
+    }
+    Bytes::from(out)
+}
+
 fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
 }
@@ -177,18 +188,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         loop {
             let done = out.leases.len();
             let want = max - done;
-            let mut args = Vec::with_capacity(3);
-            args.push(arg(spec.ttl().as_millis()));
-            args.push(arg(want));
             // Slot `i` of the whole claim (counted across its rounds) gets
             // the spec's token `i`, so a lost reply can be recovered. The
             // tokens go as one value, 32 hex digits each.
-            let mut tokens = String::with_capacity(32 * want);
-            for i in done..max {
-                use std::fmt::Write;
-                let _ = write!(tokens, "{}", spec.token(slot(i)));
-            }
-            args.push(Bytes::from(tokens));
+            let args = vec![
+                arg(spec.ttl().as_millis()),
+                arg(want),
+                packed_tokens((done..max).map(|i| spec.token(slot(i)))),
+            ];
             let r = self
                 .run_with_keys(&self.scripts.claim, queue, limits_key.clone(), args)
                 .await?;
@@ -306,12 +313,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             let mut args = Vec::with_capacity(1 + 2 * at.len());
             args.push(arg(at.len()));
             args.extend(at.iter().map(|&i| arg(leases[i].id.get())));
-            let mut tokens = String::with_capacity(32 * at.len());
-            for &i in &at {
-                use std::fmt::Write;
-                let _ = write!(tokens, "{}", leases[i].token);
-            }
-            args.push(Bytes::from(tokens));
+            args.push(packed_tokens(at.iter().map(|&i| leases[i].token)));
             let r = self.run(&self.scripts.ack_many, queue, args).await?;
             // The script answers the positions (from 1) of the lost leases.
             let mut acked = vec![true; at.len()];

@@ -21,21 +21,9 @@ end
 -- hash's HDEL, the first write, fails on a wrong type before anything
 -- changed, and the token index was read.
 if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR) == 0 then
-  -- Leases per group (their tokens' family); a batch mostly acks one
-  -- claim's leases, so each token is first compared in place with the
-  -- family of the one before.
-  local cnt, fam, c = {}, nil, 0
-  for k = 1, n do
-    if not (fam and string.find(toks[k], fam, 1, true) == 1) then
-      if fam then cnt[fam] = (cnt[fam] or 0) + c end
-      fam, c = string.sub(toks[k], 1, 24), 0
-    end
-    c = c + 1
-  end
-  if fam then cnt[fam] = (cnt[fam] or 0) + c end
   redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
-  leave_groups(cnt)
+  leave_groups(group_counts(toks, false))
   return lost
 end
 local bad = guard_all(K_DEDUP, K_DK, K_UF)

@@ -350,6 +350,28 @@ local function leave_groups(cnt)
   end
 end
 
+-- How many of the leases with tokens `toks` each group holds, a lease's
+-- group being `moved[k]` when given (not false), else its token's family.
+-- A batch is mostly one claim's leases: each token is first compared in
+-- place with the family of the one before, no string made per lease.
+local function group_counts(toks, moved)
+  local cnt, fam, c = {}, nil, 0
+  for k = 1, #toks do
+    local x = moved and moved[k]
+    if x then
+      cnt[x] = (cnt[x] or 0) + 1
+    else
+      if not (fam and string.find(toks[k], fam, 1, true) == 1) then
+        if fam then cnt[fam] = (cnt[fam] or 0) + c end
+        fam, c = string.sub(toks[k], 1, 24), 0
+      end
+      c = c + 1
+    end
+  end
+  if fam then cnt[fam] = (cnt[fam] or 0) + c end
+  return cnt
+end
+
 -- Ends the lease of item `id_s` (token `token`): out of its group and of
 -- the token index. The item is then in no state index: the caller puts it
 -- in one.
@@ -593,12 +615,7 @@ end
 -- trace (a dedup key is released, or held for its unique-for time).
 local function ack_items(ids, toks, now)
   local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
-  local cnt = {}
-  for i = 1, #ids do
-    local g = (moved and moved[i]) or string.sub(toks[i], 1, 24)
-    cnt[g] = (cnt[g] or 0) + 1
-  end
-  leave_groups(cnt)
+  leave_groups(group_counts(toks, moved))
   if moved then call_chunked('HDEL', K_MOVED, ids) end
   if redis.call('EXISTS', K_DK) == 1 then
     local dks = read_chunked('HMGET', K_DK, ids)

@@ -39,7 +39,6 @@
 -- counter taken back past ids the old history handed out and lost; the next
 -- ids then start RUN_GAP above the counter, past any id issued unreplicated.
 local ID_PAGE = 1000
-local ID_PROBES = 10000
 local K_RUN = K_SEQ .. ':run'
 local RUN_GAP = 4294967296
 
@@ -95,8 +94,7 @@ local function taken_after(last, n)
 end
 
 -- `n` new ids, rising, a note when the counter was re-seeded (or nil), and
--- the ids as decimal strings when they are the `n` after the counter (nil
--- when some were stepped over); or nil and an error line. Reads only. A queue
+-- the ids as decimal strings; or nil and an error line. Reads only. A queue
 -- with no counter and no item (new, or deleted) starts above `start`, the
 -- registry's floor: ids of a deleted queue are never handed out again.
 -- `run`: the server's replication id.
@@ -137,25 +135,10 @@ local function new_ids(n, floor, start, run)
       taken, keys = taken_after(last, n)
     end
   end
+  -- After a walk no new id is taken below 2^53: the walk found the highest
+  -- record id up to it. A taken id past that is past 2^53, refused below.
   local ids = {}
-  if taken == 0 then
-    for i = 1, n do ids[i] = last + i end
-  else
-    keys = nil
-    -- Item keys in no index sit above the highest indexed id: step over them.
-    local id = last
-    for _ = 1, n + ID_PROBES do
-      id = id + 1
-      if redis.call('HEXISTS', K_ITEMS, fmt_int(id)) == 0 then
-        ids[#ids + 1] = id
-        if #ids == n then break end
-      end
-    end
-    if #ids < n then
-      return nil, 'LEASEQ_CORRUPT id counter ' .. K_SEQ .. ' is behind more than ' .. fmt_int(ID_PROBES)
-        .. ' existing items after id ' .. fmt_int(last) .. '; nothing was written'
-    end
-  end
+  for i = 1, n do ids[i] = last + i end
   if ids[n] > ID_MAX then
     return nil, 'LEASEQ_CORRUPT ids of queue ' .. K_SEQ .. ' ran past 2^53; nothing was written'
   end
