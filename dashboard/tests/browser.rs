@@ -81,15 +81,21 @@ async fn wait_for(c: &Client, css: &str, wanted: &str, ok: impl Fn(&str) -> bool
     }
 }
 
+/// Finds and clicks the element, finding it again when the page's refresh
+/// replaced it between the find and the click (a stale element reference).
 async fn click(c: &Client, css: &str) {
-    c.wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match c.find(Locator::Css(css)).await {
+            Ok(e) => match e.click().await {
+                Ok(_) => return,
+                Err(e) => format!("clicking {css}: {e}"),
+            },
+            Err(e) => format!("{css} never appeared: {e}"),
+        };
+        assert!(Instant::now() < deadline, "{last}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Enqueues the hostile, the binary and the huge payload, and a plain one,
