@@ -559,6 +559,110 @@ async fn racing_reaper_rewrote_state(which: Which) {
     c.assert_consistent_and_empty().await;
 }
 
+/// A reap with work to do (expired leases, one of them on its final
+/// attempt; then also a due Scheduled item) meets each key it may touch
+/// planted with the wrong type in turn: it fails with `Corrupt` and the
+/// queue is left exactly as it was. With every key put back, the reap
+/// recovers every lease.
+async fn reap_with_work_refuses_wrong_types(which: Which) {
+    let Some(mut c) = case(which, "reapbadtype").await else {
+        return;
+    };
+    let items = vec![
+        NewItem::new("again"),
+        NewItem::new("last").max_attempts(1),
+        NewItem::new("ranked").priority(3),
+    ];
+    c.backend.enqueue(&c.queue, items).await.expect("enqueue");
+    let leases = c
+        .backend
+        .claim_up_to(&c.queue, 3, TTL)
+        .await
+        .expect("claim");
+    assert_eq!(leases.leases.len(), 3);
+    c.backend
+        .enqueue_one(&c.queue, NewItem::new("dead").max_attempts(1))
+        .await
+        .expect("enqueue");
+    let doomed = c
+        .backend
+        .claim_one(&c.queue, TTL)
+        .await
+        .expect("claim")
+        .expect("lease");
+    c.backend.fail(&doomed.key, "no").await.expect("fail");
+    c.backend
+        .enqueue_one(
+            &c.queue,
+            NewItem::new("later").delay(Duration::from_secs(600)),
+        )
+        .await
+        .expect("enqueue");
+    let backend = Arc::clone(&c.backend);
+    let hooks = backend.test_hooks().expect("hooks");
+    assert_eq!(hooks.expire_leases(&c.queue).await.expect("expire"), 3);
+    reap_refused_on_each_wrong_type(&mut c).await;
+    assert_eq!(hooks.make_due(&c.queue).await.expect("due"), 1);
+    reap_refused_on_each_wrong_type(&mut c).await;
+    let report = c.backend.reap(&c.queue).await.expect("reap");
+    assert_eq!((report.requeued, report.dead), (2, 1), "{report:?}");
+    assert!(report.repairs.is_empty(), "{report:?}");
+    let stats = c.backend.stats(&c.queue).await.expect("stats");
+    assert_eq!(
+        (stats.ready, stats.leased, stats.dead),
+        (3, 0, 2),
+        "{stats:?}"
+    );
+}
+
+/// Plants each key a reap may touch with the wrong type in turn: the reap
+/// fails with `Corrupt` having written nothing; then puts the key back.
+async fn reap_refused_on_each_wrong_type(c: &mut Case) {
+    let k = &c.keys;
+    let counters = [k.dead_seq()];
+    let structures = [
+        k.ready_fifo(),
+        k.ready(),
+        k.scheduled(),
+        k.lease_groups(),
+        k.dead(),
+        k.items(),
+        k.lease_tokens(),
+        k.attempts(),
+        c.key("lease:ids"),
+        c.key("lease:live"),
+        c.key("lease:moved"),
+        c.key("errors"),
+    ];
+    for key in structures.iter().chain(counters.iter()) {
+        let saved: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(key)
+            .query_async(&mut c.raw)
+            .await
+            .expect("dump");
+        let _: i64 = c.raw.del(key).await.expect("del");
+        if counters.contains(key) {
+            let _: i64 = c.raw.rpush(key, "x").await.expect("plant");
+        } else {
+            let _: () = c.raw.set(key, "junk").await.expect("plant");
+        }
+        let before = c.contents().await;
+        let err = c.backend.reap(&c.queue).await.expect_err("reap refused");
+        assert!(matches!(err, Error::Corrupt { .. }), "{key}: {err:?}");
+        assert_eq!(c.contents().await, before, "{key}: a refused reap wrote");
+        let _: i64 = c.raw.del(key).await.expect("del");
+        if let Some(saved) = saved {
+            let _: () = redis::cmd("RESTORE")
+                .arg(key)
+                .arg(0)
+                .arg(saved)
+                .query_async(&mut c.raw)
+                .await
+                .expect("restore");
+        }
+    }
+}
+
 /// Lease groups that name ids without records (a real lease whose record
 /// was deleted, and a planted group), and garbage in the lease indexes (a
 /// group without an id list, ids that are no ids), are removed by reap:
@@ -868,6 +972,7 @@ for_each_client!(
     racing_reaper_leftovers,
     racing_reaper_rewrote_state,
     reap_heals_lease_groups,
+    reap_with_work_refuses_wrong_types,
     many_dangling_ids_never_stall,
     counter_reset_skips_taken_ids,
     stray_entry_elsewhere_is_healed,

@@ -303,9 +303,20 @@ end
 
 -- `guard` of every key that holds items, their state or their leases
 -- (what moving an item between states may touch), and `...`.
+local STATE_KEYS = { K_FIFO, K_READY, K_SCHED, K_GROUPS, K_DEAD, K_DSEQ, K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED,
+                     K_ATT, K_ERR }
 local function guard_all(...)
   return guard(K_FIFO, K_READY, K_SCHED, K_GROUPS, K_DEAD, K_DSEQ, K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED,
                K_ATT, K_ERR, ...)
+end
+-- `guard_all` of the keys the script has not read yet (`read[key]` set):
+-- a read of a key of the wrong type has already failed the script.
+local function guard_unread(read)
+  local left = {}
+  for _, k in ipairs(STATE_KEYS) do
+    if not read[k] then left[#left + 1] = k end
+  end
+  return guard(unpack(left))
 end
 
 -- A coalesced wake-up hint for idle workers; never fails the script.

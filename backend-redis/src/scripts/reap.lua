@@ -3,42 +3,106 @@
 -- never with the live leases.
 -- Returns { requeued, dead, repairs, more } where more = 1 when the batch
 -- was full.
-local bad = guard_all()
-if bad then return bad end
+-- Every key it reads is read before its first write (a wrong type fails
+-- the read, and the script stops having written nothing), so only the
+-- other keys are guarded.
 local batch = tonumber(ARGV[2])
 local now = now_ms()
 local repairs = {}
-promote_due(now, repairs)
 local gs = redis.call('ZRANGEBYSCORE', K_GROUPS, '-inf', now, 'LIMIT', 0, batch)
-local requeued, dead = 0, 0
-for _, g in ipairs(gs) do
-  -- The group's list is not pruned on ack: `group_ids` keeps the ids whose
-  -- lease is still in this group.
-  local ids = group_ids(g, repairs)
-  redis.call('ZREM', K_GROUPS, g)
-  redis.call('HDEL', K_GIDS, g)
-  redis.call('HDEL', K_GLIVE, g)
-  if #ids > 0 then
-    local recs = read_chunked('HMGET', K_ITEMS, ids)
-    local atts = read_chunked('HMGET', K_ATT, ids)
-    call_chunked('HDEL', K_TOK, ids)
-    call_chunked('HDEL', K_MOVED, ids)
-    for i, id_s in ipairs(ids) do
-      local id = tonumber(id_s)
-      if not recs[i] then
-        add_repair(repairs, 'leased', id, 'item is missing')
+local due = #redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, 1) > 0
+local read = { [K_GROUPS] = true, [K_SCHED] = true }
+if #gs == 0 and not due then
+  return guard_unread(read) or { 0, 0, repairs, 0 }
+end
+
+-- The ids whose lease is in an expired group, each once, with their
+-- records and attempts. A group's list is not pruned on ack or release:
+-- an id whose lease now lives elsewhere (or nowhere) is left out.
+local ids = {}
+if #gs > 0 then
+  local lists = read_chunked('HMGET', K_GIDS, gs)
+  local listed, of = {}, {}
+  for k, g in ipairs(gs) do
+    for s in string.gmatch(lists[k] or '', '[^,]+') do
+      if decimal_id(s) then
+        listed[#listed + 1], of[#listed + 1] = s, g
       else
-        local problem, r, att = unusable(recs[i], atts[i])
-        if problem then
-          quarantine(id, 'leased', problem, repairs)
-        elseif after_attempt(id, r, att, 'lease expired on final attempt') == 'dead' then
-          dead = dead + 1
-        else
-          requeued = requeued + 1
-        end
+        add_repair(repairs, 'leased', 0,
+          'malformed entry ' .. string.sub(s, 1, 64) .. ' in lease group ' .. string.sub(g, 1, 64))
       end
     end
   end
+  read[K_GIDS] = true
+  if #listed > 0 then
+    read[K_TOK], read[K_MOVED] = true, true
+    local toks = read_chunked('HMGET', K_TOK, listed)
+    local moved = read_chunked('HMGET', K_MOVED, listed)
+    local seen = {}
+    for i, s in ipairs(listed) do
+      local t, x, g = toks[i], moved[i], of[i]
+      if t and not seen[s] and ((x and x == g) or (not x and string.sub(t, 1, 24) == g)) then
+        seen[s] = true
+        ids[#ids + 1] = s
+      end
+    end
+  end
+end
+local recs = read_chunked('HMGET', K_ITEMS, ids)
+local atts = read_chunked('HMGET', K_ATT, ids)
+
+-- What becomes of each: Ready, Dead (its last attempt), quarantined, or
+-- nothing (no record).
+local fate, usable, tried = {}, {}, {}
+for i = 1, #ids do
+  if not recs[i] then
+    fate[i] = 'missing'
+  else
+    local problem, r, att = unusable(recs[i], atts[i])
+    if problem then
+      fate[i], usable[i] = 'poison', problem
+    else
+      usable[i], tried[i] = r, att + 1
+      if tried[i] >= tonumber(r[2]) then fate[i] = 'dead' else fate[i] = 'ready' end
+    end
+  end
+end
+if #ids > 0 then read[K_ITEMS], read[K_ATT] = true, true end
+local bad = guard_unread(read)
+if bad then return bad end
+
+if due then promote_due(now, repairs) end
+local requeued, dead = 0, 0
+if #gs > 0 then
+  call_chunked('ZREM', K_GROUPS, gs)
+  call_chunked('HDEL', K_GIDS, gs)
+  call_chunked('HDEL', K_GLIVE, gs)
+end
+if #ids > 0 then
+  call_chunked('HDEL', K_TOK, ids)
+  call_chunked('HDEL', K_MOVED, ids)
+  local att_pairs, ready = {}, {}
+  for i, id_s in ipairs(ids) do
+    local id, f = tonumber(id_s), fate[i]
+    if f == 'missing' then
+      add_repair(repairs, 'leased', id, 'item is missing')
+    elseif f == 'poison' then
+      quarantine(id, 'leased', usable[i], repairs)
+    else
+      local a = #att_pairs
+      att_pairs[a + 1], att_pairs[a + 2] = id_s, fmt_int(tried[i])
+      if f == 'dead' then
+        to_dead(id, 'lease expired on final attempt')
+        dead = dead + 1
+      else
+        local z = #ready
+        ready[z + 1], ready[z + 2] = 0 - tonumber(usable[i][3]), member(id)
+        requeued = requeued + 1
+      end
+    end
+  end
+  call_chunked('HSET', K_ATT, att_pairs)
+  zadd_batch(K_READY, ready)
 end
 notify(requeued)
 local more = 0
