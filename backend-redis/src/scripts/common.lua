@@ -312,11 +312,13 @@ end
 -- `guard_all` of the keys the script has not read yet (`read[key]` set):
 -- a read of a key of the wrong type has already failed the script.
 local function guard_unread(read)
-  local left = {}
   for _, k in ipairs(STATE_KEYS) do
-    if not read[k] then left[#left + 1] = k end
+    if not read[k] then
+      local bad = guard(k)
+      if bad then return bad end
+    end
   end
-  return guard(unpack(left))
+  return nil
 end
 
 -- A coalesced wake-up hint for idle workers; never fails the script.
