@@ -244,6 +244,55 @@ async fn ready_id_also_leased(which: Which) {
     c.assert_consistent_and_empty().await;
 }
 
+/// Ids the Ready indexes list twice (the fifo twice over, the fifo and
+/// the ranked index) within the reach of one claim: each item is leased
+/// once, the repeats are reported, and every lease holds the token of its
+/// slot (each acks).
+async fn ready_id_listed_twice_in_one_claim(which: Which) {
+    let Some(mut c) = case(which, "duptwice").await else {
+        return;
+    };
+    let ids = c.enqueue(4).await;
+    for id in &ids[..2] {
+        let _: i64 = c
+            .raw
+            .rpush(c.keys.ready_fifo(), id.get().to_string())
+            .await
+            .expect("rpush");
+    }
+    let _: i64 = c
+        .raw
+        .zadd(c.keys.ready(), KeyLayout::member(ids[2]), 0)
+        .await
+        .expect("zadd");
+    assert_eq!(c.fifo().await.len(), 6);
+
+    let claimed = c
+        .backend
+        .claim_up_to(&c.queue, 10, TTL)
+        .await
+        .expect("claim");
+    let mut got: Vec<ItemId> = claimed.leases.iter().map(|l| l.id()).collect();
+    got.sort();
+    assert_eq!(got, ids, "each item once");
+    for id in &ids[..3] {
+        assert!(
+            has_repair(&claimed.repairs, *id, "duplicate entry: the item is leased"),
+            "{:?}",
+            claimed.repairs
+        );
+    }
+    for lease in &claimed.leases {
+        c.backend
+            .ack(&lease.key)
+            .await
+            .expect("every lease holds its own token");
+    }
+    let (seen, _) = c.drain().await;
+    assert!(seen.is_empty(), "nothing is left to hand out: {seen:?}");
+    c.assert_consistent_and_empty().await;
+}
+
 /// Plants each structural key with the wrong type in turn: an enqueue
 /// that touches the key, a claim and a reap each fail with `Corrupt`, and
 /// the queue is left exactly as it was (every key, every value); then puts
@@ -965,6 +1014,7 @@ async fn record_with_bad_enqueue_time_is_quarantined(which: Which) {
 for_each_client!(
     ready_id_without_record,
     ready_id_also_leased,
+    ready_id_listed_twice_in_one_claim,
     wrong_type_items_is_a_typed_error,
     wrong_type_index_is_a_typed_error,
     layout1_keys_are_refused,

@@ -75,10 +75,14 @@ local function take_ready(k)
 end
 
 
-local toks, n, mine = {}, 0, {}
--- Read before the first pop (a wrong type fails it there). This call's own
--- leases are written at its end: `mine` catches an id met twice.
-local any_leased = leased_count() > 0
+local toks, n = {}, 0
+-- Read before the first pop (a wrong type fails it there). Every write of
+-- the token index writes its wide field too; whether it is there already
+-- is asked, not assumed, so the count of new fields below is exact.
+local tok_fields = redis.call('HLEN', K_TOK)
+local wide_new = tok_fields == 0 or redis.call('HEXISTS', K_TOK, WIDE_FIELD) == 0
+local any_leased = tok_fields > (wide_new and 0 or 1)
+local find, sub = string.find, string.sub
 local examined, budget, more = 0, max + 1000, 0
 while n < max do
   local ids, taken = take_ready(max - n)
@@ -100,19 +104,17 @@ while n < max do
     local rec = recs[i]
     -- The common case, checked first: a record with the prefix of the last
     -- one found valid, no attempts recorded, no stray.
-    if rec and LAST_PRE and not atts and not leased and not dead and not sched and not mine[id_s]
-        and string.find(rec, LAST_PRE, 1, true) == 1 then
+    if rec and LAST_PRE and not atts and not leased and not dead and not sched and find(rec, LAST_PRE, 1, true) == 1 then
       n = n + 1
-      mine[id_s] = true
       out_ids[n], out_recs[n] = id_s, rec
-      toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
+      toks[2 * n - 1], toks[2 * n] = id_s, sub(TOKENS, 32 * n - 31, 32 * n)
     else
       local id = tonumber(id_s)
       if not rec then
         add_repair(repairs, 'ready', id or 0, 'item is missing')
       elseif not id then
         add_repair(repairs, 'ready', 0, 'malformed index entry ' .. string.sub(id_s, 1, 64))
-      elseif (leased and leased[i]) or mine[id_s] then
+      elseif leased and leased[i] then
         add_repair(repairs, 'ready', id, 'duplicate entry: the item is leased')
       elseif dead and dead[i] then
         add_repair(repairs, 'ready', id, 'duplicate entry: the item is dead')
@@ -125,7 +127,6 @@ while n < max do
           quarantine(id, 'ready', problem, repairs)
         else
           n = n + 1
-          mine[id_s] = true
           out_ids[n], out_recs[n] = id_s, rec
           if out_atts then out_atts[n] = att + 1 end
           toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
@@ -138,8 +139,33 @@ while n < max do
     break
   end
 end
+-- An id met twice in this call (the Ready indexes listed it twice): the
+-- token index took fewer new fields than leases. Each id keeps its first
+-- lease; a later one is reported, the leases after it move up a slot (lease
+-- k holds the k-th token), and the call asks to be made again for the
+-- slots it freed.
+local function drop_repeats()
+  local seen, ids, recs, atts = {}, {}, {}, out_atts and {}
+  for k = 1, n do
+    local id_s = out_ids[k]
+    if seen[id_s] then
+      add_repair(repairs, 'ready', tonumber(id_s), 'duplicate entry: the item is leased')
+    else
+      seen[id_s] = true
+      ids[#ids + 1], recs[#recs + 1] = id_s, out_recs[k]
+      if atts then atts[#ids] = out_atts[k] end
+    end
+  end
+  out_ids, out_recs, out_atts, n, toks = ids, recs, atts or false, #ids, {}
+  for k = 1, n do
+    toks[2 * k - 1], toks[2 * k] = ids[k], sub(TOKENS, 32 * k - 31, 32 * k)
+  end
+  call_chunked('HSET', K_TOK, toks)
+  more = 1
+end
+
 if n > 0 then
-  hset_wide(K_TOK, toks)
+  if hset_wide(K_TOK, toks) ~= n + (wide_new and 1 or 0) then drop_repeats() end
   if group ~= fam then
     local mv = {}
     for k = 1, n do

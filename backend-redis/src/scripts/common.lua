@@ -258,11 +258,12 @@ end
 
 -- HSET of field/value pairs (a list it appends to) into a hash with one
 -- field per item, kept a hash table: the wide field goes with them.
+-- Returns how many fields are new (the wide field counts when it is).
 local function hset_wide(key, pairs)
-  if #pairs == 0 then return end
+  if #pairs == 0 then return 0 end
   pairs[#pairs + 1] = WIDE_FIELD
   pairs[#pairs + 1] = WIDE
-  call_chunked('HSET', key, pairs)
+  return call_chunked('HSET', key, pairs)
 end
 
 -- ZADD of a batch's score/member pairs, the last pair first. A batch's
@@ -321,16 +322,23 @@ local function guard_unread(read)
   return nil
 end
 
--- A coalesced wake-up hint for idle workers; never fails the script.
+-- A coalesced wake-up hint for idle workers, at most NOTIFY_CAP markers;
+-- never fails the script. A full list is left as it is: a busy queue's
+-- enqueues then write nothing here. A key of another type is replaced.
 local ONES = {}
 for i = 1, NOTIFY_CAP do ONES[i] = '1' end
 local function notify(n)
   if n <= 0 then return end
-  local t = key_type(K_NOTIFY)
-  if t ~= 'none' and t ~= 'list' then redis.call('DEL', K_NOTIFY) end
-  if n > NOTIFY_CAP then n = NOTIFY_CAP end
-  redis.call('LPUSH', K_NOTIFY, unpack(ONES, 1, n))
-  redis.call('LTRIM', K_NOTIFY, 0, NOTIFY_CAP - 1)
+  local len = redis.pcall('LLEN', K_NOTIFY)
+  if type(len) ~= 'number' then
+    redis.call('DEL', K_NOTIFY)
+    len = 0
+  elseif len > NOTIFY_CAP then
+    redis.call('LTRIM', K_NOTIFY, 0, NOTIFY_CAP - 1)
+    len = NOTIFY_CAP
+  end
+  n = math.min(n, NOTIFY_CAP - len)
+  if n > 0 then redis.call('LPUSH', K_NOTIFY, unpack(ONES, 1, n)) end
 end
 
 local function add_repair(repairs, index, id, problem)

@@ -67,7 +67,8 @@ local function highest_indexed_id()
 end
 
 -- How many of the ids after `last` (`n` of them) the queue holds a record
--- of, and those ids (decimal) in order.
+-- of, and those ids (decimal) in order. A queue that holds no record (the
+-- wide field alone, or nothing) holds none of them: no HMGET.
 local DIGITS = { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 local function taken_after(last, n)
   -- One format per ten ids, the last digit appended: a format costs more
@@ -87,6 +88,8 @@ local function taken_after(last, n)
     d = d + 1
   end
   local taken = 0
+  local held = redis.call('HLEN', K_ITEMS)
+  if held == 0 or (held == 1 and redis.call('HEXISTS', K_ITEMS, WIDE_FIELD) == 1) then return taken, ids end
   for _, r in ipairs(read_chunked('HMGET', K_ITEMS, ids)) do
     if r then taken = taken + 1 end
   end
@@ -97,8 +100,8 @@ end
 -- the ids as decimal strings; or nil and an error line. Reads only. A queue
 -- with no counter and no item (new, or deleted) starts above `start`, the
 -- registry's floor: ids of a deleted queue are never handed out again.
--- `run`: the server's replication id.
-local function new_ids(n, floor, start, run)
+-- `run`: the server's replication id; `ran`: the one K_RUN holds.
+local function new_ids(n, floor, start, run, ran)
   local seq = int_field(redis.call('GET', K_SEQ), 0, ID_MAX)
   local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX)
   local last = math.max(seq or 0, mark or 0)
@@ -118,7 +121,6 @@ local function new_ids(n, floor, start, run)
       .. ' this client has seen: the server may have restarted from an older snapshot')
     last = floor
   end
-  local ran = redis.call('GET', K_RUN)
   if run and ran and ran ~= run and last > 0 then
     why = (why and why .. '; ' or '') .. 'the id counter (' .. fmt_int(last) .. ') was written under replication id '
       .. shown(ran) .. ', the server now runs ' .. shown(run)
@@ -146,11 +148,11 @@ local function new_ids(n, floor, start, run)
   return ids, why, keys
 end
 
--- Nil when the queue may get new items now: it is listed, or the client
+-- Nil when the queue may get new items now: it is `listed`, or the client
 -- registered it (`token`) in the current prune generation (`gen`). Else
 -- the current generation, for the client to register in. Reads only.
-local function unregistered(token, gen)
-  if redis.call('EXISTS', K_LISTED) == 1 then return nil end
+local function unregistered(listed, token, gen)
+  if listed then return nil end
   local now_gen = redis.call('GET', K_LISTGEN) or '0'
   if token ~= '' and gen == now_gen then return nil end
   return now_gen
@@ -197,11 +199,12 @@ local function enqueue_batch(base)
   local new, note, new_s = {}, nil, nil
   local fifo_ok = true
   if fresh > 0 then
-    local gen = unregistered(token, ARGV[base + 1])
+    local listed = redis.call('EXISTS', K_LISTED) == 1
+    local gen = unregistered(listed, token, ARGV[base + 1])
     if gen then return { unregistered = gen } end
     local err
-    local run = replication_id()
-    new, err, new_s = new_ids(fresh, floor, start, run)
+    local run, ran = replication_id(), redis.call('GET', K_RUN)
+    new, err, new_s = new_ids(fresh, floor, start, run, ran)
     if not new then return redis.error_reply(err) end
     note = err
     -- The fifo must stay in id order: new ids below its last entry (a
@@ -213,11 +216,13 @@ local function enqueue_batch(base)
       if bad then return bad end
     end
     -- The first write.
-    if redis.call('EXISTS', K_LISTED) == 0 then redis.call('SET', K_LISTED, token) end
+    if not listed then redis.call('SET', K_LISTED, token) end
     local hi = fmt_int(new[fresh])
-    redis.call('SET', K_SEQ, hi)
-    redis.call('SET', K_MARK, hi)
-    if run and redis.call('GET', K_RUN) ~= run then redis.call('SET', K_RUN, run) end
+    if run and ran ~= run then
+      redis.call('MSET', K_SEQ, hi, K_MARK, hi, K_RUN, run)
+    else
+      redis.call('MSET', K_SEQ, hi, K_MARK, hi)
+    end
   end
   local out, ids, recs, fifo, ranked, sched, dks, ufs, dedup = {}, {}, {}, {}, {}, {}, {}, {}, {}
   local readied = 0
