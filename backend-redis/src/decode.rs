@@ -123,13 +123,37 @@ pub(crate) fn attempts(r: &Reply) -> Result<u32> {
     attempts_of(r)
 }
 
+/// The ids of a claim's reply: decimal ids joined by `,` (`""` for none).
+pub(crate) fn claimed_ids(r: &Reply) -> Result<Vec<ItemId>> {
+    let text = r.bytes()?;
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(|b| *b == b',')
+        .map(|s| {
+            std::str::from_utf8(s)
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok())
+                .filter(|id| *id > 0)
+                .map(ItemId::new)
+                .ok_or_else(|| Error::Corrupt {
+                    what: format!(
+                        "claim answered id {:?}",
+                        String::from_utf8_lossy(&s[..s.len().min(40)])
+                    ),
+                })
+        })
+        .collect()
+}
+
 /// One lease of a claim's reply: the item's id, its record (its
 /// `enq,max,pri,payload` as stored) and the lease's attempt. The claim does
 /// not send back what the caller knows: the lease's token (the caller's, in
 /// slot order) and its expiry (one for the whole claim).
 pub(crate) fn claimed(
     queue: &QueueName,
-    id: &Reply,
+    id: ItemId,
     record: &Reply,
     attempts: u32,
     token: LeaseToken,
@@ -155,7 +179,7 @@ pub(crate) fn claimed(
     Ok(Lease {
         key: LeaseKey {
             queue: queue.clone(),
-            id: ItemId::new(id.uint()?),
+            id,
             token,
         },
         payload: rec.slice(c + 1..),
@@ -366,7 +390,7 @@ mod tests {
     fn claim_rows_and_signed_enqueue_ids_decode() {
         let q = QueueName::new("q").expect("valid");
         let tok = LeaseToken::random();
-        let l = claimed(&q, &d("4"), &d("750,3,-2,p,q"), 1, tok, 1_000).expect("decodes");
+        let l = claimed(&q, ItemId::new(4), &d("750,3,-2,p,q"), 1, tok, 1_000).expect("decodes");
         assert_eq!((l.id(), l.token(), l.priority), (ItemId::new(4), tok, -2));
         assert_eq!((l.max_attempts, &l.payload[..]), (3, &b"p,q"[..]));
         assert_eq!(l.expires_at, Timestamp::from_millis(1_000));
@@ -380,9 +404,31 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    claimed(&q, &d("4"), &d(bad), 1, tok, 1_000),
+                    claimed(&q, ItemId::new(4), &d(bad), 1, tok, 1_000),
                     Err(Error::Corrupt { .. })
                 ),
+                "{bad}"
+            );
+        }
+        let ids = claimed_ids(&d("4,17,9007199254740991")).expect("decodes");
+        assert_eq!(
+            ids.iter().map(|i| i.get()).collect::<Vec<_>>(),
+            vec![4, 17, 9_007_199_254_740_991]
+        );
+        assert!(claimed_ids(&d("")).expect("decodes").is_empty());
+        for bad in [
+            "4,",
+            ",4",
+            "4,,5",
+            "0",
+            "4,x",
+            "-4",
+            "+4",
+            " 4",
+            "99999999999999999999",
+        ] {
+            assert!(
+                matches!(claimed_ids(&d(bad)), Err(Error::Corrupt { .. })),
                 "{bad}"
             );
         }

@@ -201,7 +201,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                 .await?;
             let f = r.tuple(7)?;
             let expires_at = f[6].uint()?;
-            let ids = f[0].array()?;
+            let ids = decode::claimed_ids(&f[0])?;
             let records = f[1].array()?;
             let attempts = match &f[2] {
                 Reply::Nil => None,
@@ -220,7 +220,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
                     ),
                 });
             }
-            for (k, (id, record)) in ids.iter().zip(records).enumerate() {
+            for (k, (id, record)) in ids.into_iter().zip(records).enumerate() {
                 let token = spec.token(slot(done + k));
                 let attempt = attempts.map_or(Ok(1), |a| decode::attempts(&a[k]))?;
                 out.leases.push(decode::claimed(

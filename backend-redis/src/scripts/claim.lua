@@ -2,7 +2,8 @@
 -- per slot, 32 hex digits each, end to end, all of one family (one
 -- `ClaimSpec`'s); K_EXTRA = the queue's limits hash (scripts/limits.lua).
 -- Returns { ids, records, attempts, repairs, more, retry after ms or nil,
--- expires at }: lease k is item ids[k] (decimal) with records[k] (its
+-- expires at }, ids one text, the decimal ids joined by ',' (one reply
+-- value instead of one per lease): lease k is item ids[k] with records[k] (its
 -- `enq,max,pri,payload` as stored) on attempt attempts[k], or on its first
 -- attempt when attempts is false (no item of the queue has attempts
 -- recorded). Lease k holds the k-th token of ARGV and every lease of the
@@ -84,6 +85,17 @@ local wide_new = tok_fields == 0 or redis.call('HEXISTS', K_TOK, WIDE_FIELD) == 
 local any_leased = tok_fields > (wide_new and 0 or 1)
 local find, sub = string.find, string.sub
 local examined, budget, more = 0, max + 1000, 0
+-- True when every entry taken has a record with the prefix of one found
+-- valid (the first record is checked in full when none was yet): no
+-- repair to make, so the take's own tables are the reply.
+local function all_plain(ids, recs)
+  if not LAST_PRE and not (recs[1] and tonumber(ids[1]) and parse_record(recs[1])) then return false end
+  for i = 1, #ids do
+    local rec = recs[i]
+    if not rec or find(rec, LAST_PRE, 1, true) ~= 1 then return false end
+  end
+  return true
+end
 while n < max do
   local ids, taken = take_ready(max - n)
   if taken == 0 then break end
@@ -100,36 +112,43 @@ while n < max do
     if has_sched then sched = read_chunked('ZMSCORE', K_SCHED, ms) end
   end
   local atts = has_att and read_chunked('HMGET', K_ATT, ids)
-  for i, id_s in ipairs(ids) do
-    local rec = recs[i]
-    -- The common case, checked first: a record with the prefix of the last
-    -- one found valid, no attempts recorded, no stray.
-    if rec and LAST_PRE and not atts and not leased and not dead and not sched and find(rec, LAST_PRE, 1, true) == 1 then
-      n = n + 1
-      out_ids[n], out_recs[n] = id_s, rec
-      toks[2 * n - 1], toks[2 * n] = id_s, sub(TOKENS, 32 * n - 31, 32 * n)
-    else
-      local id = tonumber(id_s)
-      if not rec then
-        add_repair(repairs, 'ready', id or 0, 'item is missing')
-      elseif not id then
-        add_repair(repairs, 'ready', 0, 'malformed index entry ' .. string.sub(id_s, 1, 64))
-      elseif leased and leased[i] then
-        add_repair(repairs, 'ready', id, 'duplicate entry: the item is leased')
-      elseif dead and dead[i] then
-        add_repair(repairs, 'ready', id, 'duplicate entry: the item is dead')
-      elseif sched and sched[i] then
-        add_repair(repairs, 'ready', id, 'duplicate entry: the item is scheduled')
+  if n == 0 and not atts and not leased and not dead and not sched and all_plain(ids, recs) then
+    out_ids, out_recs, n = ids, recs, #ids
+    for k = 1, n do
+      toks[2 * k - 1], toks[2 * k] = ids[k], sub(TOKENS, 32 * k - 31, 32 * k)
+    end
+  else
+    for i, id_s in ipairs(ids) do
+      local rec = recs[i]
+      -- The common case, checked first: a record with the prefix of the last
+      -- one found valid, no attempts recorded, no stray.
+      if rec and LAST_PRE and not atts and not leased and not dead and not sched and find(rec, LAST_PRE, 1, true) == 1 then
+        n = n + 1
+        out_ids[n], out_recs[n] = id_s, rec
+        toks[2 * n - 1], toks[2 * n] = id_s, sub(TOKENS, 32 * n - 31, 32 * n)
       else
-        local problem, _r, att = unusable(rec, atts and atts[i])
-        if problem then
-          -- Poison: moved aside, never leased (so never handed out unreturned).
-          quarantine(id, 'ready', problem, repairs)
+        local id = tonumber(id_s)
+        if not rec then
+          add_repair(repairs, 'ready', id or 0, 'item is missing')
+        elseif not id then
+          add_repair(repairs, 'ready', 0, 'malformed index entry ' .. string.sub(id_s, 1, 64))
+        elseif leased and leased[i] then
+          add_repair(repairs, 'ready', id, 'duplicate entry: the item is leased')
+        elseif dead and dead[i] then
+          add_repair(repairs, 'ready', id, 'duplicate entry: the item is dead')
+        elseif sched and sched[i] then
+          add_repair(repairs, 'ready', id, 'duplicate entry: the item is scheduled')
         else
-          n = n + 1
-          out_ids[n], out_recs[n] = id_s, rec
-          if out_atts then out_atts[n] = att + 1 end
-          toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
+          local problem, _r, att = unusable(rec, atts and atts[i])
+          if problem then
+            -- Poison: moved aside, never leased (so never handed out unreturned).
+            quarantine(id, 'ready', problem, repairs)
+          else
+            n = n + 1
+            out_ids[n], out_recs[n] = id_s, rec
+            if out_atts then out_atts[n] = att + 1 end
+            toks[2 * n - 1], toks[2 * n] = id_s, string.sub(TOKENS, 32 * n - 31, 32 * n)
+          end
         end
       end
     end
@@ -179,4 +198,4 @@ if n > 0 then
   redis.call('HSET', K_GIDS, group, list)
   redis.call('HINCRBY', K_GLIVE, group, n)
 end
-return { out_ids, out_recs, out_atts, repairs, more, limits_done(n), exp }
+return { table.concat(out_ids, ','), out_recs, out_atts, repairs, more, limits_done(n), exp }

@@ -244,16 +244,21 @@ local function call_chunked(cmd, head, list)
 end
 
 -- The values of `cmd head list...` (HMGET, ZMSCORE) for a list of any
--- length, in chunks of CALL_CHUNK, as one array.
+-- length, in chunks of CALL_CHUNK, as one array (a single chunk's reply as
+-- it came: no copy).
 local function read_chunked(cmd, head, list)
-  local out, n, i = {}, #list, 1
+  local out, n, i = nil, #list, 1
   while i <= n do
     local j = math.min(i + CALL_CHUNK - 1, n)
     local r = redis.call(cmd, head, unpack(list, i, j))
-    for k = 1, #r do out[#out + 1] = r[k] end
+    if out then
+      for k = 1, #r do out[#out + 1] = r[k] end
+    else
+      out = r
+    end
     i = j + 1
   end
-  return out
+  return out or {}
 end
 
 -- HSET of field/value pairs (a list it appends to) into a hash with one

@@ -227,14 +227,11 @@ local function enqueue_batch(base)
   local out, ids, recs, fifo, ranked, sched, dks, ufs, dedup = {}, {}, {}, {}, {}, {}, {}, {}, {}
   local readied = 0
   if plain then
+    -- In the fifo: the new ids as the free-id check spelled them, in order.
+    if fifo_ok and new_s then fifo = new_s end
     for i = 1, n do
-      local id_s = new_s and new_s[i] or fmt_int(new[i])
-      recs[2 * i - 1], recs[2 * i] = id_s, pre .. ARGV[first + i - 1]
-      if fifo_ok then
-        fifo[i] = id_s
-      else
-        ranked[2 * i - 1], ranked[2 * i] = '0', member(new[i])
-      end
+      recs[2 * i - 1], recs[2 * i] = new_s[i], pre .. ARGV[first + i - 1]
+      if not fifo_ok then ranked[2 * i - 1], ranked[2 * i] = '0', member(new[i]) end
     end
     out, readied = new, n
   end
@@ -254,7 +251,7 @@ local function enqueue_batch(base)
       local payload, pri, delay, maxa, dk = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
       used = used + 1
       local id = new[used]
-      local id_s = new_s and new_s[used] or fmt_int(id)
+      local id_s = new_s[used]
       ids[i] = id
       recs[#recs + 1] = id_s
       recs[#recs + 1] = pre .. maxa .. ',' .. pri .. ',' .. payload
