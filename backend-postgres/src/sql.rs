@@ -3,9 +3,12 @@
 //! Each transition is one statement. Time is always the server's `now()`.
 //! `$n * interval '1 millisecond'` turns a millisecond count into an interval.
 
-/// Epoch milliseconds of a timestamptz expression.
+/// Epoch milliseconds of a timestamptz expression, clamped to about
+/// ±300,000 years: a planted `infinity` (which the column type allows)
+/// reads as a far time instead of failing the statement that reads it (a
+/// claim would fail on that row every time, and hold up its queue).
 fn ms(expr: &str) -> String {
-    format!("(floor(extract(epoch FROM {expr}) * 1000))::bigint")
+    format!("(floor(greatest(least(extract(epoch FROM {expr}), 1e13), -1e13) * 1000))::bigint")
 }
 
 /// The largest attempt counter the `integer` column holds: a claim cannot

@@ -1,5 +1,5 @@
 -- ack: ARGV[2] = id, ARGV[3] = token. Returns 1, or 0 when the lease is lost.
-local bad = guard_all(K_DEDUP, K_DK, K_UF)
+local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
 if bad then return bad end
 local id_s = ARGV[2]
 local token = redis.call('HGET', K_TOK, id_s)

@@ -26,7 +26,7 @@ if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR) == 0 then
   leave_groups(group_counts(toks, false))
   return lost
 end
-local bad = guard_all(K_DEDUP, K_DK, K_UF)
+local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
 if bad then return bad end
 local ok, ok_tok, j = {}, {}, 1
 for k = 1, n do

@@ -454,6 +454,17 @@ end
 -- hash (key -> the acked id), both in the queue's slot.
 local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
 local HELD_TRIM = 64
+-- Refuses (before any write) a hold key of the wrong type: an ack writes
+-- them after its leases have left their groups, too late to fail cleanly.
+local function guard_holds()
+  for _, kw in ipairs({ { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } }) do
+    local got = key_type(kw[1])
+    if got ~= 'none' and got ~= kw[2] then
+      return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
+    end
+  end
+  return nil
+end
 
 -- The listing of queues (src/listing.rs): `{p:q}:listed` holds the token
 -- the queue was registered under while it is in the registry of queues;
