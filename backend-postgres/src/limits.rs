@@ -203,7 +203,25 @@ impl PgBackend {
             Claimed::default()
         };
         let got = u32::try_from(out.leases.len()).unwrap_or(u32::MAX);
-        if let Some(w) = admission.window_after(got) {
+        if let Some(mut w) = admission.window_after(got) {
+            // The leases are stamped by the claim statement's own clock, a
+            // moment after the limits were judged: a claim judged at the end
+            // of a window whose stamp falls in the next one is counted in
+            // that one (where nothing is charged yet: no claim can have
+            // committed a later stamp while this one holds the limits row).
+            if let (Some(rate), Some(lease)) = (limits.rate, out.leases.first()) {
+                let stamped = lease
+                    .expires_at
+                    .as_millis()
+                    .saturating_sub(spec.ttl().as_millis());
+                let start = stamped - stamped % rate.per_millis();
+                if start > w.start_ms {
+                    w = RateWindow {
+                        start_ms: start,
+                        used: u64::from(got),
+                    };
+                }
+            }
             sqlx::query(&format!(
                 "UPDATE {t} SET window_start = $2, window_used = $3 WHERE queue = $1"
             ))
