@@ -1,6 +1,7 @@
 //! [`TestHooks`]: let the conformance suite reach stale and corrupt states.
 
 use std::cmp::Reverse;
+use std::time::Duration;
 
 use leaseq_core::{async_trait, IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks};
 
@@ -11,19 +12,14 @@ use crate::state::Slot;
 impl TestHooks for MemoryBackend {
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
         let now = self.now_ms();
-        let touched = self.existing(queue, |q| {
-            let mut st = q.lock();
-            let live: Vec<(u64, u64)> = st
-                .leased
-                .range((now.saturating_add(1), 0)..)
-                .copied()
-                .collect();
-            for &(expires, id) in &live {
-                st.set_expiry(id, expires, now);
-            }
-            live.len() as u64
-        });
-        Ok(touched.unwrap_or(0))
+        Ok(self.move_live_leases(queue, |_| now))
+    }
+
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        Ok(Some(self.move_live_leases(queue, |expires| {
+            expires.saturating_add(by)
+        })))
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {
@@ -93,5 +89,26 @@ impl TestHooks for MemoryBackend {
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {
         self.steps.get(queue)
+    }
+}
+
+impl MemoryBackend {
+    /// Gives every live lease of the queue the expiry `to(expiry)`; returns
+    /// how many.
+    fn move_live_leases(&self, queue: &QueueName, to: impl Fn(u64) -> u64) -> u64 {
+        let now = self.now_ms();
+        let moved = self.existing(queue, |q| {
+            let mut st = q.lock();
+            let live: Vec<(u64, u64)> = st
+                .leased
+                .range((now.saturating_add(1), 0)..)
+                .copied()
+                .collect();
+            for &(expires, id) in &live {
+                st.set_expiry(id, expires, to(expires));
+            }
+            live.len() as u64
+        });
+        moved.unwrap_or(0)
     }
 }

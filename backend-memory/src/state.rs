@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{Bytes, ItemId, ItemState, LeaseToken, Repair};
 
 use crate::hash::IdMap;
@@ -327,12 +328,41 @@ impl QueueState {
 
     /// Recovers up to `budget` leases expired at `now` (expiry <= now), in
     /// expiry order. Returns (requeued, dead, whether more may remain).
+    /// Leases expiring past [`LEASE_HORIZON`] (no claim or extend sets
+    /// one; a clock that ran ahead did) expire now, at most `budget` of
+    /// them, each reported.
+    fn expire_past_horizon(&mut self, now: u64, budget: usize, repairs: &mut Vec<Repair>) {
+        let horizon =
+            now.saturating_add(u64::try_from(LEASE_HORIZON.as_millis()).unwrap_or(u64::MAX));
+        let far: Vec<(u64, u64)> = self
+            .leased
+            .range((horizon.saturating_add(1), 0)..)
+            .take(budget)
+            .copied()
+            .collect();
+        for (expires, id) in far {
+            match self.items.get(&id) {
+                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) =>
+                {
+                    self.set_expiry(id, expires, now);
+                    repairs.push(repair(ItemState::Leased, id, Repair::PAST_HORIZON));
+                }
+                other => {
+                    let problem = mismatch(other.map(|i| i.slot));
+                    self.leased.remove(&(expires, id));
+                    repairs.push(repair(ItemState::Leased, id, problem));
+                }
+            }
+        }
+    }
+
     pub(crate) fn reap_expired(
         &mut self,
         now: u64,
         budget: usize,
         repairs: &mut Vec<Repair>,
     ) -> (u64, u64, bool) {
+        self.expire_past_horizon(now, budget, repairs);
         let (mut requeued, mut dead) = (0, 0);
         for _ in 0..budget {
             let Some(&(expires, id)) = self.leased.first() else {

@@ -8,6 +8,8 @@
 //! Of the [`Poison`] kinds, the typed columns and the schema's checks hold
 //! only two: an attempt counter at `i32::MAX` and a missing payload.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use leaseq_core::{Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
 
@@ -23,6 +25,16 @@ impl TestHooks for PgBackend {
             .await
             .map_err(db("expiring leases"))?;
         Ok(done.rows_affected())
+    }
+
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let done = sqlx::query(&self.inner.sql.postpone_leases)
+            .bind(queue.as_str())
+            .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("postponing leases"))?;
+        Ok(Some(done.rows_affected()))
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {

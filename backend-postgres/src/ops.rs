@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{
-    check_ack_batch, check_batch, check_delay, clamp_reason, REQUEST_MEMORY,
+    check_ack_batch, check_batch, check_delay, clamp_reason, LEASE_HORIZON, REQUEST_MEMORY,
 };
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
@@ -412,6 +412,30 @@ impl PgBackend {
         }
     }
 
+    /// Leases expiring past [`LEASE_HORIZON`] expire now, in batches, each
+    /// reported; the reap's walk that follows recovers them.
+    async fn expire_past_horizon(&self, queue: &QueueName) -> Result<Vec<Repair>> {
+        let horizon = i64::try_from(LEASE_HORIZON.as_millis()).unwrap_or(i64::MAX);
+        let mut repairs = Vec::new();
+        loop {
+            let rows = sqlx::query(&self.inner.sql.lease_horizon)
+                .bind(queue.as_str())
+                .bind(REAP_BATCH)
+                .bind(horizon)
+                .fetch_all(self.statement_on([queue]))
+                .await
+                .map_err(db("expiring leases past the lease horizon"))?;
+            for row in &rows {
+                let id = item_id(col(row, 0)?)?;
+                tracing::warn!(queue = %queue, %id, "leaseq-postgres: a lease expiring past the lease horizon expired now");
+                repairs.push(Repair::past_horizon(id));
+            }
+            if limit(rows.len()) < REAP_BATCH {
+                return Ok(repairs);
+            }
+        }
+    }
+
     /// Runs one of the keyset batch statements (reap, promote, redrive) on
     /// `queue` until a batch locks fewer than `batch` rows or `limit` rows
     /// were counted, each batch starting after the key where the last one
@@ -712,13 +736,14 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let repairs = self.expire_past_horizon(queue).await?;
         let (requeued, dead) = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")
             .await?;
         let report = ReapReport {
             requeued: u64::try_from(requeued).unwrap_or(0),
             dead: u64::try_from(dead).unwrap_or(0),
-            repairs: Vec::new(),
+            repairs,
         };
         self.walk(
             &self.inner.sql.promote,

@@ -43,6 +43,7 @@ pub(crate) struct Sql {
     pub(crate) give_back: String,
     pub(crate) fail: String,
     pub(crate) reap: String,
+    pub(crate) lease_horizon: String,
     pub(crate) promote: String,
     pub(crate) stats: String,
     pub(crate) queues: String,
@@ -54,6 +55,7 @@ pub(crate) struct Sql {
     pub(crate) purge: String,
     pub(crate) delete_queue: String,
     pub(crate) expire_leases: String,
+    pub(crate) postpone_leases: String,
     pub(crate) make_due: String,
     pub(crate) plant_ghost: String,
     pub(crate) plant_attempts_at_limit: String,
@@ -502,6 +504,23 @@ impl Sql {
                         (SELECT at::text FROM last), (SELECT id FROM last) \
                  FROM r CROSS JOIN hint"
             ),
+            // $1 queue, $2 batch, $3 the lease horizon in ms. Leases expiring
+            // past the horizon (no claim or extend sets one; a clock that ran
+            // ahead did, or a planted value such as 'infinity') expire now,
+            // for the reap's walk to recover; the expiry is re-checked on the
+            // row's latest version, so of two reapers one moves each.
+            lease_horizon: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id FROM {t} \
+                   WHERE queue = $1 AND state = 'leased' \
+                     AND lease_expires_at > now() + $3 * interval '1 millisecond' \
+                   ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ) \
+                 UPDATE {t} i SET lease_expires_at = now() \
+                 WHERE i.id = ANY(ARRAY(SELECT id FROM c)) \
+                   AND i.lease_expires_at > now() + $3 * interval '1 millisecond' \
+                 RETURNING i.id"
+            ),
             // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
             // (available_at as text, id) to start after, as for reap; the
             // rows locked in `c` are updated by id alone, as for reap.
@@ -576,14 +595,20 @@ impl Sql {
             // redrive's for that one row. No clause names the state of the
             // row the update scans: `state = 'dead'` next to `queue = $1`
             // lets the planner walk the queue's whole dead index to find
-            // one id (it does on a table never analyzed).
+            // one id (it does on a table never analyzed). The update clears
+            // the lease fields, which a Dead row has clear already: when the
+            // row went Dead after the statement's snapshot (a fail, a reap
+            // on the final attempt), the update builds its row from the
+            // Leased version first, and PostgreSQL checks
+            // `leaseq_items_lease_fields` on that row before it redoes the
+            // update on the Dead one.
             redrive_item: format!(
                 "WITH c AS MATERIALIZED ( \
                    SELECT id, state FROM {t} WHERE id = $2 AND queue = $1 AND payload IS NOT NULL \
                    FOR NO KEY UPDATE \
                  ), r AS ( \
                    UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
-                          available_at = now() \
+                          available_at = now(), token = NULL, lease_expires_at = NULL \
                    FROM c WHERE i.id = c.id AND c.state = 'dead' \
                    RETURNING i.id \
                  ), hint AS ( \
@@ -620,6 +645,11 @@ impl Sql {
                 "UPDATE {t} SET lease_expires_at = now() - interval '1 millisecond' \
                  WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
                    - interval '1 millisecond'"
+            ),
+            // $1 queue, $2 ms.
+            postpone_leases: format!(
+                "UPDATE {t} SET lease_expires_at = lease_expires_at + $2 * interval '1 millisecond' \
+                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now()"
             ),
             make_due: format!(
                 "UPDATE {t} SET available_at = now() - interval '1 millisecond' \

@@ -1,6 +1,7 @@
 //! A row whose timestamp is a value the column type allows but no
 //! operation writes (`infinity`), planted in the store: the claim serves
-//! it and never stalls the queue on it (INV-6), and inspection reads it.
+//! it and never stalls the queue on it (INV-6), inspection reads it, and a
+//! lease expiring at infinity is recovered by the reap.
 
 mod common;
 
@@ -60,7 +61,7 @@ async fn infinite_enqueued_at_does_not_stall_claims() {
 }
 
 /// The same planted value on a Ready row's enqueue time and a Leased
-/// row's expiry: peek and item read both.
+/// row's expiry: peek and item read both, and reap recovers the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infinite_timestamps_are_readable() {
     let Some(db) = common::TestDb::new("sinf2").await else {
@@ -109,7 +110,7 @@ async fn infinite_timestamps_are_readable() {
         .await
         .map(|v| v.len());
     let item = b.item(&q, ids[1]).await.map(|i| i.id);
-    let reap = b.reap(&q).await.map(|r| r.requeued);
+    let reap = b.reap(&q).await.map(|r| (r.requeued, r.repairs));
     eprintln!("peek ready {peek_r:?}\npeek leased {peek_l:?}\nitem {item:?}\nreap {reap:?}");
     assert!(
         peek_r.is_ok() && peek_l.is_ok() && item.is_ok(),
@@ -118,4 +119,11 @@ async fn infinite_timestamps_are_readable() {
         peek_l.is_ok(),
         item.is_ok()
     );
+    // An expiry of infinity is past the lease horizon: the reap recovers
+    // the lease (its ttl of 200 ms is long over) and says so.
+    let leased = l.leases[0].id();
+    match reap {
+        Ok((1, repairs)) if repairs.iter().any(|r| r.id == leased) => {}
+        other => panic!("the lease expiring at infinity was not recovered by the reap: {other:?}"),
+    }
 }

@@ -1,5 +1,7 @@
 //! [`TestHooks`] for the conformance suite, each one script.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use leaseq_core::{Error, IndexSnapshot, ItemId, ItemState, Poison, QueueName, Result, TestHooks};
 
@@ -69,6 +71,14 @@ impl<C: ScriptClient> TestHooks for RedisBackend<C> {
             1 => Ok(true),
             _ => Err(Error::NotFound { id }),
         }
+    }
+
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.run(&self.scripts.hook_postpone, queue, vec![arg(by)])
+            .await?
+            .uint()
+            .map(Some)
     }
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {

@@ -118,6 +118,7 @@ pub(crate) struct Scripts {
     pub(crate) hook_dangle: Script,
     pub(crate) hook_snapshot: Script,
     pub(crate) hook_poison: Script,
+    pub(crate) hook_postpone: Script,
     pub(crate) time: Script,
     pub(crate) limits_set: Script,
     pub(crate) limits_get: Script,
@@ -159,6 +160,7 @@ impl Scripts {
             hook_dangle: script!("hook_dangle"),
             hook_snapshot: script!("hook_snapshot"),
             hook_poison: script!("hook_poison"),
+            hook_postpone: script!("hook_postpone"),
             time: script!("time"),
             limits_set: script!("limits_set"),
             limits_get: script!("limits_get"),
@@ -219,6 +221,7 @@ mod tests {
                 &self.hook_dangle,
                 &self.hook_snapshot,
                 &self.hook_poison,
+                &self.hook_postpone,
                 &self.time,
                 &self.limits_set,
                 &self.limits_get,
@@ -245,6 +248,14 @@ mod tests {
         assert!(src.contains(&format!("local LIMIT_MAX = {max}\n")));
         let window = leaseq_core::queue_limits::MAX_RATE_WINDOW.as_millis();
         assert!(src.contains(&format!("local WINDOW_MAX_MS = {window}\n")));
+    }
+
+    #[test]
+    fn the_reap_knows_the_cores_lease_horizon() {
+        let horizon = leaseq_core::limits::LEASE_HORIZON.as_millis();
+        let src = Scripts::new().reap.source().to_owned();
+        assert!(src.contains(&format!("local LEASE_HORIZON_MS = {horizon}\n")));
+        assert!(src.contains(&format!("'{}'", leaseq_core::Repair::PAST_HORIZON)));
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! Of the [`Poison`] kinds, the STRICT table's types and checks hold only
 //! two: an attempt counter at `i32::MAX` and a missing payload.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use leaseq_core::{Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
 
@@ -24,6 +26,16 @@ impl TestHooks for SqliteBackend {
             .await
             .map_err(db("expiring leases"))?;
         Ok(done.rows_affected())
+    }
+
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let done = sqlx::query(sql::POSTPONE_LEASES)
+            .bind(queue.as_str())
+            .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
+            .execute(&self.inner.writer)
+            .await
+            .map_err(db("postponing leases"))?;
+        Ok(Some(done.rows_affected()))
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {

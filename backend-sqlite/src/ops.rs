@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason};
+use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason, LEASE_HORIZON};
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
     Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
@@ -32,6 +32,30 @@ const BATCH: i64 = 500;
 impl SqliteBackend {
     fn lost(key: &LeaseKey) -> Error {
         Error::LeaseLost { id: key.id }
+    }
+
+    /// Leases expiring past [`LEASE_HORIZON`] expire now, in batches, each
+    /// reported; the reap that follows recovers them.
+    async fn expire_past_horizon(&self, queue: &QueueName) -> Result<Vec<Repair>> {
+        let horizon = i64::try_from(LEASE_HORIZON.as_millis()).unwrap_or(i64::MAX);
+        let mut repairs = Vec::new();
+        loop {
+            let rows = sqlx::query(sql::LEASE_HORIZON)
+                .bind(queue.as_str())
+                .bind(BATCH)
+                .bind(horizon)
+                .fetch_all(self.write_on([queue]))
+                .await
+                .map_err(db("expiring leases past the lease horizon"))?;
+            for row in &rows {
+                let id = item_id(col(row, 0)?)?;
+                tracing::warn!(queue = %queue, %id, "leaseq-sqlite: a lease expiring past the lease horizon expired now");
+                repairs.push(Repair::past_horizon(id));
+            }
+            if limit(rows.len()) < BATCH {
+                return Ok(repairs);
+            }
+        }
     }
 
     /// Runs one of the batch statements (reap, promote, redrive) until a
@@ -512,8 +536,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let repairs = self.expire_past_horizon(queue).await?;
         let rows = self.batches(sql::REAP, queue, i64::MAX, "reap").await?;
-        let mut report = ReapReport::default();
+        let mut report = ReapReport {
+            repairs,
+            ..ReapReport::default()
+        };
         for row in &rows {
             match col::<String>(row, 0)?.as_str() {
                 "dead" => report.dead += 1,

@@ -268,6 +268,19 @@ pub(crate) const REAP: &str = concat!(
     " ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state"
 );
 
+/// `?1` queue, `?2` batch, `?3` the lease horizon in ms. Leases expiring
+/// past the horizon (no claim or extend sets one; a clock that ran ahead
+/// did) expire now, for the reap that follows to recover, read from the far
+/// end of the leased index.
+pub(crate) const LEASE_HORIZON: &str = concat!(
+    "UPDATE leaseq_items SET lease_expires_at = ",
+    now!(),
+    " WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
+    "AND lease_expires_at > ",
+    now!(),
+    " + ?3 ORDER BY lease_expires_at DESC, id LIMIT ?2) RETURNING id"
+);
+
 /// `?1` queue, `?2` batch. Due Scheduled items to Ready, through the
 /// scheduled index.
 pub(crate) const PROMOTE: &str = concat!(
@@ -429,6 +442,13 @@ pub(crate) const EXPIRE_LEASES: &str = concat!(
     " - 1 WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
     now!(),
     " - 1"
+);
+
+/// Test hook: `?1` queue, `?2` ms.
+pub(crate) const POSTPONE_LEASES: &str = concat!(
+    "UPDATE leaseq_items SET lease_expires_at = lease_expires_at + ?2 ",
+    "WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+    now!()
 );
 
 /// Test hook: `?1` queue.

@@ -203,6 +203,9 @@ pub(crate) struct Cx {
     /// Set once the check plants corruption: until then a repair reported
     /// by a claim or a reap is a failure (a transition left a stray entry).
     planted: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the check found, once running, that the backend cannot do
+    /// what it needs (a test hook answered `None`): the reason.
+    skipped: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// Runs `body` on a fresh backend and queue, then deletes the queue (purges
@@ -239,6 +242,7 @@ where
         q,
         rule,
         planted: Arc::default(),
+        skipped: Arc::default(),
     };
     let deadline = check_deadline();
     let result = match tokio::time::timeout(deadline, body(cx.clone())).await {
@@ -255,7 +259,12 @@ where
     };
     result?;
     cleaned.or_fail(Rule::Contract(how), "cleaning up the check's queue")?;
-    Ok(Outcome::Passed)
+    let skipped = cx
+        .skipped
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    Ok(skipped.map_or(Outcome::Passed, Outcome::Skipped))
 }
 
 impl Cx {
@@ -264,6 +273,15 @@ impl Cx {
     pub(crate) fn mark_planted(&self) {
         self.planted
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reports the check as skipped, for `reason`, once its body returns
+    /// (which it should do at once).
+    pub(crate) fn skip(&self, reason: impl Into<String>) {
+        *self
+            .skipped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.into());
     }
 
     /// Fails (as INV-1) on repairs no check planted: a repair where nothing

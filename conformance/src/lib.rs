@@ -186,6 +186,7 @@ macro_rules! __with_checks {
             healing::dangling_ids_never_stall_a_claim
             healing::indexes_stay_consistent
             healing::poison_is_quarantined
+            healing::leases_past_the_horizon_expire
             ordering::fifo_within_priority
             ordering::priority_then_fifo
             dedup::dedup_returns_holder

@@ -417,6 +417,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Cost grows with the number of expired leases, not with the number of
     ///   leases (INV-7); work is done in bounded batches.
     /// - Due Scheduled items may be promoted to Ready on the way.
+    /// - A lease whose expiry lies more than
+    ///   [`crate::limits::LEASE_HORIZON`] past the backend's now (which no
+    ///   claim or extend writes: a clock that ran ahead left it, or it was
+    ///   planted) is expired: it is recovered like any other, and each such
+    ///   lease is reported as a [`crate::Repair`] of the Leased index.
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport>;
 
     /// Items per state.

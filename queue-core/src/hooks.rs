@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -78,6 +79,16 @@ pub trait TestHooks: Send + Sync {
     async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
         let _ = (queue, id, poison);
         Ok(false)
+    }
+
+    /// Moves the expiry of every live lease of the queue `by` later, the
+    /// tokens unchanged: what a server clock that ran `by` ahead while the
+    /// leases were taken leaves behind once it is set right. Returns how
+    /// many leases it moved, or `None` when the backend cannot (the
+    /// default), and the suite skips the check that needs it.
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let _ = (queue, by);
+        Ok(None)
     }
 
     /// How many atomic steps (server round trips, SQL statements, critical

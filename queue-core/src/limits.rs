@@ -14,6 +14,13 @@ pub const MAX_ACK_BATCH: usize = MAX_CLAIM as usize;
 pub const MAX_ENQUEUE_BATCH: usize = 1_000;
 /// The longest lease one claim or extend may ask for.
 pub const MAX_LEASE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How far a lease's expiry may lie past the backend's now before reap
+/// treats the lease as expired: the longest lease, plus a day for a clock
+/// set back. No claim or extend writes an expiry past it; one that does is
+/// what a server clock that ran ahead (and was then set right) leaves
+/// behind, or a planted value, and would otherwise hold its item for as
+/// long as the clock was wrong, or for ever.
+pub const LEASE_HORIZON: Duration = Duration::from_secs(MAX_LEASE_TTL.as_secs() + 24 * 3600);
 /// The longest delay (enqueue or release) accepted.
 pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The most items one `peek` returns: a larger limit is cut to it, on

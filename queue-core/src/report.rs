@@ -18,6 +18,23 @@ pub struct Repair {
     pub problem: String,
 }
 
+impl Repair {
+    /// What [`Repair::past_horizon`] says was wrong.
+    pub const PAST_HORIZON: &'static str =
+        "lease expiry is past the lease horizon (a clock that ran ahead?): expired now";
+
+    /// The repair of a lease whose expiry lay past
+    /// [`crate::limits::LEASE_HORIZON`], which the reap expired: the same
+    /// words on every backend.
+    pub fn past_horizon(id: ItemId) -> Self {
+        Repair {
+            index: ItemState::Leased,
+            id,
+            problem: Self::PAST_HORIZON.to_owned(),
+        }
+    }
+}
+
 impl fmt::Display for Repair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -6,10 +6,23 @@
 -- Every key it reads is read before its first write (a wrong type fails
 -- the read, and the script stops having written nothing), so only the
 -- other keys are guarded.
+-- leaseq_core::limits::LEASE_HORIZON, in ms.
+local LEASE_HORIZON_MS = 691200000
 local batch = tonumber(ARGV[2])
 local now = now_ms()
 local repairs = {}
 local gs = redis.call('ZRANGEBYSCORE', K_GROUPS, '-inf', now, 'LIMIT', 0, batch)
+-- Groups expiring past the lease horizon (no claim or extend sets one; a
+-- clock that ran ahead did) are expired too, each of their ids reported.
+local far = {}
+if #gs < batch then
+  local past = redis.call('ZRANGEBYSCORE', K_GROUPS, '(' .. fmt_int(now + LEASE_HORIZON_MS), '+inf',
+                          'LIMIT', 0, batch - #gs)
+  for _, g in ipairs(past) do
+    far[g] = true
+    gs[#gs + 1] = g
+  end
+end
 local due = #redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, 1) > 0
 local read = { [K_GROUPS] = true, [K_SCHED] = true }
 if #gs == 0 and not due then
@@ -44,6 +57,10 @@ if #gs > 0 then
       if t and not seen[s] and ((x and x == g) or (not x and string.sub(t, 1, 24) == g)) then
         seen[s] = true
         ids[#ids + 1] = s
+        if far[g] then
+          add_repair(repairs, 'leased', tonumber(s),
+            'lease expiry is past the lease horizon (a clock that ran ahead?): expired now')
+        end
       end
     end
   end

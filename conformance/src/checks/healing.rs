@@ -303,3 +303,72 @@ pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResul
     )
     .await
 }
+
+/// A lease whose expiry lies past the lease horizon
+/// ([`leaseq_core::limits::LEASE_HORIZON`]: what a server clock that ran
+/// ahead while the lease was taken leaves once it is set right, planted
+/// with `TestHooks::postpone_leases`) is expired: a reap recovers it, and
+/// reports it as a repair of the Leased index, and its token is fenced
+/// afterwards. A live lease moved ahead by less, within the horizon, is
+/// neither recovered nor reported (INV-6).
+pub async fn leases_past_the_horizon_expire<F: BackendFactory>(factory: &F) -> CheckResult {
+    use leaseq_core::limits::{LEASE_HORIZON, MAX_LEASE_TTL};
+    run(
+        factory,
+        "leases_past_the_horizon_expire",
+        Rule::Inv6,
+        Needs::HOOKS,
+        |cx| async move {
+            let ids = cx.push_n(3).await?;
+            let far = cx.claim(2, LONG).await?;
+            ensure!(far.len() == 2, cx.rule, "claimed {} of the first 2 items", far.len());
+            let moved = hooks(&cx)?
+                .postpone_leases(&cx.q, LEASE_HORIZON)
+                .await
+                .or_fail(cx.rule, "postpone_leases hook")?;
+            if moved.is_none() {
+                cx.skip("the backend's test hooks cannot move a lease's expiry (TestHooks::postpone_leases is None)");
+                return Ok(());
+            }
+            ensure!(moved == Some(2), cx.rule, "postpone_leases moved {moved:?} of 2 live leases");
+            let near = cx.claim_one(LONG).await?;
+            // Every lease further ahead: the first two still past the
+            // horizon, the last one just within it.
+            let within = MAX_LEASE_TTL - LONG - Duration::from_secs(3600);
+            hooks(&cx)?
+                .postpone_leases(&cx.q, within)
+                .await
+                .or_fail(cx.rule, "postpone_leases hook")?;
+            let report = cx.reap_all().await?;
+            let mut repaired: Vec<ItemId> = report
+                .repairs
+                .iter()
+                .filter(|r| r.index == ItemState::Leased)
+                .map(|r| r.id)
+                .collect();
+            repaired.sort_unstable();
+            repaired.dedup();
+            let mut want: Vec<ItemId> = far.iter().map(|l| l.id()).collect();
+            want.sort_unstable();
+            ensure!(
+                report.requeued == 2 && repaired == want,
+                cx.rule,
+                "after two leases were moved past the lease horizon and one within it, reap recovered {} and reported Leased repairs for {repaired:?} (the two past it are {want:?}, the one within {}); a lease past the horizon holds its item for as long as the clock was wrong",
+                report.recovered(),
+                near.id()
+            );
+            cx.expect_stats([2, 0, 1, 0], "after the reap").await?;
+            for l in &far {
+                crate::cx::expect_lost_of(cx.b.ack(&l.key).await, l.id(), "ack of a lease reaped past the horizon")?;
+            }
+            let again = cx.claim(2, LONG).await?;
+            let mut got: Vec<ItemId> = again.iter().map(|l| l.id()).collect();
+            got.sort_unstable();
+            ensure!(got == want, cx.rule, "after the reap the claim got {got:?}; the recovered items are {want:?} (of {ids:?})");
+            cx.b.ack(&near.key).await.or_fail(cx.rule, "ack of the lease within the horizon")?;
+            cx.check_indexes("after the horizon reap").await?;
+            Ok(())
+        },
+    )
+    .await
+}

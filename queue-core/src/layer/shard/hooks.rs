@@ -2,6 +2,8 @@
 //! on a logical queue runs on each of its shards, and ids are translated
 //! both ways.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use super::{sharded_id, split_id, Sharded};
@@ -65,6 +67,18 @@ impl<B: Backend> TestHooks for Sharded<B> {
         self.inner_hooks()?
             .plant_poison(&self.shard(queue, shard)?, inner, poison)
             .await
+    }
+
+    async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
+        let mut n = 0;
+        for i in 0..self.shards {
+            let shard = self.shard(queue, i)?;
+            match self.inner_hooks()?.postpone_leases(&shard, by).await? {
+                Some(moved) => n += moved,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(n))
     }
 
     fn steps(&self, queue: &QueueName) -> Option<u64> {
