@@ -601,7 +601,8 @@ impl Sql {
             // on the final attempt), the update builds its row from the
             // Leased version first, and PostgreSQL checks
             // `leaseq_items_lease_fields` on that row before it redoes the
-            // update on the Dead one.
+            // update on the Dead one (the suite's
+            // `redrive_item_races_the_death`).
             redrive_item: format!(
                 "WITH c AS MATERIALIZED ( \
                    SELECT id, state FROM {t} WHERE id = $2 AND queue = $1 AND payload IS NOT NULL \

@@ -137,6 +137,7 @@ macro_rules! __with_checks {
             redrive::redrive_item_leaves_other_states
             redrive::concurrent_redrive_item_moves_once
             redrive::concurrent_redrives_move_each_once
+            redrive::redrive_item_races_the_death
             lifecycle::purge_removes_everything
             delete::delete_queue_forgets_the_queue
             delete::ids_never_return_after_delete

@@ -425,3 +425,98 @@ pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) 
     )
     .await
 }
+
+/// `redrive_item` racing the death itself: while the item's final attempt
+/// ends (by `fail` in even rounds, by a reap of its expired lease in odd
+/// ones, with the reaps after it if that one passed over the item), several
+/// `redrive_item` calls for it each answer `Ok`, at most one moves it, the
+/// death is carried out once, and the item ends where the answers say: Ready with attempts 0 when one call moved it, Dead when
+/// none did (a call that came first found it Leased).
+pub async fn redrive_item_races_the_death<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "redrive_item_races_the_death",
+        RULE,
+        Needs::NONE,
+        |cx| async move {
+            const REDRIVERS: usize = 4;
+            for round in 0..10 * scale() {
+                let by_reap = round % 2 == 1;
+                let id = cx
+                    .enqueue(vec![NewItem::new("last").max_attempts(1)])
+                    .await?[0];
+                let ttl = if by_reap { crate::cx::SHORT } else { LONG };
+                let lease = cx.claim_one(ttl).await?;
+                if by_reap {
+                    cx.expire(std::slice::from_ref(&lease)).await?;
+                }
+                let key = lease.key.clone();
+                let answers = cx
+                    .at_once(REDRIVERS + 1, move |cx, i| {
+                        let key = key.clone();
+                        async move {
+                            match (i, by_reap) {
+                                (0, true) => cx.b.reap(&cx.q).await.map(|r| ("reap", r.dead)),
+                                (0, false) => cx.b.fail(&key, "last").await.map(|()| ("fail", 1)),
+                                _ => {
+                                    cx.b.redrive_item(&cx.q, id)
+                                        .await
+                                        .map(|m| ("redrive_item", u64::from(m)))
+                                }
+                            }
+                        }
+                    })
+                    .await?;
+                let (mut moved, mut killed) = (0, 0);
+                for (i, a) in answers.into_iter().enumerate() {
+                    let (_, n) = a.map_err(|e| {
+                        cx.fail(format!(
+                            "round {round}: a call racing the item's final attempt failed: {e}"
+                        ))
+                    })?;
+                    if i == 0 {
+                        killed = n;
+                    } else {
+                        moved += n;
+                    }
+                }
+                // A reap may pass over a row another call holds locked
+                // (`SKIP LOCKED`); the next reap recovers it.
+                if by_reap {
+                    killed += cx.reap_all().await?.dead;
+                }
+                ensure!(
+                    killed == 1,
+                    RULE,
+                    "round {round}: the item's final attempt ended {killed} times, not once"
+                );
+                ensure!(
+                    moved <= 1,
+                    RULE,
+                    "round {round}: {moved} redrive_item calls moved one item"
+                );
+                let info = cx.must_item(id).await?;
+                let want = if moved == 1 {
+                    ItemState::Ready
+                } else {
+                    ItemState::Dead
+                };
+                ensure!(
+                    info.state == want && (moved == 0 || info.attempts == 0),
+                    RULE,
+                    "round {round}: {moved} redrive_item calls answered that they moved item {id}, \
+                     but it is {} with attempts {}",
+                    info.state,
+                    info.attempts
+                );
+                cx.check_indexes(&format!("round {round}: after the race"))
+                    .await?;
+                cx.b.purge(&cx.q)
+                    .await
+                    .or_fail(RULE, "purge between rounds")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
