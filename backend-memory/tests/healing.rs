@@ -200,15 +200,33 @@ async fn emptied_queues_are_forgotten_and_ids_never_come_back() {
         let id = b.push(&q, "x").await.expect("enqueue");
         assert!(id.get() > last, "id {id} handed out again (last {last})");
         last = id.get();
-        if i % 2 == 0 {
-            assert_eq!(b.purge(&q).await.expect("purge"), 1);
-        } else {
-            let c = b
-                .claim(&q, ClaimSpec::new(1, ttl).expect("spec"))
-                .await
-                .expect("claim");
-            b.ack(&c.leases[0].key).await.expect("ack");
-        }
+        let how = match i % 3 {
+            0 => {
+                assert_eq!(b.purge(&q).await.expect("purge"), 1);
+                "purge"
+            }
+            n => {
+                let c = b
+                    .claim(&q, ClaimSpec::new(1, ttl).expect("spec"))
+                    .await
+                    .expect("claim");
+                if n == 1 {
+                    b.ack(&c.leases[0].key).await.expect("ack");
+                    "ack"
+                } else {
+                    let keys = [c.leases[0].key.clone()];
+                    let acked = b.ack_many(&keys).await.expect("ack_many");
+                    assert!(acked.iter().all(Result::is_ok));
+                    "ack_many"
+                }
+            }
+        };
+        assert_eq!(
+            b.queues_in_memory(),
+            0,
+            "a queue emptied by {how} stays in memory"
+        );
+        // A wait on a queue nobody uses leaves nothing behind either.
         b.wait_for_work(&q, std::time::Duration::ZERO).await;
     }
     assert_eq!(b.queues_in_memory(), 0, "emptied queues stay in memory");

@@ -137,3 +137,27 @@ async fn a_dropped_wait_leaves_nothing_behind() {
     f.backend.wait_for_work(&f.queue, LONG).await;
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
+
+#[tokio::test(start_paused = true)]
+async fn woken_by_a_reap_that_promotes_a_due_item() {
+    let f = Arc::new(fixture());
+    // Due after the wait's timeout: only the reap's wake-up ends it sooner.
+    let delay = 2 * LONG;
+    f.push(vec![NewItem::new("a").delay(delay)]).await;
+    woken_by(f, |f| async move {
+        f.clock.advance(delay);
+        f.backend.reap(&f.queue).await.expect("reap");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn returns_at_once_when_a_scheduled_item_is_overdue() {
+    let f = fixture();
+    f.push(vec![NewItem::new("a").delay(Duration::from_secs(5))])
+        .await;
+    f.clock.advance(Duration::from_secs(6));
+    let start = Instant::now();
+    f.backend.wait_for_work(&f.queue, LONG).await;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+}

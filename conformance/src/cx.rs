@@ -494,6 +494,14 @@ impl Cx {
             .ok_or_else(|| self.fail(format!("item {id} is gone (NotFound) but should exist")))
     }
 
+    /// The due time of Scheduled item `id`, failing when it shows none.
+    pub(crate) async fn due_of(&self, id: ItemId) -> Result<Timestamp, Violation> {
+        self.must_item(id)
+            .await?
+            .due_at
+            .ok_or_else(|| self.fail(format!("Scheduled item {id} shows no due time")))
+    }
+
     /// The steps the backend has spent on this check's queue.
     pub(crate) fn steps(&self) -> Result<u64, Violation> {
         self.hooks()

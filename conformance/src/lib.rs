@@ -153,6 +153,8 @@ macro_rules! __with_checks {
             lifecycle::expired_unreaped_lease_still_works
             lifecycle::give_back_spends_no_attempt
             lifecycle::enqueue_time_is_kept
+            lifecycle::reap_with_due_scheduled_items
+            lifecycle::wait_for_work_returns_in_every_state
             fencing::stale_token_after_reap
             fencing::stale_token_after_reclaim
             fencing::forged_token_is_rejected

@@ -174,11 +174,7 @@ pub async fn expiry_and_due_times_are_exact<F: BackendFactory>(factory: &F) -> C
             cx.b.ack(&again.key).await.or_fail(rule, "ack")?;
             if cx.b.capabilities().delays {
                 let later = cx.enqueue(vec![NewItem::new("later").delay(SHORT)]).await?[0];
-                let due = cx
-                    .must_item(later)
-                    .await?
-                    .due_at
-                    .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+                let due = cx.due_of(later).await?;
                 if clock_just_before(&cx, due).await? {
                     ensure!(
                         cx.claim(1, LONG).await?.is_empty(),

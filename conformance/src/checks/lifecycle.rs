@@ -769,11 +769,7 @@ async fn fall_due(cx: &crate::cx::Cx, last: leaseq_core::ItemId) -> Result<(), c
             h.make_due(&cx.q).await.or_fail(cx.rule, "make_due hook")?;
         }
         _ => {
-            let due = cx
-                .must_item(last)
-                .await?
-                .due_at
-                .ok_or_else(|| cx.fail("a Scheduled item shows no due time"))?;
+            let due = cx.due_of(last).await?;
             cx.wait_past(due).await?;
         }
     }
@@ -932,3 +928,126 @@ async fn peeked_at(
             .or_fail(cx.rule, "peek")?;
     Ok(listed.iter().find(|i| i.id == id).map(|i| i.enqueued_at))
 }
+
+/// A reap while Scheduled items are due (more of them than expired
+/// leases): it succeeds, counts only the expired lease as recovered (a
+/// promotion is not a recovery), reports no repair, and afterwards all
+/// three items are Ready and claimable: the promoted ones on their first
+/// attempt, the recovered one on its second.
+pub async fn reap_with_due_scheduled_items<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("reap");
+    run(
+        factory,
+        "reap_with_due_scheduled_items",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            let leased = cx.enqueue(vec![NewItem::new("leased")]).await?[0];
+            let lease = cx.claim_one(SHORT).await?;
+            let delayed = cx
+                .enqueue(vec![
+                    NewItem::new("d1").delay(SHORT),
+                    NewItem::new("d2").delay(SHORT),
+                ])
+                .await?;
+            let mut due = lease.expires_at;
+            for id in &delayed {
+                due = due.max(cx.due_of(*id).await?);
+            }
+            cx.expire(std::slice::from_ref(&lease)).await?;
+            cx.wait_past(due).await?;
+            let report = cx.reap_all().await?;
+            ensure!(
+                report.requeued == 1 && report.dead == 0,
+                rule,
+                "a reap with one expired lease and two due Scheduled items recovered {} (dead {}); \
+                 it recovers the one lease, and promoting is not recovering",
+                report.requeued,
+                report.dead
+            );
+            cx.expect_stats([3, 0, 0, 0], "after the reap").await?;
+            let got = cx.claim(3, LONG).await?;
+            let mut attempts: Vec<(u64, u32)> =
+                got.iter().map(|l| (l.id().get(), l.attempts)).collect();
+            attempts.sort_unstable();
+            let mut want = vec![
+                (leased.get(), 2),
+                (delayed[0].get(), 1),
+                (delayed[1].get(), 1),
+            ];
+            want.sort_unstable();
+            ensure!(
+                attempts == want,
+                rule,
+                "after the reap the claim got (id, attempts) {attempts:?}; expected {want:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// `wait_for_work` returns (by its timeout, give or take scheduling), and
+/// the counts after it are what the queue held, whatever that was: nothing (a queue never
+/// used, which it does not list afterwards), a Scheduled item not yet due,
+/// a Scheduled item overdue that nothing has promoted yet, a Ready item,
+/// only a Leased item, only a Dead item.
+pub async fn wait_for_work_returns_in_every_state<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("wait_for_work");
+    run(
+        factory,
+        "wait_for_work_returns_in_every_state",
+        rule,
+        Needs::DELAYS,
+        |cx| async move {
+            // Counts are read after the wait only: a read before it may
+            // promote an overdue item, and the wait would not meet one.
+            let waits = |what: &'static str, want: [u64; 4]| {
+                let cx = cx.clone();
+                async move {
+                    let (b, q) = (cx.b.clone(), cx.q.clone());
+                    let task = cx.spawn(async move { b.wait_for_work(&q, WAIT).await });
+                    match tokio::time::timeout(WAIT_BOUND, task).await {
+                        Err(_) => {
+                            return Err(cx.fail(format!(
+                                "wait_for_work({WAIT:?}) on {what} had not returned after {WAIT_BOUND:?}"
+                            )))
+                        }
+                        Ok(Err(e)) => {
+                            return Err(cx.fail(format!("wait_for_work on {what} panicked: {e}")))
+                        }
+                        Ok(Ok(())) => {}
+                    }
+                    cx.expect_stats(want, &format!("after wait_for_work on {what}"))
+                        .await
+                }
+            };
+            waits("a queue never used", [0, 0, 0, 0]).await?;
+            let listed = cx.b.queues().await.or_fail(rule, "queues")?;
+            ensure!(
+                !listed.contains(&cx.q),
+                rule,
+                "after wait_for_work on a queue never used, queues() lists it"
+            );
+            cx.enqueue(vec![NewItem::new("later").delay(LONG)]).await?;
+            waits("a Scheduled item not yet due", [0, 1, 0, 0]).await?;
+            cx.b.purge(&cx.q).await.or_fail(rule, "purge")?;
+            let id = cx.enqueue(vec![NewItem::new("soon").delay(SHORT)]).await?[0];
+            let due = cx.due_of(id).await?;
+            cx.wait_past(due).await?;
+            waits("an overdue Scheduled item", [1, 0, 0, 0]).await?;
+            waits("a Ready item", [1, 0, 0, 0]).await?;
+            let lease = cx.claim_one(LONG).await?;
+            waits("only a Leased item", [0, 0, 1, 0]).await?;
+            cx.b.fail(&lease.key, "dead").await.or_fail(rule, "fail")?;
+            waits("only a Dead item", [0, 0, 0, 1]).await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The timeout `wait_for_work_returns_in_every_state` passes.
+const WAIT: Duration = Duration::from_millis(100);
+/// How long it allows: a wait that has not returned by then never will.
+const WAIT_BOUND: Duration = Duration::from_secs(30);

@@ -138,7 +138,7 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
                     h.make_due(&cx.q).await.or_fail(rule, "make_due hook")?;
                 }
                 _ => {
-                    let due = cx.must_item(ls[3].id()).await?.due_at.ok_or_else(|| cx.fail("a released Scheduled item shows no due time"))?;
+                    let due = cx.due_of(ls[3].id()).await?;
                     cx.wait_past(due).await?;
                 }
             }
