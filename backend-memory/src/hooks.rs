@@ -11,13 +11,12 @@ use crate::state::Slot;
 #[async_trait]
 impl TestHooks for MemoryBackend {
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
-        let now = self.now_ms();
-        Ok(self.move_live_leases(queue, |_| now))
+        Ok(self.move_live_leases(queue, |_, now| now))
     }
 
     async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
         let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-        Ok(Some(self.move_live_leases(queue, |expires| {
+        Ok(Some(self.move_live_leases(queue, |expires, _| {
             expires.saturating_add(by)
         })))
     }
@@ -93,9 +92,9 @@ impl TestHooks for MemoryBackend {
 }
 
 impl MemoryBackend {
-    /// Gives every live lease of the queue the expiry `to(expiry)`; returns
-    /// how many.
-    fn move_live_leases(&self, queue: &QueueName, to: impl Fn(u64) -> u64) -> u64 {
+    /// Gives every live lease of the queue (live at the clock's `now`) the
+    /// expiry `to(expiry, now)`; returns how many.
+    fn move_live_leases(&self, queue: &QueueName, to: impl Fn(u64, u64) -> u64) -> u64 {
         let now = self.now_ms();
         let moved = self.existing(queue, |q| {
             let mut st = q.lock();
@@ -105,7 +104,7 @@ impl MemoryBackend {
                 .copied()
                 .collect();
             for &(expires, id) in &live {
-                st.set_expiry(id, expires, to(expires));
+                st.set_expiry(id, expires, to(expires, now));
             }
             live.len() as u64
         });

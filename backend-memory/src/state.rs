@@ -326,8 +326,6 @@ impl QueueState {
         }
     }
 
-    /// Recovers up to `budget` leases expired at `now` (expiry <= now), in
-    /// expiry order. Returns (requeued, dead, whether more may remain).
     /// Leases expiring past [`LEASE_HORIZON`] (no claim or extend sets
     /// one; a clock that ran ahead did) expire now, at most `budget` of
     /// them, each reported.
@@ -345,7 +343,11 @@ impl QueueState {
                 Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) =>
                 {
                     self.set_expiry(id, expires, now);
-                    repairs.push(repair(ItemState::Leased, id, Repair::PAST_HORIZON));
+                    tracing::warn!(
+                        id,
+                        "leaseq-memory: a lease expiring past the lease horizon expired now"
+                    );
+                    repairs.push(Repair::past_horizon(ItemId::new(id)));
                 }
                 other => {
                     let problem = mismatch(other.map(|i| i.slot));
@@ -356,6 +358,9 @@ impl QueueState {
         }
     }
 
+    /// Recovers up to `budget` leases expired at `now` (expiry <= now), in
+    /// expiry order, after expiring those past the horizon. Returns
+    /// (requeued, dead, whether more may remain).
     pub(crate) fn reap_expired(
         &mut self,
         now: u64,
