@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     shutdown.cancel();
     running.await??;
-    backend.purge(&queue).await?;
+    backend.admin()?.purge(&queue).await?;
     println!("all 5 jobs done on {url}");
     Ok(())
 }

@@ -5,6 +5,7 @@
 //!
 //! `cargo run --example periodic`
 
+use leaseq::BackendExt as _;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,7 +31,7 @@ async fn main() -> leaseq::Result<()> {
         "beat",
     )?
     .missed(Missed::EnqueueLatest);
-    let stored = backend.put_schedule(&schedule).await?;
+    let stored = backend.schedule_store()?.put_schedule(&schedule).await?;
     println!(
         "schedule {} stored at revision {}",
         stored.name, stored.revision
@@ -98,6 +99,7 @@ async fn main() -> leaseq::Result<()> {
         .map_err(|e| leaseq::Error::backend("the worker task", e))??;
 
     let last = backend
+        .schedule_store()?
         .schedules()
         .await?
         .into_iter()

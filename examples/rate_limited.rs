@@ -18,6 +18,7 @@
 //! machine's clock) may see up to twice the limit within a second that
 //! straddles two windows, never more than the limit per window.
 
+use leaseq::BackendExt as _;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -70,6 +71,7 @@ async fn coordinate() -> Result<(), BoxError> {
     let queue = QueueName::new(format!("rate-limited-{}", std::process::id()))?;
     let rate = Rate::new(PER_SECOND, Duration::from_secs(1))?;
     backend
+        .throttles()?
         .set_queue_limits(&queue, QueueLimits::NONE.rate(rate))
         .await?;
     let items = (0..JOBS)
@@ -93,12 +95,15 @@ async fn coordinate() -> Result<(), BoxError> {
     let waiting = tokio::task::spawn_blocking(move || child.wait_with_output());
     let here = work(backend.clone(), queue.clone(), addr).await;
     if here.is_err() {
-        let _ = backend.purge(&queue).await;
+        let _ = backend.admin()?.purge(&queue).await;
     }
     let out = waiting.await??;
     let there = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let _ = backend.set_queue_limits(&queue, QueueLimits::NONE).await;
-    let _ = backend.purge(&queue).await;
+    let _ = backend
+        .throttles()?
+        .set_queue_limits(&queue, QueueLimits::NONE)
+        .await;
+    let _ = backend.admin()?.purge(&queue).await;
     let here = here?;
     if !out.status.success() {
         return Err(format!("the second worker process failed: {}", out.status).into());

@@ -12,6 +12,7 @@
 //! Each step is also a command of its own (`-- enqueue`, `-- work`,
 //! `-- work --crash-after 2`), to stop and restart by hand.
 
+use leaseq::BackendExt as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +49,7 @@ fn queue() -> leaseq::Result<QueueName> {
 async fn enqueue() -> Result<(), Error> {
     let backend = open().await?;
     let q = queue()?;
-    backend.purge(&q).await?;
+    backend.admin()?.purge(&q).await?;
     let jobs = (1..=6).map(|n| NewItem::new(format!("thumbnail {n}")).max_attempts(5));
     let ids = backend.enqueue(&q, jobs.collect()).await?;
     println!(

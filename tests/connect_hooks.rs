@@ -3,6 +3,7 @@
 //! and any such handle can be wrapped by a layer, e.g. sharded.
 
 use leaseq::layer::shard::Sharded;
+use leaseq::BackendExt as _;
 use leaseq::{Backend, Order};
 
 async fn assert_production_handle(url: &str) {

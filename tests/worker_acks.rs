@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use leaseq::{
     async_trait, handler_fn, Backend, BackendExt, CancellationToken, ItemId, Job, JobContext,
-    JobOutcome, Layer, LeaseKey, QueueName, Result, Worker,
+    JobOutcome, LayeredBackend, LeaseKey, QueueName, Result, Worker,
 };
 use leaseq_core::layer::fault::{Fault, Faults, Op};
 use support::{events, queue, tokio_backend};
@@ -54,7 +54,7 @@ fn take(counter: &AtomicU64) -> bool {
 }
 
 #[async_trait]
-impl Layer for AckRecorder {
+impl LayeredBackend for AckRecorder {
     type Inner = Faults<Arc<dyn Backend>>;
     fn inner(&self) -> &Faults<Arc<dyn Backend>> {
         &self.faults

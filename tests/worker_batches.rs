@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaseq::{
-    async_trait, Backend, CancellationToken, ClaimSpec, Claimed, ItemId, Layer, LeaseKey,
+    async_trait, Backend, CancellationToken, ClaimSpec, Claimed, ItemId, LayeredBackend, LeaseKey,
     QueueName, Result, Worker,
 };
 use support::{events, noop_handler, queue, tokio_backend};
@@ -27,7 +27,7 @@ struct SerialWriter {
 }
 
 #[async_trait]
-impl Layer for SerialWriter {
+impl LayeredBackend for SerialWriter {
     type Inner = Arc<dyn Backend>;
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.inner

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leaseq::{
     async_trait, handler_fn, Backend, BackendExt, CancellationToken, ClaimSpec, Claimed, ItemState,
-    Job, JobContext, JobOutcome, Layer, QueueName, Result, Worker,
+    Job, JobContext, JobOutcome, LayeredBackend, QueueName, Result, Worker,
 };
 use support::{events, queue, tokio_backend};
 
@@ -35,7 +35,7 @@ impl ClaimSizes {
 }
 
 #[async_trait]
-impl Layer for ClaimSizes {
+impl LayeredBackend for ClaimSizes {
     type Inner = Arc<dyn Backend>;
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.inner

@@ -4,12 +4,13 @@
 
 mod support;
 
+use leaseq::BackendExt as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaseq::{
-    async_trait, handler_fn, Backend, CancellationToken, Job, JobContext, JobOutcome, Layer,
-    NewItem, QueueLimits, QueueName, Rate, Worker,
+    async_trait, handler_fn, Backend, CancellationToken, Job, JobContext, JobOutcome,
+    LayeredBackend, NewItem, QueueLimits, QueueName, Rate, Worker,
 };
 use support::{events, queue, tokio_backend, CountingBackend};
 
@@ -20,7 +21,7 @@ use support::{events, queue, tokio_backend, CountingBackend};
 struct EagerWake(Arc<dyn Backend>);
 
 #[async_trait]
-impl Layer for EagerWake {
+impl LayeredBackend for EagerWake {
     type Inner = Arc<dyn Backend>;
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.0
@@ -38,6 +39,8 @@ async fn a_rate_limited_worker_waits_for_the_window_instead_of_polling() {
     memory.enqueue(&q, items).await.expect("enqueue");
     let rate = Rate::new(2, Duration::from_secs(1)).expect("rate");
     memory
+        .throttles()
+        .expect("throttles")
         .set_queue_limits(&q, QueueLimits::NONE.rate(rate))
         .await
         .expect("limits");
@@ -97,6 +100,8 @@ async fn a_worker_at_the_concurrency_limit_waits_between_claims() {
     let items: Vec<NewItem> = (0..3).map(|i| NewItem::new(format!("j{i}"))).collect();
     memory.enqueue(&q, items).await.expect("enqueue");
     memory
+        .throttles()
+        .expect("throttles")
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))
         .await
         .expect("limits");

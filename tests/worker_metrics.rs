@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leaseq::{
     async_trait, handler_fn, metric_names, Backend, BackendExt, CancellationToken, Job, JobContext,
-    Layer, MemoryBackend, NewItem, QueueName, Worker,
+    LayeredBackend, MemoryBackend, NewItem, QueueName, Worker,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
@@ -189,7 +189,7 @@ struct TickGate {
 }
 
 #[async_trait]
-impl Layer for TickGate {
+impl LayeredBackend for TickGate {
     type Inner = Arc<dyn Backend>;
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.inner
@@ -244,7 +244,12 @@ fn the_gauge_task_samples_every_listed_queue_and_zeroes_the_ones_gone() {
             // The first tick samples both queues (`dropped`: one Ready).
             next_tick(&go, &mut started).await;
             // Purged between two ticks: no longer listed at the second.
-            memory.purge(&dropped).await.expect("purge");
+            memory
+                .admin()
+                .expect("admin")
+                .purge(&dropped)
+                .await
+                .expect("purge");
             next_tick(&go, &mut started).await;
             stop.cancel();
             go.add_permits(1);

@@ -61,7 +61,7 @@ struct Extends {
 }
 
 #[leaseq::async_trait]
-impl leaseq::Layer for Extends {
+impl leaseq::LayeredBackend for Extends {
     type Inner = Arc<dyn leaseq::Backend>;
     fn inner(&self) -> &Arc<dyn leaseq::Backend> {
         &self.inner
@@ -221,7 +221,12 @@ async fn removing_a_running_job_stops_its_handler_at_the_next_heartbeat() {
     let run = tokio::spawn(w.worker.run(stop.clone()));
 
     let id = w.started.recv().await.expect("handler started");
-    let was = backend.remove_item(&q, id).await.expect("remove");
+    let was = backend
+        .admin()
+        .expect("admin")
+        .remove_item(&q, id)
+        .await
+        .expect("remove");
     assert_eq!(was, ItemState::Leased);
 
     // The next heartbeat finds the lease gone and tells the handler; its

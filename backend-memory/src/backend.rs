@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use leaseq_core::{Clock, Limits, QueueName, StepCounter, SystemClock};
+use leaseq_core::{Bounds, Clock, QueueName, StepCounter, SystemClock};
 use tokio::sync::Notify;
 
 use crate::state::QueueState;
@@ -22,7 +22,7 @@ use crate::state::QueueState;
 pub struct MemoryBackend {
     pub(crate) shared: Arc<Shared>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) limits: Limits,
+    pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
     /// Critical sections per queue, counted with test hooks on.
     pub(crate) steps: Arc<StepCounter>,
@@ -100,7 +100,7 @@ impl MemoryBackend {
         MemoryBackend {
             shared: Arc::new(Shared::default()),
             clock,
-            limits: Limits::default(),
+            limits: Bounds::default(),
             test_hooks: false,
             steps: Arc::new(StepCounter::new(false)),
         }
@@ -118,7 +118,7 @@ impl MemoryBackend {
 
     /// This handle with `limits` (other clones keep their own limits but
     /// share the queues).
-    pub fn with_limits(mut self, limits: Limits) -> Self {
+    pub fn with_limits(mut self, limits: Bounds) -> Self {
         self.limits = limits;
         self
     }

@@ -9,9 +9,10 @@ use leaseq_core::limits::{
 };
 use leaseq_core::queue_limits::Admission;
 use leaseq_core::{
-    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo,
-    ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    async_trait, Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks,
+    Throttles, Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
@@ -37,15 +38,8 @@ fn lost(lease: &LeaseKey) -> Error {
 impl Backend for MemoryBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities::all_features()
-            .queue_limits(LimitScope::Global)
-            .schedules(true)
-            .delete_queue(true)
-            .remove_item(true)
+            .bounds(self.limits)
             .unique_for(true)
-    }
-
-    fn limits(&self) -> Limits {
-        self.limits
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -428,6 +422,23 @@ impl Backend for MemoryBackend {
         .ok_or(Error::NotFound { id })
     }
 
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.wait_on(queue, timeout).await;
+        // The wait may have made the queue; drop it again if it is idle.
+        self.forget_if_idle(queue);
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none()
+            .admin(self)
+            .throttles(self)
+            .schedules(self)
+            .test_hooks(self.test_hooks.then_some(self as &dyn TestHooks))
+    }
+}
+
+#[async_trait]
+impl Admin for MemoryBackend {
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         let moved = self.existing(queue, |q| {
             let moved = q.lock().redrive(limit, &mut Vec::new());
@@ -472,6 +483,13 @@ impl Backend for MemoryBackend {
         self.forget_if_idle(queue);
         Ok(n)
     }
+}
+
+#[async_trait]
+impl Throttles for MemoryBackend {
+    fn scope(&self) -> LimitScope {
+        LimitScope::Global
+    }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         limits.check()?;
@@ -493,13 +511,10 @@ impl Backend for MemoryBackend {
             .existing(queue, |q| q.lock().limits)
             .unwrap_or_default())
     }
+}
 
-    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        self.wait_on(queue, timeout).await;
-        // The wait may have made the queue; drop it again if it is idle.
-        self.forget_if_idle(queue);
-    }
-
+#[async_trait]
+impl ScheduleStore for MemoryBackend {
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         self.store_schedule(schedule)
     }
@@ -514,10 +529,6 @@ impl Backend for MemoryBackend {
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.fire(tick, item)
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.test_hooks.then_some(self as &dyn TestHooks)
     }
 }
 

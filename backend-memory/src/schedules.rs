@@ -22,7 +22,7 @@ impl MemoryBackend {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// [`leaseq_core::Backend::put_schedule`].
+    /// [`leaseq_core::ScheduleStore::put_schedule`].
     pub(crate) fn store_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         schedule.check(&self.limits)?;
         let mut map = self.schedule_map();
@@ -59,17 +59,17 @@ impl MemoryBackend {
         Ok(stored)
     }
 
-    /// [`leaseq_core::Backend::remove_schedule`].
+    /// [`leaseq_core::ScheduleStore::remove_schedule`].
     pub(crate) fn drop_schedule(&self, name: &ScheduleName) -> bool {
         self.schedule_map().remove(name).is_some()
     }
 
-    /// [`leaseq_core::Backend::schedules`].
+    /// [`leaseq_core::ScheduleStore::schedules`].
     pub(crate) fn list_schedules(&self) -> Vec<StoredSchedule> {
         self.schedule_map().values().cloned().collect()
     }
 
-    /// [`leaseq_core::Backend::fire_schedule`]: the map's lock is held from
+    /// [`leaseq_core::ScheduleStore::fire_schedule`]: the map's lock is held from
     /// the check to the record, the queue's lock inside it for the enqueue.
     pub(crate) fn fire(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         let items = vec![item];

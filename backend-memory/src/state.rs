@@ -446,7 +446,7 @@ impl QueueState {
         Some(true)
     }
 
-    /// [`leaseq_core::Backend::remove_item`]: takes the item out of its
+    /// [`leaseq_core::Admin::remove_item`]: takes the item out of its
     /// index and forgets it, freeing its dedup key (no hold: it was not
     /// acked); `None` when there is no such item. The caller promoted due
     /// items first, so the state returned is the one inspection shows.
@@ -494,7 +494,7 @@ impl QueueState {
         n
     }
 
-    /// [`leaseq_core::Backend::delete_queue`]: every item and everything
+    /// [`leaseq_core::Admin::delete_queue`]: every item and everything
     /// else kept for the queue (limits, window, holds, requests). Ids come
     /// from the backend's counter, so none is reused after this.
     pub(crate) fn delete(&mut self) -> u64 {

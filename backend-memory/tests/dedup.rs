@@ -2,6 +2,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,7 +102,12 @@ async fn the_key_is_held_while_leased_scheduled_and_dead_and_freed_by_ack() {
         dup(&f).await.deduplicated,
         "dead items still hold their key"
     );
-    f.backend.redrive(&f.queue, 1).await.expect("redrive");
+    f.backend
+        .admin()
+        .expect("admin")
+        .redrive(&f.queue, 1)
+        .await
+        .expect("redrive");
     let l = f.claim(1).await.remove(0);
     f.backend.release(&l.key, Duration::from_secs(3)).await.ok();
     let l = f
@@ -110,7 +116,12 @@ async fn the_key_is_held_while_leased_scheduled_and_dead_and_freed_by_ack() {
         .await
         .expect("peek");
     assert_eq!(l.len(), 1, "max_attempts 1: the release sent it dead");
-    f.backend.redrive(&f.queue, 1).await.expect("redrive");
+    f.backend
+        .admin()
+        .expect("admin")
+        .redrive(&f.queue, 1)
+        .await
+        .expect("redrive");
     let l = f.claim(1).await.remove(0);
     f.backend.ack(&l.key).await.expect("ack");
     let fresh = dup(&f).await;

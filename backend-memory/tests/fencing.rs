@@ -2,6 +2,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::time::Duration;
 
 use common::{fixture, items, TTL};
@@ -382,7 +383,15 @@ async fn redrive_moves_oldest_dead_first_with_attempts_reset() {
     for i in [2, 0, 1] {
         f.backend.fail(&ls[i].key, "no").await.expect("fail");
     }
-    assert_eq!(f.backend.redrive(&f.queue, 2).await.expect("redrive"), 2);
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .redrive(&f.queue, 2)
+            .await
+            .expect("redrive"),
+        2
+    );
     let ready = f
         .backend
         .peek(&f.queue, ItemState::Ready, 10)
@@ -392,8 +401,24 @@ async fn redrive_moves_oldest_dead_first_with_attempts_reset() {
     assert_eq!(got, [(ids[0], 0), (ids[2], 0)]);
     let again = f.claim(5).await;
     assert!(again.iter().all(|l| l.attempts == 1));
-    assert_eq!(f.backend.redrive(&f.queue, 10).await.expect("redrive"), 1);
-    assert_eq!(f.backend.redrive(&f.queue, 10).await.expect("redrive"), 0);
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .redrive(&f.queue, 10)
+            .await
+            .expect("redrive"),
+        1
+    );
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .redrive(&f.queue, 10)
+            .await
+            .expect("redrive"),
+        0
+    );
     f.assert_consistent().await;
 }
 
@@ -409,7 +434,15 @@ async fn purge_deletes_every_state_and_loses_leases() {
     .await;
     let ls = f.claim(2).await;
     f.backend.fail(&ls[1].key, "x").await.expect("fail");
-    assert_eq!(f.backend.purge(&f.queue).await.expect("purge"), 4);
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .purge(&f.queue)
+            .await
+            .expect("purge"),
+        4
+    );
     assert!(f
         .backend
         .ack(&ls[0].key)

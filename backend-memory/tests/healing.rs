@@ -2,10 +2,11 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::time::Duration;
 
 use common::{fixture, items, spec, TTL};
-use leaseq_core::{Backend, Error, ItemId, ItemState, Limits, NewItem, QueueName};
+use leaseq_core::{Backend, Bounds, Error, ItemId, ItemState, NewItem, QueueName};
 
 #[tokio::test]
 async fn a_dangling_ready_entry_is_removed_reported_and_skipped() {
@@ -133,7 +134,7 @@ async fn snapshot_lists_every_index_and_item() {
 async fn a_bad_batch_is_rejected_and_writes_nothing() {
     let f = fixture();
     let f = common::Fixture {
-        backend: f.backend.with_limits(Limits {
+        backend: f.backend.with_limits(Bounds {
             max_payload_bytes: 4,
         }),
         ..f
@@ -172,7 +173,7 @@ async fn a_bad_batch_is_rejected_and_writes_nothing() {
         .await
         .expect("empty")
         .is_empty());
-    assert_eq!(f.backend.limits().max_payload_bytes, 4);
+    assert_eq!(f.backend.capabilities().bounds.max_payload_bytes, 4);
 }
 
 #[tokio::test]
@@ -202,7 +203,7 @@ async fn emptied_queues_are_forgotten_and_ids_never_come_back() {
         last = id.get();
         let how = match i % 3 {
             0 => {
-                assert_eq!(b.purge(&q).await.expect("purge"), 1);
+                assert_eq!(b.admin().expect("admin").purge(&q).await.expect("purge"), 1);
                 "purge"
             }
             n => {
@@ -233,7 +234,9 @@ async fn emptied_queues_are_forgotten_and_ids_never_come_back() {
     // A queue that still holds an item is kept.
     let kept = QueueName::new("kept").expect("name");
     b.push(&kept, "y").await.expect("enqueue");
-    b.purge(&QueueName::new("other").expect("name"))
+    b.admin()
+        .expect("admin")
+        .purge(&QueueName::new("other").expect("name"))
         .await
         .expect("purge");
     assert_eq!(b.queues_in_memory(), 1);

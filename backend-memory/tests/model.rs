@@ -4,6 +4,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -218,7 +219,13 @@ async fn run(seed: u64, steps: usize) {
             }
             8 => {
                 let limit = rng.below(3) as usize;
-                let moved = f.backend.redrive(&f.queue, limit).await.expect("redrive");
+                let moved = f
+                    .backend
+                    .admin()
+                    .expect("admin")
+                    .redrive(&f.queue, limit)
+                    .await
+                    .expect("redrive");
                 let dead = model
                     .values()
                     .filter(|m| m.state == ItemState::Dead)
@@ -241,7 +248,12 @@ async fn run(seed: u64, steps: usize) {
             _ => {
                 if rng.below(10) == 0 {
                     assert_eq!(
-                        f.backend.purge(&f.queue).await.expect("purge"),
+                        f.backend
+                            .admin()
+                            .expect("admin")
+                            .purge(&f.queue)
+                            .await
+                            .expect("purge"),
                         model.len() as u64
                     );
                     model.clear();

@@ -2,6 +2,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::time::Duration;
 
 use common::{fixture, items};
@@ -195,8 +196,24 @@ async fn unknown_queues_are_empty_not_errors() {
         .await
         .expect("peek")
         .is_empty());
-    assert_eq!(f.backend.purge(&other).await.expect("purge"), 0);
-    assert_eq!(f.backend.redrive(&other, 5).await.expect("redrive"), 0);
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .purge(&other)
+            .await
+            .expect("purge"),
+        0
+    );
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .redrive(&other, 5)
+            .await
+            .expect("redrive"),
+        0
+    );
     assert_eq!(f.backend.reap(&other).await.expect("reap").recovered(), 0);
 }
 
@@ -209,7 +226,15 @@ async fn queues_are_independent_and_clones_share_them() {
     clone.enqueue(&other, items(&["x"])).await.expect("enqueue");
     assert_eq!(f.backend.stats(&other).await.expect("stats").ready, 1);
     assert_eq!(clone.stats(&f.queue).await.expect("stats").ready, 2);
-    assert_eq!(f.backend.purge(&f.queue).await.expect("purge"), 2);
+    assert_eq!(
+        f.backend
+            .admin()
+            .expect("admin")
+            .purge(&f.queue)
+            .await
+            .expect("purge"),
+        2
+    );
     assert_eq!(clone.stats(&other).await.expect("stats").ready, 1);
     assert_eq!(
         clone.stats(&f.queue).await.expect("stats"),

@@ -1,6 +1,7 @@
 //! The scheduler runtime on the memory backend's manual clock: missed-tick
 //! policies, changes and removals picked up by a running scheduler.
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +38,11 @@ async fn after_an_outage(missed: Missed) -> (usize, usize) {
     let s = Schedule::every("hourly", q.clone(), HOUR, "run")
         .expect("schedule")
         .missed(missed);
-    b.put_schedule(&s).await.expect("put");
+    b.schedule_store()
+        .expect("schedule_store")
+        .put_schedule(&s)
+        .await
+        .expect("put");
     let mut scheduler = Scheduler::new(b.clone());
     let pass = scheduler.run_once().await.expect("pass");
     assert!(pass.fired.is_empty(), "nothing is due at once: {pass:?}");
@@ -76,7 +81,11 @@ async fn enqueue_latest_runs_once_for_the_missed_ticks() {
 async fn a_running_scheduler_picks_up_changes_and_removals() {
     let (b, clock, q) = setup();
     let v1 = Schedule::every("s", q.clone(), Duration::from_secs(10), "v1").expect("schedule");
-    b.put_schedule(&v1).await.expect("put");
+    b.schedule_store()
+        .expect("schedule_store")
+        .put_schedule(&v1)
+        .await
+        .expect("put");
     // Reloads only when a fire finds its definition stale.
     let mut scheduler = Scheduler::new(b.clone()).reload_every(HOUR);
     scheduler.run_once().await.expect("pass");
@@ -85,7 +94,11 @@ async fn a_running_scheduler_picks_up_changes_and_removals() {
     assert_eq!(payloads(b.as_ref(), &q).await, ["v1"]);
 
     let v2 = Schedule::every("s", q.clone(), Duration::from_secs(10), "v2").expect("schedule");
-    b.put_schedule(&v2).await.expect("put");
+    b.schedule_store()
+        .expect("schedule_store")
+        .put_schedule(&v2)
+        .await
+        .expect("put");
     clock.advance(Duration::from_secs(10));
     // The first pass meets the stale revision and fires nothing; the next
     // reloads and fires the new definition.
@@ -95,7 +108,12 @@ async fn a_running_scheduler_picks_up_changes_and_removals() {
     assert_eq!(second.fired.len(), 1, "{second:?}");
     assert_eq!(payloads(b.as_ref(), &q).await, ["v2"]);
 
-    assert!(b.remove_schedule(v2.name()).await.expect("remove"));
+    assert!(b
+        .schedule_store()
+        .expect("schedule_store")
+        .remove_schedule(v2.name())
+        .await
+        .expect("remove"));
     clock.advance(Duration::from_secs(10));
     for _ in 0..3 {
         let pass = scheduler.run_once().await.expect("pass");
@@ -109,7 +127,11 @@ async fn a_running_scheduler_picks_up_changes_and_removals() {
 async fn a_tick_fires_once_however_many_schedulers_pass() {
     let (b, clock, q) = setup();
     let s = Schedule::cron("minutely", q.clone(), "* * * * *", "tick").expect("schedule");
-    b.put_schedule(&s).await.expect("put");
+    b.schedule_store()
+        .expect("schedule_store")
+        .put_schedule(&s)
+        .await
+        .expect("put");
     let mut schedulers: Vec<Scheduler> = (0..4).map(|_| Scheduler::new(b.clone())).collect();
     let mut fired = 0;
     for _ in 0..5 {
@@ -126,7 +148,11 @@ async fn a_tick_fires_once_however_many_schedulers_pass() {
 async fn run_stops_when_told() {
     let (b, _clock, q) = setup();
     let s = Schedule::every("s", q, HOUR, "x").expect("schedule");
-    b.put_schedule(&s).await.expect("put");
+    b.schedule_store()
+        .expect("schedule_store")
+        .put_schedule(&s)
+        .await
+        .expect("put");
     let stop = leaseq_core::CancellationToken::new();
     let task = tokio::spawn(Scheduler::new(b).run(stop.clone()));
     stop.cancel();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -87,7 +88,15 @@ async fn woken_by_reap_and_redrive() {
     .await;
     f.claim(1).await;
     woken_by(f, |f| async move {
-        assert_eq!(f.backend.redrive(&f.queue, 1).await.expect("redrive"), 1);
+        assert_eq!(
+            f.backend
+                .admin()
+                .expect("admin")
+                .redrive(&f.queue, 1)
+                .await
+                .expect("redrive"),
+            1
+        );
     })
     .await;
 }
@@ -99,7 +108,12 @@ async fn woken_by_redrive_item() {
     let l = f.claim(1).await.remove(0);
     f.backend.fail(&l.key, "x").await.expect("fail");
     woken_by(f, |f| async move {
-        let moved = f.backend.redrive_item(&f.queue, l.id()).await;
+        let moved = f
+            .backend
+            .admin()
+            .expect("admin")
+            .redrive_item(&f.queue, l.id())
+            .await;
         assert!(moved.expect("redrive_item"), "the Dead item did not move");
     })
     .await;

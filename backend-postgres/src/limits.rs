@@ -60,7 +60,7 @@ impl PgBackend {
         table(&self.inner.options.schema)
     }
 
-    /// [`leaseq_core::Backend::set_queue_limits`]: one statement.
+    /// [`leaseq_core::Throttles::set_queue_limits`]: one statement.
     pub(crate) async fn write_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         limits.check()?;
         let t = self.limits_table();
@@ -93,7 +93,7 @@ impl PgBackend {
         Ok(())
     }
 
-    /// [`leaseq_core::Backend::queue_limits`]: one statement.
+    /// [`leaseq_core::Throttles::queue_limits`]: one statement.
     pub(crate) async fn read_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         let t = self.limits_table();
         let row = sqlx::query(&format!(

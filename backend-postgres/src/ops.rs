@@ -8,9 +8,10 @@ use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, LEASE_HORIZON, REQUEST_MEMORY,
 };
 use leaseq_core::{
-    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits,
-    QueueName, QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result, ScheduleStore,
+    TestHooks, Throttles, Timestamp,
 };
 
 use crate::rows::{
@@ -196,7 +197,7 @@ impl PgBackend {
     /// [`check_batch`], plus what PostgreSQL cannot store: `text` cannot
     /// hold a NUL character.
     pub(crate) fn check_items(&self, items: &[NewItem]) -> Result<()> {
-        check_batch(items, &self.limits())?;
+        check_batch(items, &self.inner.options.limits)?;
         if let Some(i) = items
             .iter()
             .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
@@ -480,17 +481,10 @@ impl PgBackend {
 impl Backend for PgBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities::all_features()
+            .bounds(self.inner.options.limits)
             .durable(true)
             .shared(true)
-            .queue_limits(LimitScope::Global)
-            .schedules(true)
             .unique_for(true)
-            .delete_queue(true)
-            .remove_item(true)
-    }
-
-    fn limits(&self) -> Limits {
-        self.inner.options.limits
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -820,6 +814,26 @@ impl Backend for PgBackend {
         }
     }
 
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none()
+            .admin(self)
+            .throttles(self)
+            .schedules(self)
+            .test_hooks(
+                self.inner
+                    .options
+                    .test_hooks
+                    .then_some(self as &dyn TestHooks),
+            )
+    }
+}
+
+#[async_trait]
+impl Admin for PgBackend {
     async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
         let (moved, _) = self
             .walk(
@@ -892,6 +906,13 @@ impl Backend for PgBackend {
             .map_err(db("delete_queue"))?;
         Ok(done.rows_affected())
     }
+}
+
+#[async_trait]
+impl Throttles for PgBackend {
+    fn scope(&self) -> LimitScope {
+        LimitScope::Global
+    }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         self.write_limits(queue, limits).await
@@ -900,11 +921,10 @@ impl Backend for PgBackend {
     async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         self.read_limits(queue).await
     }
+}
 
-    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        self.inner.wakeups.wait(queue.as_str(), timeout).await;
-    }
-
+#[async_trait]
+impl ScheduleStore for PgBackend {
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         self.store_schedule(schedule).await
     }
@@ -919,13 +939,6 @@ impl Backend for PgBackend {
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.fire(tick, item).await
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner
-            .options
-            .test_hooks
-            .then_some(self as &dyn TestHooks)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leaseq_core::{Error, Limits, Result};
+use leaseq_core::{Bounds, Error, Result};
 
 /// Options for [`crate::PgBackend`], built with chained setters.
 ///
@@ -24,7 +24,7 @@ pub struct PgOptions {
     pub(crate) migrate_on_connect: bool,
     pub(crate) poll_interval: Duration,
     pub(crate) acquire_timeout: Duration,
-    pub(crate) limits: Limits,
+    pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
 }
 
@@ -45,7 +45,7 @@ impl PgOptions {
             migrate_on_connect: true,
             poll_interval: Duration::from_secs(1),
             acquire_timeout: Duration::from_secs(30),
-            limits: Limits::default(),
+            limits: Bounds::default(),
             test_hooks: false,
         }
     }

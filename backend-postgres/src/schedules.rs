@@ -46,7 +46,7 @@ fn stored(row: &PgRow) -> Result<StoredSchedule> {
 }
 
 impl PgBackend {
-    /// [`leaseq_core::Backend::put_schedule`]: an insert, or an update when
+    /// [`leaseq_core::ScheduleStore::put_schedule`]: an insert, or an update when
     /// the queue, spec or payload differ; then the row as stored.
     pub(crate) async fn store_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         schedule.check(&self.inner.options.limits)?;
@@ -88,7 +88,7 @@ impl PgBackend {
         }
     }
 
-    /// [`leaseq_core::Backend::remove_schedule`].
+    /// [`leaseq_core::ScheduleStore::remove_schedule`].
     pub(crate) async fn drop_schedule(&self, name: &ScheduleName) -> Result<bool> {
         let done = sqlx::query(&format!("DELETE FROM {} WHERE name = $1", table(self)))
             .bind(name.as_str())
@@ -98,7 +98,7 @@ impl PgBackend {
         Ok(done.rows_affected() > 0)
     }
 
-    /// [`leaseq_core::Backend::schedules`].
+    /// [`leaseq_core::ScheduleStore::schedules`].
     pub(crate) async fn list_schedules(&self) -> Result<Vec<StoredSchedule>> {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM {} ORDER BY name COLLATE \"C\"",
@@ -110,7 +110,7 @@ impl PgBackend {
         rows.iter().map(stored).collect()
     }
 
-    /// [`leaseq_core::Backend::fire_schedule`]: one transaction.
+    /// [`leaseq_core::ScheduleStore::fire_schedule`]: one transaction.
     pub(crate) async fn fire(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         let items = vec![item];
         self.check_items(&items)?;

@@ -66,9 +66,23 @@ async fn enqueue_claim_ack_round_trip_with_fencing() {
     let dead = b.peek(&queue, ItemState::Dead, 10).await.expect("peek");
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].last_error.as_deref(), Some("boom"));
-    assert_eq!(b.redrive(&queue, 10).await.expect("redrive"), 1);
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .redrive(&queue, 10)
+            .await
+            .expect("redrive"),
+        1
+    );
     assert_eq!(b.stats(&queue).await.expect("stats").ready, 2);
-    assert_eq!(b.purge(&queue).await.expect("purge"), 2);
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .purge(&queue)
+            .await
+            .expect("purge"),
+        2
+    );
 }
 
 #[tokio::test]
@@ -317,6 +331,8 @@ async fn a_claim_that_waits_on_the_limits_lock_stamps_its_leases_after_the_wait(
     };
     let queue = q("jobs");
     db.backend
+        .throttles()
+        .expect("throttles")
         .set_queue_limits(&queue, leaseq_core::QueueLimits::NONE.concurrency(5))
         .await
         .expect("limits");

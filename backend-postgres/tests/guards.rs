@@ -422,14 +422,29 @@ async fn reap_promote_and_redrive_walk_many_batches_once() {
     assert_eq!((r.requeued, r.dead), (0, n as u64), "{r:?}");
     assert_eq!(b.reap(&queue).await.expect("reap again").recovered(), 0);
     // Redrive: a limit inside the second batch, then the rest.
-    assert_eq!(b.redrive(&queue, 700).await.expect("redrive"), 700);
     assert_eq!(
-        b.redrive(&queue, 10_000).await.expect("redrive"),
+        b.admin()
+            .expect("admin")
+            .redrive(&queue, 700)
+            .await
+            .expect("redrive"),
+        700
+    );
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .redrive(&queue, 10_000)
+            .await
+            .expect("redrive"),
         (n - 700) as u64
     );
     let s = b.stats(&queue).await.expect("stats");
     assert_eq!((s.ready, s.dead), (n as u64, 0));
-    b.purge(&queue).await.expect("purge");
+    b.admin()
+        .expect("admin")
+        .purge(&queue)
+        .await
+        .expect("purge");
     // Promotion: 1,100 items due at once (one enqueue statement's now()).
     for chunk in [1_000, 100] {
         push(
@@ -672,10 +687,14 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     assert!(b.ack(&stranger).await.is_err_and(|e| e.is_lease_lost()));
     assert!(b.ack_many(&[stranger]).await.expect("ack_many")[0].is_err());
     assert!(b
+        .admin()
+        .expect("admin")
         .redrive_item(&q("q42"), ItemId::new(1))
         .await
         .is_err_and(|e| matches!(e, Error::NotFound { .. })));
     assert!(b
+        .admin()
+        .expect("admin")
         .remove_item(&q("q42"), ItemId::new(1))
         .await
         .is_err_and(|e| matches!(e, Error::NotFound { .. })));

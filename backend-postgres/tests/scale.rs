@@ -11,6 +11,7 @@
 
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, ClaimSpec, LeaseKey, NewItem, QueueName};
@@ -113,7 +114,11 @@ async fn reap_after_churn() {
     let b = &s.backend;
     let fresh = QueueName::new("fresh").expect("name");
     time_reap(b, &fresh, expired).await;
-    b.purge(&fresh).await.expect("purge");
+    b.admin()
+        .expect("admin")
+        .purge(&fresh)
+        .await
+        .expect("purge");
 
     let mut holder = None;
     if hold {

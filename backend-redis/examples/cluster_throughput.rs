@@ -7,6 +7,7 @@
 //!     redis+cluster://127.0.0.1:7000,127.0.0.1:7001 <shards> <seconds> [fred]
 //! ```
 
+use leaseq_core::BackendExt as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,7 +102,7 @@ async fn main() -> leaseq_core::Result<()> {
     let rate = n as f64 / start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let purged = b.purge(&q).await?;
+    let purged = b.admin()?.purge(&q).await?;
     println!(
         "client {} shards {shards}: {n} items acked in {secs} s = {rate:.0} items/s (purged {purged})",
         if fred { "fred" } else { "redis-rs" }

@@ -1,8 +1,8 @@
-//! [`leaseq_core::Backend::delete_queue`] on Redis. A queue's keys all live
+//! [`leaseq_core::Admin::delete_queue`] on Redis. A queue's keys all live
 //! in its slot, but the id floor that keeps a deleted queue's ids from
 //! coming back lives next to the registry of queues (another slot), so the
 //! delete is a short protocol, each step one script:
-//! 1. purge batches empty the indexes (as [`leaseq_core::Backend::purge`]);
+//! 1. purge batches empty the indexes (as [`leaseq_core::Admin::purge`]);
 //! 2. `queue_delete` with the floor the client has raised: it deletes the
 //!    items that came in since (a batch; more: purge again), refuses while
 //!    the queue handed out ids above the floor (raise the floor past its
@@ -40,7 +40,7 @@ const FLOOR_HEADROOM: u64 = 1_000;
 const MAX_ROUNDS: usize = 16;
 
 impl<C: ScriptClient> RedisBackend<C> {
-    /// [`leaseq_core::Backend::purge`]: batches until every index is empty.
+    /// [`leaseq_core::Admin::purge`]: batches until every index is empty.
     pub(crate) async fn purge_items(&self, queue: &QueueName) -> Result<u64> {
         let mut deleted = 0u64;
         loop {
@@ -55,7 +55,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         }
     }
 
-    /// [`leaseq_core::Backend::delete_queue`]: see the [module docs](self).
+    /// [`leaseq_core::Admin::delete_queue`]: see the [module docs](self).
     pub(crate) async fn delete(&self, queue: &QueueName) -> Result<u64> {
         let limits = self.keys(queue)?.limits();
         let tombstone = crate::listing::GENERATION_TOMBSTONE.as_millis();

@@ -272,7 +272,7 @@
 //! out) and, until the next listing, `{prefix:queue}:listed`.
 //!
 //! # Deleting a queue
-//! [`leaseq_core::Backend::delete_queue`] (`leaseq purge QUEUE --forget`)
+//! [`leaseq_core::Admin::delete_queue`] (`leaseq purge QUEUE --forget`)
 //! leaves no key of the queue but `{prefix:queue}:listgen`, raised and set
 //! to expire after two minutes (it turns away an enqueue that registered
 //! the queue before the delete), and `enqueue_once` records, which expire

@@ -12,7 +12,7 @@ use crate::backend::arg;
 use crate::{RedisBackend, ScriptClient};
 
 impl<C: ScriptClient> RedisBackend<C> {
-    /// [`leaseq_core::Backend::set_queue_limits`]: one script.
+    /// [`leaseq_core::Throttles::set_queue_limits`]: one script.
     pub(crate) async fn write_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         limits.check()?;
         let none = || Bytes::from_static(b"");
@@ -27,7 +27,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         Ok(())
     }
 
-    /// [`leaseq_core::Backend::queue_limits`]: one script.
+    /// [`leaseq_core::Throttles::queue_limits`]: one script.
     pub(crate) async fn read_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         let key = self.keys(queue)?.limits();
         let r = self

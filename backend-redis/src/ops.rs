@@ -9,9 +9,10 @@ use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
 use leaseq_core::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits, QueueName,
-    QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId, ItemInfo,
+    ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem, QueueLimits,
+    QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks, Throttles,
+    Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
@@ -97,17 +98,10 @@ pub(crate) fn log_note(queue: &QueueName, note: &crate::Reply) -> Result<()> {
 impl<C: ScriptClient> Backend for RedisBackend<C> {
     fn capabilities(&self) -> Capabilities {
         Capabilities::all_features()
+            .bounds(self.config.limits)
             .durable(self.durable)
             .shared(true)
-            .queue_limits(LimitScope::Global)
-            .schedules(true)
             .unique_for(true)
-            .delete_queue(true)
-            .remove_item(true)
-    }
-
-    fn limits(&self) -> Limits {
-        self.config.limits
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -448,6 +442,30 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         }
     }
 
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        let start = tokio::time::Instant::now();
+        let key = match self.keys(queue) {
+            Ok(k) => k.notify(),
+            Err(_) => return tokio::time::sleep(timeout).await,
+        };
+        if let Err(e) = self.client.wait_marker(&key, timeout).await {
+            // No notification channel: fall back to a plain poll.
+            tracing::debug!(queue = %queue, error = %e, "leaseq-redis: wake-up wait failed");
+            tokio::time::sleep(timeout.saturating_sub(start.elapsed())).await;
+        }
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none()
+            .admin(self)
+            .throttles(self)
+            .schedules(self)
+            .test_hooks(self.config.test_hooks.then_some(self as &dyn TestHooks))
+    }
+}
+
+#[async_trait]
+impl<C: ScriptClient> Admin for RedisBackend<C> {
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         let mut moved = 0u64;
         let mut left = limit;
@@ -523,6 +541,13 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
         self.delete(queue).await
     }
+}
+
+#[async_trait]
+impl<C: ScriptClient> Throttles for RedisBackend<C> {
+    fn scope(&self) -> LimitScope {
+        LimitScope::Global
+    }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         self.write_limits(queue, limits).await
@@ -531,20 +556,10 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         self.read_limits(queue).await
     }
+}
 
-    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        let start = tokio::time::Instant::now();
-        let key = match self.keys(queue) {
-            Ok(k) => k.notify(),
-            Err(_) => return tokio::time::sleep(timeout).await,
-        };
-        if let Err(e) = self.client.wait_marker(&key, timeout).await {
-            // No notification channel: fall back to a plain poll.
-            tracing::debug!(queue = %queue, error = %e, "leaseq-redis: wake-up wait failed");
-            tokio::time::sleep(timeout.saturating_sub(start.elapsed())).await;
-        }
-    }
-
+#[async_trait]
+impl<C: ScriptClient> ScheduleStore for RedisBackend<C> {
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         self.store_schedule(schedule).await
     }
@@ -559,9 +574,5 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.fire(tick, item).await
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.config.test_hooks.then_some(self as &dyn TestHooks)
     }
 }

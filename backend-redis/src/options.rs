@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leaseq_core::{Limits, Result};
+use leaseq_core::{Bounds, Result};
 
 /// Settings for a Redis backend, built with chained setters, as
 /// `PgOptions` and `SqliteOptions` are. One difference: the server's
@@ -23,7 +23,7 @@ pub struct RedisOptions {
     pub(crate) url: String,
     pub(crate) seeds: Vec<String>,
     pub(crate) prefix: String,
-    pub(crate) limits: Limits,
+    pub(crate) limits: Bounds,
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) reap_batch: u32,
@@ -133,7 +133,7 @@ impl RedisOptions {
             url,
             seeds,
             prefix: Self::DEFAULT_PREFIX.into(),
-            limits: Limits::default(),
+            limits: Bounds::default(),
             response_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             reap_batch: 500,
@@ -218,7 +218,7 @@ impl RedisOptions {
     }
 
     /// The limits enforced on enqueue.
-    pub fn limits(mut self, limits: Limits) -> Self {
+    pub fn limits(mut self, limits: Bounds) -> Self {
         self.limits = limits;
         self
     }

@@ -118,7 +118,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         }))
     }
 
-    /// [`leaseq_core::Backend::put_schedule`].
+    /// [`leaseq_core::ScheduleStore::put_schedule`].
     pub(crate) async fn store_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         schedule.check(&self.config.limits)?;
         let (name, queue) = (schedule.name(), schedule.queue());
@@ -164,7 +164,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         Ok(stored)
     }
 
-    /// [`leaseq_core::Backend::remove_schedule`].
+    /// [`leaseq_core::ScheduleStore::remove_schedule`].
     pub(crate) async fn drop_schedule(&self, name: &ScheduleName) -> Result<bool> {
         let Some(queue) = self.queue_of(name).await? else {
             return Ok(false);
@@ -174,7 +174,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         Ok(existed)
     }
 
-    /// [`leaseq_core::Backend::schedules`].
+    /// [`leaseq_core::ScheduleStore::schedules`].
     pub(crate) async fn list_schedules(&self) -> Result<Vec<StoredSchedule>> {
         let r = self.index(vec![arg("all")]).await?;
         let pairs = r.array()?;
@@ -203,7 +203,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         Ok(out)
     }
 
-    /// [`leaseq_core::Backend::fire_schedule`]: one script in the queue's slot.
+    /// [`leaseq_core::ScheduleStore::fire_schedule`]: one script in the queue's slot.
     pub(crate) async fn fire(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         let items = vec![item];
         check_batch(&items, &self.config.limits)?;

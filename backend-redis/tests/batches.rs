@@ -56,7 +56,10 @@ async fn big_backlog(which: Which) {
     );
     let stats = b.stats(&q).await.expect("stats");
     assert_eq!((stats.ready, stats.leased), (left, 0));
-    assert_eq!(b.purge(&q).await.expect("purge"), left);
+    assert_eq!(
+        b.admin().expect("admin").purge(&q).await.expect("purge"),
+        left
+    );
 }
 
 #[cfg(feature = "redis-rs")]

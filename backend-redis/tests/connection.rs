@@ -180,7 +180,7 @@ async fn bad_input_is_refused(which: Which) {
         return;
     };
     let q = QueueName::new("in").expect("valid");
-    let huge = NewItem::new(vec![0u8; b.limits().max_payload_bytes + 1]);
+    let huge = NewItem::new(vec![0u8; b.capabilities().bounds.max_payload_bytes + 1]);
     assert!(matches!(
         b.enqueue(&q, vec![huge]).await,
         Err(Error::InvalidInput { .. })

@@ -954,7 +954,15 @@ async fn stray_entry_elsewhere_is_healed(which: Which) {
     let info = c.backend.item(&c.queue, later).await.expect("item");
     assert_eq!(info.state, ItemState::Scheduled);
 
-    assert_eq!(c.backend.redrive(&c.queue, 10).await.expect("redrive"), 1);
+    assert_eq!(
+        c.backend
+            .admin()
+            .expect("admin")
+            .redrive(&c.queue, 10)
+            .await
+            .expect("redrive"),
+        1
+    );
     let hooks = c.backend.test_hooks().expect("hooks");
     assert_eq!(hooks.make_due(&c.queue).await.expect("make due"), 1);
     let (seen, _) = c.drain().await;
@@ -998,7 +1006,15 @@ async fn record_with_bad_enqueue_time_is_quarantined(which: Which) {
         let reason = info.last_error.unwrap_or_default();
         assert!(reason.starts_with("quarantined: "), "{id}: {reason}");
     }
-    assert_eq!(c.backend.redrive(&c.queue, 10).await.expect("redrive"), 0);
+    assert_eq!(
+        c.backend
+            .admin()
+            .expect("admin")
+            .redrive(&c.queue, 10)
+            .await
+            .expect("redrive"),
+        0
+    );
     let dead = c
         .backend
         .peek(&c.queue, ItemState::Dead, 10)
@@ -1007,7 +1023,12 @@ async fn record_with_bad_enqueue_time_is_quarantined(which: Which) {
     let mut dead: Vec<ItemId> = dead.iter().map(|i| i.id).collect();
     dead.sort();
     assert_eq!(dead, vec![ids[1], ids[2]]);
-    c.backend.purge(&c.queue).await.expect("purge");
+    c.backend
+        .admin()
+        .expect("admin")
+        .purge(&c.queue)
+        .await
+        .expect("purge");
     c.assert_consistent_and_empty().await;
 }
 

@@ -53,12 +53,19 @@ async fn delete_leaves_only_an_expiring_tombstone(which: Which) {
     b.enqueue(&q, vec![NewItem::new("later").delay(TTL)])
         .await
         .expect("enqueue");
-    b.set_queue_limits(&q, QueueLimits::NONE.concurrency(5))
+    b.throttles()
+        .expect("throttles")
+        .set_queue_limits(&q, QueueLimits::NONE.concurrency(5))
         .await
         .expect("limits");
     assert!(b.queues().await.expect("queues").contains(&q));
 
-    let deleted = b.delete_queue(&q).await.expect("delete_queue");
+    let deleted = b
+        .admin()
+        .expect("admin")
+        .delete_queue(&q)
+        .await
+        .expect("delete_queue");
     assert_eq!(
         deleted, 7,
         "6 keyed items (one dead, one leased) and one scheduled"
@@ -102,7 +109,11 @@ async fn ids_stay_new_for_a_handle_that_saw_none(which: Which) {
     for round in 0..3 {
         let old = enqueue(b.as_ref(), &q, 5).await;
         top = top.max(old.iter().map(|i| i.get()).max().unwrap_or(0));
-        b.delete_queue(&q).await.expect("delete_queue");
+        b.admin()
+            .expect("admin")
+            .delete_queue(&q)
+            .await
+            .expect("delete_queue");
         let other = fresh_handle(which, &cleanup.url, &cleanup.prefix).await;
         let got = enqueue(other.as_ref(), &q, 5).await;
         for id in &got {
@@ -139,9 +150,19 @@ async fn finished_items_leave_no_dedup_entry(which: Which) {
     let batch = [leases[1].key.clone(), leases[2].key.clone()];
     let acked = b.ack_many(&batch).await.expect("ack_many");
     assert!(acked.iter().all(|r| r.is_ok()), "ack_many: {acked:?}");
-    let removed = b.remove_item(&q, leases[3].id()).await.expect("remove");
+    let removed = b
+        .admin()
+        .expect("admin")
+        .remove_item(&q, leases[3].id())
+        .await
+        .expect("remove");
     assert_eq!(removed, ItemState::Leased);
-    let removed = b.remove_item(&q, ids[5]).await.expect("remove");
+    let removed = b
+        .admin()
+        .expect("admin")
+        .remove_item(&q, ids[5])
+        .await
+        .expect("remove");
     assert_eq!(removed, ItemState::Ready);
     let held: Vec<String> = raw.hkeys(keys.dedup()).await.expect("hkeys");
     assert_eq!(
@@ -150,7 +171,7 @@ async fn finished_items_leave_no_dedup_entry(which: Which) {
         "dedup entries once three of six items were acked and two removed"
     );
     b.fail(&leases[4].key, "dead").await.expect("fail");
-    b.purge(&q).await.expect("purge");
+    b.admin().expect("admin").purge(&q).await.expect("purge");
     let left: i64 = raw.exists(keys.dedup()).await.expect("exists");
     assert_eq!(left, 0, "the dedup hash outlived a purge of the last item");
 }

@@ -243,7 +243,7 @@ async fn a_registration_older_than_a_prune_cannot_hide_the_queue(which: Which) {
             which.name()
         );
         assert_eq!(a.queues().await.expect("queues"), vec![q.clone()]);
-        assert_eq!(b.purge(&q).await.expect("purge"), 1);
+        assert_eq!(b.admin().expect("admin").purge(&q).await.expect("purge"), 1);
         assert!(b.queues().await.expect("queues").is_empty());
     })
     .await;
@@ -274,7 +274,7 @@ async fn racing_first_enqueues_leave_no_field_behind(which: Which) {
         registering.release();
         first.await.expect("join").expect("a's enqueue");
         assert_eq!(b.queues().await.expect("queues"), vec![q.clone()]);
-        assert_eq!(a.purge(&q).await.expect("purge"), 2);
+        assert_eq!(a.admin().expect("admin").purge(&q).await.expect("purge"), 2);
         assert!(a.queues().await.expect("queues").is_empty());
         let keys = leaseq_redis::keys::KeyLayout::new(&prefix, &q).expect("keys");
         let registry = format!("{{{prefix}:_}}:queues");
@@ -338,7 +338,11 @@ async fn the_listing_scans_nothing_and_keeps_prefixes_apart(which: Which) {
     two.enqueue(&q("z"), vec![NewItem::new("x")])
         .await
         .expect("enqueue");
-    one.purge(&q("b")).await.expect("purge");
+    one.admin()
+        .expect("admin")
+        .purge(&q("b"))
+        .await
+        .expect("purge");
     assert_eq!(one.queues().await.expect("queues"), vec![q("a"), q("c")]);
     assert_eq!(two.queues().await.expect("queues"), vec![q("z")]);
     let info = match server.command(&["INFO", "commandstats"]).expect("info") {

@@ -7,6 +7,7 @@
 #[macro_use]
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -272,7 +273,7 @@ async fn enqueue_once_writes_once(which: Which) {
         .await
         .expect_err("another size under a used request");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
-    let too_big = NewItem::new(vec![0u8; b.limits().max_payload_bytes + 1]);
+    let too_big = NewItem::new(vec![0u8; b.capabilities().bounds.max_payload_bytes + 1]);
     let err = b
         .enqueue_once(&q, LeaseToken::random(), vec![too_big])
         .await

@@ -186,7 +186,11 @@ async fn full_server_drains(which: Which) {
     let report = b.reap(&q).await.expect("reap on a full server");
     assert_eq!(report.requeued, 1, "{report:?}");
     assert_eq!(
-        b.redrive(&q, 10).await.expect("redrive on a full server"),
+        b.admin()
+            .expect("admin")
+            .redrive(&q, 10)
+            .await
+            .expect("redrive on a full server"),
         1
     );
     assert_eq!(

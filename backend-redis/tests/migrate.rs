@@ -271,7 +271,12 @@ async fn a_layout1_queue_is_refused_then_migrated_whole() {
         .expect("enqueue");
     assert_eq!((out[0].id.get(), out[0].deduplicated), (6, true));
     assert_eq!((out[1].id.get(), out[1].deduplicated), (7, false));
-    assert!(b.redrive_item(&q, ItemId::new(5)).await.expect("redrive"));
+    assert!(b
+        .admin()
+        .expect("admin")
+        .redrive_item(&q, ItemId::new(5))
+        .await
+        .expect("redrive"));
 
     let hooks = b.test_hooks().expect("hooks");
     let snap = hooks.snapshot(&q).await.expect("snapshot");

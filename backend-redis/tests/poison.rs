@@ -266,7 +266,7 @@ async fn redrive_brings_back_only_usable_items(which: Which) {
     // Named one by one: an unusable one stays in Dead and says why; a
     // usable one comes back.
     for (id, p) in ids.iter().zip(kinds).take(3) {
-        let got = b.redrive_item(&q, *id).await;
+        let got = b.admin().expect("admin").redrive_item(&q, *id).await;
         let stays = matches!(
             &got,
             Err(leaseq_core::Error::Corrupt { what }) if what.contains("still unusable")
@@ -274,12 +274,43 @@ async fn redrive_brings_back_only_usable_items(which: Which) {
         assert!(stays, "redrive_item of {p:?}: {got:?}");
         assert_quarantined(b.as_ref(), &q, *id, p).await;
     }
-    assert!(b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
-    assert!(!b.redrive_item(&q, ids[3]).await.expect("redrive_item"));
+    assert!(b
+        .admin()
+        .expect("admin")
+        .redrive_item(&q, ids[3])
+        .await
+        .expect("redrive_item"));
+    assert!(!b
+        .admin()
+        .expect("admin")
+        .redrive_item(&q, ids[3])
+        .await
+        .expect("redrive_item"));
     // One at a time: each call steps over the three left in Dead.
-    assert_eq!(b.redrive(&q, 1).await.expect("redrive"), 1);
-    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 1);
-    assert_eq!(b.redrive(&q, 100).await.expect("redrive"), 0);
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .redrive(&q, 1)
+            .await
+            .expect("redrive"),
+        1
+    );
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .redrive(&q, 100)
+            .await
+            .expect("redrive"),
+        1
+    );
+    assert_eq!(
+        b.admin()
+            .expect("admin")
+            .redrive(&q, 100)
+            .await
+            .expect("redrive"),
+        0
+    );
     let s = b.stats(&q).await.expect("stats");
     assert_eq!((s.ready, s.dead), (3, 3));
     let claimed = b.claim_up_to(&q, 10, TTL).await.expect("claim");

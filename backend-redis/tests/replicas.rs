@@ -10,6 +10,7 @@
 #[macro_use]
 mod common;
 
+use leaseq_core::BackendExt as _;
 use std::time::{Duration, Instant};
 
 use common::server::PrivateServer;
@@ -134,7 +135,7 @@ async fn a_lease_the_store_lost_is_vanished(which: Which) {
         .expect("enqueue");
     let spec = ClaimSpec::new(2, Duration::from_secs(60)).expect("spec");
     let leases = b.claim(&q, spec).await.expect("claim").leases;
-    assert_eq!(b.purge(&q).await.expect("purge"), 2);
+    assert_eq!(b.admin().expect("admin").purge(&q).await.expect("purge"), 2);
     let raw = b.ack(&leases[0].key).await.expect_err("gone");
     assert!(matches!(raw, Error::LeaseLost { .. }), "{raw:?}");
     let e = settle

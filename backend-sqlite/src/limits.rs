@@ -43,7 +43,7 @@ fn stored(conc: Option<i64>, rate: Option<i64>, per_ms: Option<i64>) -> Result<Q
 }
 
 impl SqliteBackend {
-    /// [`leaseq_core::Backend::set_queue_limits`]: one statement.
+    /// [`leaseq_core::Throttles::set_queue_limits`]: one statement.
     pub(crate) async fn write_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         limits.check()?;
         if limits.is_none() {
@@ -76,7 +76,7 @@ impl SqliteBackend {
         Ok(())
     }
 
-    /// [`leaseq_core::Backend::queue_limits`]: one statement.
+    /// [`leaseq_core::Throttles::queue_limits`]: one statement.
     pub(crate) async fn read_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         let row = sqlx::query(
             "SELECT concurrency, rate, per_ms FROM leaseq_queue_limits WHERE queue = ?1",

@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason, LEASE_HORIZON};
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
-    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, Limits, NewItem, QueueLimits,
-    QueueName, QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result, ScheduleStore,
+    TestHooks, Throttles, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::Connection;
@@ -222,17 +223,10 @@ impl Backend for SqliteBackend {
         // `durable` means "survives a crash of the process": a file does at
         // either synchronous level (see `Durability` for power failure).
         Capabilities::all_features()
+            .bounds(self.inner.options.limits)
             .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
-            .queue_limits(LimitScope::Global)
-            .schedules(true)
-            .delete_queue(true)
-            .remove_item(true)
             .unique_for(true)
-    }
-
-    fn limits(&self) -> Limits {
-        self.inner.options.limits
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -633,6 +627,26 @@ impl Backend for SqliteBackend {
         }
     }
 
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.inner.wakeups.wait(queue.as_str(), timeout).await;
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none()
+            .admin(self)
+            .throttles(self)
+            .schedules(self)
+            .test_hooks(
+                self.inner
+                    .options
+                    .test_hooks
+                    .then_some(self as &dyn TestHooks),
+            )
+    }
+}
+
+#[async_trait]
+impl Admin for SqliteBackend {
     async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
         let moved = self
             .batches(sql::REDRIVE, queue, limit(n), "redrive")
@@ -719,6 +733,13 @@ impl Backend for SqliteBackend {
         let tables = ["leaseq_held_keys", "leaseq_requests", "leaseq_queue_limits"];
         self.delete_items(queue, &tables, "delete_queue").await
     }
+}
+
+#[async_trait]
+impl Throttles for SqliteBackend {
+    fn scope(&self) -> LimitScope {
+        LimitScope::Global
+    }
 
     async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         self.write_limits(queue, limits).await
@@ -727,11 +748,10 @@ impl Backend for SqliteBackend {
     async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
         self.read_limits(queue).await
     }
+}
 
-    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        self.inner.wakeups.wait(queue.as_str(), timeout).await;
-    }
-
+#[async_trait]
+impl ScheduleStore for SqliteBackend {
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         self.store_schedule(schedule).await
     }
@@ -746,13 +766,6 @@ impl Backend for SqliteBackend {
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.fire(tick, item).await
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner
-            .options
-            .test_hooks
-            .then_some(self as &dyn TestHooks)
     }
 }
 

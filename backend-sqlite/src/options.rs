@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leaseq_core::Limits;
+use leaseq_core::Bounds;
 
 /// How hard a commit works to reach the disk: SQLite's `synchronous`
 /// setting (the journal is always WAL).
@@ -70,7 +70,7 @@ pub struct SqliteOptions {
     pub(crate) migrate_on_connect: bool,
     pub(crate) poll_interval: Duration,
     pub(crate) acquire_timeout: Duration,
-    pub(crate) limits: Limits,
+    pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
 }
 
@@ -90,7 +90,7 @@ impl SqliteOptions {
             migrate_on_connect: true,
             poll_interval: Self::DEFAULT_POLL_INTERVAL,
             acquire_timeout: Duration::from_secs(30),
-            limits: Limits::default(),
+            limits: Bounds::default(),
             test_hooks: false,
         }
     }

@@ -41,7 +41,7 @@ fn stored(row: &SqliteRow) -> Result<StoredSchedule> {
 }
 
 impl SqliteBackend {
-    /// [`leaseq_core::Backend::put_schedule`]: one statement that inserts,
+    /// [`leaseq_core::ScheduleStore::put_schedule`]: one statement that inserts,
     /// updates when the queue, spec or payload differ, or changes nothing;
     /// then the row as stored.
     pub(crate) async fn store_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
@@ -81,7 +81,7 @@ impl SqliteBackend {
         Ok(out)
     }
 
-    /// [`leaseq_core::Backend::remove_schedule`].
+    /// [`leaseq_core::ScheduleStore::remove_schedule`].
     pub(crate) async fn drop_schedule(&self, name: &ScheduleName) -> Result<bool> {
         let done = sqlx::query("DELETE FROM leaseq_schedules WHERE name = ?1")
             .bind(name.as_str())
@@ -91,7 +91,7 @@ impl SqliteBackend {
         Ok(done.rows_affected() > 0)
     }
 
-    /// [`leaseq_core::Backend::schedules`].
+    /// [`leaseq_core::ScheduleStore::schedules`].
     pub(crate) async fn list_schedules(&self) -> Result<Vec<StoredSchedule>> {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM leaseq_schedules ORDER BY name"
@@ -102,7 +102,7 @@ impl SqliteBackend {
         rows.iter().map(stored).collect()
     }
 
-    /// [`leaseq_core::Backend::fire_schedule`]: one transaction.
+    /// [`leaseq_core::ScheduleStore::fire_schedule`]: one transaction.
     pub(crate) async fn fire(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         let items = vec![item];
         self.check_items(&items)?;

@@ -6,6 +6,7 @@
 // `criterion_group!` defines a public function without docs.
 #![allow(missing_docs)]
 
+use leaseq_core::BackendExt as _;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
@@ -65,7 +66,7 @@ fn reap(c: &mut Criterion) {
                     })
                 })
             });
-            rt.block_on(t.backend.backend.purge(&q))
+            rt.block_on(t.backend.backend.admin().expect("admin").purge(&q))
                 .unwrap_or_else(|e| panic!("purge on {}: {e}", t.name));
         }
     }

@@ -4,6 +4,7 @@
 //! with `--runtime api` and `--runtime worker` side by side shows what the
 //! runtime costs on top of the backend.
 
+use leaseq_core::BackendExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +81,7 @@ pub async fn run(
             "need at least one producer, one consumer and a batch of one",
         ));
     }
-    backend.purge(queue).await?;
+    backend.admin()?.purge(queue).await?;
     let enqueue_seconds = enqueue(&backend, queue, config).await?;
     let acked = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -90,7 +91,7 @@ pub async fn run(
     }
     let drain_seconds = started.elapsed().as_secs_f64();
     let left = backend.stats(queue).await?.total();
-    backend.purge(queue).await?;
+    backend.admin()?.purge(queue).await?;
     let acked = acked.load(Ordering::Relaxed);
     if acked != config.jobs || left != 0 {
         return Err(Error::Corrupt {

@@ -1,6 +1,7 @@
 //! The load generator: producers and consumers against one backend for a
 //! fixed time, reporting throughput, enqueue-to-ack latency and peak memory.
 
+use leaseq_core::BackendExt as _;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -125,7 +126,7 @@ pub async fn run(
     let max = config.prefetch.unwrap_or(100);
     // Checked once here; each claim makes its own spec.
     ClaimSpec::new(max, config.lease)?;
-    backend.purge(queue).await?;
+    backend.admin()?.purge(queue).await?;
     let origin = Instant::now();
     let end = origin + config.duration;
     let counters = Arc::new(Counters::default());
@@ -166,7 +167,7 @@ pub async fn run(
         p.await.map_err(|e| Error::backend("producer task", e))??;
     }
     let seconds = config.duration.as_secs_f64();
-    backend.purge(queue).await?;
+    backend.admin()?.purge(queue).await?;
     let acked = counters.acked.load(Ordering::Relaxed);
     Ok(LoadReport {
         backend: name.to_owned(),

@@ -7,6 +7,7 @@
 //! advanced; a server clock is polled), and times the reap alone, which
 //! sends them back to Ready for the next round.
 
+use leaseq_core::BackendExt as _;
 use std::time::{Duration, Instant};
 
 use leaseq_conformance::{TestBackend, TimeControl};
@@ -26,7 +27,7 @@ pub const LIVE: [usize; 3] = [100, 10_000, 100_000];
 /// `queue`.
 pub async fn setup(tb: &TestBackend, queue: &QueueName, live: usize) -> Result<()> {
     let b = tb.backend.as_ref();
-    b.purge(queue).await?;
+    b.admin()?.purge(queue).await?;
     prefill(b, queue, live).await?;
     let mut claimed = 0;
     while claimed < live {

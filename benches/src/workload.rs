@@ -1,5 +1,6 @@
 //! The workloads every backend and every baseline runs, defined once.
 
+use leaseq_core::BackendExt as _;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -97,7 +98,7 @@ impl Workload {
                     backend.enqueue(queue, items(n)).await?;
                 }
                 let d = start.elapsed();
-                backend.purge(queue).await?;
+                backend.admin()?.purge(queue).await?;
                 d
             }
             Workload::ClaimAckOne | Workload::ClaimAckBatch => {

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leaseq_core::BackendExt as _;
 use leaseq_core::{
     Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, Order, QueueName,
     QueueStats, ReapReport, TestHooks, Timestamp,
@@ -42,16 +43,15 @@ pub(crate) struct Needs {
     pub(crate) steps: bool,
     /// A backend on a real clock ([`TimeControl::Real`]).
     pub(crate) real_time: bool,
-    /// Global queue limits ([`leaseq_core::LimitScope::Global`]).
+    /// Global queue limits (the [`leaseq_core::Throttles`] group, with
+    /// [`leaseq_core::LimitScope::Global`]).
     pub(crate) limits: bool,
-    /// Periodic schedules ([`leaseq_core::Capabilities::schedules`]).
+    /// Periodic schedules (the [`leaseq_core::ScheduleStore`] group).
     pub(crate) schedules: bool,
     /// Unique-for keys ([`leaseq_core::Capabilities::unique_for`]).
     pub(crate) unique_for: bool,
-    /// [`leaseq_core::Backend::delete_queue`].
-    pub(crate) delete_queue: bool,
-    /// [`leaseq_core::Backend::remove_item`].
-    pub(crate) remove_item: bool,
+    /// Operator actions (the [`leaseq_core::Admin`] group).
+    pub(crate) admin: bool,
 }
 
 impl Needs {
@@ -66,8 +66,7 @@ impl Needs {
         limits: false,
         schedules: false,
         unique_for: false,
-        delete_queue: false,
-        remove_item: false,
+        admin: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -102,14 +101,12 @@ impl Needs {
         schedules: true,
         ..Needs::NONE
     };
-    pub(crate) const DELETE_QUEUE: Needs = Needs {
-        delete_queue: true,
+    pub(crate) const ADMIN: Needs = Needs {
+        admin: true,
         ..Needs::NONE
     };
-    pub(crate) const REMOVE_ITEM: Needs = Needs {
-        remove_item: true,
-        ..Needs::NONE
-    };
+    pub(crate) const DELETE_QUEUE: Needs = Needs::ADMIN;
+    pub(crate) const REMOVE_ITEM: Needs = Needs::ADMIN;
     pub(crate) const UNIQUE_FOR: Needs = Needs {
         dedup: true,
         unique_for: true,
@@ -129,15 +126,24 @@ impl Needs {
             limits: self.limits || other.limits,
             schedules: self.schedules || other.schedules,
             unique_for: self.unique_for || other.unique_for,
-            delete_queue: self.delete_queue || other.delete_queue,
-            remove_item: self.remove_item || other.remove_item,
+            admin: self.admin || other.admin,
         }
     }
 
     fn missing(self, b: &dyn Backend) -> Option<String> {
         let caps = b.capabilities();
-        if self.hooks && b.test_hooks().is_none() {
-            return Some("the backend offers no test hooks (Backend::test_hooks is None)".into());
+        let groups = b.groups();
+        if self.hooks && groups.test_hooks.is_none() {
+            return Some(group_missing("test_hooks"));
+        }
+        if self.admin && groups.admin.is_none() {
+            return Some(group_missing("admin"));
+        }
+        if self.limits && groups.throttles.is_none() {
+            return Some(group_missing("throttles"));
+        }
+        if self.schedules && groups.schedules.is_none() {
+            return Some(group_missing("schedules"));
         }
         let counts = QueueName::new("_")
             .ok()
@@ -156,16 +162,13 @@ impl Needs {
         if self.delays && !caps.delays {
             return Some("the backend does not support delays".into());
         }
-        if self.limits && caps.queue_limits != leaseq_core::LimitScope::Global {
-            return Some(format!(
-                "the backend does not enforce global queue limits exactly as set (Capabilities::queue_limits is {:?})",
-                caps.queue_limits
-            ));
-        }
-        if self.schedules && !caps.schedules {
-            return Some(
-                "the backend does not store schedules (Capabilities::schedules is false)".into(),
-            );
+        if let Some(throttles) = groups.throttles.filter(|_| self.limits) {
+            if throttles.scope() != leaseq_core::LimitScope::Global {
+                return Some(format!(
+                    "the backend does not enforce global queue limits exactly as set (Throttles::scope is {:?})",
+                    throttles.scope()
+                ));
+            }
         }
         if self.unique_for && !caps.unique_for {
             return Some(
@@ -173,16 +176,7 @@ impl Needs {
                     .into(),
             );
         }
-        if self.delete_queue && !caps.delete_queue {
-            return Some(
-                "the backend cannot delete a queue (Capabilities::delete_queue is false)".into(),
-            );
-        }
-        if self.remove_item && !caps.remove_item {
-            return Some(
-                "the backend cannot remove one item (Capabilities::remove_item is false)".into(),
-            );
-        }
+
         if self.global_order && caps.order != Order::Global {
             return Some(format!(
                 "the backend keeps claim order per shard, not over the whole queue (Capabilities::order is {:?})",
@@ -191,6 +185,19 @@ impl Needs {
         }
         None
     }
+}
+
+/// Why a check that needs optional group `name` is skipped.
+pub(crate) fn group_missing(name: &str) -> String {
+    let what = match name {
+        "admin" => "operator actions (redrive, remove, purge, delete queue)",
+        "throttles" => "queue limits",
+        "schedules" => "periodic schedules",
+        _ => "test hooks",
+    };
+    format!(
+        "the backend does not offer the {name} group ({what}): Backend::groups().{name} is None"
+    )
 }
 
 /// One check's world.
@@ -252,13 +259,17 @@ where
              (for example a claim that keeps meeting an entry it neither leases nor removes)"
         ))),
     };
-    let (cleaned, how) = if cx.b.capabilities().delete_queue {
-        (cx.b.delete_queue(&cx.q).await, "delete_queue")
-    } else {
-        (cx.b.purge(&cx.q).await, "purge")
+    // A backend without operator actions cannot be cleaned; the suite's
+    // factories give such a backend a fresh store per check.
+    let cleaned = match cx.b.groups().admin {
+        Some(admin) => admin.delete_queue(&cx.q).await.map(drop),
+        None => Ok(()),
     };
     result?;
-    cleaned.or_fail(Rule::Contract(how), "cleaning up the check's queue")?;
+    cleaned.or_fail(
+        Rule::Contract("delete_queue"),
+        "cleaning up the check's queue",
+    )?;
     let skipped = cx
         .skipped
         .lock()
@@ -322,7 +333,33 @@ impl Cx {
 
     /// The backend's test hooks, if any.
     pub(crate) fn hooks(&self) -> Option<&dyn TestHooks> {
-        self.b.test_hooks()
+        self.b.groups().test_hooks
+    }
+
+    /// Empties the check's queue for the next round of a race: purges it
+    /// when the backend offers operator actions and answers `true`. A
+    /// backend without them answers `false`: it runs one round, since
+    /// nothing in the core empties a queue that holds leases and dead
+    /// items.
+    pub(crate) async fn next_round(&self) -> Result<bool, Violation> {
+        let Some(admin) = self.b.groups().admin else {
+            return Ok(false);
+        };
+        admin
+            .purge(&self.q)
+            .await
+            .or_fail(self.rule, "purge between rounds")?;
+        Ok(true)
+    }
+
+    /// Purges `queue`, one of this check's own, when the backend offers
+    /// operator actions; a backend without them comes fresh to each check,
+    /// so there is nothing to clean.
+    pub(crate) async fn clean(&self, queue: &QueueName) -> leaseq_core::Result<u64> {
+        match self.b.groups().admin {
+            Some(admin) => admin.purge(queue).await,
+            None => Ok(0),
+        }
     }
 
     /// The same context proving another rule.

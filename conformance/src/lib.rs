@@ -104,6 +104,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod cx;
+mod groupwise;
 mod harness;
 mod history;
 mod outcome;

@@ -3,6 +3,7 @@
 //! below the shard count is refused. (The suite's limit checks skip a
 //! split backend: they use a limit of 3, below its 4 shards.)
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,27 +57,47 @@ async fn race(b: &Arc<dyn Backend>, q: &QueueName) -> (usize, bool) {
 async fn a_concurrency_limit_is_split_over_the_shards_and_holds_in_sum() {
     let (b, _clock) = sharded();
     assert_eq!(
-        b.capabilities().queue_limits,
+        b.throttles().expect("throttles").scope(),
         LimitScope::Split { shards: 4 }
     );
     let q = QueueName::new("split-conc").expect("name");
     fill(&b, &q, 200).await;
     let limits = QueueLimits::NONE.concurrency(10);
-    b.set_queue_limits(&q, limits).await.expect("set");
-    assert_eq!(b.queue_limits(&q).await.expect("read"), limits);
+    b.throttles()
+        .expect("throttles")
+        .set_queue_limits(&q, limits)
+        .await
+        .expect("set");
+    assert_eq!(
+        b.throttles()
+            .expect("throttles")
+            .queue_limits(&q)
+            .await
+            .expect("read"),
+        limits
+    );
     let (claimed, told) = race(&b, &q).await;
     assert_eq!(claimed, 10, "every share filled, none exceeded");
     assert!(told, "a claim cut by the limit says when to come back");
     assert_eq!(b.stats(&q).await.expect("stats").leased, 10);
     // Below the shard count: refused, nothing changed.
     let below = b
+        .throttles()
+        .expect("throttles")
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(3))
         .await;
     assert!(
         matches!(below, Err(Error::InvalidInput { .. })),
         "{below:?}"
     );
-    assert_eq!(b.queue_limits(&q).await.expect("read"), limits);
+    assert_eq!(
+        b.throttles()
+            .expect("throttles")
+            .queue_limits(&q)
+            .await
+            .expect("read"),
+        limits
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -85,7 +106,9 @@ async fn a_rate_is_split_over_the_shards_and_holds_in_sum_per_window() {
     let q = QueueName::new("split-rate").expect("name");
     fill(&b, &q, 200).await;
     let rate = Rate::new(9, Duration::from_secs(1)).expect("rate");
-    b.set_queue_limits(&q, QueueLimits::NONE.rate(rate))
+    b.throttles()
+        .expect("throttles")
+        .set_queue_limits(&q, QueueLimits::NONE.rate(rate))
         .await
         .expect("set");
     let now = b.now().await.expect("now").as_millis();
@@ -96,8 +119,17 @@ async fn a_rate_is_split_over_the_shards_and_holds_in_sum_per_window() {
         assert!(told, "window {window}");
         clock.advance(Duration::from_secs(1));
     }
-    b.set_queue_limits(&q, QueueLimits::NONE)
+    b.throttles()
+        .expect("throttles")
+        .set_queue_limits(&q, QueueLimits::NONE)
         .await
         .expect("clear");
-    assert_eq!(b.queue_limits(&q).await.expect("read"), QueueLimits::NONE);
+    assert_eq!(
+        b.throttles()
+            .expect("throttles")
+            .queue_limits(&q)
+            .await
+            .expect("read"),
+        QueueLimits::NONE
+    );
 }

@@ -4,6 +4,7 @@
 //! retry hint of a claim that got all it asked, the fate of an id no shard
 //! hands out, and a claim whose tokens would leave their family.
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,7 +72,12 @@ fn a_keyed_tick_is_refused_and_writes_nothing() {
         let q = name("ticks");
         let schedule =
             Schedule::every("tick", q.clone(), Duration::from_secs(1), "p").expect("schedule");
-        let stored = s.put_schedule(&schedule).await.expect("put_schedule");
+        let stored = s
+            .schedule_store()
+            .expect("schedule_store")
+            .put_schedule(&schedule)
+            .await
+            .expect("put_schedule");
         clock.advance(Duration::from_secs(10));
         let tick = ScheduleTick {
             name: stored.name.clone(),
@@ -79,6 +85,8 @@ fn a_keyed_tick_is_refused_and_writes_nothing() {
             at: Timestamp::from_millis(stored.defined_at.as_millis() + 1_000),
         };
         let fired = s
+            .schedule_store()
+            .expect("schedule_store")
             .fire_schedule(&tick, NewItem::new("f").dedup_key("key"))
             .await;
         assert!(
@@ -86,7 +94,12 @@ fn a_keyed_tick_is_refused_and_writes_nothing() {
             "{fired:?}"
         );
         assert_eq!(s.stats(&q).await.expect("stats").total(), 0);
-        let listed = s.schedules().await.expect("schedules");
+        let listed = s
+            .schedule_store()
+            .expect("schedule_store")
+            .schedules()
+            .await
+            .expect("schedules");
         assert_eq!(listed.len(), 1);
         assert_eq!(
             listed[0].last_tick, None,
@@ -158,7 +171,9 @@ fn a_claim_that_got_all_it_asked_has_no_retry_hint() {
     block_on(async {
         let (inner, s, _) = sharded(2);
         let q = name("lim");
-        s.set_queue_limits(&q, QueueLimits::NONE.concurrency(4))
+        s.throttles()
+            .expect("throttles")
+            .set_queue_limits(&q, QueueLimits::NONE.concurrency(4))
             .await
             .expect("limits");
         s.enqueue(&q, (0..8).map(|i| NewItem::new(format!("{i}"))).collect())

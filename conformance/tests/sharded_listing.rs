@@ -2,6 +2,7 @@
 //! the inner backend lists, read back from the shards' names and kept only
 //! when they name a shard of this layer.
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 
 use leaseq_conformance::runner::block_on;
@@ -35,7 +36,15 @@ fn the_layer_lists_logical_queues_once_and_leaves_out_other_queues() {
             sharded.queues().await.expect("queues"),
             vec![q("a:b"), q("mail")]
         );
-        assert_eq!(sharded.purge(&q("mail")).await.expect("purge"), 9);
+        assert_eq!(
+            sharded
+                .admin()
+                .expect("admin")
+                .purge(&q("mail"))
+                .await
+                .expect("purge"),
+            9
+        );
         assert_eq!(sharded.queues().await.expect("queues"), vec![q("a:b")]);
     });
 }

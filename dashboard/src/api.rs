@@ -1,5 +1,6 @@
 //! The routes: the page and its assets, and the JSON API the page uses.
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -163,7 +164,7 @@ async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>)
 async fn remove(State(app): State<App>, Path((queue, id)): Path<(String, String)>) -> ApiResult {
     let queue = queue_name(&queue)?;
     let id = item_id(&id)?;
-    let was = app.backend.remove_item(&queue, id).await?;
+    let was = app.backend.admin()?.remove_item(&queue, id).await?;
     Ok(Json(json!({ "removed": state_name(was) })).into_response())
 }
 
@@ -185,14 +186,14 @@ async fn redrive(
     let moved = match (body.id, body.all) {
         (Some(id), false) => {
             let id = item_id(&id)?;
-            u64::from(app.backend.redrive_item(&queue, id).await?)
+            u64::from(app.backend.admin()?.redrive_item(&queue, id).await?)
         }
         (None, true) => {
             // Only the items Dead now: items dying meanwhile do not make
             // this loop forever.
             let dead = app.backend.stats(&queue).await?.dead;
             let dead = usize::try_from(dead).unwrap_or(usize::MAX);
-            app.backend.redrive(&queue, dead).await?
+            app.backend.admin()?.redrive(&queue, dead).await?
         }
         _ => return Err(Error::invalid("give either an item id or all: true").into()),
     };
@@ -214,6 +215,6 @@ async fn purge(
     if body.confirm != queue.as_str() {
         return Err(Error::invalid("to purge, confirm with the queue's exact name").into());
     }
-    let deleted = app.backend.purge(&queue).await?;
+    let deleted = app.backend.admin()?.purge(&queue).await?;
     Ok(Json(json!({ "deleted": deleted })).into_response())
 }

@@ -1,180 +1,17 @@
-//! The storage trait every backend implements, with its contract.
+//! The storage trait every backend implements, with its contract: the
+//! required core. Optional surfaces are groups of their own
+//! ([`crate::groups`]), reached through [`Backend::groups`].
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
-    ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, LimitScope, Limits, NewItem, QueueLimits, QueueName, QueueStats, ReapReport,
-    Released, Result, TestHooks, Timestamp,
+    Capabilities, ClaimSpec, Claimed, Enqueued, Groups, ItemId, ItemInfo, ItemState, LeaseFate,
+    LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
+    Timestamp,
 };
-
-/// What a backend supports and guarantees, as data. The conformance suite
-/// picks its checks from it and prints every check it skips and why.
-///
-/// Built readably at the call site:
-///
-/// ```
-/// use leaseq_core::{Capabilities, Order};
-/// let caps = Capabilities::all_features().durable(true).shared(true);
-/// assert!(caps.durable && caps.dedup && caps.order == Order::Global);
-/// let sharded = caps.order(Order::PerShard).atomic_batch(false);
-/// assert!(!sharded.atomic_batch);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Capabilities {
-    /// Items survive a crash of the storage server (or of the process, for an
-    /// embedded store).
-    pub durable: bool,
-    /// Several processes can share one queue through this backend.
-    pub shared: bool,
-    /// Dedup keys are honoured.
-    pub dedup: bool,
-    /// Priorities are honoured.
-    pub priorities: bool,
-    /// Delays are honoured.
-    pub delays: bool,
-    /// Over which items priority and FIFO order hold.
-    pub order: Order,
-    /// A batch [`Backend::enqueue`] is written whole or not at all, even when
-    /// the server fails midway.
-    pub atomic_batch: bool,
-    /// How [`Backend::set_queue_limits`] is enforced, if at all.
-    pub queue_limits: LimitScope,
-    /// Periodic schedules are stored and fired ([`Backend::put_schedule`],
-    /// [`Backend::fire_schedule`], …).
-    pub schedules: bool,
-    /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
-    /// its item is acked.
-    pub unique_for: bool,
-    /// [`Backend::delete_queue`] forgets a queue entirely.
-    pub delete_queue: bool,
-    /// [`Backend::remove_item`] takes one item out of its queue.
-    pub remove_item: bool,
-}
-
-/// Over which items a backend keeps claim order (priority, then FIFO).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Order {
-    /// One order over every item of a queue (INV-8 as written).
-    #[default]
-    Global,
-    /// Order holds within each shard of a queue, not across shards.
-    PerShard,
-}
-
-impl Capabilities {
-    /// Every feature of the core operations (dedup, priorities, delays,
-    /// global order, atomic batches), neither durable nor shared: add those
-    /// with [`Self::durable`] and [`Self::shared`]. Schedules and
-    /// unique-for keys need operations of their own: add them with
-    /// [`Self::schedules`] and [`Self::unique_for`].
-    pub const fn all_features() -> Self {
-        Capabilities {
-            durable: false,
-            shared: false,
-            dedup: true,
-            priorities: true,
-            delays: true,
-            order: Order::Global,
-            atomic_batch: true,
-            queue_limits: LimitScope::Unsupported,
-            schedules: false,
-            unique_for: false,
-            delete_queue: false,
-            remove_item: false,
-        }
-    }
-
-    /// With `durable` set.
-    #[must_use]
-    pub const fn durable(mut self, yes: bool) -> Self {
-        self.durable = yes;
-        self
-    }
-
-    /// With `shared` set.
-    #[must_use]
-    pub const fn shared(mut self, yes: bool) -> Self {
-        self.shared = yes;
-        self
-    }
-
-    /// With `dedup` set.
-    #[must_use]
-    pub const fn dedup(mut self, yes: bool) -> Self {
-        self.dedup = yes;
-        self
-    }
-
-    /// With `priorities` set.
-    #[must_use]
-    pub const fn priorities(mut self, yes: bool) -> Self {
-        self.priorities = yes;
-        self
-    }
-
-    /// With `delays` set.
-    #[must_use]
-    pub const fn delays(mut self, yes: bool) -> Self {
-        self.delays = yes;
-        self
-    }
-
-    /// With `order` set.
-    #[must_use]
-    pub const fn order(mut self, order: Order) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// With `atomic_batch` set.
-    #[must_use]
-    pub const fn atomic_batch(mut self, yes: bool) -> Self {
-        self.atomic_batch = yes;
-        self
-    }
-
-    /// With `queue_limits` set.
-    #[must_use]
-    pub const fn queue_limits(mut self, scope: LimitScope) -> Self {
-        self.queue_limits = scope;
-        self
-    }
-
-    /// With `schedules` set.
-    #[must_use]
-    pub const fn schedules(mut self, yes: bool) -> Self {
-        self.schedules = yes;
-        self
-    }
-
-    /// With `unique_for` set.
-    #[must_use]
-    pub const fn unique_for(mut self, yes: bool) -> Self {
-        self.unique_for = yes;
-        self
-    }
-
-    /// With `delete_queue` set.
-    #[must_use]
-    pub const fn delete_queue(mut self, yes: bool) -> Self {
-        self.delete_queue = yes;
-        self
-    }
-
-    /// With `remove_item` set.
-    #[must_use]
-    pub const fn remove_item(mut self, yes: bool) -> Self {
-        self.remove_item = yes;
-        self
-    }
-}
 
 /// The storage contract. Every method is one atomic step per item: no
 /// transition is split across round trips, so concurrent callers (in this
@@ -199,11 +36,6 @@ impl Capabilities {
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// What this backend supports.
     fn capabilities(&self) -> Capabilities;
-
-    /// The limits this backend enforces.
-    fn limits(&self) -> Limits {
-        Limits::default()
-    }
 
     /// The backend's clock, the one that decides lease expiry.
     async fn now(&self) -> Result<Timestamp>;
@@ -242,16 +74,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - The batch must be the same; a different batch under a request id
     ///   already used is [`crate::Error::InvalidInput`] (its size differs) or
     ///   gets the first batch's results.
-    /// - The default returns [`crate::Error::Unsupported`].
     async fn enqueue_once(
         &self,
         queue: &QueueName,
         request: LeaseToken,
         items: Vec<NewItem>,
-    ) -> Result<Vec<Enqueued>> {
-        let _ = (queue, request, items);
-        Err(crate::Error::unsupported("enqueue_once"))
-    }
+    ) -> Result<Vec<Enqueued>>;
 
     /// Leases up to `spec.max()` claimable items.
     ///
@@ -271,7 +99,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   logged, reported in [`Claimed::repairs`], and the claim goes on to
     ///   the next entry (INV-6). It returns fewer than `max` only when fewer
     ///   are claimable, or when the queue's limits
-    ///   ([`Backend::set_queue_limits`]) allow fewer: then
+    ///   ([`crate::Throttles::set_queue_limits`]) allow fewer: then
     ///   [`Claimed::retry_after`] says when to come back.
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed>;
 
@@ -286,11 +114,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Empty when the claim never ran (or leased nothing).
     /// - Its cost may grow with the queue's live leases: it is for the rare
     ///   call after a lost reply.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
-        let _ = (queue, spec);
-        Err(crate::Error::unsupported("recover_claim"))
-    }
+    async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed>;
 
     /// What became of `lease` after a call on it whose reply was lost.
     /// `held_until` is the latest expiry the caller knows for the lease (from
@@ -302,17 +126,13 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   when it is gone) if the backend's now is before `held_until`: no
     ///   reaper could have taken the lease, so its own call ended it, or
     ///   the store lost it (a failover that lost writes, a purge, a
-    ///   [`Backend::remove_item`]). A caller
+    ///   [`crate::Admin::remove_item`]). A caller
     ///   that sent no call which could have ended it knows it is the
     ///   second: [`crate::settle`] then reports
     ///   [`crate::Error::LeaseVanished`].
     /// - Otherwise [`LeaseFate::Lost`].
     /// - One atomic read; changes nothing.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
-        let _ = (lease, held_until);
-        Err(crate::Error::unsupported("lease_fate"))
-    }
+    async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate>;
 
     /// Removes the item: the work is done.
     ///
@@ -350,22 +170,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   [`Backend::ack`], some of the leases may have been acked by then;
     ///   acking them again returns `LeaseLost` for those.
     /// - Server backends spend at most one round trip per queue named in the
-    ///   batch. The default loops over [`Backend::ack`] (one round trip per
-    ///   lease); backends override it.
-    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
-        crate::limits::check_ack_batch(leases.len())?;
-        let mut out = Vec::with_capacity(leases.len());
-        for lease in leases {
-            match self.ack(lease).await {
-                Ok(()) => out.push(Ok(())),
-                Err(crate::Error::LeaseLost { id }) => {
-                    out.push(Err(crate::Error::LeaseLost { id }))
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
-    }
+    ///   batch.
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>>;
 
     /// Heartbeat: the lease now expires at `now + ttl`; returns that time.
     ///
@@ -394,12 +200,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Which operations spend an attempt: only a claim (counted when it
     ///   hands the item out). `release`, `fail` and reaping spend none of
     ///   their own; `give_back` returns the claim's; `redrive` resets to 0.
-    /// - The default returns [`crate::Error::Unsupported`] (callers then use
-    ///   `release`).
-    async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
-        let _ = lease;
-        Err(crate::Error::unsupported("give_back"))
-    }
+    async fn give_back(&self, lease: &LeaseKey) -> Result<()>;
 
     /// Sends the item to Dead with `reason` (cut to
     /// [`crate::limits::MAX_REASON_LEN`] bytes).
@@ -433,11 +234,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - A queue is listed from the return of the first call that gives it
     ///   an item (any call that creates items: [`Backend::enqueue`],
-    ///   [`Backend::enqueue_once`], [`Backend::fire_schedule`]) until it
-    ///   holds no item: after [`Backend::purge`], or once its last item is
+    ///   [`Backend::enqueue_once`], [`crate::ScheduleStore::fire_schedule`]) until it
+    ///   holds no item: after [`crate::Admin::purge`], or once its last item is
     ///   acked (or otherwise deleted). Items count in every state: Ready,
     ///   Scheduled, Leased and Dead, the items [`Backend::stats`] counts.
-    ///   A queue that only has limits set ([`Backend::set_queue_limits`])
+    ///   A queue that only has limits set ([`crate::Throttles::set_queue_limits`])
     ///   or a schedule naming it, and no item, is not listed.
     /// - Sorted by name (the order of [`QueueName`]), each queue once.
     /// - Cost grows with the number of queues, not the number of items:
@@ -469,224 +270,23 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// fenced call naming such an id is `LeaseLost`.
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo>;
 
-    /// Moves up to `limit` Dead items (oldest death first) back to Ready with
-    /// their attempts reset to 0; returns how many moved.
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64>;
-
-    /// Moves the Dead item `id` back to Ready with its attempts reset to 0,
-    /// as [`Backend::redrive`] does for the oldest ones; returns whether it
-    /// moved. What a dashboard's "redrive" button on one dead job calls.
-    ///
-    /// # Contract
-    /// - One atomic step: the item moves only if it is Dead at that step.
-    ///   Of concurrent calls naming one id (and a [`Backend::redrive`] that
-    ///   takes the same item), exactly one moves it; the others find it
-    ///   Ready and return `Ok(false)`.
-    /// - `Ok(true)`: the item is Ready with attempts 0, keeps its payload,
-    ///   priority, max attempts and dedup key, and takes the place in claim
-    ///   order that [`Backend::redrive`] gives the items it moves; waiting
-    ///   consumers are woken as by [`Backend::redrive`].
-    /// - `Ok(false)` and nothing changed: the item exists in another state
-    ///   (Ready, Scheduled or Leased; a Leased item's lease stays valid).
-    /// - [`crate::Error::NotFound`]: `queue` holds no item `id`, by the
-    ///   same rules as [`Backend::item`] (an id no backend can have handed
-    ///   out is `NotFound` too).
-    /// - [`crate::Error::Corrupt`] and nothing changed: a Dead item that was
-    ///   quarantined for fields no claim can use, and whose fields are
-    ///   still unusable; [`Backend::redrive`] leaves such items in Dead too.
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool>;
-
-    /// Removes the item `id` of `queue`, whatever its state: a job that
-    /// should not run after all (cancelled, or poison an operator wants
-    /// gone) or a dead letter nobody will redrive. Returns the state it was
-    /// in.
-    ///
-    /// # Contract
-    /// - Afterwards the item is gone: [`Backend::item`] answers
-    ///   [`crate::Error::NotFound`], [`Backend::stats`] and [`Backend::peek`]
-    ///   leave it out, and no claim, reap, redrive or due time brings it
-    ///   back. Every other item keeps its state and its place.
-    /// - The state returned is the one the item was in, as
-    ///   [`Backend::item`] would have shown it: a Scheduled item whose due
-    ///   time has passed was Ready.
-    /// - A lease held on it is lost: fenced calls on it fail with
-    ///   [`crate::Error::LeaseLost`] and change nothing, and it no longer
-    ///   counts against the queue's concurrency limit.
-    /// - Its dedup key is free at once: a removed item was not acked, so no
-    ///   [`NewItem::unique_for`] hold starts.
-    /// - No item `id` in `queue` (never enqueued, acked, purged, removed
-    ///   before, or in another queue): [`crate::Error::NotFound`], nothing
-    ///   changes. Ids are never reused, so a removed id is never answered
-    ///   again.
-    /// - Racing calls on the item: exactly one of a remove and an ack (or a
-    ///   remove and another remove) succeeds; a claim that leased the item
-    ///   before the remove holds a lost lease afterwards.
-    /// - The default returns [`crate::Error::Unsupported`]; a backend that
-    ///   overrides it says so in [`Capabilities::remove_item`].
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        let _ = (queue, id);
-        Err(crate::Error::unsupported("remove_item"))
-    }
-
-    /// Deletes every item of the queue in every state, and its dedup keys
-    /// (keys held after an ack too); returns how many items were deleted.
-    /// Leases held on them are lost. Schedules that name the queue stay.
-    async fn purge(&self, queue: &QueueName) -> Result<u64>;
-
-    /// Deletes the queue: its items in every state (as [`Backend::purge`])
-    /// and everything else the backend keeps under its name (dedup keys
-    /// and holds, `enqueue_once` records, limits and their rate window, the
-    /// id counter); returns how many items were deleted. What an operator
-    /// calls for a queue that is gone for good, and what keeps a store
-    /// bounded with short-lived queue names.
-    ///
-    /// # Contract
-    /// - Afterwards the store holds nothing for the queue (a backend's
-    ///   docs name any bounded exception): it is not listed by
-    ///   [`Backend::queues`], its stats are zero, its limits are
-    ///   [`QueueLimits::NONE`], and a dedup key it held is free.
-    /// - Ids are never reused: an item enqueued into the queue later gets
-    ///   an id above every id the queue handed out before the delete.
-    /// - Leases held on its items are lost: fenced calls on them fail as
-    ///   for any lost lease and change nothing.
-    /// - An `enqueue_once` request resent after the delete is a new
-    ///   request: its batch is written again.
-    /// - Schedules that name the queue stay (they are stored by name);
-    ///   their next fire fills the queue again.
-    /// - Calls racing the delete: an item enqueued by a call that returned
-    ///   before the delete started is deleted; one enqueued by a call that
-    ///   started after the delete returned is kept, whole; items of calls
-    ///   in between are either deleted or kept whole, and a kept item is
-    ///   listed and counted like any other.
-    /// - The default returns [`crate::Error::Unsupported`]; a backend that
-    ///   overrides it says so in [`Capabilities::delete_queue`].
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        let _ = queue;
-        Err(crate::Error::unsupported("delete_queue"))
-    }
-
-    /// Sets the global limits of `queue`, replacing both;
-    /// [`QueueLimits::NONE`] clears them. See [`crate::queue_limits`].
-    ///
-    /// # Contract
-    /// - Stored in the backend: every handle in every process obeys them
-    ///   from the next claim that starts after this returns (a claim
-    ///   already running finishes under the limits it read).
-    /// - Enforced inside the claim's atomic step. Concurrency K: a claim
-    ///   never makes more than K items of `queue` Leased at once; every
-    ///   Leased item counts, expired leases not yet reaped included, until
-    ///   it is acked, released, given back, failed or reaped. Lowering K
-    ///   below the leases held takes none back: claims get nothing until
-    ///   the count is under K.
-    /// - Rate N per `per`: the items claims lease within one fixed window
-    ///   of the backend's clock (window `i` is `[i * per, (i + 1) * per)`
-    ///   ms since the epoch) add up to at most N. The window's count is
-    ///   kept while the rate changes, and forgotten when the limits are
-    ///   cleared.
-    /// - A claim a limit cuts short returns fewer than it asked (maybe
-    ///   none) and sets [`Claimed::retry_after`].
-    /// - Limits are per queue and survive [`Backend::purge`].
-    /// - Bad values are [`crate::Error::InvalidInput`] (see
-    ///   [`QueueLimits::check`]) and nothing is written.
-    /// - The default returns [`crate::Error::Unsupported`]; a backend that
-    ///   overrides it says so in [`Capabilities::queue_limits`].
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        let _ = (queue, limits);
-        Err(crate::Error::unsupported("set_queue_limits"))
-    }
-
-    /// The global limits of `queue` as stored ([`QueueLimits::NONE`] when
-    /// none are set).
-    ///
-    /// # Contract
-    /// - Returns what the last [`Backend::set_queue_limits`] stored, as
-    ///   every handle sees it; changes nothing.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        let _ = queue;
-        Err(crate::Error::unsupported("queue_limits"))
-    }
-
     /// Waits until work may be available in `queue` or `timeout` passes,
     /// whichever is first. A wake-up is a hint, not a promise: the caller
-    /// claims and may find nothing. The default sleeps for `timeout` (a
-    /// poll); backends override it with a real notification.
-    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        let _ = queue;
-        tokio::time::sleep(timeout).await;
-    }
-
-    /// Stores `schedule` under its name: creates it, or replaces the one of
-    /// that name. Returns the schedule as stored.
+    /// claims and may find nothing.
     ///
     /// # Contract
-    /// - Checked first with [`Schedule::check`]; bad input writes nothing.
-    /// - Created: revision 1, `defined_at` = the backend's now, no last tick.
-    /// - Replaced with a different queue, spec or payload: revision + 1,
-    ///   `defined_at` = the backend's now, the last tick kept (a changed
-    ///   schedule never fires a tick it fired before).
-    /// - Put again unchanged: nothing changes (same revision and
-    ///   `defined_at`), so every process may put its schedules at start.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
-        let _ = schedule;
-        Err(crate::Error::unsupported("put_schedule"))
-    }
+    /// - Returns by `timeout` at the latest, in every state of the queue.
+    /// - A backend without a notification channel sleeps for `timeout` (a
+    ///   poll); one with a channel returns early when an item may have
+    ///   become claimable (an enqueue, a release, a reap, a redrive).
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration);
 
-    /// Removes the schedule; returns whether it existed. Items it enqueued
-    /// stay. A fire of any of its revisions is [`Fired::Stale`] from here
-    /// on.
+    /// The optional groups this backend offers ([`crate::groups`]): operator
+    /// actions, throttles, schedules and test hooks. A backend with none
+    /// returns [`Groups::none`].
     ///
     /// # Contract
-    /// The default returns [`crate::Error::Unsupported`].
-    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
-        let _ = name;
-        Err(crate::Error::unsupported("remove_schedule"))
-    }
-
-    /// Every stored schedule, by name.
-    ///
-    /// # Contract
-    /// - Sorted by name; what [`Backend::put_schedule`] stored, with the
-    ///   last tick fired.
-    /// - The default returns [`crate::Error::Unsupported`].
-    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
-        Err(crate::Error::unsupported("schedules"))
-    }
-
-    /// Fires one tick of a schedule: the step that makes a periodic job
-    /// run once per tick however many schedulers race for it.
-    ///
-    /// # Contract
-    /// In ONE atomic step (one script, one transaction, one critical
-    /// section), in this order:
-    /// - The schedule is gone or its revision is not `tick.revision`:
-    ///   [`Fired::Stale`], nothing written.
-    /// - Its last tick is at or after `tick.at`: [`Fired::AlreadyFired`]
-    ///   with the last tick, nothing written. This holds whatever became of
-    ///   the item of that tick (acked, Dead, purged) and across restarts.
-    /// - `tick.at` is after the backend's now ([`Backend::now`]; a client's
-    ///   clock never decides): [`Fired::NotDue`] with the backend's now,
-    ///   nothing written.
-    /// - Otherwise `item` is enqueued into the schedule's queue exactly as
-    ///   [`Backend::enqueue`] would (dedup and unique-for keys included)
-    ///   and the last tick becomes `tick.at`: [`Fired::Enqueued`].
-    ///
-    /// So any number of concurrent calls for one tick enqueue exactly one
-    /// item, and a tick never fires twice. `item` is checked like an
-    /// enqueue first (bad input writes nothing). A call whose reply was
-    /// lost is safe to send again: it then says `AlreadyFired`.
-    /// The default returns [`crate::Error::Unsupported`].
-    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
-        let _ = (tick, item);
-        Err(crate::Error::unsupported("fire_schedule"))
-    }
-
-    /// Hooks that let the conformance suite plant stale or corrupt state.
-    /// `None` unless the backend was built for tests (each backend says how:
-    /// a constructor or an option the test factory sets, never a default),
-    /// so a production handle cannot expire live leases or plant entries.
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        None
-    }
+    /// - The same answer for the life of the handle.
+    /// - Test hooks are `None` unless the backend was built for tests.
+    fn groups(&self) -> Groups<'_>;
 }

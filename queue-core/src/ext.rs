@@ -6,11 +6,43 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{Backend, ClaimSpec, Claimed, ItemId, Lease, NewItem, QueueName, Result};
+use crate::{
+    Admin, Backend, ClaimSpec, Claimed, Error, ItemId, Lease, NewItem, QueueName, Result,
+    ScheduleStore, TestHooks, Throttles,
+};
 
-/// Single-item helpers on every [`Backend`] (including `dyn Backend`).
+/// Single-item helpers and the optional groups' accessors on every
+/// [`Backend`] (including `dyn Backend`).
 #[async_trait]
 pub trait BackendExt: Backend {
+    /// The operator actions ([`Admin`]), or [`Error::Unsupported`] naming
+    /// the group when the backend does not offer them.
+    fn admin(&self) -> Result<&dyn Admin> {
+        self.groups()
+            .admin
+            .ok_or_else(|| Error::unsupported("operator actions (the Admin group)"))
+    }
+
+    /// The queue limits ([`Throttles`]), or [`Error::Unsupported`].
+    fn throttles(&self) -> Result<&dyn Throttles> {
+        self.groups()
+            .throttles
+            .ok_or_else(|| Error::unsupported("queue limits (the Throttles group)"))
+    }
+
+    /// The periodic schedules ([`ScheduleStore`]), or
+    /// [`Error::Unsupported`].
+    fn schedule_store(&self) -> Result<&dyn ScheduleStore> {
+        self.groups()
+            .schedules
+            .ok_or_else(|| Error::unsupported("periodic schedules (the ScheduleStore group)"))
+    }
+
+    /// The test hooks, `None` unless the backend was built for tests.
+    fn test_hooks(&self) -> Option<&dyn TestHooks> {
+        self.groups().test_hooks
+    }
+
     /// Enqueues one item; returns its id (or the dedup key holder's id).
     /// Runs in a producer span `enqueue` ([`crate::spans`]).
     async fn enqueue_one(&self, queue: &QueueName, item: NewItem) -> Result<ItemId> {

@@ -32,10 +32,12 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod capabilities;
 mod clock;
 mod error;
 mod ext;
 mod gauges;
+pub mod groups;
 mod hooks;
 mod ids;
 mod item;
@@ -49,16 +51,18 @@ pub mod spans;
 mod typed;
 mod worker;
 
-pub use backend::{Backend, Capabilities, Order};
+pub use backend::Backend;
+pub use capabilities::{Capabilities, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
 pub use gauges::export_queue_gauges;
+pub use groups::{Admin, Groups, ScheduleStore, Throttles};
 pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
-pub use layer::Layer;
-pub use limits::{ClaimSpec, LeaseTtl, Limits};
+pub use layer::LayeredBackend;
+pub use limits::{Bounds, ClaimSpec, LeaseTtl};
 pub use queue_limits::{LimitScope, QueueLimits, Rate};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};

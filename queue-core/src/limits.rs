@@ -36,23 +36,35 @@ pub const MAX_REASON_LEN: usize = 4_096;
 /// those that store a signed 32-bit count) keeps the same number.
 pub const MAX_ATTEMPTS: u32 = i32::MAX as u32;
 
-/// Per-backend limits that a user may configure.
+/// The input bounds of one backend that a user may configure (not to be
+/// confused with a queue's throttles, [`crate::QueueLimits`]). A backend
+/// reports them in [`crate::Capabilities::bounds`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct Bounds {
     /// The largest payload accepted, in bytes.
     pub max_payload_bytes: usize,
 }
 
-impl Limits {
+impl Bounds {
     /// The default payload limit: 1 MiB.
     pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+
+    /// The default bounds.
+    pub const DEFAULT: Bounds = Bounds {
+        max_payload_bytes: Self::DEFAULT_MAX_PAYLOAD,
+    };
+
+    /// With the largest payload accepted set to `bytes`.
+    #[must_use]
+    pub const fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
 }
 
-impl Default for Limits {
+impl Default for Bounds {
     fn default() -> Self {
-        Limits {
-            max_payload_bytes: Self::DEFAULT_MAX_PAYLOAD,
-        }
+        Self::DEFAULT
     }
 }
 
@@ -244,7 +256,7 @@ impl ClaimSpec {
 
 /// Checks a batch for `enqueue` against the contract and `limits`.
 /// Backends call this first, so a bad batch writes nothing.
-pub fn check_batch(items: &[NewItem], limits: &Limits) -> Result<()> {
+pub fn check_batch(items: &[NewItem], limits: &Bounds) -> Result<()> {
     if items.len() > MAX_ENQUEUE_BATCH {
         return Err(Error::invalid(format!(
             "batch of {} items is over the limit of {MAX_ENQUEUE_BATCH}",
@@ -387,7 +399,7 @@ mod tests {
 
     #[test]
     fn batch_checks_payload_attempts_delay_dedup_and_size() {
-        let limits = Limits {
+        let limits = Bounds {
             max_payload_bytes: 8,
         };
         assert!(check_batch(&[NewItem::new(vec![0u8; 8])], &limits).is_ok());

@@ -59,13 +59,10 @@ pub const MAX_RATE_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const CONCURRENCY_RETRY: Duration = Duration::from_millis(100);
 
 /// How a backend enforces [`QueueLimits`]: its
-/// [`crate::Capabilities::queue_limits`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// [`crate::Throttles::scope`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LimitScope {
-    /// [`crate::Backend::set_queue_limits`] is not offered.
-    #[default]
-    Unsupported,
     /// The limits hold over the whole queue, exactly as set.
     Global,
     /// The queue is split over this many shards and each shard enforces

@@ -2,6 +2,7 @@
 //! clamp, nothing written by a rejected call, no panic. One public check,
 //! generic over a [`BackendFactory`], so any backend can run it.
 
+use leaseq_core::BackendExt as _;
 use std::time::Duration;
 
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, Violation};
@@ -85,7 +86,7 @@ pub async fn nul_text<F: BackendFactory>(factory: &F) -> CheckResult {
         Ok(())
     }
     .await;
-    let _ = b.purge(&q).await;
+    let _ = ok(b.admin(), "the admin group")?.purge(&q).await;
     result.map(|()| Outcome::Passed)
 }
 
@@ -108,8 +109,8 @@ pub async fn hostile_input<F: BackendFactory>(factory: &F) -> CheckResult {
         inspection(b, &q, &tag).await
     }
     .await;
-    let _ = b.purge(&q).await;
-    let _ = b.purge(&other).await;
+    let _ = ok(b.admin(), "the admin group")?.purge(&q).await;
+    let _ = ok(b.admin(), "the admin group")?.purge(&other).await;
     result.map(|()| Outcome::Passed)
 }
 
@@ -163,7 +164,7 @@ async fn names(b: &dyn Backend, tag: &str) -> Result<(), Violation> {
             payloads.len() == 1 && payloads[0] == q.as_str().as_bytes(),
             || format!("queue {q} handed out {payloads:?}; expected only its own item"),
         )?;
-        ok(b.purge(q).await, "purge")?;
+        ok(ok(b.admin(), "the admin group")?.purge(q).await, "purge")?;
     }
     Ok(())
 }
@@ -171,7 +172,7 @@ async fn names(b: &dyn Backend, tag: &str) -> Result<(), Violation> {
 /// Payloads at and over the limit, batch sizes, priorities, attempts,
 /// delays and dedup keys at their edges.
 async fn items(b: &dyn Backend, q: &QueueName) -> Result<(), Violation> {
-    let limit = b.limits().max_payload_bytes;
+    let limit = b.capabilities().bounds.max_payload_bytes;
     let before = state(b, q).await?;
     let good = || NewItem::new("good").dedup_key("hostile-held");
     let rejected: Vec<(&str, Vec<NewItem>)> = vec![
@@ -269,7 +270,7 @@ async fn items(b: &dyn Backend, q: &QueueName) -> Result<(), Violation> {
     check(got.leases[4].payload.len() == limit, || {
         "a payload at the limit was cut".into()
     })?;
-    ok(b.purge(q).await, "purge")?;
+    ok(ok(b.admin(), "the admin group")?.purge(q).await, "purge")?;
     let full = vec![NewItem::new("b"); MAX_ENQUEUE_BATCH];
     let n = ok(b.enqueue(q, full).await, "a batch at the limit")?.len();
     check(n == MAX_ENQUEUE_BATCH, || {
@@ -283,7 +284,7 @@ async fn items(b: &dyn Backend, q: &QueueName) -> Result<(), Violation> {
     check(drained.leases.len() == MAX_CLAIM as usize, || {
         format!("a claim of {MAX_CLAIM} returned {}", drained.leases.len())
     })?;
-    ok(b.purge(q).await, "purge")?;
+    ok(ok(b.admin(), "the admin group")?.purge(q).await, "purge")?;
     Ok(())
 }
 
@@ -493,11 +494,20 @@ async fn inspection(b: &dyn Backend, q: &QueueName, tag: &str) -> Result<(), Vio
             format!("peek({st}, usize::MAX) returned {} items", all.len())
         })?;
     }
-    check(ok(b.redrive(q, 0).await, "redrive(0)")? == 0, || {
-        "redrive(0) moved items".into()
-    })?;
     check(
-        ok(b.redrive(q, usize::MAX).await, "redrive(usize::MAX)")? == 1,
+        ok(
+            ok(b.admin(), "the admin group")?.redrive(q, 0).await,
+            "redrive(0)",
+        )? == 0,
+        || "redrive(0) moved items".into(),
+    )?;
+    check(
+        ok(
+            ok(b.admin(), "the admin group")?
+                .redrive(q, usize::MAX)
+                .await,
+            "redrive(usize::MAX)",
+        )? == 1,
         || "redrive(usize::MAX) did not move the dead item".into(),
     )?;
     let unused = ok(QueueName::new(format!("never-{tag}")), "naming")?;
@@ -508,9 +518,13 @@ async fn inspection(b: &dyn Backend, q: &QueueName, tag: &str) -> Result<(), Vio
     check(ok(b.reap(&unused).await, "reap")?.recovered() == 0, || {
         "reap of an unused queue recovered".into()
     })?;
-    check(ok(b.purge(&unused).await, "purge")? == 0, || {
-        "purge of an unused queue deleted".into()
-    })?;
+    check(
+        ok(
+            ok(b.admin(), "the admin group")?.purge(&unused).await,
+            "purge",
+        )? == 0,
+        || "purge of an unused queue deleted".into(),
+    )?;
     let claimed = ok(
         b.claim(&unused, ok(ClaimSpec::new(MAX_CLAIM, HOUR), "spec")?)
             .await,

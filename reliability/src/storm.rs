@@ -4,6 +4,7 @@
 //! indexes stay consistent (INV-1), and in the end nothing is lost or acked
 //! twice.
 
+use leaseq_core::BackendExt as _;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,7 @@
 //! worker recovers it, that worker finishes the item, nothing is lost or
 //! acked twice, and the indexes stay consistent (INV-1).
 
+use leaseq_core::BackendExt as _;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

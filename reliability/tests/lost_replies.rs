@@ -7,6 +7,7 @@
 //! without a handler run, and every outcome the workers reported matching
 //! the store.
 
+use leaseq_core::BackendExt as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -219,7 +220,7 @@ async fn storm(name: &str, backend: Arc<dyn Backend>) {
         faults.fired(),
         started.elapsed().as_secs_f64()
     );
-    let _ = backend.purge(&q).await;
+    let _ = backend.admin().expect("admin").purge(&q).await;
 }
 
 async fn on<F: BackendFactory>(factory: F) {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq::{
-    async_trait, Backend, ClaimSpec, Claimed, Clock, JobEvent, Layer, LeaseKey, MemoryBackend,
-    QueueName, Result, Timestamp,
+    async_trait, Backend, ClaimSpec, Claimed, Clock, JobEvent, LayeredBackend, LeaseKey,
+    MemoryBackend, QueueName, Result, Timestamp,
 };
 use tokio::sync::mpsc;
 
@@ -102,9 +102,9 @@ impl CountingBackend {
 }
 
 // A layer: only claims and acks are changed, every other call (limits and
-// test hooks included) is forwarded to `inner` by `Layer`'s defaults.
+// test hooks included) is forwarded to `inner` by `LayeredBackend`'s defaults.
 #[async_trait]
-impl Layer for CountingBackend {
+impl LayeredBackend for CountingBackend {
     type Inner = Arc<dyn Backend>;
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.inner

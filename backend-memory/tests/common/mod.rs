@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use leaseq_core::BackendExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 

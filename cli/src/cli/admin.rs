@@ -1,5 +1,6 @@
 //! Admin commands against any backend URL.
 
+use leaseq::BackendExt as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -226,11 +227,11 @@ pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliErr
 pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let Some(id) = args.id else {
-        let moved = backend.redrive(&queue, args.limit).await?;
+        let moved = backend.admin()?.redrive(&queue, args.limit).await?;
         println!("redrove {moved} dead items of {queue} back to ready");
         return Ok(());
     };
-    match backend.redrive_item(&queue, id).await {
+    match backend.admin()?.redrive_item(&queue, id).await {
         Ok(true) => {
             println!("redrove item {id} of {queue} back to ready");
             Ok(())
@@ -273,7 +274,7 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 
 pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue).await?;
-    match backend.remove_item(&queue, args.id).await {
+    match backend.admin()?.remove_item(&queue, args.id).await {
         Ok(state) => {
             println!("removed item {} of {queue} (it was {state})", args.id);
             Ok(())
@@ -296,7 +297,7 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
         println!("nothing purged");
         return Ok(());
     }
-    let n = backend.purge(&queue).await?;
+    let n = backend.admin()?.purge(&queue).await?;
     println!("purged {n} items from {queue}");
     Ok(())
 }
@@ -305,9 +306,9 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
 /// (its limits or held keys are what an operator wants gone then).
 async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue.queue).await?;
-    if !backend.capabilities().delete_queue {
+    if backend.groups().admin.is_none() {
         return Err(CliError::Usage(
-            "this backend cannot delete a queue; `purge` without --forget deletes its items".into(),
+            "this backend offers no operator actions (it cannot delete a queue)".into(),
         ));
     }
     let stats = backend.stats(&queue).await?;
@@ -319,7 +320,7 @@ async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
         println!("nothing deleted");
         return Ok(());
     }
-    let n = backend.delete_queue(&queue).await?;
+    let n = backend.admin()?.delete_queue(&queue).await?;
     println!("deleted queue {queue} and its {n} items");
     Ok(())
 }

@@ -77,7 +77,7 @@ pub async fn ack_many_fences_each<F: BackendFactory>(factory: &F) -> CheckResult
         |cx| async move {
             let q2 = QueueName::new(format!("{}-2", cx.q)).or_fail(cx.rule, "naming a queue")?;
             let result = fences_each(&cx, &q2).await;
-            let purged = cx.b.purge(&q2).await;
+            let purged = cx.clean(&q2).await;
             result?;
             purged.or_fail(cx.rule, "purging the second queue")?;
             Ok(())

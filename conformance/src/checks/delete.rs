@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{
     Error, ItemId, ItemState, LeaseToken, LimitScope, NewItem, QueueLimits, QueueName, QueueStats,
 };
@@ -56,7 +57,11 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
         Needs::DELETE_QUEUE,
         |cx| async move {
             let caps = cx.b.capabilities();
-            let limits = caps.queue_limits == LimitScope::Global;
+            let limits = cx
+                .b
+                .groups()
+                .throttles
+                .is_some_and(|t| t.scope() == LimitScope::Global);
             let other = cx.own("other")?;
             let mut ids = Vec::new();
             if caps.unique_for {

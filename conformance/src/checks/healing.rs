@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{ItemId, ItemState, NewItem, TestHooks};
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};

@@ -32,7 +32,7 @@ pub async fn bad_enqueue_writes_nothing<F: BackendFactory>(factory: &F) -> Check
         |cx| async move {
             cx.push_n(1).await?;
             let before = state(&cx).await?;
-            let limit = cx.b.limits().max_payload_bytes;
+            let limit = cx.b.capabilities().bounds.max_payload_bytes;
             let good = || NewItem::new("good").dedup_key("held-by-nothing");
             let mut cases: Vec<(&str, Vec<NewItem>)> = vec![
                 (
@@ -145,7 +145,7 @@ pub async fn edge_payloads_round_trip<F: BackendFactory>(factory: &F) -> CheckRe
         RULE,
         Needs::NONE,
         |cx| async move {
-            let limit = cx.b.limits().max_payload_bytes;
+            let limit = cx.b.capabilities().bounds.max_payload_bytes;
             let mut payloads: Vec<Vec<u8>> =
                 vec![Vec::new(), (0..=255u8).collect(), b"\0\r\n\"'{}".to_vec()];
             if limit <= 4 << 20 {

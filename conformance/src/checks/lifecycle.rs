@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{ItemState, LeaseKey, LeaseTtl, NewItem, Released};
 
 use crate::cx::{expect_lost, run, Needs, LONG, SHORT};
@@ -237,7 +238,7 @@ pub async fn fail_goes_dead_with_reason<F: BackendFactory>(factory: &F) -> Check
 /// attempts reset to 0, up to its limit.
 pub async fn redrive_dead_items<F: BackendFactory>(factory: &F) -> CheckResult {
     let rule = Rule::Contract("redrive");
-    run(factory, "redrive_dead_items", rule, Needs::NONE, |cx| async move {
+    run(factory, "redrive_dead_items", rule, Needs::ADMIN, |cx| async move {
         cx.push_n(3).await?;
         let mut died = Vec::new();
         for _ in 0..3 {
@@ -276,7 +277,7 @@ pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckR
         factory,
         "dead_order_is_death_order",
         rule,
-        Needs::GLOBAL_ORDER,
+        Needs::GLOBAL_ORDER.and(Needs::ADMIN),
         |cx| async move {
             let ids = cx
                 .enqueue(
@@ -376,7 +377,7 @@ pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckRe
         factory,
         "purge_removes_everything",
         rule,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let delays = cx.b.capabilities().delays;
             let ids = cx.push_n(4).await?;
@@ -822,7 +823,7 @@ pub async fn enqueue_time_is_kept<F: BackendFactory>(factory: &F) -> CheckResult
         factory,
         "enqueue_time_is_kept",
         rule,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let before = cx.now().await?;
             let mut batch = vec![NewItem::new("now")];
@@ -998,7 +999,7 @@ pub async fn wait_for_work_returns_in_every_state<F: BackendFactory>(factory: &F
         factory,
         "wait_for_work_returns_in_every_state",
         rule,
-        Needs::DELAYS,
+        Needs::DELAYS.and(Needs::ADMIN),
         |cx| async move {
             // Counts are read after the wait only: a read before it may
             // promote an overdue item, and the wait would not meet one.

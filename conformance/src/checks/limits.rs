@@ -1,4 +1,4 @@
-//! Global queue limits (`Backend::set_queue_limits`): a concurrency limit
+//! Global queue limits (`Throttles::set_queue_limits`): a concurrency limit
 //! holds under racing claimers, a rate limit holds per window of the
 //! backend's clock, reaping frees the slots of expired leases, limits are
 //! per queue, and clearing them restores plain claims.
@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::queue_limits::CONCURRENCY_RETRY;
 use leaseq_core::{ClaimSpec, Claimed, Error, ItemState, Lease, QueueLimits, QueueName, Rate};
 use tokio::sync::Barrier;
@@ -584,7 +585,7 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
             "give_back",
             "purge",
         ];
-        if cx.b.capabilities().remove_item {
+        if cx.b.groups().admin.is_some() {
             exits.push("remove_item");
         }
         for exit in exits {

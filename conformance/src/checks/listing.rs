@@ -12,8 +12,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::schedule::{Schedule, ScheduleName, ScheduleTick};
-use leaseq_core::{Error, LeaseToken, LimitScope, NewItem, QueueLimits, QueueName, Timestamp};
+use leaseq_core::{Error, LeaseToken, NewItem, QueueLimits, QueueName, Timestamp};
 
 use crate::cx::{run, Cx, Needs, LONG};
 use crate::outcome::{ensure, OrFail};
@@ -62,7 +63,7 @@ pub async fn listed_while_holding_items<F: BackendFactory>(factory: &F) -> Check
         factory,
         "listed_while_holding_items",
         QUEUES,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let q = &cx.q;
             expect_listed(&cx, &[], "before any enqueue").await?;
@@ -119,13 +120,12 @@ pub async fn every_item_path_lists_the_queue<F: BackendFactory>(factory: &F) -> 
         factory,
         "every_item_path_lists_the_queue",
         QUEUES,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
-            let caps = cx.b.capabilities();
             let limited = cx.own("limits")?;
             let once = cx.own("once")?;
             let result = async {
-                if caps.queue_limits != LimitScope::Unsupported {
+                if cx.b.groups().throttles.is_some() {
                     cx.b.set_queue_limits(&limited, QueueLimits::NONE.concurrency(4))
                         .await
                         .or_fail(QUEUES, "set_queue_limits")?;
@@ -149,13 +149,13 @@ pub async fn every_item_path_lists_the_queue<F: BackendFactory>(factory: &F) -> 
                         ))
                     }
                 }
-                if caps.schedules {
+                if cx.b.groups().schedules.is_some() {
                     fire_lists_the_queue(&cx).await?;
                 }
                 Ok(())
             }
             .await;
-            if caps.queue_limits != LimitScope::Unsupported {
+            if cx.b.groups().throttles.is_some() {
                 let _ = cx.b.set_queue_limits(&limited, QueueLimits::NONE).await;
             }
             let _ = cx.b.purge(&once).await;
@@ -210,7 +210,7 @@ pub async fn listing_shows_exactly_the_filled_queues<F: BackendFactory>(
         factory,
         "listing_shows_exactly_the_filled_queues",
         QUEUES,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             // Created out of name order.
             let names = ["c", "a", "b", "d"];
@@ -259,7 +259,7 @@ pub async fn racing_calls_leave_no_phantom_and_hide_nothing<F: BackendFactory>(
         factory,
         "racing_calls_leave_no_phantom_and_hide_nothing",
         QUEUES,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let queues: Vec<QueueName> = (0..RACED)
                 .map(|i| cx.own(&format!("r{i}")))

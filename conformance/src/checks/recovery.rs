@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{ItemId, ItemState, Lease, NewItem, ReapReport};
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
@@ -125,7 +126,9 @@ pub async fn many_reapers_many_leases<F: BackendFactory>(factory: &F) -> CheckRe
             let again = cx.with_rule(Rule::Inv1).drain(LONG, N).await?;
             let seen = distinct_ids(&cx, &again, &format!("round {round}: claims after the reap"))?;
             ensure!(seen == ids, Rule::Inv4, "round {round}: after the reap {} of {N} items were claimable", seen.len());
-            cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge between rounds")?;
+            if !cx.next_round().await? {
+                break;
+            }
         }
         Ok(())
     })
@@ -140,7 +143,7 @@ pub async fn reapers_dead_letter_once<F: BackendFactory>(factory: &F) -> CheckRe
         factory,
         "reapers_dead_letter_once",
         Rule::Inv4,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             const N: usize = 200;
             for round in 0..2 * scale() {
@@ -200,9 +203,9 @@ pub async fn reapers_dead_letter_once<F: BackendFactory>(factory: &F) -> CheckRe
                     "round {round}: after the redrive {} of {N} items were claimable",
                     seen.len()
                 );
-                cx.b.purge(&cx.q)
-                    .await
-                    .or_fail(cx.rule, "purge between rounds")?;
+                if !cx.next_round().await? {
+                    break;
+                }
             }
             Ok(())
         },
@@ -264,7 +267,9 @@ pub async fn reaper_inside_claim<F: BackendFactory>(factory: &F) -> CheckResult 
             ensure!(seen.len() == N, Rule::Inv2, "round {round}: claims got {} of {N} items", seen.len());
             cx.expect_stats([0, 0, N as u64, 0], &format!("round {round}: after the claims")).await?;
             cx.check_indexes(&format!("round {round}: after claims and reapers")).await?;
-            cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge between rounds")?;
+            if !cx.next_round().await? {
+                break;
+            }
         }
         Ok(())
     })
@@ -373,9 +378,9 @@ pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> Chec
                     "round {round}: claimers got {} of {N} items",
                     seen.len()
                 );
-                cx.b.purge(&cx.q)
-                    .await
-                    .or_fail(cx.rule, "purge between rounds")?;
+                if !cx.next_round().await? {
+                    break;
+                }
             }
             Ok(())
         },
@@ -401,7 +406,7 @@ pub async fn one_call_finishes_every_batch<F: BackendFactory>(factory: &F) -> Ch
         factory,
         "one_call_finishes_every_batch",
         rule,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let n = SWEEP;
             let mut i = 0;

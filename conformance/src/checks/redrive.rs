@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{ClaimSpec, Error, ItemId, ItemInfo, ItemState, NewItem, Order, QueueName};
 
 use crate::cx::{run, Cx, Needs, LONG};
@@ -70,7 +71,7 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
         factory,
         "redrive_item_moves_that_item",
         RULE,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let caps = cx.b.capabilities();
             // The named item dies third of four: neither the oldest nor
@@ -194,7 +195,7 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
         factory,
         "redrive_item_leaves_other_states",
         RULE,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             let caps = cx.b.capabilities();
             let leased_id = cx.push_n(1).await?[0];
@@ -302,7 +303,7 @@ pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) 
         factory,
         "concurrent_redrive_item_moves_once",
         RULE,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             const CALLERS: usize = 8;
             let global = cx.b.capabilities().order == Order::Global;
@@ -374,7 +375,7 @@ pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) 
         factory,
         "concurrent_redrives_move_each_once",
         REDRIVE,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             const DEAD: usize = 20;
             const CALLERS: usize = 4;
@@ -437,7 +438,7 @@ pub async fn redrive_item_races_the_death<F: BackendFactory>(factory: &F) -> Che
         factory,
         "redrive_item_races_the_death",
         RULE,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             const REDRIVERS: usize = 4;
             for round in 0..10 * scale() {

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::{Error, ItemId, ItemState, LeaseFate, LeaseTtl, NewItem, Order, QueueName};
 
 use crate::cx::{expect_lost, run, Cx, Needs, Rng, LONG, SHORT};
@@ -201,11 +202,7 @@ pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> 
                 cx.expect_stats([0, 1, 4, 1], when).await?;
                 cx.check_indexes(when).await?;
             }
-            if caps.delete_queue {
-                cx.b.delete_queue(&other).await.or_fail(RULE, "delete_queue of the other queue")?;
-            } else {
-                cx.b.purge(&other).await.or_fail(RULE, "purge of the other queue")?;
-            }
+            cx.b.delete_queue(&other).await.or_fail(RULE, "delete_queue of the other queue")?;
             Ok(())
         },
     )

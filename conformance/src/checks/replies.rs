@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{
@@ -251,7 +252,7 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
         factory,
         "lease_fate_at_its_bounds",
         rule,
-        Needs::NONE,
+        Needs::ADMIN,
         |cx| async move {
             // A queue that keeps an item: the bound is exclusive.
             cx.push_n(2).await?;
@@ -534,7 +535,7 @@ pub async fn concurrent_enqueue_once_writes_once<F: BackendFactory>(factory: &F)
                 let other = cx.own(&format!("once-{round}"))?;
                 let theirs = cx.b.enqueue_once(&other, req, batch()).await;
                 let theirs_stats = cx.b.stats(&other).await;
-                let purged = cx.b.purge(&other).await;
+                let purged = cx.clean(&other).await;
                 let theirs = theirs.or_fail(rule, "the same request id on another queue")?;
                 let theirs_stats = theirs_stats.or_fail(rule, "stats of the other queue")?;
                 purged.or_fail(rule, "purging the other queue")?;
@@ -547,7 +548,9 @@ pub async fn concurrent_enqueue_once_writes_once<F: BackendFactory>(factory: &F)
                     cx.q,
                     theirs_stats.ready
                 );
-                cx.b.purge(&cx.q).await.or_fail(rule, "purge between rounds")?;
+                if !cx.next_round().await? {
+                break;
+            }
             }
             Ok(())
         },

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::schedule::{
     Fired, Schedule, ScheduleName, ScheduleTick, Scheduler, StoredSchedule,
 };
@@ -31,7 +32,7 @@ fn name_for(cx: &Cx) -> Result<ScheduleName, Violation> {
     ScheduleName::new(cx.q.as_str()).or_fail(cx.rule, "naming the schedule")
 }
 
-/// The stored schedule of this name, from [`Backend::schedules`].
+/// The stored schedule of this name, from [`ScheduleStore::schedules`].
 async fn stored(cx: &Cx, name: &ScheduleName) -> Result<Option<StoredSchedule>, Violation> {
     let all = cx.b.schedules().await.or_fail(cx.rule, "schedules")?;
     let mut sorted = all.iter().map(|s| s.name.as_str());

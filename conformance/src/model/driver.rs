@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::groupwise::Groupwise as _;
 use leaseq_core::limits::MAX_REASON_LEN;
+use leaseq_core::BackendExt as _;
 use leaseq_core::{
     ClaimSpec, ItemId, ItemState, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName,
 };
@@ -221,6 +223,15 @@ impl Run {
     async fn step(&mut self, op: &Op) -> Result<(), Violation> {
         let b = self.tb.backend.clone();
         let q = self.q.clone();
+        // Operator actions are an optional group: a backend without it
+        // runs the rest of the sequence.
+        let admin_op = matches!(
+            op,
+            Op::Redrive(_) | Op::RedriveItem(_) | Op::RemoveItem(_) | Op::Purge
+        );
+        if admin_op && self.tb.backend.groups().admin.is_none() {
+            return Ok(());
+        }
         match op {
             Op::Enqueue(specs) => {
                 let items: Vec<NewItem> = specs.iter().map(|s| self.new_item(s)).collect();
@@ -371,9 +382,6 @@ impl Run {
                 self.model.redrive_item(id, &got)
             }
             Op::RemoveItem(pick) => {
-                if !b.capabilities().remove_item {
-                    return Ok(());
-                }
                 let Some(id) = self.known_id(*pick) else {
                     return Ok(());
                 };
@@ -477,7 +485,10 @@ pub async fn run_ops<F: BackendFactory>(
         Ok::<(), Violation>(())
     }
     .await;
-    let purged = run.tb.backend.purge(&run.q).await;
+    let purged = match run.tb.backend.groups().admin {
+        Some(admin) => admin.purge(&run.q).await.map(drop),
+        None => Ok(()),
+    };
     result?;
     purged.or_fail(Rule::Contract("purge"), "purging the model's queue")?;
     Ok(Outcome::Passed)

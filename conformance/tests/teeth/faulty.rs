@@ -10,9 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
-    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemState, Layer, Lease, LeaseFate,
-    LeaseKey, LeaseToken, NewItem, QueueLimits, QueueName, ReapReport, Released, Result, TestHooks,
-    Timestamp,
+    Admin, Backend, BackendExt, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId, ItemState,
+    LayeredBackend, Lease, LeaseFate, LeaseKey, LeaseToken, LimitScope, NewItem, QueueLimits,
+    QueueName, ReapReport, Released, Result, ScheduleStore, Throttles, Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -289,7 +289,7 @@ impl Faulty {
 }
 
 #[async_trait]
-impl Layer for Faulty {
+impl LayeredBackend for Faulty {
     type Inner = Arc<dyn Backend>;
 
     fn inner(&self) -> &Arc<dyn Backend> {
@@ -333,7 +333,13 @@ impl Layer for Faulty {
         let mut claimed = self.inner.claim(queue, spec).await?;
         if self.fault == Fault::ConcurrencyHintAlways
             && claimed.retry_after.is_some()
-            && self.inner.queue_limits(queue).await?.concurrency.is_some()
+            && self
+                .inner
+                .throttles()?
+                .queue_limits(queue)
+                .await?
+                .concurrency
+                .is_some()
         {
             claimed.retry_after = Some(leaseq_core::queue_limits::CONCURRENCY_RETRY);
         }
@@ -562,37 +568,6 @@ impl Layer for Faulty {
         Ok(out)
     }
 
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        if self.fault == Fault::RateForgottenOnChange && limits != QueueLimits::NONE {
-            limits.check()?;
-            self.inner
-                .set_queue_limits(queue, QueueLimits::NONE)
-                .await?;
-        }
-        if !matches!(
-            self.fault,
-            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
-        ) {
-            return self.inner.set_queue_limits(queue, limits).await;
-        }
-        limits.check()?;
-        self.limits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(queue.clone(), limits);
-        Ok(())
-    }
-
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        if !matches!(
-            self.fault,
-            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
-        ) {
-            return self.inner.queue_limits(queue).await;
-        }
-        Ok(self.kept_limits(queue))
-    }
-
     async fn enqueue_once(
         &self,
         queue: &QueueName,
@@ -649,27 +624,203 @@ impl Layer for Faulty {
         Ok(written)
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let listing = || {
+            self.listing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        };
+        match self.fault {
+            Fault::ListedAfterPurge => {
+                let mut all: BTreeSet<QueueName> = self.inner.queues().await?.into_iter().collect();
+                all.extend(listing());
+                Ok(all.into_iter().collect())
+            }
+            Fault::DeadHidden => {
+                let mut out = Vec::new();
+                for q in self.inner.queues().await? {
+                    let s = self.inner.stats(&q).await?;
+                    if s.total() > s.dead {
+                        out.push(q);
+                    }
+                }
+                Ok(out)
+            }
+            Fault::ListingKeptByCalls => Ok(listing().into_iter().collect()),
+            _ => self.inner.queues().await,
+        }
+    }
+
+    async fn peek(
+        &self,
+        queue: &QueueName,
+        state: ItemState,
+        limit: usize,
+    ) -> Result<Vec<leaseq_core::ItemInfo>> {
+        if self.fault == Fault::PeekMissesDue && state == ItemState::Ready {
+            let mut listed = self.inner.peek(queue, state, limit).await?;
+            let filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+            listed.retain(|i| !filed.contains(&(queue.clone(), i.id)));
+            return Ok(listed);
+        }
+        if self.fault != Fault::ById {
+            return self.inner.peek(queue, state, limit).await;
+        }
+        let max = leaseq_core::limits::MAX_PEEK;
+        let mut all = self.inner.peek(queue, state, max).await?;
+        all.sort_by_key(|i| i.id);
+        all.truncate(limit.min(max));
+        Ok(all)
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        let inner = self.inner.groups();
+        Groups::none()
+            .admin(self)
+            .throttles(self)
+            .schedules(self)
+            .test_hooks(match self.fault {
+                Fault::HideHooks => None,
+                _ => inner.test_hooks,
+            })
+    }
+}
+
+#[async_trait]
+impl Admin for Faulty {
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let n = self.inner.admin()?.purge(queue).await?;
+        if self.fault == Fault::ListingKeptByCalls {
+            tokio::task::yield_now().await;
+            self.note_listed(queue, false);
+        }
+        Ok(n)
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        if self.fault == Fault::DeleteAsPurge {
+            return self.inner.admin()?.purge(queue).await;
+        }
+        self.inner.admin()?.delete_queue(queue).await
+    }
+
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        if !matches!(self.fault, Fault::RedriveOldest | Fault::SplitRedriveItem) {
+            return self.inner.admin()?.redrive_item(queue, id).await;
+        }
+        if self.inner.item(queue, id).await?.state != ItemState::Dead {
+            return Ok(false);
+        }
+        if self.fault == Fault::RedriveOldest {
+            return Ok(self.inner.admin()?.redrive(queue, 1).await? == 1);
+        }
+        // The round trip between the read and the move.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.admin()?.redrive_item(queue, id).await?;
+        Ok(true)
+    }
+
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        if self.fault != Fault::SplitRemove {
+            return self.inner.admin()?.remove_item(queue, id).await;
+        }
+        let state = self.inner.item(queue, id).await?.state;
+        // The round trip between the read and the removal.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        match self.inner.admin()?.remove_item(queue, id).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(state),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        if self.fault != Fault::ById {
+            return self.inner.admin()?.redrive(queue, limit).await;
+        }
+        let mut moved = 0;
+        for dead in LayeredBackend::peek(self, queue, ItemState::Dead, limit).await? {
+            moved += u64::from(self.inner.admin()?.redrive_item(queue, dead.id).await?);
+        }
+        Ok(moved)
+    }
+}
+
+#[async_trait]
+impl Throttles for Faulty {
+    fn scope(&self) -> LimitScope {
+        self.inner
+            .throttles()
+            .map_or(LimitScope::Global, |t| t.scope())
+    }
+
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        if self.fault == Fault::RateForgottenOnChange && limits != QueueLimits::NONE {
+            limits.check()?;
+            self.inner
+                .throttles()?
+                .set_queue_limits(queue, QueueLimits::NONE)
+                .await?;
+        }
+        if !matches!(
+            self.fault,
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
+        ) {
+            return self
+                .inner
+                .throttles()?
+                .set_queue_limits(queue, limits)
+                .await;
+        }
+        limits.check()?;
+        self.limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(queue.clone(), limits);
+        Ok(())
+    }
+
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        if !matches!(
+            self.fault,
+            Fault::IgnoredLimits | Fault::LimitCheckedInClient | Fault::SlotFreedOnlyByAck
+        ) {
+            return self.inner.throttles()?.queue_limits(queue).await;
+        }
+        Ok(self.kept_limits(queue))
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for Faulty {
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         if self.fault == Fault::CadenceChangeIgnored {
-            let same = self.inner.schedules().await?.into_iter().find(|s| {
-                &s.name == schedule.name()
-                    && &s.queue == schedule.queue()
-                    && s.payload == schedule.payload()
-            });
+            let same = self
+                .inner
+                .schedule_store()?
+                .schedules()
+                .await?
+                .into_iter()
+                .find(|s| {
+                    &s.name == schedule.name()
+                        && &s.queue == schedule.queue()
+                        && s.payload == schedule.payload()
+                });
             if let Some(kept) = same {
                 return Ok(kept);
             }
         }
-        self.inner.put_schedule(schedule).await
+        self.inner.schedule_store()?.put_schedule(schedule).await
     }
 
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         if self.fault != Fault::SplitFire {
-            return self.inner.fire_schedule(tick, item).await;
+            return self.inner.schedule_store()?.fire_schedule(tick, item).await;
         }
         // Step 1: read the definition and the last tick.
         let Some(stored) = self
             .inner
+            .schedule_store()?
             .schedules()
             .await?
             .into_iter()
@@ -705,116 +856,11 @@ impl Layer for Faulty {
         }
     }
 
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        let n = self.inner.purge(queue).await?;
-        if self.fault == Fault::ListingKeptByCalls {
-            tokio::task::yield_now().await;
-            self.note_listed(queue, false);
-        }
-        Ok(n)
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.inner.schedule_store()?.remove_schedule(name).await
     }
 
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        if self.fault == Fault::DeleteAsPurge {
-            return self.inner.purge(queue).await;
-        }
-        self.inner.delete_queue(queue).await
-    }
-
-    async fn queues(&self) -> Result<Vec<QueueName>> {
-        let listing = || {
-            self.listing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-        };
-        match self.fault {
-            Fault::ListedAfterPurge => {
-                let mut all: BTreeSet<QueueName> = self.inner.queues().await?.into_iter().collect();
-                all.extend(listing());
-                Ok(all.into_iter().collect())
-            }
-            Fault::DeadHidden => {
-                let mut out = Vec::new();
-                for q in self.inner.queues().await? {
-                    let s = self.inner.stats(&q).await?;
-                    if s.total() > s.dead {
-                        out.push(q);
-                    }
-                }
-                Ok(out)
-            }
-            Fault::ListingKeptByCalls => Ok(listing().into_iter().collect()),
-            _ => self.inner.queues().await,
-        }
-    }
-
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        if !matches!(self.fault, Fault::RedriveOldest | Fault::SplitRedriveItem) {
-            return self.inner.redrive_item(queue, id).await;
-        }
-        if self.inner.item(queue, id).await?.state != ItemState::Dead {
-            return Ok(false);
-        }
-        if self.fault == Fault::RedriveOldest {
-            return Ok(self.inner.redrive(queue, 1).await? == 1);
-        }
-        // The round trip between the read and the move.
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        self.inner.redrive_item(queue, id).await?;
-        Ok(true)
-    }
-
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        if self.fault != Fault::SplitRemove {
-            return self.inner.remove_item(queue, id).await;
-        }
-        let state = self.inner.item(queue, id).await?.state;
-        // The round trip between the read and the removal.
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        match self.inner.remove_item(queue, id).await {
-            Ok(_) | Err(Error::NotFound { .. }) => Ok(state),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn peek(
-        &self,
-        queue: &QueueName,
-        state: ItemState,
-        limit: usize,
-    ) -> Result<Vec<leaseq_core::ItemInfo>> {
-        if self.fault == Fault::PeekMissesDue && state == ItemState::Ready {
-            let mut listed = self.inner.peek(queue, state, limit).await?;
-            let filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
-            listed.retain(|i| !filed.contains(&(queue.clone(), i.id)));
-            return Ok(listed);
-        }
-        if self.fault != Fault::ById {
-            return self.inner.peek(queue, state, limit).await;
-        }
-        let max = leaseq_core::limits::MAX_PEEK;
-        let mut all = self.inner.peek(queue, state, max).await?;
-        all.sort_by_key(|i| i.id);
-        all.truncate(limit.min(max));
-        Ok(all)
-    }
-
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        if self.fault != Fault::ById {
-            return self.inner.redrive(queue, limit).await;
-        }
-        let mut moved = 0;
-        for dead in Layer::peek(self, queue, ItemState::Dead, limit).await? {
-            moved += u64::from(self.inner.redrive_item(queue, dead.id).await?);
-        }
-        Ok(moved)
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        match self.fault {
-            Fault::HideHooks => None,
-            _ => self.inner.test_hooks(),
-        }
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.inner.schedule_store()?.schedules().await
     }
 }

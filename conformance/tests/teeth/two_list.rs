@@ -20,9 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
 use leaseq_core::{
-    Backend, Bytes, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, IndexSnapshot,
-    ItemId, ItemInfo, ItemState, Lease, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName,
-    QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Groups,
+    IndexSnapshot, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl,
+    NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 #[derive(Debug, Clone)]
@@ -145,7 +145,7 @@ impl Backend for TwoList {
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        check_batch(&items, &self.limits())?;
+        check_batch(&items, &self.capabilities().bounds)?;
         let mut out = Vec::new();
         for item in items {
             let id = self.cmd(queue, |k, _| {
@@ -365,6 +365,52 @@ impl Backend for TwoList {
             .ok_or(Error::NotFound { id })
     }
 
+    // What the trait once gave by default: this backend predates them.
+    async fn enqueue_once(
+        &self,
+        _: &QueueName,
+        _: LeaseToken,
+        _: Vec<NewItem>,
+    ) -> Result<Vec<Enqueued>> {
+        Err(Error::unsupported("enqueue_once"))
+    }
+
+    async fn recover_claim(&self, _: &QueueName, _: &ClaimSpec) -> Result<Claimed> {
+        Err(Error::unsupported("recover_claim"))
+    }
+
+    async fn lease_fate(&self, _: &LeaseKey, _: Timestamp) -> Result<LeaseFate> {
+        Err(Error::unsupported("lease_fate"))
+    }
+
+    async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
+        leaseq_core::limits::check_ack_batch(leases.len())?;
+        let mut out = Vec::with_capacity(leases.len());
+        for lease in leases {
+            match self.ack(lease).await {
+                Err(e @ Error::LeaseLost { .. }) => out.push(Err(e)),
+                Err(e) => return Err(e),
+                Ok(()) => out.push(Ok(())),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn give_back(&self, _: &LeaseKey) -> Result<()> {
+        Err(Error::unsupported("give_back"))
+    }
+
+    async fn wait_for_work(&self, _: &QueueName, timeout: Duration) {
+        tokio::time::sleep(timeout).await;
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none().admin(self).test_hooks(Some(self))
+    }
+}
+
+#[async_trait]
+impl Admin for TwoList {
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
         Ok(self.cmd(queue, |k, _| {
             let n = limit.min(k.dead.len());
@@ -408,8 +454,12 @@ impl Backend for TwoList {
         }))
     }
 
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        Some(self)
+    async fn remove_item(&self, _: &QueueName, _: ItemId) -> Result<ItemState> {
+        Err(Error::unsupported("remove_item"))
+    }
+
+    async fn delete_queue(&self, _: &QueueName) -> Result<u64> {
+        Err(Error::unsupported("delete_queue"))
     }
 }
 

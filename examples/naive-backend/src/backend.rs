@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leaseq_core::limits::{self, REQUEST_MEMORY};
 use leaseq_core::{
-    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, ItemId,
+    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Groups, ItemId,
     ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats,
     ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
 };
@@ -48,7 +48,7 @@ impl NaiveBackend {
         }
     }
 
-    /// With test hooks ([`Backend::test_hooks`]) and step counts on.
+    /// With test hooks ([`Groups::test_hooks`]) and step counts on.
     #[must_use]
     pub fn with_test_hooks(mut self) -> Self {
         self.hooks = true;
@@ -189,7 +189,7 @@ fn due_after(now: Timestamp, delay: Duration) -> Timestamp {
 #[async_trait]
 impl Backend for NaiveBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all_features().remove_item(true)
+        Capabilities::all_features()
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -197,7 +197,7 @@ impl Backend for NaiveBackend {
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        limits::check_batch(&items, &self.limits())?;
+        limits::check_batch(&items, &self.capabilities().bounds)?;
         Ok(self.step(queue, |st, now| self.write(st, queue, items, now)))
     }
 
@@ -207,7 +207,7 @@ impl Backend for NaiveBackend {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
-        limits::check_batch(&items, &self.limits())?;
+        limits::check_batch(&items, &self.capabilities().bounds)?;
         self.step(queue, |st, now| {
             st.requests
                 .retain(|_, (at, _)| now.saturating_since(*at) < REQUEST_MEMORY);
@@ -481,77 +481,13 @@ impl Backend for NaiveBackend {
         })
     }
 
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        Ok(self.step(queue, |st, _| {
-            let Some(q) = st.queues.get_mut(queue) else {
-                return 0;
-            };
-            let ids: Vec<u64> = q.dead.values().take(limit).copied().collect();
-            for &id in &ids {
-                redrive_one(q, id);
-            }
-            ids.len() as u64
-        }))
+    /// No notification channel: a poll, as the contract allows.
+    async fn wait_for_work(&self, _queue: &QueueName, timeout: Duration) {
+        tokio::time::sleep(timeout).await;
     }
 
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        self.step(queue, |st, _| {
-            let Some(q) = st.queues.get_mut(queue) else {
-                return Err(Error::NotFound { id });
-            };
-            let Some(state) = q.items.get(&id.get()).map(|i| i.state) else {
-                return Err(Error::NotFound { id });
-            };
-            if state != ItemState::Dead {
-                return Ok(false);
-            }
-            redrive_one(q, id.get());
-            Ok(true)
-        })
+    /// The core alone; test hooks only when built with them.
+    fn groups(&self) -> Groups<'_> {
+        Groups::none().test_hooks(self.hooks.then_some(self as &dyn TestHooks))
     }
-
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        self.step(queue, |st, now| {
-            let Some(q) = st.queues.get_mut(queue) else {
-                return Err(Error::NotFound { id });
-            };
-            // A past-due Scheduled item is Ready by the contract.
-            q.promote_due(now);
-            let Some(state) = q.items.get(&id.get()).map(|i| i.state) else {
-                return Err(Error::NotFound { id });
-            };
-            q.delete(id.get());
-            Ok(state)
-        })
-    }
-
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        let bug = self.bug;
-        Ok(self.step(queue, |st, _| {
-            if bug == Bug::IdsReusedAfterPurge {
-                return st.queues.remove(queue).map_or(0, |q| q.items.len() as u64);
-            }
-            let Some(q) = st.queues.get_mut(queue) else {
-                return 0;
-            };
-            let n = q.items.len() as u64;
-            let kept = (q.last_id, q.last_place, q.last_death);
-            *q = Queue::default();
-            (q.last_id, q.last_place, q.last_death) = kept;
-            n
-        }))
-    }
-
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.hooks.then_some(self as &dyn TestHooks)
-    }
-}
-
-/// Moves Dead item `id` to Ready with its attempts reset.
-fn redrive_one(q: &mut Queue, id: u64) {
-    q.unindex(id);
-    if let Some(i) = q.items.get_mut(&id) {
-        i.attempts = 0;
-    }
-    q.make_ready(id);
 }

@@ -22,8 +22,6 @@ pub enum Bug {
     ReleaseToBack,
     /// A peek returns as many items as asked, past `MAX_PEEK`.
     UncappedPeek,
-    /// A purge forgets the queue's id counter, so ids are handed out again.
-    IdsReusedAfterPurge,
     /// A claim reads the clock, then takes the lock a round trip later:
     /// its leases are stamped with a time from before the step.
     ClockReadOutsideStep,

@@ -185,19 +185,6 @@ fn a_hostile_input_accepted() {
 }
 
 #[test]
-fn ids_reused_after_purge() {
-    let msg = model_failure(&manual(Bug::IdsReusedAfterPurge));
-    names(
-        &msg,
-        &[
-            "src/model/",
-            "contract of enqueue",
-            "ids reused after a purge",
-        ],
-    );
-}
-
-#[test]
 fn a_clock_read_outside_the_atomic_step() {
     let msg = failure!(
         manual(Bug::ClockReadOutsideStep),

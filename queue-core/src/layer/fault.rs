@@ -27,9 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Backend, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer, LeaseFate,
-    LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
-    Timestamp,
+    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem,
+    QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
 };
 
 /// An operation a fault can target.
@@ -70,15 +70,15 @@ pub enum Op {
     Peek,
     /// [`Backend::item`]
     Item,
-    /// [`Backend::redrive`]
+    /// [`crate::Admin::redrive`]
     Redrive,
-    /// [`Backend::redrive_item`]
+    /// [`crate::Admin::redrive_item`]
     RedriveItem,
-    /// [`Backend::remove_item`]
+    /// [`crate::Admin::remove_item`]
     RemoveItem,
-    /// [`Backend::purge`]
+    /// [`crate::Admin::purge`]
     Purge,
-    /// [`Backend::delete_queue`]
+    /// [`crate::Admin::delete_queue`]
     DeleteQueue,
 }
 
@@ -236,12 +236,19 @@ impl fmt::Display for InjectedFault {
 
 impl std::error::Error for InjectedFault {}
 
+// Every operation decides whether it can be faulted: none is forwarded
+// unseen.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
-impl<B: Backend> Layer for Faults<B> {
+impl<B: Backend> LayeredBackend for Faults<B> {
     type Inner = B;
 
     fn inner(&self) -> &B {
         &self.inner
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -314,23 +321,43 @@ impl<B: Backend> Layer for Faults<B> {
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
         self.run(Op::Item, self.inner.item(queue, id)).await
     }
+    /// Not faulted: a wait is a hint, and its timeout is its own fault.
+    async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
+        self.inner.wait_for_work(queue, timeout).await
+    }
+    /// Operator actions through this layer (faulted); the other groups are
+    /// the inner backend's, not faulted.
+    fn groups(&self) -> Groups<'_> {
+        let inner = self.inner.groups();
+        Groups {
+            admin: inner.admin.map(|_| self as &dyn Admin),
+            ..inner
+        }
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> Admin for Faults<B> {
     async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        self.run(Op::Redrive, self.inner.redrive(queue, limit))
-            .await
+        let admin = self.inner.admin()?;
+        self.run(Op::Redrive, admin.redrive(queue, limit)).await
     }
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        self.run(Op::RedriveItem, self.inner.redrive_item(queue, id))
+        let admin = self.inner.admin()?;
+        self.run(Op::RedriveItem, admin.redrive_item(queue, id))
             .await
     }
     async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        self.run(Op::RemoveItem, self.inner.remove_item(queue, id))
-            .await
+        let admin = self.inner.admin()?;
+        self.run(Op::RemoveItem, admin.remove_item(queue, id)).await
     }
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        self.run(Op::Purge, self.inner.purge(queue)).await
+        let admin = self.inner.admin()?;
+        self.run(Op::Purge, admin.purge(queue)).await
     }
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        self.run(Op::DeleteQueue, self.inner.delete_queue(queue))
-            .await
+        let admin = self.inner.admin()?;
+        self.run(Op::DeleteQueue, admin.delete_queue(queue)).await
     }
 }

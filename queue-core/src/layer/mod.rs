@@ -1,7 +1,7 @@
 //! Layers: backends that wrap another backend and change only what they
 //! name.
 //!
-//! A layer implements [`Layer`]: it says where its inner backend is and
+//! A layer implements [`LayeredBackend`]: it says where its inner backend is and
 //! overrides the operations it changes; every other operation is forwarded
 //! to the inner backend by the trait's defaults, and a blanket impl makes
 //! every layer a [`Backend`]. Layers nest (`Sharded<Faults<PgBackend>>`) and
@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
-//! use leaseq_core::{async_trait, Backend, Layer, LeaseKey, Result};
+//! use leaseq_core::{async_trait, Backend, LayeredBackend, LeaseKey, Result};
 //!
 //! /// Counts successful acks; everything else passes through untouched.
 //! #[derive(Debug)]
@@ -19,7 +19,7 @@
 //! }
 //!
 //! #[async_trait]
-//! impl<B: Backend> Layer for CountAcks<B> {
+//! impl<B: Backend> LayeredBackend for CountAcks<B> {
 //!     type Inner = B;
 //!     fn inner(&self) -> &B {
 //!         &self.inner
@@ -37,13 +37,21 @@
 //! }
 //! ```
 //!
-//! # Why a trait with defaults
-//! A hand-written wrapper that implements [`Backend`] itself gets the
-//! trait's own defaults for the operations it does not write, so a wrapper
-//! written before `ack_many` existed silently turned every batch ack into a
-//! loop of single acks. A [`Layer`]'s defaults forward instead, and a test
-//! in this module fails when an operation of [`Backend`] is not forwarded by
-//! [`Layer`], by the blanket impl, or by the impl for [`Arc`].
+//! # Why forwarding defaults, and where they are refused
+//! A hand-written wrapper that implements [`Backend`] itself must write
+//! every operation (the core has no defaults). A [`LayeredBackend`]
+//! forwards what it does not override, which is right for a layer that
+//! only watches (counting acks, tracing): the inner backend sees each call
+//! as it was made. It is the wrong default for a layer that translates
+//! names or injects faults (the sharding layer, the fault layer): a new
+//! operation forwarded untouched would reach the inner backend with the
+//! logical queue name, un-sharded and un-faultable. Those layers carry
+//! `#[deny(clippy::missing_trait_methods)]` on their impl, as do the
+//! blanket impl and the impl for [`Arc`], so an operation added to
+//! [`Backend`] fails `cargo clippy -D warnings` until each of them decides
+//! what to do with it. The optional groups ([`crate::groups`]) forward
+//! through [`LayeredBackend::groups`]: a layer that changes names offers
+//! each group itself.
 //!
 //! `Box<dyn Backend>` converts to the `Arc` form with `Arc::from(boxed)`.
 //!
@@ -60,21 +68,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, ItemId, ItemInfo, ItemState, LeaseFate,
-    LeaseKey, LeaseToken, LeaseTtl, Limits, NewItem, QueueLimits, QueueName, QueueStats,
-    ReapReport, Released, Result, TestHooks, Timestamp,
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Groups, ItemId, ItemInfo, ItemState,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Result, Timestamp,
 };
 
-/// A backend that wraps an inner backend. Override what the layer changes;
-/// every operation not overridden is forwarded to [`Layer::inner`]. Every
-/// `Layer` is a [`Backend`] through a blanket impl.
+/// A backend that wraps an inner backend (what OpenDAL calls a layered
+/// accessor; the name says it is the wrapper, not a builder of one).
+/// Override what the layer changes; every operation not overridden is
+/// forwarded to [`LayeredBackend::inner`]. Every `LayeredBackend` is a
+/// [`Backend`] through a blanket impl.
 ///
 /// The methods mirror [`Backend`]'s one for one, with the same contract:
 /// a layer that changes an operation keeps that operation's contract.
 #[async_trait]
-pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
+pub trait LayeredBackend: Send + Sync + std::fmt::Debug + 'static {
     /// The backend this layer wraps.
     type Inner: Backend + ?Sized;
 
@@ -84,11 +93,6 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
     /// [`Backend::capabilities`], forwarded by default.
     fn capabilities(&self) -> Capabilities {
         self.inner().capabilities()
-    }
-
-    /// [`Backend::limits`], forwarded by default.
-    fn limits(&self) -> Limits {
-        self.inner().limits()
     }
 
     /// [`Backend::now`], forwarded by default.
@@ -132,7 +136,7 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// [`Backend::ack_many`], forwarded by default (never looped over
-    /// [`Layer::ack`]).
+    /// [`LayeredBackend::ack`]).
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         self.inner().ack_many(leases).await
     }
@@ -187,86 +191,31 @@ pub trait Layer: Send + Sync + std::fmt::Debug + 'static {
         self.inner().item(queue, id).await
     }
 
-    /// [`Backend::redrive`], forwarded by default.
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        self.inner().redrive(queue, limit).await
-    }
-
-    /// [`Backend::redrive_item`], forwarded by default.
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        self.inner().redrive_item(queue, id).await
-    }
-
-    /// [`Backend::remove_item`], forwarded by default.
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        self.inner().remove_item(queue, id).await
-    }
-
-    /// [`Backend::purge`], forwarded by default.
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        self.inner().purge(queue).await
-    }
-
-    /// [`Backend::delete_queue`], forwarded by default.
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        self.inner().delete_queue(queue).await
-    }
-
-    /// [`Backend::set_queue_limits`], forwarded by default.
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        self.inner().set_queue_limits(queue, limits).await
-    }
-
-    /// [`Backend::queue_limits`], forwarded by default.
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        self.inner().queue_limits(queue).await
-    }
-
     /// [`Backend::wait_for_work`], forwarded by default.
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         self.inner().wait_for_work(queue, timeout).await
     }
 
-    /// [`Backend::put_schedule`], forwarded by default.
-    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
-        self.inner().put_schedule(schedule).await
-    }
-
-    /// [`Backend::remove_schedule`], forwarded by default.
-    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
-        self.inner().remove_schedule(name).await
-    }
-
-    /// [`Backend::schedules`], forwarded by default.
-    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
-        self.inner().schedules().await
-    }
-
-    /// [`Backend::fire_schedule`], forwarded by default.
-    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
-        self.inner().fire_schedule(tick, item).await
-    }
-
-    /// [`Backend::test_hooks`], forwarded by default. A layer that changes
-    /// ids or queue names must translate the hooks too (or return `None`).
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner().test_hooks()
+    /// [`Backend::groups`], forwarded by default: the inner backend's
+    /// groups, untouched by this layer. A layer that changes ids or queue
+    /// names, or injects faults, must offer each group itself (or none).
+    fn groups(&self) -> Groups<'_> {
+        self.inner().groups()
     }
 }
 
+// A new `Backend` operation must be written here, not inherited.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
-impl<L: Layer> Backend for L {
+impl<L: LayeredBackend> Backend for L {
     fn capabilities(&self) -> Capabilities {
-        Layer::capabilities(self)
-    }
-    fn limits(&self) -> Limits {
-        Layer::limits(self)
+        LayeredBackend::capabilities(self)
     }
     async fn now(&self) -> Result<Timestamp> {
-        Layer::now(self).await
+        LayeredBackend::now(self).await
     }
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
-        Layer::enqueue(self, queue, items).await
+        LayeredBackend::enqueue(self, queue, items).await
     }
     async fn enqueue_once(
         &self,
@@ -274,43 +223,43 @@ impl<L: Layer> Backend for L {
         request: LeaseToken,
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
-        Layer::enqueue_once(self, queue, request, items).await
+        LayeredBackend::enqueue_once(self, queue, request, items).await
     }
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
-        Layer::claim(self, queue, spec).await
+        LayeredBackend::claim(self, queue, spec).await
     }
     async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
-        Layer::recover_claim(self, queue, spec).await
+        LayeredBackend::recover_claim(self, queue, spec).await
     }
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
-        Layer::lease_fate(self, lease, held_until).await
+        LayeredBackend::lease_fate(self, lease, held_until).await
     }
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
-        Layer::ack(self, lease).await
+        LayeredBackend::ack(self, lease).await
     }
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
-        Layer::ack_many(self, leases).await
+        LayeredBackend::ack_many(self, leases).await
     }
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
-        Layer::extend(self, lease, ttl).await
+        LayeredBackend::extend(self, lease, ttl).await
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        Layer::release(self, lease, delay).await
+        LayeredBackend::release(self, lease, delay).await
     }
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
-        Layer::give_back(self, lease).await
+        LayeredBackend::give_back(self, lease).await
     }
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
-        Layer::fail(self, lease, reason).await
+        LayeredBackend::fail(self, lease, reason).await
     }
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        Layer::reap(self, queue).await
+        LayeredBackend::reap(self, queue).await
     }
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
-        Layer::stats(self, queue).await
+        LayeredBackend::stats(self, queue).await
     }
     async fn queues(&self) -> Result<Vec<QueueName>> {
-        Layer::queues(self).await
+        LayeredBackend::queues(self).await
     }
     async fn peek(
         &self,
@@ -318,61 +267,26 @@ impl<L: Layer> Backend for L {
         state: ItemState,
         limit: usize,
     ) -> Result<Vec<ItemInfo>> {
-        Layer::peek(self, queue, state, limit).await
+        LayeredBackend::peek(self, queue, state, limit).await
     }
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        Layer::item(self, queue, id).await
-    }
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        Layer::redrive(self, queue, limit).await
-    }
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        Layer::redrive_item(self, queue, id).await
-    }
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        Layer::remove_item(self, queue, id).await
-    }
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        Layer::purge(self, queue).await
-    }
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        Layer::delete_queue(self, queue).await
-    }
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        Layer::set_queue_limits(self, queue, limits).await
-    }
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        Layer::queue_limits(self, queue).await
+        LayeredBackend::item(self, queue, id).await
     }
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
-        Layer::wait_for_work(self, queue, timeout).await
+        LayeredBackend::wait_for_work(self, queue, timeout).await
     }
-    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
-        Layer::put_schedule(self, schedule).await
-    }
-    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
-        Layer::remove_schedule(self, name).await
-    }
-    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
-        Layer::schedules(self).await
-    }
-    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
-        Layer::fire_schedule(self, tick, item).await
-    }
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        Layer::test_hooks(self)
+    fn groups(&self) -> Groups<'_> {
+        LayeredBackend::groups(self)
     }
 }
 
 /// A shared handle is a backend: `Arc<dyn Backend>` (what
 /// `leaseq::connect` returns) can be wrapped by a layer.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn capabilities(&self) -> Capabilities {
         (**self).capabilities()
-    }
-    fn limits(&self) -> Limits {
-        (**self).limits()
     }
     async fn now(&self) -> Result<Timestamp> {
         (**self).now().await
@@ -435,44 +349,11 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
         (**self).item(queue, id).await
     }
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        (**self).redrive(queue, limit).await
-    }
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        (**self).redrive_item(queue, id).await
-    }
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        (**self).remove_item(queue, id).await
-    }
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        (**self).purge(queue).await
-    }
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        (**self).delete_queue(queue).await
-    }
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        (**self).set_queue_limits(queue, limits).await
-    }
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        (**self).queue_limits(queue).await
-    }
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         (**self).wait_for_work(queue, timeout).await
     }
-    async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
-        (**self).put_schedule(schedule).await
-    }
-    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
-        (**self).remove_schedule(name).await
-    }
-    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
-        (**self).schedules().await
-    }
-    async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
-        (**self).fire_schedule(tick, item).await
-    }
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        (**self).test_hooks()
+    fn groups(&self) -> Groups<'_> {
+        (**self).groups()
     }
 }
 

@@ -1,7 +1,8 @@
-//! Every operation of [`Backend`] is forwarded by [`Layer`], by the blanket
-//! impl and by the `Arc` impl: checked in the source (so a method added to
-//! the trait and not to the forwarding fails here) and at run time (so a
-//! forwarding line that calls the wrong operation fails here).
+//! Every operation of [`Backend`] and of its groups reaches the inner
+//! backend as itself through [`LayeredBackend`]'s defaults, the blanket
+//! impl and the `Arc` impl (a forwarding line that calls the wrong
+//! operation fails here). A method added to [`Backend`] and not forwarded
+//! fails the build, or `clippy::missing_trait_methods`, before this runs.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -9,53 +10,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::Layer;
+use super::LayeredBackend;
 use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueLimits, QueueName, QueueStats,
-    ReapReport, Released, Result, TestHooks, Timestamp,
+    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, Throttles,
+    Timestamp,
 };
-
-/// The method names declared in the block that opens with `header` (up to
-/// the first line that is a lone `}` at column 0).
-fn methods(source: &str, header: &str) -> BTreeSet<String> {
-    let start = source
-        .find(header)
-        .unwrap_or_else(|| panic!("`{header}` not found"));
-    let block = &source[start..];
-    let end = block.find("\n}\n").unwrap_or(block.len());
-    block[..end]
-        .lines()
-        .filter_map(|line| {
-            let l = line.strip_prefix("    ")?;
-            let l = l.strip_prefix("async ").unwrap_or(l);
-            let rest = l.strip_prefix("fn ")?;
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            Some(name)
-        })
-        .collect()
-}
-
-#[test]
-fn every_backend_method_is_forwarded_in_the_source() {
-    let backend = methods(include_str!("../backend.rs"), "pub trait Backend");
-    let layer_src = include_str!("mod.rs");
-    assert!(backend.len() >= 18, "parsed too few methods: {backend:?}");
-    let mut layer = methods(layer_src, "pub trait Layer");
-    assert!(layer.remove("inner"), "Layer::inner not found");
-    let blanket = methods(layer_src, "impl<L: Layer> Backend for L");
-    let arc = methods(layer_src, "impl<B: Backend + ?Sized> Backend for Arc<B>");
-    assert_eq!(layer, backend, "Layer must mirror every Backend method");
-    assert_eq!(
-        blanket, backend,
-        "the blanket impl must forward every method"
-    );
-    assert_eq!(arc, backend, "the Arc impl must forward every method");
-}
 
 /// Records the name of every operation that reaches it.
 #[derive(Debug, Default)]
@@ -75,10 +37,6 @@ impl Backend for Recorder {
     fn capabilities(&self) -> Capabilities {
         let _ = self.hit::<()>("capabilities");
         Capabilities::all_features()
-    }
-    fn limits(&self) -> crate::Limits {
-        let _ = self.hit::<()>("limits");
-        crate::Limits::default()
     }
     async fn now(&self) -> Result<Timestamp> {
         self.hit("now")
@@ -136,6 +94,17 @@ impl Backend for Recorder {
     async fn item(&self, _: &QueueName, _: ItemId) -> Result<ItemInfo> {
         self.hit("item")
     }
+    async fn wait_for_work(&self, _: &QueueName, _: Duration) {
+        let _ = self.hit::<()>("wait_for_work");
+    }
+    fn groups(&self) -> Groups<'_> {
+        let _ = self.hit::<()>("groups");
+        Groups::none().admin(self).throttles(self).schedules(self)
+    }
+}
+
+#[async_trait]
+impl Admin for Recorder {
     async fn redrive(&self, _: &QueueName, _: usize) -> Result<u64> {
         self.hit("redrive")
     }
@@ -151,15 +120,24 @@ impl Backend for Recorder {
     async fn delete_queue(&self, _: &QueueName) -> Result<u64> {
         self.hit("delete_queue")
     }
+}
+
+#[async_trait]
+impl Throttles for Recorder {
+    fn scope(&self) -> LimitScope {
+        let _ = self.hit::<()>("scope");
+        LimitScope::Global
+    }
     async fn set_queue_limits(&self, _: &QueueName, _: QueueLimits) -> Result<()> {
         self.hit("set_queue_limits")
     }
     async fn queue_limits(&self, _: &QueueName) -> Result<QueueLimits> {
         self.hit("queue_limits")
     }
-    async fn wait_for_work(&self, _: &QueueName, _: Duration) {
-        let _ = self.hit::<()>("wait_for_work");
-    }
+}
+
+#[async_trait]
+impl ScheduleStore for Recorder {
     async fn put_schedule(&self, _: &Schedule) -> Result<StoredSchedule> {
         self.hit("put_schedule")
     }
@@ -172,17 +150,13 @@ impl Backend for Recorder {
     async fn fire_schedule(&self, _: &ScheduleTick, _: NewItem) -> Result<Fired> {
         self.hit("fire_schedule")
     }
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        let _ = self.hit::<()>("test_hooks");
-        None
-    }
 }
 
 /// A layer that changes nothing.
 #[derive(Debug)]
 struct Nothing<B>(B);
 
-impl<B: Backend + ?Sized> Layer for Nothing<Arc<B>> {
+impl<B: Backend + ?Sized> LayeredBackend for Nothing<Arc<B>> {
     type Inner = Arc<B>;
     fn inner(&self) -> &Arc<B> {
         &self.0
@@ -200,7 +174,6 @@ async fn call_everything(b: &dyn Backend) {
     let spec = ClaimSpec::new(2, Duration::from_secs(1)).expect("spec");
     let ttl = LeaseTtl::new(Duration::from_secs(1)).expect("ttl");
     let _ = b.capabilities();
-    let _ = b.limits();
     let _ = b.now().await;
     let _ = b.enqueue(&q, vec![NewItem::new("x")]).await;
     let _ = b
@@ -220,27 +193,30 @@ async fn call_everything(b: &dyn Backend) {
     let _ = b.queues().await;
     let _ = b.peek(&q, ItemState::Ready, 1).await;
     let _ = b.item(&q, ItemId::new(1)).await;
-    let _ = b.redrive(&q, 1).await;
-    let _ = b.redrive_item(&q, ItemId::new(1)).await;
-    let _ = b.remove_item(&q, ItemId::new(1)).await;
-    let _ = b.purge(&q).await;
-    let _ = b.delete_queue(&q).await;
-    let _ = b
+    let admin = b.admin().expect("admin");
+    let _ = admin.redrive(&q, 1).await;
+    let _ = admin.redrive_item(&q, ItemId::new(1)).await;
+    let _ = admin.remove_item(&q, ItemId::new(1)).await;
+    let _ = admin.purge(&q).await;
+    let _ = admin.delete_queue(&q).await;
+    let throttles = b.throttles().expect("throttles");
+    let _ = throttles.scope();
+    let _ = throttles
         .set_queue_limits(&q, QueueLimits::NONE.concurrency(1))
         .await;
-    let _ = b.queue_limits(&q).await;
+    let _ = throttles.queue_limits(&q).await;
     b.wait_for_work(&q, Duration::ZERO).await;
     let schedule = Schedule::every("s", q.clone(), Duration::from_secs(1), "x").expect("schedule");
-    let _ = b.put_schedule(&schedule).await;
-    let _ = b.remove_schedule(schedule.name()).await;
-    let _ = b.schedules().await;
+    let schedules = b.schedule_store().expect("schedules");
+    let _ = schedules.put_schedule(&schedule).await;
+    let _ = schedules.remove_schedule(schedule.name()).await;
+    let _ = schedules.schedules().await;
     let tick = ScheduleTick {
         name: schedule.name().clone(),
         revision: 1,
         at: Timestamp::from_millis(1),
     };
-    let _ = b.fire_schedule(&tick, NewItem::new("x")).await;
-    let _ = b.test_hooks();
+    let _ = schedules.fire_schedule(&tick, NewItem::new("x")).await;
 }
 
 #[tokio::test]
@@ -251,15 +227,53 @@ async fn every_operation_reaches_the_inner_backend_as_itself() {
     let stack: Arc<dyn Backend> = Arc::new(Nothing(Arc::new(Nothing(inner))));
     call_everything(stack.as_ref()).await;
     let calls = recorder.calls.lock().expect("lock").clone();
-    let declared = methods(include_str!("../backend.rs"), "pub trait Backend");
     let reached: BTreeSet<String> = calls.iter().map(|c| c.to_string()).collect();
+    // `groups` is asked once per group reached (admin, throttles, schedules).
+    let once: Vec<&&str> = calls.iter().filter(|c| **c != "groups").collect();
     assert_eq!(
-        calls.len(),
-        reached.len(),
+        once.len(),
+        reached.len() - 1,
         "an operation reached the inner backend more than once (a default loop?): {calls:?}"
     );
     assert_eq!(
-        reached, declared,
+        reached,
+        EVERY_OPERATION.iter().map(|s| s.to_string()).collect(),
         "operations that did not reach the inner backend as themselves"
     );
 }
+
+/// Every operation `call_everything` makes, of the core and each group.
+const EVERY_OPERATION: &[&str] = &[
+    "capabilities",
+    "now",
+    "enqueue",
+    "enqueue_once",
+    "claim",
+    "recover_claim",
+    "lease_fate",
+    "ack",
+    "ack_many",
+    "extend",
+    "release",
+    "give_back",
+    "fail",
+    "reap",
+    "stats",
+    "queues",
+    "peek",
+    "item",
+    "wait_for_work",
+    "groups",
+    "redrive",
+    "redrive_item",
+    "remove_item",
+    "purge",
+    "delete_queue",
+    "scope",
+    "set_queue_limits",
+    "queue_limits",
+    "put_schedule",
+    "remove_schedule",
+    "schedules",
+    "fire_schedule",
+];

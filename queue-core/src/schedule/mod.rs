@@ -3,12 +3,12 @@
 //!
 //! A [`Schedule`] names a queue, a cadence (a cron expression in a time
 //! zone, or a fixed interval), a payload and a [`Missed`] policy. It is
-//! stored in the backend ([`crate::Backend::put_schedule`]), so every
+//! stored in the backend ([`crate::ScheduleStore::put_schedule`]), so every
 //! scheduler of every process sees the same definitions, and a change or a
 //! removal takes effect for all of them.
 //!
 //! The one step that makes "exactly one item per tick" hold is
-//! [`crate::Backend::fire_schedule`]: in one atomic step the backend
+//! [`crate::ScheduleStore::fire_schedule`]: in one atomic step the backend
 //! enqueues the tick's item only if the schedule's last fired tick is older
 //! than the tick and the tick is not in the future on the backend's own
 //! clock, and records the tick as fired. Schedulers never lock anything on
@@ -176,7 +176,7 @@ fn default_attempts() -> u32 {
 /// A periodic job: a name, the queue its items go to, a [`Cadence`], a time
 /// zone, a payload and a [`Missed`] policy, plus the priority and attempts
 /// each item gets. Built with [`Schedule::cron`] or [`Schedule::every`] and
-/// chained setters; stored with [`crate::Backend::put_schedule`].
+/// chained setters; stored with [`crate::ScheduleStore::put_schedule`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     name: ScheduleName,
@@ -366,7 +366,7 @@ impl Schedule {
 
     /// Checks what a backend stores: the spec's length and the payload
     /// against `limits`. Backends call it first in `put_schedule`.
-    pub fn check(&self, limits: &crate::Limits) -> Result<()> {
+    pub fn check(&self, limits: &crate::Bounds) -> Result<()> {
         if self.spec().len() > Self::MAX_SPEC_LEN {
             return Err(Error::invalid(format!(
                 "schedule {}: the spec is over {} bytes",
@@ -420,7 +420,7 @@ pub struct StoredSchedule {
 }
 
 /// One tick of one revision of a schedule: what
-/// [`crate::Backend::fire_schedule`] fires.
+/// [`crate::ScheduleStore::fire_schedule`] fires.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ScheduleTick {
     /// The schedule.
@@ -431,7 +431,7 @@ pub struct ScheduleTick {
     pub at: Timestamp,
 }
 
-/// What [`crate::Backend::fire_schedule`] did.
+/// What [`crate::ScheduleStore::fire_schedule`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fired {

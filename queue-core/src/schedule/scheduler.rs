@@ -1,5 +1,5 @@
 //! The scheduler runtime: loads the schedules from the backend, fires each
-//! one's due tick through [`Backend::fire_schedule`], sleeps until the next
+//! one's due tick through [`ScheduleStore::fire_schedule`], sleeps until the next
 //! tick.
 
 use std::collections::BTreeMap;
@@ -9,14 +9,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{Fired, Missed, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
-use crate::{Backend, Enqueued, Result, Timestamp};
+use crate::{Backend, BackendExt, Enqueued, Result, Timestamp};
 
 /// The longest a scheduler sleeps after a failed pass.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Fires the schedules stored in a backend. Any number of schedulers, in
 /// any number of processes, may run over the same backend at once: the
-/// backend's atomic [`Backend::fire_schedule`] makes each tick enqueue one
+/// backend's atomic [`ScheduleStore::fire_schedule`](crate::ScheduleStore::fire_schedule) makes each tick enqueue one
 /// item, whichever scheduler gets there first, and the backend's clock
 /// decides when a tick is due, so a scheduler whose host clock runs ahead
 /// cannot fire early.
@@ -33,10 +33,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// ```no_run
 /// # async fn example(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
 /// use leaseq_core::schedule::{Schedule, Scheduler};
-/// use leaseq_core::{CancellationToken, QueueName};
+/// use leaseq_core::{BackendExt, CancellationToken, QueueName};
 ///
 /// let every_minute = Schedule::cron("tick", QueueName::new("jobs")?, "* * * * *", "{}")?;
-/// backend.put_schedule(&every_minute).await?;
+/// backend.schedule_store()?.put_schedule(&every_minute).await?;
 /// let stop = CancellationToken::new();
 /// Scheduler::new(backend).run(stop).await
 /// # }
@@ -110,7 +110,7 @@ impl Scheduler {
     /// Reads the definitions from the backend now. A definition that does
     /// not parse is logged and left out.
     pub async fn reload(&mut self) -> Result<()> {
-        let stored = self.backend.schedules().await?;
+        let stored = self.backend.schedule_store()?.schedules().await?;
         let mut loaded = BTreeMap::new();
         for s in stored {
             let schedule = match Schedule::from_stored(&s) {
@@ -182,13 +182,13 @@ impl Scheduler {
                         revision: entry.stored.revision,
                         at: tick,
                     };
-                    match self
-                        .backend
-                        .fire_schedule(&fire, entry.schedule.item())
-                        .await
-                    {
+                    let fired = match self.backend.schedule_store() {
+                        Ok(store) => store.fire_schedule(&fire, entry.schedule.item()).await,
+                        Err(e) => Err(e),
+                    };
+                    match fired {
                         Ok(Fired::Enqueued(e)) => {
-                            tracing::debug!(schedule = %name, %tick, id = %e.id, "fired");
+                            tracing::info!(schedule = %name, %tick, id = %e.id, "fired");
                             entry.done = tick;
                             pass.fired.push((name.clone(), tick, e));
                         }

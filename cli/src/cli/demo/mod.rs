@@ -125,13 +125,10 @@ pub(crate) async fn run(
     }
     let stats = backend.stats(&queue).await?;
     let verdict = ctx.tally.verdict(&dead, &remaining, stats);
-    // Nothing of the demo's queue stays in the store (a purge where the
-    // backend cannot delete a queue).
-    let _ = if backend.capabilities().delete_queue {
-        backend.delete_queue(&queue).await
-    } else {
-        backend.purge(&queue).await
-    };
+    // Nothing of the demo's queue stays in the store.
+    if let Some(admin) = backend.groups().admin {
+        let _ = admin.delete_queue(&queue).await;
+    }
     report::print(&ctx, &verdict, elapsed, end);
 
     if end == End::Interrupted {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{sharded_id, split_id, Sharded};
-use crate::{Backend, Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
+use crate::{
+    Backend, BackendExt, Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks,
+};
 
 impl<B: Backend> Sharded<B> {
     fn inner_hooks(&self) -> Result<&dyn TestHooks> {

@@ -47,7 +47,7 @@
 //!   splitting at the last `:`; with [`Sharded::shard_names`] give the
 //!   inverse with [`Sharded::shard_parser`], or `queues` is
 //!   [`Error::Unsupported`].
-//! - **Limits** ([`crate::Backend::set_queue_limits`]) are split into one
+//! - **Limits** ([`crate::Throttles::set_queue_limits`]) are split into one
 //!   share per shard ([`crate::LimitScope::Split`]): each shard enforces its
 //!   share in its own atomic claim and the shares add up to the limit, so
 //!   the limit holds over the logical queue. Each share must be at least 1:
@@ -58,7 +58,7 @@
 //!   earliest any asked shard gave.
 //! - **Schedules.** A schedule put through the layer is stored for the
 //!   shard its name hashes to (the stored queue is that shard's physical
-//!   queue, as [`Backend::schedules`] shows), and every tick's item goes
+//!   queue, as [`ScheduleStore::schedules`] shows), and every tick's item goes
 //!   there; the id a fire returns is the sharded id. A tick's item with a
 //!   dedup key is [`Error::InvalidInput`]: its key is held on the key's
 //!   shard, which the fire's one step cannot reach.
@@ -93,11 +93,12 @@ pub use ids::{sharded_id, split_id};
 use rotation::{shares, Rotation};
 
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
-use crate::schedule::{Fired, Schedule, ScheduleTick, StoredSchedule};
+use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, ItemId, ItemInfo, ItemState, Layer,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem, Order, QueueLimits, QueueName,
-    QueueStats, ReapReport, Released, Repair, Result, TestHooks, Timestamp,
+    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope,
+    NewItem, Order, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
+    ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
 /// The most shards one logical queue may have.
@@ -338,7 +339,7 @@ impl<B: Backend> Sharded<B> {
         items: Vec<NewItem>,
         request: Option<LeaseToken>,
     ) -> Result<Vec<Enqueued>> {
-        check_batch(&items, &self.inner.limits())?;
+        check_batch(&items, &self.inner.capabilities().bounds)?;
         let total = items.len();
         let k = usize::from(self.shards);
         let start = request.map(|r| usize::try_from(r.as_u128() % k as u128).unwrap_or(0));
@@ -395,8 +396,10 @@ impl<B: Backend> Sharded<B> {
     }
 }
 
+// Every operation translates names and ids: none may be forwarded unseen.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
-impl<B: Backend> Layer for Sharded<B> {
+impl<B: Backend> LayeredBackend for Sharded<B> {
     type Inner = B;
 
     fn inner(&self) -> &B {
@@ -408,13 +411,11 @@ impl<B: Backend> Layer for Sharded<B> {
         if self.shards == 1 {
             return caps;
         }
-        let caps = caps.order(Order::PerShard).atomic_batch(false);
-        match caps.queue_limits {
-            LimitScope::Unsupported => caps,
-            _ => caps.queue_limits(LimitScope::Split {
-                shards: self.shards,
-            }),
-        }
+        caps.order(Order::PerShard).atomic_batch(false)
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        self.inner.now().await
     }
 
     async fn enqueue(&self, queue: &QueueName, items: Vec<NewItem>) -> Result<Vec<Enqueued>> {
@@ -667,86 +668,6 @@ impl<B: Backend> Layer for Sharded<B> {
         }
     }
 
-    /// Redrives shard by shard until `limit` (oldest death first within a
-    /// shard).
-    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
-        let mut moved = 0u64;
-        for shard in self.all() {
-            let left = limit.saturating_sub(usize::try_from(moved).unwrap_or(usize::MAX));
-            if left == 0 {
-                break;
-            }
-            moved += self.inner.redrive(&self.shard(queue, shard)?, left).await?;
-        }
-        Ok(moved)
-    }
-
-    /// On the item's shard, found from its id as for [`Backend::item`].
-    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Some((_, physical, inner)) = self.locate(queue, id)? else {
-            return Err(Error::NotFound { id });
-        };
-        match self.inner.redrive_item(&physical, inner).await {
-            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
-            other => other,
-        }
-    }
-
-    /// On the item's shard, found from its id as for [`Backend::item`].
-    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        let Some((_, physical, inner)) = self.locate(queue, id)? else {
-            return Err(Error::NotFound { id });
-        };
-        match self.inner.remove_item(&physical, inner).await {
-            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
-            other => other,
-        }
-    }
-
-    async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        let all = self
-            .on_shards(
-                queue,
-                &self.all(),
-                |_, b, q| async move { b.purge(&q).await },
-            )
-            .await?;
-        Ok(all.into_iter().map(|(_, n)| n).sum())
-    }
-
-    /// Deletes every shard's queue (and with it the shares of its limits).
-    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        let all = self
-            .on_shards(queue, &self.all(), |_, b, q| async move {
-                b.delete_queue(&q).await
-            })
-            .await?;
-        Ok(all.into_iter().map(|(_, n)| n).sum())
-    }
-
-    /// Splits `limits` into one share per shard and sets each (see the
-    /// [module docs](self)).
-    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
-        let parts = limits::split(limits, self.shards)?;
-        self.on_shards(queue, &self.all(), |i, b, q| {
-            let part = parts[usize::from(i)];
-            async move { b.set_queue_limits(&q, part).await }
-        })
-        .await?;
-        Ok(())
-    }
-
-    /// The shards' shares, summed.
-    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
-        let parts = self
-            .on_shards(queue, &self.all(), |_, b, q| async move {
-                b.queue_limits(&q).await
-            })
-            .await?;
-        let parts: Vec<QueueLimits> = parts.into_iter().map(|(_, l)| l).collect();
-        limits::join(&parts)
-    }
-
     /// Waits on one shard at a time, in turn, each for a slice of
     /// `timeout`; the first wake-up ends the wait.
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
@@ -769,11 +690,128 @@ impl<B: Backend> Layer for Sharded<B> {
         }
     }
 
+    /// Each group the inner backend offers, through this layer (which
+    /// translates queue names and ids for every one of them).
+    fn groups(&self) -> Groups<'_> {
+        let inner = self.inner.groups();
+        Groups {
+            admin: inner.admin.map(|_| self as &dyn Admin),
+            throttles: inner.throttles.map(|_| self as &dyn Throttles),
+            schedules: inner.schedules.map(|_| self as &dyn ScheduleStore),
+            test_hooks: inner.test_hooks.map(|_| self as &dyn TestHooks),
+        }
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> Admin for Sharded<B> {
+    /// Redrives shard by shard until `limit` (oldest death first within a
+    /// shard).
+    async fn redrive(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let mut moved = 0u64;
+        for shard in self.all() {
+            let left = limit.saturating_sub(usize::try_from(moved).unwrap_or(usize::MAX));
+            if left == 0 {
+                break;
+            }
+            moved += self
+                .inner
+                .admin()?
+                .redrive(&self.shard(queue, shard)?, left)
+                .await?;
+        }
+        Ok(moved)
+    }
+
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.admin()?.redrive_item(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
+    }
+
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.admin()?.remove_item(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
+    }
+
+    async fn purge(&self, queue: &QueueName) -> Result<u64> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.admin()?.purge(&q).await
+            })
+            .await?;
+        Ok(all.into_iter().map(|(_, n)| n).sum())
+    }
+
+    /// Deletes every shard's queue (and with it the shares of its limits).
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.admin()?.delete_queue(&q).await
+            })
+            .await?;
+        Ok(all.into_iter().map(|(_, n)| n).sum())
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> Throttles for Sharded<B> {
+    /// Split over the shards (the inner scope on one shard).
+    fn scope(&self) -> LimitScope {
+        match self.inner.throttles() {
+            Ok(inner) if self.shards == 1 => inner.scope(),
+            _ => LimitScope::Split {
+                shards: self.shards,
+            },
+        }
+    }
+
+    /// Splits `limits` into one share per shard and sets each (see the
+    /// [module docs](self)).
+    async fn set_queue_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
+        let parts = limits::split(limits, self.shards)?;
+        self.on_shards(queue, &self.all(), |i, b, q| {
+            let part = parts[usize::from(i)];
+            async move { b.throttles()?.set_queue_limits(&q, part).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The shards' shares, summed.
+    async fn queue_limits(&self, queue: &QueueName) -> Result<QueueLimits> {
+        let parts = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.throttles()?.queue_limits(&q).await
+            })
+            .await?;
+        let parts: Vec<QueueLimits> = parts.into_iter().map(|(_, l)| l).collect();
+        limits::join(&parts)
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> ScheduleStore for Sharded<B> {
     /// Stores the schedule for the shard its name hashes to.
     async fn put_schedule(&self, schedule: &Schedule) -> Result<StoredSchedule> {
         let shard = ids::dedup_shard(schedule.name().as_str(), self.shards);
         let physical = self.shard(schedule.queue(), shard)?;
         self.inner
+            .schedule_store()?
             .put_schedule(&schedule.clone().with_queue(physical))
             .await
     }
@@ -791,16 +829,30 @@ impl<B: Backend> Layer for Sharded<B> {
             )));
         }
         let shard = ids::dedup_shard(tick.name.as_str(), self.shards);
-        Ok(match self.inner.fire_schedule(tick, item).await? {
-            Fired::Enqueued(e) => Fired::Enqueued(Enqueued {
-                id: sharded_id(self.shards, shard, e.id)?,
-                deduplicated: e.deduplicated,
-            }),
-            other => other,
-        })
+        Ok(
+            match self
+                .inner
+                .schedule_store()?
+                .fire_schedule(tick, item)
+                .await?
+            {
+                Fired::Enqueued(e) => Fired::Enqueued(Enqueued {
+                    id: sharded_id(self.shards, shard, e.id)?,
+                    deduplicated: e.deduplicated,
+                }),
+                other => other,
+            },
+        )
     }
 
-    fn test_hooks(&self) -> Option<&dyn TestHooks> {
-        self.inner.test_hooks().map(|_| self as &dyn TestHooks)
+    /// Removed by name, wherever it is stored.
+    async fn remove_schedule(&self, name: &ScheduleName) -> Result<bool> {
+        self.inner.schedule_store()?.remove_schedule(name).await
+    }
+
+    /// Stored by name: the inner backend's list as it is (each stored
+    /// queue is the shard's physical name).
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
+        self.inner.schedule_store()?.schedules().await
     }
 }

@@ -1,0 +1,141 @@
+//! What a backend supports and guarantees, as data.
+
+use crate::Bounds;
+#[cfg(doc)]
+use crate::{Backend, NewItem};
+
+/// What a backend supports and guarantees, as data: behaviour flags and
+/// the input bounds it enforces. The conformance suite picks its checks
+/// from it (and from the optional groups, [`Backend::groups`]) and prints
+/// every check it skips and why.
+///
+/// Built readably at the call site:
+///
+/// ```
+/// use leaseq_core::{Capabilities, Order};
+/// let caps = Capabilities::all_features().durable(true).shared(true);
+/// assert!(caps.durable && caps.dedup && caps.order == Order::Global);
+/// let sharded = caps.order(Order::PerShard).atomic_batch(false);
+/// assert!(!sharded.atomic_batch);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Items survive a crash of the storage server (or of the process, for an
+    /// embedded store).
+    pub durable: bool,
+    /// Several processes can share one queue through this backend.
+    pub shared: bool,
+    /// Dedup keys are honoured.
+    pub dedup: bool,
+    /// Priorities are honoured.
+    pub priorities: bool,
+    /// Delays are honoured.
+    pub delays: bool,
+    /// Over which items priority and FIFO order hold.
+    pub order: Order,
+    /// A batch [`Backend::enqueue`] is written whole or not at all, even when
+    /// the server fails midway.
+    pub atomic_batch: bool,
+    /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
+    /// its item is acked.
+    pub unique_for: bool,
+    /// The input bounds enforced (payload size), checked before anything
+    /// is written.
+    pub bounds: Bounds,
+}
+
+/// Over which items a backend keeps claim order (priority, then FIFO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Order {
+    /// One order over every item of a queue (INV-8 as written).
+    #[default]
+    Global,
+    /// Order holds within each shard of a queue, not across shards.
+    PerShard,
+}
+
+impl Capabilities {
+    /// Every feature of the core operations (dedup, priorities, delays,
+    /// global order, atomic batches), neither durable nor shared: add those
+    /// with [`Self::durable`] and [`Self::shared`]. Unique-for keys need
+    /// the ack to hold a key: add them with [`Self::unique_for`]. The
+    /// bounds are [`Bounds::DEFAULT`].
+    pub const fn all_features() -> Self {
+        Capabilities {
+            durable: false,
+            shared: false,
+            dedup: true,
+            priorities: true,
+            delays: true,
+            order: Order::Global,
+            atomic_batch: true,
+            unique_for: false,
+            bounds: Bounds::DEFAULT,
+        }
+    }
+
+    /// With `durable` set.
+    #[must_use]
+    pub const fn durable(mut self, yes: bool) -> Self {
+        self.durable = yes;
+        self
+    }
+
+    /// With `shared` set.
+    #[must_use]
+    pub const fn shared(mut self, yes: bool) -> Self {
+        self.shared = yes;
+        self
+    }
+
+    /// With `dedup` set.
+    #[must_use]
+    pub const fn dedup(mut self, yes: bool) -> Self {
+        self.dedup = yes;
+        self
+    }
+
+    /// With `priorities` set.
+    #[must_use]
+    pub const fn priorities(mut self, yes: bool) -> Self {
+        self.priorities = yes;
+        self
+    }
+
+    /// With `delays` set.
+    #[must_use]
+    pub const fn delays(mut self, yes: bool) -> Self {
+        self.delays = yes;
+        self
+    }
+
+    /// With `order` set.
+    #[must_use]
+    pub const fn order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// With `atomic_batch` set.
+    #[must_use]
+    pub const fn atomic_batch(mut self, yes: bool) -> Self {
+        self.atomic_batch = yes;
+        self
+    }
+
+    /// With `unique_for` set.
+    #[must_use]
+    pub const fn unique_for(mut self, yes: bool) -> Self {
+        self.unique_for = yes;
+        self
+    }
+
+    /// With `bounds` set.
+    #[must_use]
+    pub const fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+}

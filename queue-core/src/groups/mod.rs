@@ -1,0 +1,131 @@
+//! The optional groups of the contract: surfaces a backend offers whole or
+//! not at all, beside the required core ([`Backend`]).
+//!
+//! | group | trait | what it is for |
+//! |---|---|---|
+//! | operator actions | [`Admin`] | redrive, redrive one, remove one, purge, delete a queue |
+//! | throttles | [`Throttles`] | global concurrency and rate limits per queue |
+//! | schedules | [`ScheduleStore`] | periodic jobs, one item per tick |
+//! | test hooks | [`TestHooks`] | planting stale and corrupt state, for the suite only |
+//!
+//! A backend says which groups it offers in [`Backend::groups`]; callers
+//! reach them through it, or through [`crate::BackendExt::admin`] and its
+//! siblings, which name the missing group in an
+//! [`Error::Unsupported`](crate::Error::Unsupported):
+//!
+//! ```
+//! use leaseq_core::{Backend, BackendExt, QueueName};
+//!
+//! async fn empty(b: &dyn Backend, queue: &QueueName) -> leaseq_core::Result<u64> {
+//!     b.admin()?.purge(queue).await
+//! }
+//! ```
+//!
+//! Every method of a group is required, so a backend cannot offer half of
+//! one, and a method added to a group fails every backend's build until it
+//! is written.
+
+mod admin;
+mod schedules;
+mod throttles;
+
+pub use admin::Admin;
+pub use schedules::ScheduleStore;
+pub use throttles::Throttles;
+
+use std::fmt;
+
+#[cfg(doc)]
+use crate::Backend;
+use crate::TestHooks;
+
+/// The optional groups one backend offers: each is `Some` when offered.
+/// Built readably, with only what the backend has:
+///
+/// ```
+/// use leaseq_core::Groups;
+/// let none = Groups::none();
+/// assert!(none.admin.is_none() && none.test_hooks.is_none());
+/// ```
+///
+/// A backend that offers operator actions and throttles writes
+/// `Groups::none().admin(self).throttles(self)` in [`Backend::groups`].
+#[derive(Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct Groups<'a> {
+    /// Operator actions.
+    pub admin: Option<&'a dyn Admin>,
+    /// Queue limits.
+    pub throttles: Option<&'a dyn Throttles>,
+    /// Periodic schedules.
+    pub schedules: Option<&'a dyn ScheduleStore>,
+    /// Hooks that let the conformance suite plant stale or corrupt state.
+    /// `None` unless the backend was built for tests (each backend says
+    /// how: a constructor or an option the test factory sets, never a
+    /// default), so a production handle cannot expire live leases or plant
+    /// entries.
+    pub test_hooks: Option<&'a dyn TestHooks>,
+}
+
+impl<'a> Groups<'a> {
+    /// No group: the core alone.
+    #[must_use]
+    pub const fn none() -> Self {
+        Groups {
+            admin: None,
+            throttles: None,
+            schedules: None,
+            test_hooks: None,
+        }
+    }
+
+    /// With operator actions.
+    #[must_use]
+    pub fn admin(mut self, admin: &'a dyn Admin) -> Self {
+        self.admin = Some(admin);
+        self
+    }
+
+    /// With queue limits.
+    #[must_use]
+    pub fn throttles(mut self, throttles: &'a dyn Throttles) -> Self {
+        self.throttles = Some(throttles);
+        self
+    }
+
+    /// With periodic schedules.
+    #[must_use]
+    pub fn schedules(mut self, schedules: &'a dyn ScheduleStore) -> Self {
+        self.schedules = Some(schedules);
+        self
+    }
+
+    /// With test hooks, when `hooks` is `Some`.
+    #[must_use]
+    pub fn test_hooks(mut self, hooks: Option<&'a dyn TestHooks>) -> Self {
+        self.test_hooks = hooks;
+        self
+    }
+
+    /// The groups offered, by name, and those not offered: what the suite
+    /// prints when it skips a group.
+    pub fn offered(&self) -> [(&'static str, bool); 4] {
+        [
+            ("admin", self.admin.is_some()),
+            ("throttles", self.throttles.is_some()),
+            ("schedules", self.schedules.is_some()),
+            ("test_hooks", self.test_hooks.is_some()),
+        ]
+    }
+}
+
+impl fmt::Debug for Groups<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let offered: Vec<&str> = self
+            .offered()
+            .into_iter()
+            .filter_map(|(name, yes)| yes.then_some(name))
+            .collect();
+        f.debug_tuple("Groups").field(&offered).finish()
+    }
+}
