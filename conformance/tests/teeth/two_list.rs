@@ -454,12 +454,22 @@ impl Admin for TwoList {
         }))
     }
 
-    async fn remove_item(&self, _: &QueueName, _: ItemId) -> Result<ItemState> {
-        Err(Error::unsupported("remove_item"))
+    async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
+        self.cmd(queue, |k, now| {
+            let raw = id.get();
+            let info = Self::info(k, raw, now).ok_or(Error::NotFound { id })?;
+            k.items.remove(&raw);
+            k.avail.retain(|i| *i != raw);
+            k.claimed.retain(|i| *i != raw);
+            k.dead.retain(|i| *i != raw);
+            k.leases.remove(&raw);
+            Ok(info.state)
+        })
     }
 
-    async fn delete_queue(&self, _: &QueueName) -> Result<u64> {
-        Err(Error::unsupported("delete_queue"))
+    /// As a purge: the id counter is all the queue keeps.
+    async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
+        self.purge(queue).await
     }
 }
 
