@@ -71,11 +71,12 @@ impl Bounds {
     }
 
     /// The bounds CI checks: 2 items (one on its last attempt, one with a
-    /// retry), 2 workers, 2 reapers, 1 lost reply, 1 crash.
+    /// retry), 3 workers of up to 2 claims each, 2 reapers, 1 lost reply,
+    /// 1 crash, a lease of 2 clock steps and a clock that stops at 3.
     pub fn ci() -> Self {
         Bounds {
             max_attempts: vec![1, 2],
-            workers: 2,
+            workers: 3,
             reapers: 2,
             claims_per_worker: 2,
             claim_max: 1,
@@ -86,8 +87,8 @@ impl Bounds {
         }
     }
 
-    /// The larger bounds behind `LEASEQ_MODEL_BIG=1`: 3 workers, claims
-    /// of up to 2 items, a longer clock.
+    /// The larger bounds behind `LEASEQ_MODEL_BIG=1`: the CI bounds with
+    /// claims of up to 2 items and a clock that runs one step longer.
     pub fn big() -> Self {
         Bounds {
             max_attempts: vec![1, 2],
@@ -99,6 +100,23 @@ impl Bounds {
             max_time: 4,
             lost_replies: 1,
             crashes: 1,
+        }
+    }
+
+    /// Where two reapers race: one item with attempts to spare, 3
+    /// workers of one claim each, 2 reapers, nothing lost, no crash. The
+    /// bounds for the two-step reaper fault.
+    pub fn reaper_race() -> Self {
+        Bounds {
+            max_attempts: vec![3],
+            workers: 3,
+            reapers: 2,
+            claims_per_worker: 1,
+            claim_max: 1,
+            lease_steps: 2,
+            max_time: 3,
+            lost_replies: 0,
+            crashes: 0,
         }
     }
 

@@ -8,7 +8,7 @@
 //!
 //! Every interleaving is explored for small bounds ([`Bounds`]), breadth
 //! first, so a counterexample is a shortest one. [`LeaseModel::trace`]
-//! prints it one `Backend` call per line, and `replay_on_memory` runs it
+//! prints it one `Backend` call per line, and [`replay_on_memory`] runs it
 //! against `leaseq_memory::MemoryBackend`.
 //!
 //! ```
@@ -29,7 +29,9 @@
 mod check;
 mod config;
 mod model;
+mod replay;
 mod state;
+mod suite;
 mod trace;
 
 pub use check::{check, check_all, Run};
@@ -38,6 +40,8 @@ pub use model::{
     Action, Fate, LeaseModel, Reply, Step, ACK_AFTER_LOSS, ACK_ONCE, DEAD_AFTER_REAP, NOTHING_LOST,
     NO_DEAD_WITHOUT_RUN, ONE_LIVE_LEASE, REAPED_ONCE, SAFETY, TRUE_OUTCOMES,
 };
+pub use replay::{replay_on_memory, Replayed, STEP};
 pub use state::{
     Broken, End, Family, Fin, Ghost, Held, Item, Outcome, Phase, Probe, Slot, State, Token, Worker,
 };
+pub use suite::{seeded, Seeded};

@@ -652,41 +652,6 @@ impl LeaseModel {
         };
         (h.item, h.token, outcome)
     }
-
-    /// The actions of the model, for every worker and reaper, enabled or
-    /// not ([`LeaseModel::step`] answers `None` for a disabled one).
-    pub fn all_actions(&self, s: &State) -> Vec<Action> {
-        let mut out = vec![Action::Tick];
-        for w in 0..s.workers.len() as u8 {
-            for lost in [false, true] {
-                out.push(Action::Claim { worker: w, lost });
-            }
-            out.push(Action::Recover { worker: w });
-            out.push(Action::Run { worker: w });
-            out.push(Action::Extend { worker: w });
-            for op in [Fin::Ack, Fin::Release, Fin::ReleaseLater, Fin::Fail] {
-                for lost in [false, true] {
-                    out.push(Action::Finish {
-                        worker: w,
-                        op,
-                        lost,
-                    });
-                }
-            }
-            out.push(Action::Fate { worker: w });
-            out.push(Action::Resend { worker: w });
-            out.push(Action::Crash { worker: w });
-        }
-        for r in 0..s.reapers.len() as u8 {
-            if self.faults.two_step_reaper {
-                out.push(Action::ReapRead { reaper: r });
-                out.push(Action::ReapRequeue { reaper: r });
-            } else {
-                out.push(Action::Reap { reaper: r });
-            }
-        }
-        out
-    }
 }
 
 /// The expired leases at the store's now, by item.
@@ -721,12 +686,57 @@ impl Model for LeaseModel {
         vec![self.initial()]
     }
 
+    /// The actions each worker's phase and each reaper allow; the few
+    /// that turn out disabled (a lost reply with none left to lose, a
+    /// refused extend) come back `None` from [`Model::next_state`], which
+    /// the checker skips.
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        actions.extend(
-            self.all_actions(s)
-                .into_iter()
-                .filter(|&a| self.step(s, a).is_some()),
-        );
+        if s.now < self.bounds.max_time {
+            actions.push(Action::Tick);
+        }
+        let lost: &[bool] = if s.lost_left > 0 {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for (w, wk) in s.workers.iter().enumerate() {
+            let worker = w as u8;
+            match &wk.phase {
+                Phase::Idle | Phase::Reclaim(_) => {
+                    for &lost in lost {
+                        actions.push(Action::Claim { worker, lost });
+                    }
+                }
+                Phase::Recovering(_) => actions.push(Action::Recover { worker }),
+                Phase::Holding { ran: false, .. } => {
+                    actions.push(Action::Run { worker });
+                    actions.push(Action::Extend { worker });
+                }
+                Phase::Holding { ran: true, .. } => {
+                    actions.push(Action::Extend { worker });
+                    for op in [Fin::Ack, Fin::Release, Fin::ReleaseLater, Fin::Fail] {
+                        for &lost in lost {
+                            actions.push(Action::Finish { worker, op, lost });
+                        }
+                    }
+                }
+                Phase::Settling { .. } => actions.push(Action::Fate { worker }),
+                Phase::Resend { .. } => actions.push(Action::Resend { worker }),
+            }
+            if s.crashes_left > 0 && wk.phase != Phase::Idle {
+                actions.push(Action::Crash { worker });
+            }
+        }
+        for (r, read) in s.reapers.iter().enumerate() {
+            let reaper = r as u8;
+            if !self.faults.two_step_reaper {
+                actions.push(Action::Reap { reaper });
+            } else if read.is_some() {
+                actions.push(Action::ReapRequeue { reaper });
+            } else {
+                actions.push(Action::ReapRead { reaper });
+            }
+        }
     }
 
     fn next_state(&self, s: &State, a: Action) -> Option<State> {
