@@ -88,18 +88,12 @@ impl Bounds {
     }
 
     /// The larger bounds behind `LEASEQ_MODEL_BIG=1`: the CI bounds with
-    /// claims of up to 2 items and a clock that runs one step longer.
+    /// a clock that runs one step longer, so a worker's second lease can
+    /// expire too (about 2.5 times the states).
     pub fn big() -> Self {
         Bounds {
-            max_attempts: vec![1, 2],
-            workers: 3,
-            reapers: 2,
-            claims_per_worker: 2,
-            claim_max: 2,
-            lease_steps: 2,
             max_time: 4,
-            lost_replies: 1,
-            crashes: 1,
+            ..Bounds::ci()
         }
     }
 

@@ -503,6 +503,11 @@ impl LeaseModel {
             let it = &mut n.items[i as usize];
             it.attempts += 1;
             it.slot = Slot::Leased { token, expires };
+            // The same claim sent again can hand an item the token it had
+            // under the first send (reaped before anyone learnt of it): a
+            // new lease, whose history starts afresh.
+            n.ghost.ends.remove(&(i, token));
+            n.ghost.abandoned.remove(&(i, token));
             got.push((i, token, expires));
         }
         let w = &mut n.workers[worker as usize];

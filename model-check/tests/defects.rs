@@ -112,3 +112,43 @@ fn fixed_recover_claim_renews_the_expired_lease() {
     // The reap that followed has nothing to take.
     assert!(fixed.step(&end_of(&fixed, recover), path[4]).is_none());
 }
+
+#[test]
+fn a_claim_sent_again_can_lease_an_item_under_its_first_token_anew() {
+    use leaseq_model_check::Action::{Claim, Reap, Recover, Tick};
+    // The claim's reply is lost, a reaper takes the lease before
+    // recover_claim asks, and the same claim sent again leases the item
+    // under the same token: a second lease, whose reap is its first.
+    let bounds = Bounds {
+        max_attempts: vec![2],
+        workers: 1,
+        max_time: 4,
+        ..Bounds::ci()
+    };
+    let model = LeaseModel::new(Protocol::Fixed, bounds);
+    let path = [
+        Claim {
+            worker: 0,
+            lost: true,
+        },
+        Tick,
+        Tick,
+        Reap { reaper: 0 },
+        Recover { worker: 0 },
+        Claim {
+            worker: 0,
+            lost: false,
+        },
+        Tick,
+        Tick,
+        Reap { reaper: 0 },
+    ];
+    let trace = model.trace(&path);
+    assert!(
+        trace.contains("claim(spec w0#0) again -> [item 0 w0#0.0 expires t=4]"),
+        "{trace}"
+    );
+    let end = end_of(&model, &path);
+    assert_eq!(end.items[0].slot, Slot::Dead, "{trace}");
+    assert!(end.ghost.broken.is_empty(), "{trace}");
+}
