@@ -1,0 +1,60 @@
+//! The defects and seeded faults the checker must find, each with the
+//! model and property that shows it: shared by the tests and the figures.
+
+use crate::config::{Bounds, Faults, Protocol};
+use crate::model::{LeaseModel, NO_DEAD_WITHOUT_RUN, ONE_LIVE_LEASE, REAPED_ONCE, TRUE_OUTCOMES};
+
+/// A protocol defect or seeded fault, and where it shows.
+#[derive(Debug, Clone)]
+pub struct Seeded {
+    /// What it is.
+    pub name: &'static str,
+    /// The model that has it.
+    pub model: LeaseModel,
+    /// The property it breaks.
+    pub property: &'static str,
+}
+
+/// The two open defects of [`Protocol::Today`] and the seeded faults, at
+/// `bounds` (the two-step reaper at [`Bounds::reaper_race`], where an item
+/// has attempts to spare).
+pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
+    let today = LeaseModel::new(Protocol::Today, bounds.clone());
+    let fixed =
+        |faults: Faults, bounds: Bounds| LeaseModel::new(Protocol::Fixed, bounds).faults(faults);
+    let two_step = Faults {
+        two_step_reaper: true,
+        ..Faults::default()
+    };
+    let no_trace = Faults {
+        fate_without_trace: true,
+        ..Faults::default()
+    };
+    vec![
+        Seeded {
+            name: "Today: a landed ack reported LeaseLost",
+            model: today.clone(),
+            property: TRUE_OUTCOMES,
+        },
+        Seeded {
+            name: "Today: Dead without a run",
+            model: today,
+            property: NO_DEAD_WITHOUT_RUN,
+        },
+        Seeded {
+            name: "two-step reaper: one lease recovered twice",
+            model: fixed(two_step, Bounds::reaper_race()),
+            property: REAPED_ONCE,
+        },
+        Seeded {
+            name: "two-step reaper: two live leases",
+            model: fixed(two_step, Bounds::reaper_race()),
+            property: ONE_LIVE_LEASE,
+        },
+        Seeded {
+            name: "lease_fate without a finishing trace",
+            model: fixed(no_trace, bounds.clone()),
+            property: TRUE_OUTCOMES,
+        },
+    ]
+}
