@@ -75,21 +75,14 @@ impl MemoryBackend {
         let items = vec![item];
         check_batch(&items, &self.limits)?;
         let mut map = self.schedule_map();
-        let Some(stored) = map
-            .get_mut(&tick.name)
-            .filter(|s| s.revision == tick.revision)
-        else {
+        let now = self.now_ms();
+        let record = map.get(&tick.name).map(|s| (s.revision, s.last_tick));
+        if let Some(answer) = tick.refusal(record, Timestamp::from_millis(now)) {
+            return Ok(answer);
+        }
+        let Some(stored) = map.get_mut(&tick.name) else {
             return Ok(Fired::Stale);
         };
-        if let Some(last_tick) = stored.last_tick.filter(|last| *last >= tick.at) {
-            return Ok(Fired::AlreadyFired { last_tick });
-        }
-        let now = self.now_ms();
-        if tick.at.as_millis() > now {
-            return Ok(Fired::NotDue {
-                now: Timestamp::from_millis(now),
-            });
-        }
         let queue = stored.queue.clone();
         let out = self.ensure(&queue, |q| {
             let mut st = q.lock();

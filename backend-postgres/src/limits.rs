@@ -8,10 +8,8 @@
 //! take turns on the row; the plain claim statement sees the row and hands
 //! over (`Sql::claim`'s gate), so no claim escapes the count.
 
-use std::time::Duration;
-
 use leaseq_core::queue_limits::{Admission, RateWindow, CONCURRENCY_RETRY};
-use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Rate, Result};
+use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
 
 use crate::rows::{col, db, refused};
 use crate::PgBackend;
@@ -25,30 +23,8 @@ fn epoch_ms(expr: &str) -> String {
     format!("(floor(extract(epoch FROM {expr}) * 1000))::bigint")
 }
 
-/// A stored number as a limit, or corrupt.
-fn limit(v: Option<i32>, what: &str) -> Result<Option<u32>> {
-    v.map(|n| {
-        u32::try_from(n).map_err(|_| Error::Corrupt {
-            what: format!("{what} limit {n} is out of range"),
-        })
-    })
-    .transpose()
-}
-
 fn stored(conc: Option<i32>, rate: Option<i32>, per_ms: Option<i64>) -> Result<QueueLimits> {
-    let rate = match (limit(rate, "rate")?, per_ms) {
-        (Some(n), Some(per)) => {
-            let per = u64::try_from(per).map_err(|_| Error::Corrupt {
-                what: format!("rate window {per} ms is negative"),
-            })?;
-            Some(Rate::new(n, Duration::from_millis(per))?)
-        }
-        _ => None,
-    };
-    Ok(QueueLimits {
-        concurrency: limit(conc, "concurrency")?,
-        rate,
-    })
+    QueueLimits::from_stored(conc.map(i64::from), rate.map(i64::from), per_ms)
 }
 
 fn as_i32(n: u32) -> i32 {

@@ -8,39 +8,11 @@
 //! plain claim statement leases nothing on a queue with a row, so no claim
 //! escapes the count, in this process or another.
 
-use std::time::Duration;
-
 use leaseq_core::queue_limits::{Admission, RateWindow};
-use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Rate, Result};
+use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
 
 use crate::rows::{col, db};
 use crate::SqliteBackend;
-
-/// A stored number as a limit, or corrupt.
-fn limit(v: Option<i64>, what: &str) -> Result<Option<u32>> {
-    v.map(|n| {
-        u32::try_from(n).map_err(|_| Error::Corrupt {
-            what: format!("{what} limit {n} is out of range"),
-        })
-    })
-    .transpose()
-}
-
-fn stored(conc: Option<i64>, rate: Option<i64>, per_ms: Option<i64>) -> Result<QueueLimits> {
-    let rate = match (limit(rate, "rate")?, per_ms) {
-        (Some(n), Some(per)) => {
-            let per = u64::try_from(per).map_err(|_| Error::Corrupt {
-                what: format!("rate window {per} ms is negative"),
-            })?;
-            Some(Rate::new(n, Duration::from_millis(per))?)
-        }
-        _ => None,
-    };
-    Ok(QueueLimits {
-        concurrency: limit(conc, "concurrency")?,
-        rate,
-    })
-}
 
 impl SqliteBackend {
     /// [`leaseq_core::Throttles::set_queue_limits`]: one statement.
@@ -87,7 +59,7 @@ impl SqliteBackend {
         .map_err(db("reading queue limits"))?;
         match row {
             None => Ok(QueueLimits::NONE),
-            Some(row) => stored(col(&row, 0)?, col(&row, 1)?, col(&row, 2)?),
+            Some(row) => QueueLimits::from_stored(col(&row, 0)?, col(&row, 1)?, col(&row, 2)?),
         }
     }
 
@@ -122,7 +94,7 @@ impl SqliteBackend {
             .await
             .map_err(unapplied("claim: reading the queue's limits"))?;
         let limits = match &row {
-            Some(row) => stored(col(row, 0)?, col(row, 1)?, col(row, 2)?)?,
+            Some(row) => QueueLimits::from_stored(col(row, 0)?, col(row, 1)?, col(row, 2)?)?,
             None => QueueLimits::NONE,
         };
         let (window, now_ms) = match &row {

@@ -130,16 +130,9 @@ impl SqliteBackend {
         let revision: i64 = col(&row, 1)?;
         let last: Option<i64> = col(&row, 2)?;
         let now: i64 = col(&row, 3)?;
-        if u64::try_from(revision).ok() != Some(tick.revision) {
-            return Ok(Fired::Stale);
-        }
-        if let Some(last) = last.filter(|l| *l >= at) {
-            return Ok(Fired::AlreadyFired {
-                last_tick: ts(last),
-            });
-        }
-        if at > now {
-            return Ok(Fired::NotDue { now: ts(now) });
+        let record = u64::try_from(revision).ok().map(|r| (r, last.map(ts)));
+        if let Some(answer) = tick.refusal(record, ts(now)) {
+            return Ok(answer);
         }
         let queue = QueueName::new(&queue).map_err(|e| Error::Corrupt {
             what: format!("schedule {} names queue {queue:?}: {e}", tick.name),

@@ -187,6 +187,39 @@ pub struct QueueLimits {
 }
 
 impl QueueLimits {
+    /// Limits as a store keeps them: a concurrency, a rate's count and its
+    /// window in milliseconds, each `None` when unset (a rate needs both).
+    /// A value no [`QueueLimits::check`] lets through (negative, or past
+    /// [`MAX_LIMIT`]) is [`Error::Corrupt`]. What every backend that keeps
+    /// limits as numbers decodes them with.
+    pub fn from_stored(
+        concurrency: Option<i64>,
+        rate: Option<i64>,
+        per_ms: Option<i64>,
+    ) -> Result<QueueLimits> {
+        let limit = |v: Option<i64>, what: &str| -> Result<Option<u32>> {
+            v.map(|n| {
+                u32::try_from(n).map_err(|_| Error::Corrupt {
+                    what: format!("{what} limit {n} is out of range"),
+                })
+            })
+            .transpose()
+        };
+        let rate = match (limit(rate, "rate")?, per_ms) {
+            (Some(n), Some(per)) => {
+                let per = u64::try_from(per).map_err(|_| Error::Corrupt {
+                    what: format!("rate window {per} ms is negative"),
+                })?;
+                Some(Rate::new(n, Duration::from_millis(per))?)
+            }
+            _ => None,
+        };
+        Ok(QueueLimits {
+            concurrency: limit(concurrency, "concurrency")?,
+            rate,
+        })
+    }
+
     /// No limit.
     pub const NONE: QueueLimits = QueueLimits {
         concurrency: None,
@@ -369,6 +402,34 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_limits_decode_or_are_corrupt() {
+        assert_eq!(
+            QueueLimits::from_stored(None, None, None).expect("none"),
+            QueueLimits::NONE
+        );
+        let both = QueueLimits::from_stored(Some(3), Some(10), Some(1_000)).expect("both");
+        assert_eq!(both, QueueLimits::NONE.concurrency(3).rate(rate(10, 1_000)));
+        // A rate needs its window.
+        assert_eq!(
+            QueueLimits::from_stored(None, Some(10), None).expect("no window"),
+            QueueLimits::NONE
+        );
+        for (c, r, p) in [
+            (Some(-1), None, None),
+            (None, Some(-2), Some(5)),
+            (None, Some(1), Some(-5)),
+        ] {
+            assert!(
+                matches!(
+                    QueueLimits::from_stored(c, r, p),
+                    Err(Error::Corrupt { .. })
+                ),
+                "{c:?} {r:?} {p:?}"
+            );
+        }
+    }
 
     fn rate(n: u32, ms: u64) -> Rate {
         Rate::new(n, Duration::from_millis(ms)).expect("rate")

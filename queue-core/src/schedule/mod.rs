@@ -431,6 +431,35 @@ pub struct ScheduleTick {
     pub at: Timestamp,
 }
 
+impl ScheduleTick {
+    /// The contract's decision on firing this tick, in the order
+    /// [`crate::ScheduleStore::fire_schedule`] states it, for a backend that
+    /// has read the schedule's `stored` record (its revision and last tick;
+    /// `None` when the schedule is gone) and its own `now` inside the fire's
+    /// atomic step: `Some(answer)` to return with nothing written, `None` to
+    /// enqueue the tick's item and record the tick. Every backend that
+    /// decides in Rust calls this, so the rule lives in one place.
+    pub fn refusal(
+        &self,
+        stored: Option<(u64, Option<Timestamp>)>,
+        now: Timestamp,
+    ) -> Option<Fired> {
+        let Some((revision, last_tick)) = stored else {
+            return Some(Fired::Stale);
+        };
+        if revision != self.revision {
+            return Some(Fired::Stale);
+        }
+        if let Some(last_tick) = last_tick.filter(|last| *last >= self.at) {
+            return Some(Fired::AlreadyFired { last_tick });
+        }
+        if self.at > now {
+            return Some(Fired::NotDue { now });
+        }
+        None
+    }
+}
+
 /// What [`crate::ScheduleStore::fire_schedule`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

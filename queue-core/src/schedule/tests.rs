@@ -109,3 +109,34 @@ fn missed_policies_parse() {
     );
     assert!("sometimes".parse::<Missed>().is_err());
 }
+
+#[test]
+fn a_fire_is_refused_in_the_contracts_order() {
+    let name = ScheduleName::new("s").expect("name");
+    let tick = ScheduleTick {
+        name,
+        revision: 2,
+        at: ms(1_000),
+    };
+    // Gone, or another revision: stale, whatever else holds.
+    assert_eq!(tick.refusal(None, ms(5_000)), Some(Fired::Stale));
+    assert_eq!(
+        tick.refusal(Some((1, Some(ms(2_000)))), ms(0)),
+        Some(Fired::Stale)
+    );
+    // Fired at or after the tick: already fired, even when not yet due.
+    assert_eq!(
+        tick.refusal(Some((2, Some(ms(1_000)))), ms(0)),
+        Some(Fired::AlreadyFired {
+            last_tick: ms(1_000)
+        })
+    );
+    // Not due on the backend's clock.
+    assert_eq!(
+        tick.refusal(Some((2, Some(ms(999)))), ms(999)),
+        Some(Fired::NotDue { now: ms(999) })
+    );
+    // Due, current, and later than the last tick: fire.
+    assert_eq!(tick.refusal(Some((2, Some(ms(999)))), ms(1_000)), None);
+    assert_eq!(tick.refusal(Some((2, None)), ms(1_000)), None);
+}
