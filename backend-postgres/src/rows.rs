@@ -1,10 +1,12 @@
 //! Decoding rows into the core's types, and errors into the core's error.
 
-use leaseq_core::{
-    Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, QueueName, Result, Timestamp,
-};
+use leaseq_core::{Bytes, Error, ItemInfo, LeaseToken, QueueName, Result};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
+
+pub(crate) use leaseq_core::stored::{
+    item_id, limit, millis, signed_id as sql_id, state, timestamp as ts,
+};
 
 /// A stored queue name, or `None` (logged) for a name written around the
 /// backend that it would refuse: no call could name that queue.
@@ -103,30 +105,9 @@ where
     row.try_get(idx).map_err(db("decoding a row"))
 }
 
-/// A stored id as an [`ItemId`]; ids are never negative.
-pub(crate) fn item_id(raw: i64) -> Result<ItemId> {
-    u64::try_from(raw)
-        .map(ItemId::new)
-        .map_err(|_| Error::Corrupt {
-            what: format!("negative item id {raw}"),
-        })
-}
-
-/// An id as the database stores it.
-pub(crate) fn sql_id(id: ItemId) -> Result<i64> {
-    i64::try_from(id.get()).map_err(|_| Error::invalid(format!("item id {id} is out of range")))
-}
-
 /// A stored counter (attempts) as `u32`.
 pub(crate) fn count(raw: i32, what: &str) -> Result<u32> {
-    u32::try_from(raw).map_err(|_| Error::Corrupt {
-        what: format!("negative {what}: {raw}"),
-    })
-}
-
-/// Epoch milliseconds as a [`Timestamp`] (clamped at the epoch).
-pub(crate) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+    leaseq_core::stored::count(raw.into(), what)
 }
 
 /// A stored token.
@@ -137,24 +118,6 @@ pub(crate) fn token(raw: uuid::Uuid) -> LeaseToken {
 /// A token as the database stores it.
 pub(crate) fn sql_token(t: LeaseToken) -> uuid::Uuid {
     uuid::Uuid::from_u128(t.as_u128())
-}
-
-/// A stored state name.
-pub(crate) fn state(raw: &str) -> Result<ItemState> {
-    raw.parse().map_err(|_| Error::Corrupt {
-        what: format!("unknown state {raw:?}"),
-    })
-}
-
-/// A duration in whole milliseconds (a part millisecond rounded up, so a
-/// delay or a hold never ends early) as a bind parameter.
-pub(crate) fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(leaseq_core::limits::millis_ceil(d)).unwrap_or(i64::MAX)
-}
-
-/// A count limit as a bind parameter.
-pub(crate) fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// A row of the inspection columns (see `sql::info_columns`).

@@ -1,10 +1,12 @@
 //! Decoding rows into the core's types, and errors into the core's error.
 
-use leaseq_core::{
-    Bytes, Error, ItemId, ItemInfo, ItemState, LeaseToken, QueueName, Result, Timestamp,
-};
+use leaseq_core::{Bytes, Error, ItemId, ItemInfo, LeaseToken, QueueName, Result};
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+
+pub(crate) use leaseq_core::stored::{
+    count, item_id, limit, millis, signed_id as sql_id, state, timestamp as ts,
+};
 
 /// SQLite's primary result codes for "another connection holds the lock".
 const SQLITE_BUSY: i64 = 5;
@@ -102,31 +104,10 @@ pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
     }
 }
 
-/// A stored id as an [`ItemId`]; ids are never negative.
-pub(crate) fn item_id(raw: i64) -> Result<ItemId> {
-    u64::try_from(raw)
-        .map(ItemId::new)
-        .map_err(|_| Error::Corrupt {
-            what: format!("negative item id {raw}"),
-        })
-}
-
-/// An id as SQLite stores it.
-pub(crate) fn sql_id(id: ItemId) -> Result<i64> {
-    i64::try_from(id.get()).map_err(|_| Error::invalid(format!("item id {id} is out of range")))
-}
-
 /// The id of a fenced call: an id over `i64::MAX` names no row (ids are
 /// never negative), so the call finds nothing and the lease is lost.
 pub(crate) fn fenced_id(id: ItemId) -> i64 {
     sql_id(id).unwrap_or(-1)
-}
-
-/// A stored counter (attempts) as `u32`.
-pub(crate) fn count(raw: i64, what: &str) -> Result<u32> {
-    u32::try_from(raw).map_err(|_| Error::Corrupt {
-        what: format!("{what} out of range: {raw}"),
-    })
 }
 
 /// A stored priority as `i32`.
@@ -134,11 +115,6 @@ pub(crate) fn priority(raw: i64) -> Result<i32> {
     i32::try_from(raw).map_err(|_| Error::Corrupt {
         what: format!("priority out of range: {raw}"),
     })
-}
-
-/// Epoch milliseconds as a [`Timestamp`] (clamped at the epoch).
-pub(crate) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// A stored token: 16 bytes, big-endian.
@@ -152,24 +128,6 @@ pub(crate) fn token(raw: &[u8]) -> Result<LeaseToken> {
 /// A token as SQLite stores it.
 pub(crate) fn sql_token(t: LeaseToken) -> Vec<u8> {
     t.as_u128().to_be_bytes().to_vec()
-}
-
-/// A stored state name.
-pub(crate) fn state(raw: &str) -> Result<ItemState> {
-    raw.parse().map_err(|_| Error::Corrupt {
-        what: format!("unknown state {raw:?}"),
-    })
-}
-
-/// A duration in whole milliseconds (a part millisecond rounded up, so a
-/// delay or a hold never ends early) as a bind parameter.
-pub(crate) fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(leaseq_core::limits::millis_ceil(d)).unwrap_or(i64::MAX)
-}
-
-/// A count limit as a bind parameter.
-pub(crate) fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// A row of the inspection columns (`sql::info!`).

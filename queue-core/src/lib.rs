@@ -48,6 +48,7 @@ mod report;
 pub mod schedule;
 pub mod settle;
 pub mod spans;
+pub mod stored;
 mod typed;
 mod worker;
 
