@@ -118,10 +118,12 @@ impl Run {
     async fn window(&mut self) -> Result<Window, Violation> {
         let before = self.last;
         let after = self.read_now().await?;
-        Ok(match self.timing {
+        let w = match self.timing {
             Timing::Manual => Window::between(before, after),
             Timing::Real => Window::between(before.saturating_sub(1), after + 1),
-        })
+        };
+        self.model.at = w;
+        Ok(w)
     }
 
     /// After a hook that ran within `hook`: makes sure the clock is past it.
