@@ -236,7 +236,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .run(
                 &self.scripts.recover_claim,
                 queue,
-                vec![arg(spec.family_hex())],
+                vec![arg(spec.family_hex()), arg(spec.ttl().as_millis())],
             )
             .await?;
         let f = r.tuple(2)?;
