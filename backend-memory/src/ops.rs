@@ -40,6 +40,7 @@ impl Backend for MemoryBackend {
         Capabilities::all_features()
             .bounds(self.limits)
             .unique_for(true)
+            .finish_traces(true)
     }
 
     async fn now(&self) -> Result<Timestamp> {

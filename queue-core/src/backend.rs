@@ -110,8 +110,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - Returns every item of `queue` whose current token belongs to
     ///   `spec`'s family ([`ClaimSpec::owns`]), as [`Backend::claim`] would
-    ///   have returned it, in claim order: the live leases, and the leases
-    ///   that expired but that no reap or claim has taken yet. Those are
+    ///   have returned it, in claim order: the live leases, and (with
+    ///   [`Capabilities::finish_traces`]) the leases that expired but that
+    ///   no reap or claim has taken yet. Those are
     ///   renewed in the same step to expire at now + `spec.ttl()` (the
     ///   returned expiry), so a lost claim reply costs no attempt when no
     ///   one else acted. A lease a reaper took first is not returned: the
@@ -129,7 +130,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Contract
     /// - [`LeaseFate::Held`] when the item's current token is `lease.token`.
     /// - Otherwise [`LeaseFate::Finished`] with the item's state (or `None`
-    ///   when it is gone) when a finishing call of this lease (`ack`,
+    ///   when it is gone) when, with [`Capabilities::finish_traces`], a
+    ///   finishing call of this lease (`ack`,
     ///   `ack_many`, `release`, `give_back`, `fail`) ended it: every such
     ///   call that lands leaves a trace of its (item, token) in the same
     ///   atomic step, kept for [`crate::limits::FINISH_MEMORY`] on the
@@ -158,7 +160,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::LeaseVanished`] itself; [`crate::settle`] tells the
     /// two apart through [`Backend::lease_fate`]. After a successful ack no claim returns the item
     /// again (INV-10). An ack of a lease that expired but was not yet
-    /// reaped or re-claimed succeeds. A successful ack leaves the finishing
+    /// reaped or re-claimed succeeds. With [`Capabilities::finish_traces`]
+    /// a successful ack leaves the finishing
     /// trace [`Backend::lease_fate`] reads, so an ack whose reply was lost
     /// is known to have landed also once the lease has expired. When the item was enqueued with
     /// [`NewItem::unique_for`] (and the backend has

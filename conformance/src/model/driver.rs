@@ -463,11 +463,12 @@ pub async fn run_ops<F: BackendFactory>(
     };
     let name = format!("model-{}", LeaseToken::random());
     let q = QueueName::new(&name[..30]).or_fail(Rule::Contract("QueueName"), "naming")?;
-    let model = if tb.backend.capabilities().order == leaseq_core::Order::Global {
+    let mut model = if tb.backend.capabilities().order == leaseq_core::Order::Global {
         Model::new()
     } else {
         Model::per_shard()
     };
+    model.finish_traces = tb.backend.capabilities().finish_traces;
     let mut run = Run {
         tb,
         q,

@@ -52,6 +52,7 @@ impl Model {
         let traced = self
             .traces
             .get(&(key.id, key.token))
+            .filter(|_| self.finish_traces)
             .map(|at| at.plus(memory).passed_at(now));
         let allowed: Vec<LeaseFate> = if self.is_current(key) {
             vec![LeaseFate::Held]

@@ -5,7 +5,7 @@
 
 use leaseq_core::{ClaimSpec, Claimed, Error, ItemId, LeaseToken, Result};
 
-use super::state::{Model, Slot};
+use super::state::{undecidable, Model, Slot};
 use super::window::Window;
 use crate::outcome::ensure;
 use crate::{Rule, Violation};
@@ -27,9 +27,18 @@ impl Model {
         };
         let mut want: Vec<(LeaseToken, ItemId)> = Vec::new();
         for (id, e) in self.items() {
-            if let Slot::Leased { token, .. } = &e.slot {
-                if spec.owns(*token) {
-                    want.push((*token, *id));
+            if let Slot::Leased { token, expires } = &e.slot {
+                if !spec.owns(*token) {
+                    continue;
+                }
+                match (self.finish_traces, expires.passed_at(now)) {
+                    (true, _) | (false, Some(false)) => want.push((*token, *id)),
+                    (false, Some(true)) => {}
+                    (false, None) => {
+                        return Err(undecidable(format!(
+                            "a lease expiry {expires} at now {now}"
+                        )))
+                    }
                 }
             }
         }

@@ -124,6 +124,9 @@ pub struct Model {
     pub(crate) traces: HashMap<(ItemId, LeaseToken), Window>,
     /// The window of the operation being judged (set by the driver).
     pub(crate) at: Window,
+    /// The backend keeps finishing traces and renews expired leases in
+    /// `recover_claim` ([`leaseq_core::Capabilities::finish_traces`]).
+    pub finish_traces: bool,
     next_seq: u64,
     next_epoch: u64,
     /// False for a backend that keeps its orders per shard: then which of
