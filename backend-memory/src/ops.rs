@@ -40,6 +40,7 @@ impl Backend for MemoryBackend {
         Capabilities::all_features()
             .bounds(self.limits)
             .unique_for(true)
+            .finish_traces(true)
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -148,36 +149,51 @@ impl Backend for MemoryBackend {
 
     async fn recover_claim(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
         let leases = self.existing(queue, |q| {
-            let st = q.lock();
+            let mut st = q.lock();
             let now = self.now_ms();
-            let mut found: Vec<(LeaseToken, Lease)> = st
+            let renewed = now.saturating_add(spec.ttl().as_millis());
+            // Every lease of the family, live or expired but not yet taken
+            // by a reap or a claim (its token still holds the item).
+            let mine: Vec<(u64, u64)> = st
                 .leased
-                .range((now.saturating_add(1), 0)..)
-                .filter_map(|&(expires, id)| {
-                    let item = st.items.get(&id)?;
-                    let Slot::Leased { token, .. } = item.slot else {
-                        return None;
-                    };
-                    spec.owns(token).then(|| {
-                        (
-                            token,
-                            Lease {
-                                key: LeaseKey {
-                                    queue: queue.clone(),
-                                    id: ItemId::new(id),
-                                    token,
-                                },
-                                payload: item.payload.clone(),
-                                attempts: item.attempts,
-                                max_attempts: item.max_attempts,
-                                priority: item.priority,
-                                expires_at: Timestamp::from_millis(expires),
-                                enqueued_at: Timestamp::from_millis(item.enqueued_at),
-                            },
-                        )
-                    })
+                .iter()
+                .filter(|&&(_, id)| {
+                    st.items.get(&id).is_some_and(
+                        |i| matches!(i.slot, Slot::Leased { token, .. } if spec.owns(token)),
+                    )
                 })
+                .copied()
                 .collect();
+            let mut found: Vec<(LeaseToken, Lease)> = Vec::with_capacity(mine.len());
+            for (mut expires, id) in mine {
+                if expires <= now {
+                    // Renewed in this step: no reaper can take it now.
+                    st.set_expiry(id, expires, renewed);
+                    expires = renewed;
+                }
+                let Some(item) = st.items.get(&id) else {
+                    continue;
+                };
+                let Slot::Leased { token, .. } = item.slot else {
+                    continue;
+                };
+                found.push((
+                    token,
+                    Lease {
+                        key: LeaseKey {
+                            queue: queue.clone(),
+                            id: ItemId::new(id),
+                            token,
+                        },
+                        payload: item.payload.clone(),
+                        attempts: item.attempts,
+                        max_attempts: item.max_attempts,
+                        priority: item.priority,
+                        expires_at: Timestamp::from_millis(expires),
+                        enqueued_at: Timestamp::from_millis(item.enqueued_at),
+                    },
+                ));
+            }
             // Slot order is claim order.
             found.sort_by_key(|(token, _)| token.as_u128());
             found.into_iter().map(|(_, l)| l).collect()
@@ -190,13 +206,15 @@ impl Backend for MemoryBackend {
 
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate> {
         let fate = self.existing(&lease.queue, |q| {
-            let st = q.lock();
+            let mut st = q.lock();
             let now = self.now_ms();
-            let item = st.items.get(&lease.id.get());
+            let id = lease.id.get();
+            let traced = st.finished.holds(id, lease.token, now);
+            let item = st.items.get(&id);
             match item.map(|i| i.slot) {
                 Some(Slot::Leased { token, .. }) if token == lease.token => LeaseFate::Held,
                 // A due Scheduled item is Ready to every read, moved or not.
-                slot if now < held_until.as_millis() => LeaseFate::Finished {
+                slot if traced || now < held_until.as_millis() => LeaseFate::Finished {
                     state: slot.map(|s| match s {
                         Slot::Scheduled { due } if due <= now => ItemState::Ready,
                         s => s.state(),
@@ -219,7 +237,9 @@ impl Backend for MemoryBackend {
                 let mut st = q.lock();
                 match st.fence(id, lease.token) {
                     Fence::Held(_, expires) => {
-                        st.remove_leased(id, expires, self.now_ms());
+                        let now = self.now_ms();
+                        st.remove_leased(id, expires, now);
+                        st.finished.record(id, lease.token, now);
                         (Ok(()), st.items.is_empty())
                     }
                     Fence::Lost => (Err(lost(lease)), false),
@@ -250,7 +270,9 @@ impl Backend for MemoryBackend {
                     let lease = &leases[i];
                     let id = lease.id.get();
                     if let Fence::Held(_, expires) = st.fence(id, lease.token) {
-                        st.remove_leased(id, expires, self.now_ms());
+                        let now = self.now_ms();
+                        st.remove_leased(id, expires, now);
+                        st.finished.record(id, lease.token, now);
                         out[i] = Ok(());
                     }
                 }
@@ -292,6 +314,7 @@ impl Backend for MemoryBackend {
                 Fence::Lost => return Err(lost(lease)),
             };
             st.requeue_leased(id, expires, now, now);
+            st.finished.record(id, lease.token, now);
             drop(st);
             q.wake();
             Ok(())
@@ -309,6 +332,7 @@ impl Backend for MemoryBackend {
                 Fence::Held(item, expires) => (expires, item.attempts >= item.max_attempts),
                 Fence::Lost => return Err(lost(lease)),
             };
+            st.finished.record(id, lease.token, now);
             if exhausted {
                 st.kill_leased(id, expires, "attempts exhausted");
                 return Ok(Released::Dead);
@@ -338,6 +362,7 @@ impl Backend for MemoryBackend {
             match st.fence(id, lease.token) {
                 Fence::Held(_, expires) => {
                     st.kill_leased(id, expires, reason);
+                    st.finished.record(id, lease.token, self.now_ms());
                     Ok(())
                 }
                 Fence::Lost => Err(lost(lease)),

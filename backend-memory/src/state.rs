@@ -3,7 +3,7 @@
 //! lock, so each transition is one critical section.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
@@ -91,6 +91,9 @@ pub(crate) struct QueueState {
     next_death: u64,
     /// `enqueue_once` requests seen lately, with their results.
     pub(crate) requests: Requests,
+    /// Traces of the finishing calls of the last
+    /// [`leaseq_core::limits::FINISH_MEMORY`].
+    pub(crate) finished: Finishes,
     /// The queue's global limits (kept by purge).
     pub(crate) limits: leaseq_core::QueueLimits,
     /// The claims counted in the current rate window.
@@ -138,6 +141,54 @@ impl Requests {
     ) {
         self.expiry.insert((until, request.as_u128()));
         self.done.insert(request.as_u128(), done);
+    }
+}
+
+/// The (item, token) of each lease its own finishing call ended lately,
+/// for `lease_fate`; each forgotten once its memory has run out (trimmed
+/// on each finishing call and read, oldest first).
+#[derive(Debug, Default)]
+pub(crate) struct Finishes {
+    keys: HashSet<(u64, u128)>,
+    /// (forgotten at ms, id, token), in the order recorded: the queue's
+    /// clock reads never go back under its lock.
+    order: VecDeque<(u64, u64, u128)>,
+}
+
+impl Finishes {
+    /// Forgets the traces whose memory ran out at `now`.
+    fn trim(&mut self, now: u64) {
+        while let Some(&(until, id, token)) = self.order.front() {
+            if until > now {
+                break;
+            }
+            self.order.pop_front();
+            self.keys.remove(&(id, token));
+        }
+    }
+
+    /// Records that `token`'s own call ended its lease on item `id` at
+    /// `now`.
+    pub(crate) fn record(&mut self, id: u64, token: LeaseToken, now: u64) {
+        self.trim(now);
+        let until = now.saturating_add(leaseq_core::limits::millis_ceil(
+            leaseq_core::limits::FINISH_MEMORY,
+        ));
+        if self.keys.insert((id, token.as_u128())) {
+            self.order.push_back((until, id, token.as_u128()));
+        }
+    }
+
+    /// Whether a trace says `token`'s own call ended its lease on `id`.
+    pub(crate) fn holds(&mut self, id: u64, token: LeaseToken, now: u64) -> bool {
+        self.trim(now);
+        self.keys.contains(&(id, token.as_u128()))
+    }
+
+    /// True when no trace is kept at `now`.
+    pub(crate) fn is_empty(&mut self, now: u64) -> bool {
+        self.trim(now);
+        self.keys.is_empty()
     }
 }
 
@@ -479,6 +530,7 @@ impl QueueState {
             && self.dedup.is_empty()
             && self.held.is_empty()
             && self.requests.is_empty(now)
+            && self.finished.is_empty(now)
             && self.limits.is_none()
     }
 

@@ -102,6 +102,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .durable(self.durable)
             .shared(true)
             .unique_for(true)
+            .finish_traces(true)
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -236,7 +237,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .run(
                 &self.scripts.recover_claim,
                 queue,
-                vec![arg(spec.family_hex())],
+                vec![arg(spec.family_hex()), arg(spec.ttl().as_millis())],
             )
             .await?;
         let f = r.tuple(2)?;

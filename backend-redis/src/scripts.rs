@@ -181,6 +181,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn finishing_traces_are_kept_as_long_as_the_contract_says() {
+        let ms = leaseq_core::limits::millis_ceil(leaseq_core::limits::FINISH_MEMORY);
+        assert!(PRELUDE.contains(&format!("QUEUE_TAG .. 'finished', {ms}\n")));
+        let s = Scripts::new();
+        for script in [&s.ack, &s.ack_many, &s.release, &s.fail, &s.give_back] {
+            assert!(script.source().contains("local function trace_finished"));
+        }
+        assert!(s.lease_fate.source().contains("local function traced"));
+    }
+
+    #[test]
     fn scripts_carry_the_prelude_and_a_sha1() {
         let s = Scripts::new();
         assert!(s.claim.source().contains("local function ready_head"));

@@ -184,6 +184,8 @@ macro_rules! __with_checks {
             replies::enqueue_once_writes_once
             replies::concurrent_enqueue_once_writes_once
             replies::lost_replies_settle_truthfully
+            replies::landed_finishes_past_expiry_are_reported
+            replies::lost_claim_past_expiry_costs_no_attempt
             storm::storm_no_loss
             healing::claim_heals_dangling_id
             healing::acked_ghost_is_removed

@@ -164,6 +164,32 @@ fn a_fate_that_calls_every_expired_lease_lost_is_caught() {
 }
 
 #[test]
+fn a_fate_without_finishing_traces_is_caught() {
+    caught(
+        "lease_fate that keeps no trace of the lease's own finishing call",
+        &[Rule::Contract("lost replies")],
+        || {
+            replies::landed_finishes_past_expiry_are_reported(&FaultyFactory(
+                Fault::FateWithoutTrace,
+            ))
+        },
+    );
+}
+
+#[test]
+fn a_recovery_that_leaves_expired_leases_to_a_reaper_is_caught() {
+    caught(
+        "recover_claim that returns only live leases",
+        &[Rule::Contract("recover_claim")],
+        || {
+            replies::lost_claim_past_expiry_costs_no_attempt(&FaultyFactory(
+                Fault::RecoverLeavesExpired,
+            ))
+        },
+    );
+}
+
+#[test]
 fn the_wrapper_passes_the_recovery_and_fate_checks_without_a_fault() {
     let f = FaultyFactory(Fault::None);
     passes(
@@ -173,6 +199,14 @@ fn the_wrapper_passes_the_recovery_and_fate_checks_without_a_fault() {
     passes(
         "lease_fate_names_what_happened",
         block_on(replies::lease_fate_names_what_happened(&f)),
+    );
+    passes(
+        "landed_finishes_past_expiry_are_reported",
+        block_on(replies::landed_finishes_past_expiry_are_reported(&f)),
+    );
+    passes(
+        "lost_claim_past_expiry_costs_no_attempt",
+        block_on(replies::lost_claim_past_expiry_costs_no_attempt(&f)),
     );
 }
 

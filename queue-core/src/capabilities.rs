@@ -40,6 +40,13 @@ pub struct Capabilities {
     /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
     /// its item is acked.
     pub unique_for: bool,
+    /// Lost replies are settled truthfully past the lease's expiry: every
+    /// finishing call leaves the trace [`Backend::lease_fate`] reads
+    /// ([`crate::limits::FINISH_MEMORY`]), and [`Backend::recover_claim`]
+    /// also returns and renews the claim's expired, unreaped leases. A
+    /// backend without it answers `lease_fate` by the expiry rule alone
+    /// and recovers only live leases.
+    pub finish_traces: bool,
     /// The input bounds enforced (payload size), checked before anything
     /// is written.
     pub bounds: Bounds,
@@ -72,6 +79,7 @@ impl Capabilities {
             order: Order::Global,
             atomic_batch: true,
             unique_for: false,
+            finish_traces: false,
             bounds: Bounds::DEFAULT,
         }
     }
@@ -129,6 +137,13 @@ impl Capabilities {
     #[must_use]
     pub const fn unique_for(mut self, yes: bool) -> Self {
         self.unique_for = yes;
+        self
+    }
+
+    /// With `finish_traces` set.
+    #[must_use]
+    pub const fn finish_traces(mut self, yes: bool) -> Self {
+        self.finish_traces = yes;
         self
     }
 

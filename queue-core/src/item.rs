@@ -289,15 +289,20 @@ pub enum LeaseFate {
     /// The token still holds the item: the lost call did not end the lease
     /// (it did not run, or it was an extend). Send it again.
     Held,
-    /// The token no longer holds the item and the lease had not expired on
-    /// the backend's clock, so only this lease's own call can have ended it:
-    /// the lost call landed. `state` is where the item is now (`None`: gone,
+    /// The lease's own call ended it: the lost call landed. Known from the
+    /// trace the finishing call left (kept for
+    /// [`crate::limits::FINISH_MEMORY`]), whether or not the lease has
+    /// expired since; or, with no trace, because the token no longer holds
+    /// the item while the lease had not expired on the backend's clock, so
+    /// no reaper or other worker can have ended it (its own call did, or
+    /// the store lost it). `state` is where the item is now (`None`: gone,
     /// i.e. acked).
     Finished {
         /// The item's state now, `None` when it no longer exists.
         state: Option<ItemState>,
     },
-    /// The token no longer holds the item and the lease had expired, so
-    /// another reaper or worker may have ended it: report the lease lost.
+    /// The token no longer holds the item, no trace says its own call ended
+    /// the lease, and the lease had expired: a reaper or another worker
+    /// ended it. Report the lease lost.
     Lost,
 }

@@ -161,6 +161,17 @@ pub struct ClaimSpec {
 /// request, so a resend within this window writes nothing twice.
 pub const REQUEST_MEMORY: Duration = Duration::from_secs(600);
 
+/// How long a backend keeps the trace of a lease's own finishing call
+/// (`ack`, `ack_many`, `release`, `give_back`, `fail`): the (item, token)
+/// that ended the lease, which [`crate::Backend::lease_fate`] reads to answer
+/// [`crate::LeaseFate::Finished`] also after the lease's expiry. A trace is
+/// dropped once it is older than this on the backend's clock (trimmed by the
+/// finishing calls and the reap), so what the traces hold is bounded by the
+/// finishing calls of this window. [`crate::settle`] asks within seconds of
+/// a lost reply; a question asked later than this falls back to the expiry
+/// rule of [`crate::Backend::lease_fate`].
+pub const FINISH_MEMORY: Duration = Duration::from_secs(60);
+
 impl ClaimSpec {
     /// The bits of a token that name its claim (the family); the low 32
     /// bits number the slots.

@@ -4,5 +4,7 @@ if bad then return bad end
 local id_s = ARGV[2]
 local token = redis.call('HGET', K_TOK, id_s)
 if not token or token ~= ARGV[3] then return 0 end
-ack_items({ id_s }, { token }, now_ms())
+local now = now_ms()
+ack_items({ id_s }, { token }, now)
+trace_finished({ id_s }, { token }, now)
 return 1

@@ -24,6 +24,7 @@ if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR) == 0 then
   redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
   leave_groups(group_counts(toks, false))
+  trace_finished({ unpack(ARGV, 3, n + 2) }, toks, now_ms())
   return lost
 end
 local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
@@ -37,5 +38,9 @@ for k = 1, n do
     ok_tok[#ok_tok + 1] = toks[k]
   end
 end
-if #ok > 0 then ack_items(ok, ok_tok, now_ms()) end
+if #ok > 0 then
+  local now = now_ms()
+  ack_items(ok, ok_tok, now)
+  trace_finished(ok, ok_tok, now)
+end
 return lost

@@ -407,6 +407,31 @@ local function end_lease(id_s, token)
   redis.call('HDEL', K_MOVED, id_s)
 end
 
+-- Finishing traces: a sorted set, member '<id>:<token>' of each lease its
+-- own call (ack, release, give_back, fail) ended, score the ms it did.
+-- Kept FIN_KEEP ms (leaseq_core::limits::FINISH_MEMORY, a test checks):
+-- each write trims what ran out, and the key expires with its last trace.
+local K_FIN, FIN_KEEP = QUEUE_TAG .. 'finished', 60000
+
+-- Leaves the trace of leases (ids[i], toks[i]) ended at `now` by their
+-- own calls.
+local function trace_finished(ids, toks, now)
+  local add = {}
+  for i = 1, #ids do
+    add[#add + 1] = now
+    add[#add + 1] = ids[i] .. ':' .. toks[i]
+  end
+  redis.call('ZREMRANGEBYSCORE', K_FIN, '-inf', now - FIN_KEEP)
+  call_chunked('ZADD', K_FIN, add)
+  redis.call('PEXPIRE', K_FIN, FIN_KEEP)
+end
+
+-- Whether a trace says the lease (id_s, token) was ended by its own call.
+local function traced(id_s, token, now)
+  local at = tonumber(redis.call('ZSCORE', K_FIN, id_s .. ':' .. token))
+  return at ~= nil and at > now - FIN_KEEP
+end
+
 -- The expiry (ms) of the lease of item `id_s` with token `token`, or nil.
 local function lease_expiry(id_s, token)
   return tonumber(redis.call('ZSCORE', K_GROUPS, group_of(id_s, token)))

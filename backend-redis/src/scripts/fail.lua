@@ -5,6 +5,7 @@ local id = int_field(ARGV[2], 1, ID_MAX)
 local id_s, _, a = fenced(id, ARGV[3])
 if not id_s then return 0 end
 end_lease(id_s, ARGV[3])
+trace_finished({ id_s }, { ARGV[3] }, now_ms())
 set_attempts(id_s, math.min((int_field(a or '0', 0, ATT_MAX) or 0) + 1, ATT_MAX))
 to_dead(id, ARGV[4])
 return 1

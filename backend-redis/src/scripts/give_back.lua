@@ -9,6 +9,7 @@ local id = int_field(ARGV[2], 1, ID_MAX)
 local id_s, rec, a = fenced(id, ARGV[3])
 if not id_s then return 0 end
 end_lease(id_s, ARGV[3])
+trace_finished({ id_s }, { ARGV[3] }, now_ms())
 local problem, r = unusable(rec, a)
 if problem then
   to_dead(id, 'quarantined: ' .. problem)

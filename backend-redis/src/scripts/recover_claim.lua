@@ -1,7 +1,9 @@
 -- recover_claim: ARGV[2] = a claim's token family (the first 24 of a
--- token's 32 lowercase hex digits). Claims nothing.
--- Returns { leases, repairs }: every live lease (expiry after the server's
--- now) whose token is of that family, as claim returns a lease:
+-- token's 32 lowercase hex digits), ARGV[3] = the claim's ttl (ms). Claims
+-- nothing new.
+-- Returns { leases, repairs }: every lease whose token is of that family
+-- and still holds its item, live or expired but not yet reaped (its group
+-- then renewed to now + ttl, in this step), as claim returns a lease:
 -- { id, token, payload, attempts, max attempts, priority, expires at,
 -- expires at - enqueued at }.
 -- A lease whose item's record or attempts are outside the limits (see
@@ -14,6 +16,7 @@ local bad = guard_all()
 if bad then return bad end
 local family = ARGV[2]
 local now = now_ms()
+local renewed = now + tonumber(ARGV[3])
 local cand, seen = {}, {}
 local function consider(id_s)
   if decimal_id(id_s) and not seen[id_s] then
@@ -35,7 +38,12 @@ for _, id_s in ipairs(cand) do
   local tok = redis.call('HGET', K_TOK, id_s)
   if tok and string.len(tok) == 32 and string.sub(tok, 1, 24) == family then
     local exp = lease_expiry(id_s, tok)
-    if exp and exp > now then
+    if exp and exp <= now then
+      -- Expired, not reaped: renewed with its whole group (one claim's).
+      redis.call('ZADD', K_GROUPS, fmt_int(renewed), group_of(id_s, tok))
+      exp = renewed
+    end
+    if exp then
       local id = tonumber(id_s)
       local problem, r, att = unusable(redis.call('HGET', K_ITEMS, id_s), redis.call('HGET', K_ATT, id_s))
       if problem then

@@ -111,7 +111,7 @@ async fn clock_just_before(cx: &Cx, t: Timestamp) -> Result<bool, Violation> {
 
 /// Expiry and due times are instants, judged alike by every operation: a
 /// lease is live while now < `expires_at` and expired from `expires_at` on
-/// (at `expires_at` a reap recovers it and `recover_claim` leaves it out),
+/// (at `expires_at` a reap recovers it, and `recover_claim` then leaves it out),
 /// and a Scheduled item is claimable from its due time on. On a manual
 /// clock the suite also stops one millisecond before each instant: the
 /// lease is still live there (a reap leaves it, `recover_claim` returns
@@ -156,19 +156,19 @@ pub async fn expiry_and_due_times_are_exact<F: BackendFactory>(factory: &F) -> C
                 );
             }
             clock_at(&cx, at).await?;
-            let n = recovered().await?;
-            ensure!(
-                n == 0,
-                rule,
-                "recover_claim at the lease's expires_at {at} (or just past it) returned {n} \
-                 leases; the lease expired at that instant"
-            );
             let r = cx.reap().await?;
             ensure!(
                 r.requeued == 1,
                 rule,
                 "a reap at the lease's expires_at {at} (or just past it) reported {r:?}; expected \
                  the lease requeued"
+            );
+            let n = recovered().await?;
+            ensure!(
+                n == 0,
+                rule,
+                "recover_claim after a reap at the lease's expires_at {at} returned {n} leases; \
+                 the reap took the lease"
             );
             let again = cx.claim_one(LONG).await?;
             cx.b.ack(&again.key).await.or_fail(rule, "ack")?;

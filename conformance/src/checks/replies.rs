@@ -105,8 +105,9 @@ async fn fate(cx: &Cx, key: &LeaseKey, until: Timestamp) -> Result<LeaseFate, Vi
 
 /// `lease_fate` says Held while the token holds the item (expired or not,
 /// until a reap or a claim takes it); Finished (with
-/// the item's state) after the lease's own ack, release or fail; Lost
-/// once the lease has expired and another may have ended it. After a
+/// the item's state) after the lease's own ack, release or fail, also
+/// when asked past the lease's expiry (the finishing trace); Lost for a
+/// token that no call of its own ended, once the lease has expired. After a
 /// release whose delay has fallen due the state is Ready, the effective
 /// one.
 pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> CheckResult {
@@ -152,7 +153,11 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
         let f = fate(&cx, &forged, past).await?;
         ensure!(f == LeaseFate::Lost, rule, "a token that does not hold the item, past its expiry, has fate {f:?}, expected Lost");
         let f = fate(&cx, &ls[0].key, past).await?;
-        ensure!(f == LeaseFate::Lost, rule, "an acked lease asked about after its expiry has fate {f:?}, expected Lost (another may have ended it)");
+        if cx.b.capabilities().finish_traces {
+            ensure!(f == LeaseFate::Finished { state: None }, rule, "a lease its own ack ended, asked about after its expiry, has fate {f:?}, expected Finished {{ state: None }} (the ack left a trace of its token)");
+        } else {
+            ensure!(f == LeaseFate::Lost, rule, "an acked lease asked about after its expiry, on a backend without finishing traces, has fate {f:?}, expected Lost");
+        }
         // Expired, but neither reaped nor claimed again: the token still
         // holds the item, so the lease is Held and its ack succeeds.
         cx.enqueue(vec![NewItem::new("late")]).await?;
@@ -238,12 +243,13 @@ pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
     .await
 }
 
-/// `lease_fate` at its bounds: `held_until` is exclusive (asked with a
+/// `lease_fate` at its bounds, for leases no call of their own ended (so
+/// no finishing trace speaks): `held_until` is exclusive (asked with a
 /// `held_until` the backend's clock has reached, the fate is Lost, never
 /// Finished), and a lease whose item is gone together with its whole
-/// queue is judged the same way: after the ack of a queue's only item, and
-/// after a purge took the queue's items, the fate is `Finished { state:
-/// None }` before `held_until` and Lost from it on. A backend that keeps
+/// queue is judged the same way: after the removal of a queue's only
+/// item, and after a purge took the queue's items, the fate is `Finished {
+/// state: None }` before `held_until` and Lost from it on. A backend that keeps
 /// nothing of an emptied queue must still compare the clock with
 /// `held_until`, not answer one fate for every unknown queue.
 pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckResult {
@@ -258,7 +264,9 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
             cx.push_n(2).await?;
             let ls = cx.claim(2, LONG).await?;
             ensure!(ls.len() == 2, rule, "claimed {} of 2", ls.len());
-            cx.b.ack(&ls[0].key).await.or_fail(rule, "ack")?;
+            cx.b.remove_item(&cx.q, ls[0].id())
+                .await
+                .or_fail(rule, "remove_item")?;
             // Asked again and again with the time the clock read just
             // before: on a real clock the ask often falls in that same
             // millisecond, where only an exclusive bound says Lost.
@@ -268,28 +276,30 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
                 ensure!(
                     f == LeaseFate::Lost,
                     rule,
-                    "an acked lease asked about with held_until {reached}, a time the backend's \
-                     clock had reached, has fate {f:?}; expected Lost (Finished only while now < \
-                     held_until)"
+                    "a lease whose item was removed, asked about with held_until {reached}, a \
+                     time the backend's clock had reached, has fate {f:?}; expected Lost (without \
+                     a finishing trace, Finished only while now < held_until)"
                 );
             }
-            cx.b.ack(&ls[1].key).await.or_fail(rule, "ack")?;
-            // The queue's last item acked: nothing of the queue is left.
+            cx.b.remove_item(&cx.q, ls[1].id())
+                .await
+                .or_fail(rule, "remove_item")?;
+            // The queue's last item removed: nothing of the queue is left.
             let f = fate(&cx, &ls[1].key, ls[1].expires_at).await?;
             ensure!(
             f == LeaseFate::Finished { state: None },
             rule,
-            "after the ack of the queue's last item its lease's fate (before its expiry) is {f:?}; \
-             expected Finished {{ state: None }}"
+            "after the removal of the queue's last item its lease's fate (before its expiry) is \
+             {f:?}; expected Finished {{ state: None }}"
         );
             let reached = cx.now().await?;
             let f = fate(&cx, &ls[1].key, reached).await?;
             ensure!(
-            f == LeaseFate::Lost,
-            rule,
-            "after the ack of the queue's last item, asked with held_until {reached} (reached), \
-             the fate is {f:?}; expected Lost"
-        );
+                f == LeaseFate::Lost,
+                rule,
+                "after the removal of the queue's last item, asked with held_until {reached} \
+             (reached), the fate is {f:?}; expected Lost"
+            );
             // A purge takes the items, and with them the queue.
             cx.push_n(1).await?;
             let held = cx.claim_one(LONG).await?;
@@ -316,8 +326,8 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
 }
 
 /// Settling after a requeue: `recover_claim` leaves out a lease its holder
-/// released and leases that expired (reaped or not), and recovers nothing
-/// of a later claim; `lease_fate` says Lost for a reaped lease asked about
+/// released and leases a reap took, returns (renewed) leases that expired
+/// but were not reaped, and recovers nothing of a later claim; `lease_fate` says Lost for a reaped lease asked about
 /// past its expiry, and Finished in Ready after the lease's own
 /// `give_back`. A backend that reads only the stored token, not whether
 /// the lease is live, fails here.
@@ -343,12 +353,23 @@ pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResu
         );
         cx.expire(&claimed.leases).await?;
         let expired = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after expiry")?;
+        let renews = cx.b.capabilities().finish_traces;
         ensure!(
-            expired.leases.is_empty(),
+            !renews && expired.leases.is_empty() || renews && keys(&expired.leases) == keys(&claimed.leases[1..]),
             rule,
-            "recover_claim returned expired (unreaped) leases {:?}: a caller would work under leases a reaper may take",
-            keys(&expired.leases)
+            "after the leases expired (none reaped) recover_claim returned {:?}; expected {} {:?}",
+            keys(&expired.leases),
+            if renews { "the three still held, renewed" } else { "none (the backend renews no expired lease)" },
+            keys(&claimed.leases[1..])
         );
+        let now = cx.now().await?;
+        ensure!(
+            expired.leases.iter().all(|l| l.expires_at > now),
+            rule,
+            "recover_claim returned expired leases {:?} without renewing them (now {now}): a reaper may take them while the caller works",
+            expired.leases.iter().map(|l| (l.id(), l.expires_at)).collect::<Vec<_>>()
+        );
+        cx.expire(&expired.leases).await?;
         let reaped = cx.reap_all().await?;
         ensure!(reaped.requeued == 3, rule, "the reap requeued {} of 3 expired leases", reaped.requeued);
         let later = cx.claim(4, LONG).await?;
@@ -706,6 +727,163 @@ pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> C
                  not of the earlier claim's {}",
                 second.request(),
                 first.request()
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The latest expiry among `leases` (the backend's clock must pass it).
+fn latest(leases: &[Lease]) -> Timestamp {
+    leases
+        .iter()
+        .map(|l| l.expires_at)
+        .max()
+        .unwrap_or(Timestamp::from_millis(0))
+}
+
+/// Lost replies and expired leases together: each finishing call (ack,
+/// `ack_many`, release, fail) lands on a lease the backend's clock has
+/// already passed, not yet reaped, and its reply is lost; [`Settle`]
+/// reports each as landed (never `LeaseLost`), and the store agrees. The
+/// finishing trace names the token: after a reap, a new claim and that
+/// claim's ack, the first lease's fate is Lost and the second's Finished.
+pub async fn landed_finishes_past_expiry_are_reported<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    let rule = Rule::Contract("lost replies");
+    run(
+        factory,
+        "landed_finishes_past_expiry_are_reported",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            if !cx.b.capabilities().finish_traces {
+                cx.skip("the backend keeps no finishing traces (Capabilities::finish_traces)");
+                return Ok(());
+            }
+            let faults = Arc::new(Faults::new(cx.b.clone()));
+            let b: &dyn Backend = faults.as_ref();
+            let settle = Settle::new().pauses(Duration::from_millis(1), Duration::from_millis(20));
+            let lost = |op| faults.inject(op, Fault::LoseReply, 1);
+            let items = (0..6).map(|i| NewItem::new(format!("px-{i}")).max_attempts(3)).collect();
+            cx.enqueue(items).await?;
+            let ls = cx.claim(6, SHORT).await?;
+            ensure!(ls.len() == 6, rule, "claimed {} of 6", ls.len());
+            // Past every lease's expiry on the backend's clock; none reaped.
+            cx.wait_past(latest(&ls)).await?;
+
+            lost(Op::Ack);
+            let acked = settle.ack(b, &held(&ls[0])).await;
+            ensure!(acked.is_ok(), rule, "an ack that landed past the lease's expiry, its reply lost, was reported {acked:?}; expected Ok (it landed)");
+            lost(Op::AckMany);
+            let many = settle.ack_many(b, &[held(&ls[1]), held(&ls[2])]).await.or_fail(rule, "settled ack_many")?;
+            ensure!(many.iter().all(Result::is_ok), rule, "ack_many that landed past the leases' expiry, its reply lost, reported {many:?}; expected both Ok");
+            lost(Op::Release);
+            let rel = settle.release(b, &held(&ls[3]), Duration::ZERO).await;
+            ensure!(matches!(rel, Ok(Released::Ready)), rule, "a release that landed past the lease's expiry, its reply lost, was reported {rel:?}; expected Ok(Ready)");
+            lost(Op::Fail);
+            let failed = settle.fail(b, &held(&ls[4]), "gave up").await;
+            ensure!(failed.is_ok(), rule, "a fail that landed past the lease's expiry, its reply lost, was reported {failed:?}; expected Ok (it landed)");
+            ensure!(faults.fired() == 4, rule, "the fault layer lost {} replies, expected 4", faults.fired());
+            // Every report against the store.
+            for (i, want) in [None, None, None, Some(ItemState::Ready), Some(ItemState::Dead)].into_iter().enumerate() {
+                let found = cx.item(ls[i].id()).await?.map(|info| info.state);
+                ensure!(found == want, rule, "item {} after its settled call: {found:?}, expected {want:?}", ls[i].id());
+            }
+            let f = fate(&cx, &ls[0].key, ls[0].expires_at).await?;
+            ensure!(f == LeaseFate::Finished { state: None }, rule, "an acked lease asked about past its expiry has fate {f:?}; expected Finished {{ state: None }} (its ack's trace)");
+
+            // The trace belongs to the token: a lease a reap took, whose item
+            // a later claim took and acked, is Lost; the later one Finished.
+            let reaped = cx.reap_all().await?;
+            ensure!(reaped.requeued == 1, rule, "the reap requeued {} expired leases, expected 1", reaped.requeued);
+            let again = cx.claim(2, LONG).await?;
+            let Some(second) = again.iter().find(|l| l.id() == ls[5].id()) else {
+                return Err(cx.fail(format!("a claim after the reap did not return the reaped item {}: {again:?}", ls[5].id())));
+            };
+            cx.b.ack(&second.key).await.or_fail(rule, "ack of the second lease")?;
+            let f = fate(&cx, &ls[5].key, ls[5].expires_at).await?;
+            ensure!(f == LeaseFate::Lost, rule, "a reaped lease whose item another lease then acked has fate {f:?}; expected Lost (the trace names the other token)");
+            let f = fate(&cx, &second.key, second.expires_at).await?;
+            ensure!(f == LeaseFate::Finished { state: None }, rule, "the lease that acked the item has fate {f:?}; expected Finished {{ state: None }}");
+            let f = fate(&cx, &ls[3].key, ls[3].expires_at).await?;
+            ensure!(matches!(f, LeaseFate::Finished { .. }), rule, "a lease its own release ended, asked about past its expiry after its item was claimed again, has fate {f:?}; expected Finished");
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A lost claim reply costs no attempt when no one else acted: the clock
+/// passes the leases' expiry before `recover_claim` asks, and it still
+/// returns them, renewed (a reap then takes nothing), on their first
+/// attempt; they ack. Where a reaper acted first, `recover_claim` returns
+/// nothing and the item's record says its attempt ended by lease expiry.
+pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
+    factory: &F,
+) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(
+        factory,
+        "lost_claim_past_expiry_costs_no_attempt",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            if !cx.b.capabilities().finish_traces {
+                cx.skip("the backend renews no expired lease in recover_claim (Capabilities::finish_traces)");
+                return Ok(());
+            }
+            let faults = Arc::new(Faults::new(cx.b.clone()));
+            let b: &dyn Backend = faults.as_ref();
+            let items = (0..3).map(|i| NewItem::new(format!("lc-{i}")).max_attempts(1)).collect();
+            let ids = cx.enqueue(items).await?;
+
+            faults.inject(Op::Claim, Fault::LoseReply, 1);
+            let spec = ClaimSpec::new(2, SHORT).or_fail(rule, "spec")?;
+            let sent = b.claim(&cx.q, spec.duplicate()).await;
+            ensure!(sent.is_err() && faults.fired() == 1, rule, "a claim whose reply the fault layer loses returned {sent:?}");
+            let after = cx.now().await?;
+            cx.wait_past(after.saturating_add(SHORT)).await?;
+            let got = b.recover_claim(&cx.q, &spec).await;
+            let got = got.map_err(|e| unsupported("recover_claim", &e).unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}"))))?;
+            let now = cx.now().await?;
+            ensure!(got.leases.len() == 2, rule, "after a lost claim reply and the leases' expiry (no reap) recover_claim returned {} of the claim's 2 leases: the claim's attempt is lost", got.leases.len());
+            for l in &got.leases {
+                ensure!(spec.owns(l.token()), rule, "recover_claim returned token {}, not of the claim's family", l.token());
+                ensure!(l.attempts == 1, rule, "a recovered lease is on attempt {}, expected 1 (the claim's)", l.attempts);
+                ensure!(l.expires_at > now, rule, "a recovered lease expires at {} and the backend's now is {now}: an expired lease must be renewed", l.expires_at);
+            }
+            let reaped = cx.reap_all().await?;
+            ensure!(reaped.requeued == 0 && reaped.dead == 0, rule, "a reap after recover_claim renewed the leases took {reaped:?}; expected nothing");
+            for l in &got.leases {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack of a recovered lease")?;
+            }
+            let Some(&left) = ids.iter().find(|id| got.leases.iter().all(|l| l.id() != **id)) else {
+                return Err(cx.fail(format!("recover_claim returned {:?}, leaving none of {ids:?}", got.leases)));
+            };
+
+            // A reaper first: the attempt ends by lease expiry.
+            faults.inject(Op::Claim, Fault::LoseReply, 1);
+            let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
+            let sent = b.claim(&cx.q, spec.duplicate()).await;
+            ensure!(sent.is_err() && faults.fired() == 2, rule, "a claim whose reply the fault layer loses returned {sent:?}");
+            let after = cx.now().await?;
+            cx.wait_past(after.saturating_add(SHORT)).await?;
+            let reaped = cx.reap_all().await?;
+            ensure!(reaped.dead == 1, rule, "the reap of an expired lease on its final attempt sent {} items Dead, expected 1", reaped.dead);
+            let none = b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after a reap")?;
+            ensure!(none.leases.is_empty(), rule, "recover_claim returned {:?}, leases a reap had taken", none.leases);
+            let info = cx.must_item(left).await?;
+            let reason = info.last_error.clone().unwrap_or_default().to_lowercase();
+            ensure!(
+                info.state == ItemState::Dead && info.attempts == 1 && reason.contains("expired"),
+                rule,
+                "the item a reap took from a lost claim is {:?} on attempt {} with reason {:?}; expected Dead on attempt 1 with a reason that says the lease expired",
+                info.state,
+                info.attempts,
+                info.last_error
             );
             Ok(())
         },

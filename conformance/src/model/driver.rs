@@ -118,10 +118,12 @@ impl Run {
     async fn window(&mut self) -> Result<Window, Violation> {
         let before = self.last;
         let after = self.read_now().await?;
-        Ok(match self.timing {
+        let w = match self.timing {
             Timing::Manual => Window::between(before, after),
             Timing::Real => Window::between(before.saturating_sub(1), after + 1),
-        })
+        };
+        self.model.at = w;
+        Ok(w)
     }
 
     /// After a hook that ran within `hook`: makes sure the clock is past it.
@@ -461,11 +463,12 @@ pub async fn run_ops<F: BackendFactory>(
     };
     let name = format!("model-{}", LeaseToken::random());
     let q = QueueName::new(&name[..30]).or_fail(Rule::Contract("QueueName"), "naming")?;
-    let model = if tb.backend.capabilities().order == leaseq_core::Order::Global {
+    let mut model = if tb.backend.capabilities().order == leaseq_core::Order::Global {
         Model::new()
     } else {
         Model::per_shard()
     };
+    model.finish_traces = tb.backend.capabilities().finish_traces;
     let mut run = Run {
         tb,
         q,

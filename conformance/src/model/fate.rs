@@ -1,7 +1,10 @@
 //! What the model expects of `lease_fate`: Held while the key's token
 //! holds its item, else Finished with the item's state (or `None` when it
-//! is gone) when asked with a `held_until` still ahead, else Lost.
+//! is gone) when the lease's own call ended it (its trace, kept for
+//! [`leaseq_core::limits::FINISH_MEMORY`]) or when asked with a
+//! `held_until` still ahead, else Lost.
 
+use leaseq_core::limits::{millis_ceil, FINISH_MEMORY};
 use leaseq_core::{Error, ItemState, LeaseFate, LeaseKey, Result};
 
 use super::state::Model;
@@ -39,13 +42,24 @@ impl Model {
                 Err(_) => vec![Some(ItemState::Ready), Some(ItemState::Scheduled)],
             },
         };
+        let finished: Vec<LeaseFate> = states
+            .into_iter()
+            .map(|state| LeaseFate::Finished { state })
+            .collect();
+        let memory = millis_ceil(FINISH_MEMORY);
+        // Whether a trace of the key's own call is kept: surely, surely
+        // not, or either (its memory runs out within the call's window).
+        let traced = self
+            .traces
+            .get(&(key.id, key.token))
+            .filter(|_| self.finish_traces)
+            .map(|at| at.plus(memory).passed_at(now));
         let allowed: Vec<LeaseFate> = if self.is_current(key) {
             vec![LeaseFate::Held]
-        } else if ahead {
-            states
-                .into_iter()
-                .map(|state| LeaseFate::Finished { state })
-                .collect()
+        } else if ahead || traced == Some(Some(false)) {
+            finished
+        } else if traced == Some(None) {
+            finished.into_iter().chain([LeaseFate::Lost]).collect()
         } else {
             vec![LeaseFate::Lost]
         };

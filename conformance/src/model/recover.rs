@@ -1,6 +1,7 @@
 //! What the model expects of `recover_claim`: every item whose current
-//! token belongs to the spec's family and whose lease is live, in token
-//! (claim) order, each lease as the claim returned it; nothing claimed.
+//! token belongs to the spec's family (live, or expired but not yet reaped
+//! or claimed), in token (claim) order, each lease as the claim returned
+//! it, an expired one renewed to now + ttl; nothing claimed.
 
 use leaseq_core::{ClaimSpec, Claimed, Error, ItemId, LeaseToken, Result};
 
@@ -13,7 +14,7 @@ impl Model {
     /// `recover_claim(spec)` at `now` answered `got`. A backend without it
     /// is not judged.
     pub fn recover_claim(
-        &self,
+        &mut self,
         spec: &ClaimSpec,
         now: Window,
         got: &Result<Claimed>,
@@ -30,10 +31,10 @@ impl Model {
                 if !spec.owns(*token) {
                     continue;
                 }
-                match expires.passed_at(now) {
-                    Some(false) => want.push((*token, *id)),
-                    Some(true) => {}
-                    None => {
+                match (self.finish_traces, expires.passed_at(now)) {
+                    (true, _) | (false, Some(false)) => want.push((*token, *id)),
+                    (false, Some(true)) => {}
+                    (false, None) => {
                         return Err(undecidable(format!(
                             "a lease expiry {expires} at now {now}"
                         )))
@@ -51,17 +52,34 @@ impl Model {
              family, in claim order, are {want:?}",
             spec.request()
         );
+        let renewed = now.plus(spec.ttl().as_millis());
         for l in &got.leases {
             let e = &self.items()[&l.id()];
             e.carried_by(l, rule, "recover_claim")?;
-            if let Slot::Leased { expires, .. } = &e.slot {
-                ensure!(
-                    expires.contains(l.expires_at.as_millis()),
-                    rule,
-                    "recover_claim returned item {} expiring at {}, its lease expires at {expires}",
-                    l.id(),
-                    l.expires_at
-                );
+            let Slot::Leased { token, expires } = e.slot.clone() else {
+                continue;
+            };
+            let at = l.expires_at.as_millis();
+            // A live lease keeps its expiry; an expired one is renewed; at
+            // the edge either.
+            let ok = match expires.passed_at(now) {
+                Some(false) => expires.contains(at),
+                Some(true) => renewed.contains(at),
+                None => expires.contains(at) || renewed.contains(at),
+            };
+            ensure!(
+                ok,
+                rule,
+                "recover_claim returned item {} expiring at {}; its lease expires at {expires}, \
+                 renewed (if expired) at now + ttl = {renewed}",
+                l.id(),
+                l.expires_at
+            );
+            if let Some(entry) = self.items.get_mut(&l.id()) {
+                entry.slot = Slot::Leased {
+                    token,
+                    expires: Window::exact(at),
+                };
             }
         }
         Ok(())

@@ -6,7 +6,7 @@
 //! item among items of its priority, which of several items that died in one
 //! reap is "older"), the model accepts any allowed answer and follows it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use leaseq_core::limits::clamp_reason;
 use leaseq_core::{
@@ -118,6 +118,15 @@ pub struct Model {
     /// Ids of items a purge deleted (also in `gone`).
     purged: BTreeSet<ItemId>,
     tokens: HashSet<LeaseToken>,
+    /// The finishing traces: each lease its own fenced call ended, with
+    /// the window of that call ([`leaseq_core::limits::FINISH_MEMORY`]
+    /// from it on, the trace may be gone).
+    pub(crate) traces: HashMap<(ItemId, LeaseToken), Window>,
+    /// The window of the operation being judged (set by the driver).
+    pub(crate) at: Window,
+    /// The backend keeps finishing traces and renews expired leases in
+    /// `recover_claim` ([`leaseq_core::Capabilities::finish_traces`]).
+    pub finish_traces: bool,
     next_seq: u64,
     next_epoch: u64,
     /// False for a backend that keeps its orders per shard: then which of
@@ -465,6 +474,7 @@ impl Model {
             return Self::expect_lost(key, "ack", got);
         }
         Self::expect_ok(key, "ack", got)?;
+        self.traces.insert((key.id, key.token), self.at);
         self.items.remove(&key.id);
         self.gone.insert(key.id);
         Ok(())
@@ -530,6 +540,7 @@ impl Model {
             return Self::expect_lost(key, "give_back", got);
         }
         Self::expect_ok(key, "give_back", got)?;
+        self.traces.insert((key.id, key.token), self.at);
         let e = self.entry_mut(key.id)?;
         e.attempts = e.attempts.saturating_sub(1);
         e.slot = Slot::Ready;
@@ -549,6 +560,7 @@ impl Model {
             return Self::expect_lost(key, "release", got);
         }
         let released = *Self::expect_ok(key, "release", got)?;
+        self.traces.insert((key.id, key.token), now);
         let e = self.entry_mut(key.id)?;
         let want = if e.attempts >= e.max_attempts {
             Released::Dead
@@ -590,6 +602,7 @@ impl Model {
             return Self::expect_lost(key, "fail", got);
         }
         Self::expect_ok(key, "fail", got)?;
+        self.traces.insert((key.id, key.token), self.at);
         self.kill(key.id, Note::Is(Some(clamp_reason(reason).to_owned())))
     }
 

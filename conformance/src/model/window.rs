@@ -7,7 +7,7 @@ use std::fmt;
 /// instant it stands for. On a manual clock `lo == hi`; on a server's clock
 /// the driver reads the backend's `now` before and after an operation, so the
 /// operation's own "now" lies between the two readings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Window {
     /// The earliest the instant can be.
     pub lo: u64,

@@ -148,6 +148,13 @@ pub(crate) enum Fault {
     /// `peek` of any state sorted by id, `redrive` moving the lowest ids of
     /// Dead first (each through `redrive_item`).
     ById,
+    /// `lease_fate` keeps no finishing trace: past `held_until` a lease
+    /// whose token no longer holds the item is Lost, also when its own
+    /// call ended it (the fate before finishing traces).
+    FateWithoutTrace,
+    /// `recover_claim` returns only the leases still live: the expired,
+    /// unreaped ones are left to a reaper (it reaps the queue first).
+    RecoverLeavesExpired,
 }
 
 /// `inner` with `fault`.
@@ -515,6 +522,9 @@ impl LayeredBackend for Faulty {
         if self.fault == Fault::Amnesia {
             return Ok(Claimed::default());
         }
+        if self.fault == Fault::RecoverLeavesExpired {
+            self.inner.reap(queue).await?;
+        }
         let mut found = self.inner.recover_claim(queue, spec).await?;
         if self.fault == Fault::RecoverMixesFields {
             for l in &mut found.leases {
@@ -531,7 +541,14 @@ impl LayeredBackend for Faulty {
         if self.fault == Fault::FateOfExpiredIsLost && self.inner.now().await? >= held_until {
             return Ok(LeaseFate::Lost);
         }
-        self.inner.lease_fate(lease, held_until).await
+        let fate = self.inner.lease_fate(lease, held_until).await?;
+        if self.fault == Fault::FateWithoutTrace
+            && matches!(fate, LeaseFate::Finished { .. })
+            && self.inner.now().await? >= held_until
+        {
+            return Ok(LeaseFate::Lost);
+        }
+        Ok(fate)
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
