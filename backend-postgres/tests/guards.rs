@@ -5,9 +5,10 @@
 //!   claim that meets it, takes no slot, and never stalls the queue; release,
 //!   reap and give_back of such a row never overflow. The schema's checks
 //!   hold the core's limits.
-//! - `stats` counts through the state indexes: its plan reads no table scan
-//!   of `leaseq_items`, on a table big enough for the planner to prefer one
-//!   if it could.
+//! - `stats` counts through the state indexes, and `purge` and
+//!   `delete_queue` find the queue's rows through them: their plans read no
+//!   table scan of `leaseq_items`, on a table big enough for the planner to
+//!   prefer one if it could.
 //! - reap (and promotion and redrive) walk their index once per call: each
 //!   batch starts after the key where the last one stopped (the plan's index
 //!   condition says so), and a call of many batches, with ties in the
@@ -26,6 +27,14 @@ use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection, Row};
 
 const LONG: Duration = Duration::from_secs(60);
+
+/// The partial index of each state.
+const STATE_INDEXES: [&str; 4] = [
+    "leaseq_items_ready",
+    "leaseq_items_scheduled",
+    "leaseq_items_leased",
+    "leaseq_items_dead",
+];
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
@@ -698,7 +707,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         .remove_item(&q("q42"), ItemId::new(1))
         .await
         .is_err_and(|e| matches!(e, Error::NotFound { .. })));
-    let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let admin = b.admin().expect("admin");
+    assert_eq!(admin.purge(&none).await.expect("purge"), 0);
+    assert_eq!(admin.delete_queue(&none).await.expect("delete_queue"), 0);
+    let stats = prepared(b, "pg_relation_size").await;
+    let purge = prepared(b, "leaseq_held_keys WHERE queue = $1) DELETE").await;
+    let delete_queue = prepared(b, "leaseq_queue_limits WHERE queue = $1)").await;
     let remove_item = prepared(b, "payload IS NOT NULL RETURNING CASE").await;
     let redrive_item = prepared(b, "AS was").await;
     let ack = prepared(b, "leaseq_items WHERE id = $1").await;
@@ -717,16 +731,17 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 .expect("analyze");
         }
         for mode in ["force_custom_plan", "force_generic_plan"] {
-            let what = format!("stats, {phase} ({mode})");
-            let found = plan(&mut c, &stats, "text", "'q42'", mode).await;
-            no_table_scan(&found, &what);
-            for index in [
-                "leaseq_items_ready",
-                "leaseq_items_scheduled",
-                "leaseq_items_leased",
-                "leaseq_items_dead",
+            for (what, sql, types, args) in [
+                ("stats", &stats, "text, int8", "'q42', 10001"),
+                ("purge", &purge, "text", "'q42'"),
+                ("delete_queue", &delete_queue, "text", "'q42'"),
             ] {
-                uses(&found, index, &what);
+                let what = format!("{what}, {phase} ({mode})");
+                let found = plan(&mut c, sql, types, args, mode).await;
+                no_table_scan(&found, &what);
+                for index in STATE_INDEXES {
+                    uses(&found, index, &what);
+                }
             }
 
             for queue in ["q42", "big"] {
@@ -816,12 +831,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 let found = plan(&mut c, &remove_item, "text, int8", &args, mode).await;
                 no_table_scan(&found, &what);
                 uses(&found, "leaseq_items_pkey", &what);
-                for index in [
-                    "leaseq_items_ready",
-                    "leaseq_items_scheduled",
-                    "leaseq_items_leased",
-                    "leaseq_items_dead",
-                ] {
+                for index in STATE_INDEXES {
                     assert!(
                         !found.iter().any(|n| n.index.as_deref() == Some(index)),
                         "{what} walks {index}: {found:#?}"
@@ -916,12 +926,7 @@ async fn the_queue_listing_seeks_each_state_index_queue_by_queue() {
         let found = nodes(&json);
         let what = format!("queues, {phase}");
         no_table_scan(&found, &what);
-        for index in [
-            "leaseq_items_ready",
-            "leaseq_items_scheduled",
-            "leaseq_items_leased",
-            "leaseq_items_dead",
-        ] {
+        for index in STATE_INDEXES {
             assert!(
                 found.iter().any(|n| n.index.as_deref() == Some(index)
                     && n.cond.as_deref().is_some_and(|c| c.contains("queue >"))),
