@@ -128,7 +128,16 @@ async fn stats_count_exactly_up_to_the_limit_and_estimate_above_it() {
         "estimate of 60,000 Ready items: {s:?}"
     );
     assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
-    assert_eq!(b.stats(&queue).await.expect("stats"), want);
+    // The mixed queue's states, each over the limit, are now estimated
+    // from a sample that sees few of their rows: never below the limit
+    // plus one, which is what was counted.
+    let s = b.stats(&queue).await.expect("stats");
+    assert!(
+        [s.ready, s.scheduled, s.leased, s.dead]
+            .iter()
+            .all(|&n| (51..=2_000).contains(&n)),
+        "{s:?}"
+    );
     assert_eq!(
         b.stats(&small).await.expect("stats").ready,
         7,

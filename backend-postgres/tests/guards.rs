@@ -270,19 +270,25 @@ async fn poisoned_leases_release_reap_and_give_back_without_overflow() {
             .expect("release"),
         Released::Dead
     );
-    // give_back takes one attempt back: the next claim adds it again.
+    // give_back takes one attempt back, which leaves the item Ready with
+    // its attempts far past its maximum: the next claim sends it to Dead
+    // instead of leasing it again.
     b.give_back(&ls[1].key).await.expect("give_back");
     let back = b
         .claim(&queue, ClaimSpec::new(1, LONG).expect("spec"))
         .await
         .expect("claim after give_back");
-    assert_eq!(back.leases.len(), 1);
-    assert_eq!(back.leases[0].attempts, i32::MAX.unsigned_abs());
+    assert!(back.leases.is_empty(), "{:?}", back.leases);
+    assert_eq!(back.repairs.len(), 1, "{:?}", back.repairs);
+    assert_eq!(back.repairs[0].id, ls[1].id());
+    let info = b.item(&queue, ls[1].id()).await.expect("item");
+    assert_eq!(info.state, ItemState::Dead);
+    assert_eq!(info.attempts, i32::MAX.unsigned_abs() - 1);
     // Reap: an expired lease at the limit goes Dead.
     let hooks = b.test_hooks().expect("hooks");
-    assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 2);
+    assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 1);
     let r = b.reap(&queue).await.expect("reap");
-    assert_eq!((r.requeued, r.dead), (0, 2));
+    assert_eq!((r.requeued, r.dead), (0, 1));
     let s = b.stats(&queue).await.expect("stats");
     assert_eq!((s.ready, s.leased, s.dead), (0, 0, 3));
 }
@@ -712,7 +718,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     assert_eq!(admin.delete_queue(&none).await.expect("delete_queue"), 0);
     let stats = prepared(b, "pg_relation_size").await;
     let purge = prepared(b, "leaseq_held_keys WHERE queue = $1) DELETE").await;
-    let delete_queue = prepared(b, "leaseq_queue_limits WHERE queue = $1)").await;
+    let delete_queue = prepared(b, "q AS (DELETE FROM").await;
     let remove_item = prepared(b, "payload IS NOT NULL RETURNING CASE").await;
     let redrive_item = prepared(b, "AS was").await;
     let ack = prepared(b, "leaseq_items WHERE id = $1").await;
