@@ -26,7 +26,7 @@
 //!     // The token is spent: a late second ack changes nothing.
 //!     assert!(backend.ack(&lease.key).await.is_err_and(|e| e.is_lease_lost()));
 //! }
-//! # backend.purge(&queue).await?;
+//! # backend.admin()?.purge(&queue).await?;
 //! # sqlx::query("DROP SCHEMA doc_example CASCADE").execute(backend.pool()).await.ok();
 //! # Ok(())
 //! # }
