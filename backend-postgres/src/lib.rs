@@ -122,8 +122,8 @@
 //!   from a sample of the table's pages (`TABLESAMPLE SYSTEM`, about 200
 //!   pages; every page of a smaller table, where the estimate is exact),
 //!   never below the count it read. So its cost is bounded whatever the
-//!   queue holds: 2.7 ms for a queue of 1,000,000 items, where counting
-//!   them took 0.36 s.
+//!   queue holds: for a queue of 1,000,000 items it reads some 370 pages,
+//!   where counting them read every page of the table (17,544, 0.5 s).
 //! - **Purge and delete_queue** find the queue's rows through the four
 //!   state indexes at once (a `BitmapOr` of the partial indexes, from
 //!   `queue = $1` and the OR of the four states): their cost follows the

@@ -557,7 +557,7 @@ impl Sql {
             // $1 queue, $2 the cap (one more than the exact limit). Each
             // bucket counted through its own state index, up to the cap: the
             // cost follows the cap, not the queue (a count of 1,000,000 rows
-            // reads them all, 1.1 s). A bucket at the cap is estimated by
+            // reads them all, 0.5-1.2 s). A bucket at the cap is estimated by
             // `stats_sample`. Also the table's size in pages, for the
             // sample's rate. The buckets: Ready, due Scheduled (counted as
             // Ready), Scheduled not due, Leased, Dead.
