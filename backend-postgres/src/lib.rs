@@ -26,7 +26,7 @@
 //!     // The token is spent: a late second ack changes nothing.
 //!     assert!(backend.ack(&lease.key).await.is_err_and(|e| e.is_lease_lost()));
 //! }
-//! # backend.purge(&queue).await?;
+//! # backend.admin()?.purge(&queue).await?;
 //! # sqlx::query("DROP SCHEMA doc_example CASCADE").execute(backend.pool()).await.ok();
 //! # Ok(())
 //! # }
@@ -60,7 +60,7 @@
 //! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
 //! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
 //! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
-//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647` | claim (poison) |
+//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647 OR (attempts >= max_attempts AND state IN ('ready', 'scheduled'))` | claim (poison) |
 //!
 //! The last one is empty unless something went wrong (see Repairs below).
 //! Checks hold the core's limits: `max_attempts` 1 to
@@ -116,9 +116,18 @@
 //!   `remove_item` is one `DELETE` of its row by the primary key, in any
 //!   state, returning the state it found; unlike an ack it holds no dedup
 //!   key.
-//! - **Stats** is one pass over the queue's rows, found through the four
-//!   state indexes at once (a `BitmapOr` of the partial indexes): its cost
-//!   follows the queue's own rows, not the table's.
+//! - **Stats** counts each state (due Scheduled items apart) through its
+//!   own partial index, up to [`PgOptions::stats_exact_up_to`] plus one
+//!   (default 10,000): exact below that. A state holding more is estimated
+//!   from a sample of the table's pages (`TABLESAMPLE SYSTEM`, about 200
+//!   pages; every page of a smaller table, where the estimate is exact),
+//!   never below the count it read. So its cost is bounded whatever the
+//!   queue holds: for a queue of 1,000,000 items it reads some 370 pages,
+//!   where counting them read every page of the table (17,544, 0.5 s).
+//! - **Purge and delete_queue** find the queue's rows through the four
+//!   state indexes at once (a `BitmapOr` of the partial indexes, from
+//!   `queue = $1` and the OR of the four states): their cost follows the
+//!   queue's rows, not the table's.
 //! - **Enqueue** inserts a batch with `unnest`; the unique dedup index with
 //!   `ON CONFLICT DO NOTHING` makes concurrent enqueues of one key create
 //!   one row, whose id the others get back. A batch in which no item has a
@@ -156,12 +165,17 @@
 //!   payload is gone (NULL), which is what the test hook
 //!   `plant_dangling_ready` writes. The other poison a typed, checked row
 //!   can hold is an attempt counter at `i32::MAX` (the largest `integer`),
-//!   which a claim cannot add one to. Both are quarantined, never
+//!   which a claim cannot add one to, and more generally a Ready or
+//!   Scheduled row whose attempts already reached its maximum (written
+//!   around the backend, or its maximum lowered): a claim would lease it on
+//!   an attempt past its last. All are quarantined, never
 //!   contagious: the claim's heads pass over them, and the same statement
 //!   finds up to [`leaseq_core::limits::MAX_CLAIM`] of the queue's Ready
 //!   and due ones through the poison index, deletes the rows without a
 //!   payload and moves the others to Dead (`last_error` "quarantined:
-//!   attempt counter at its limit"). Each is logged with `tracing::warn!`
+//!   attempt counter at its limit" for a counter at `i32::MAX`, "attempts
+//!   exhausted" for the others, their attempts unchanged). Each is logged
+//!   with `tracing::warn!`
 //!   and reported in `Claimed::repairs`; none takes a slot, so the healthy
 //!   items behind them are claimed by the same statement.
 //!
@@ -176,11 +190,35 @@
 //!
 //! # Operating a busy queue
 //! Every item is inserted, updated a few times and deleted within seconds,
-//! so the table and its indexes collect dead tuples fast; the claim's index
-//! scan must step over them until vacuum removes them. The migration sets
-//! per-table autovacuum settings for that (`autovacuum_vacuum_scale_factor =
-//! 0`, `autovacuum_vacuum_threshold = 5000`, the same for inserts,
-//! `autovacuum_vacuum_cost_delay = 0`, `fillfactor = 70` for HOT updates).
+//! so the table and its indexes collect dead tuples fast. An ended lease
+//! leaves its entry in the leased index, at its expiry, until vacuum removes
+//! it; a claimed item leaves its entry at the head of the Ready index. The
+//! reap's walk over the expired leases and the claim's walk from the head
+//! of the Ready index step over every such entry until then: after
+//! 1,000,000 items went through a table that was not vacuumed, the first
+//! empty reap took 1.2 s (it visits each entry's row to learn that it is
+//! gone, and marks the entry), each one after it about 10 ms (it still
+//! reads the 39 MB of marked entries), against 0.7 ms once vacuum had run.
+//! An open transaction anywhere in the database (a long report, a backup,
+//! an idle-in-transaction session) keeps those rows from counting as gone,
+//! and then every walk visits every row, every time.
+//!
+//! What fixes it is vacuum, often:
+//! - **Autovacuum on** (the server's default): the migration sets per-table
+//!   settings for this table (`autovacuum_vacuum_scale_factor = 0`,
+//!   `autovacuum_vacuum_threshold = 5000`, the same for inserts,
+//!   `autovacuum_vacuum_cost_delay = 0`, `fillfactor = 70` for HOT
+//!   updates), so a worker vacuums it after 5,000 dead rows, but workers
+//!   look at each database only once per `autovacuum_naptime` (default
+//!   1 min): at 20,000 items a second, set `autovacuum_naptime = 10s` (or
+//!   less) on the server, as a per-table setting cannot.
+//! - **Autovacuum off** (on the server, or `autovacuum_enabled = false` on
+//!   the table): nothing removes the entries, and reaps and claims slow
+//!   down for good. Run `VACUUM <schema>.leaseq_items` yourself, every few
+//!   seconds to a minute depending on the rate (it takes no lock that
+//!   blocks the queue's statements, and with nothing to do it returns in
+//!   milliseconds), for example from the process that runs the reaper.
+//!
 //! Keep long-running transactions away from the database: an open
 //! transaction anywhere holds back vacuum for every table. `NOTIFY`
 //! serializes committing transactions that notify; enqueue in batches

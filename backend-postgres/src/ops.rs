@@ -26,6 +26,12 @@ use sqlx::{PgConnection, PgPool};
 /// Rows one reap or promotion statement handles; the reaper loops while a
 /// batch comes back full.
 const REAP_BATCH: i64 = 500;
+/// Pages of the table [`Backend::stats`] samples when a state holds more
+/// than [`crate::PgOptions::stats_exact_up_to`] items: a bounded read (a
+/// few milliseconds) and, for a queue that fills a good part of the table,
+/// an estimate within about 10% (the number of pages drawn varies by about
+/// that much).
+const STATS_SAMPLE_PAGES: f64 = 200.0;
 /// Rounds of retry when a dedup key's holder vanished between the insert
 /// and the lookup (it was acked meanwhile).
 const DEDUP_ROUNDS: usize = 8;
@@ -369,7 +375,15 @@ impl PgBackend {
                 let problem = match kind.as_deref() {
                     Some("missing") => "entry without an item (no payload); deleted".to_owned(),
                     Some("quarantined") => {
-                        format!("{QUARANTINED} (attempts = {}); moved to Dead", i32::MAX)
+                        let (tried, max): (i32, i32) = (col(row, 3)?, col(row, 4)?);
+                        if tried == i32::MAX {
+                            format!("{QUARANTINED} (attempts = {tried}); moved to Dead")
+                        } else {
+                            format!(
+                                "attempts exhausted ({tried} of {max}) before a claim; \
+                                 moved to Dead"
+                            )
+                        }
                     }
                     other => {
                         return Err(Error::Corrupt {
@@ -752,17 +766,47 @@ impl Backend for PgBackend {
     }
 
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
-        let row = sqlx::query(&self.inner.sql.stats)
+        let s = &self.inner.sql;
+        let cap = i64::try_from(self.inner.options.stats_exact_up_to)
+            .unwrap_or(i64::MAX)
+            .saturating_add(1)
+            .min(i64::MAX - 1);
+        let row = sqlx::query(&s.stats)
             .bind(queue.as_str())
+            .bind(cap)
             .fetch_one(self.statement_on([queue]))
             .await
             .map_err(db("stats"))?;
-        let n = |i: usize| -> Result<u64> { Ok(u64::try_from(col::<i64>(&row, i)?).unwrap_or(0)) };
+        let mut counts = [0i64; 5];
+        for (i, c) in counts.iter_mut().enumerate() {
+            *c = col(&row, i)?;
+        }
+        let pages: Option<i64> = col(&row, 5)?;
+        if counts.iter().any(|&n| n >= cap) {
+            // Whole pages, about STATS_SAMPLE_PAGES of them, scaled up by
+            // the rate; a bucket is never put below what was counted.
+            let pages = pages.unwrap_or(0).max(1) as f64;
+            let percent = (100.0 * STATS_SAMPLE_PAGES / pages).min(100.0);
+            let sample = sqlx::query(&s.stats_sample)
+                .bind(queue.as_str())
+                .bind(percent)
+                .fetch_one(self.statement_on([queue]))
+                .await
+                .map_err(db("stats: sampling"))?;
+            for (i, c) in counts.iter_mut().enumerate() {
+                if *c >= cap {
+                    let seen: i64 = col(&sample, i)?;
+                    let estimate = (seen as f64 * 100.0 / percent).round() as i64;
+                    *c = (*c).max(estimate);
+                }
+            }
+        }
+        let n = |c: i64| u64::try_from(c).unwrap_or(0);
         Ok(QueueStats {
-            ready: n(0)?,
-            scheduled: n(1)?,
-            leased: n(2)?,
-            dead: n(3)?,
+            ready: n(counts[0]) + n(counts[1]),
+            scheduled: n(counts[2]),
+            leased: n(counts[3]),
+            dead: n(counts[4]),
         })
     }
 

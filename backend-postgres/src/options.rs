@@ -26,6 +26,7 @@ pub struct PgOptions {
     pub(crate) acquire_timeout: Duration,
     pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
+    pub(crate) stats_exact_up_to: u64,
 }
 
 impl PgOptions {
@@ -34,6 +35,8 @@ impl PgOptions {
     /// The longest schema name accepted, in bytes (it also names the
     /// `LISTEN` channel, which PostgreSQL caps at 63 bytes).
     pub const MAX_SCHEMA_LEN: usize = 48;
+    /// The default of [`PgOptions::stats_exact_up_to`].
+    pub const DEFAULT_STATS_EXACT_UP_TO: u64 = 10_000;
 
     /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
     /// fallback, a 30 s pool acquire timeout and the default limits.
@@ -47,6 +50,7 @@ impl PgOptions {
             acquire_timeout: Duration::from_secs(30),
             limits: Bounds::default(),
             test_hooks: false,
+            stats_exact_up_to: Self::DEFAULT_STATS_EXACT_UP_TO,
         }
     }
 
@@ -104,6 +108,20 @@ impl PgOptions {
     /// hooks expire live leases and plant corrupt rows).
     pub fn test_hooks(mut self, on: bool) -> Self {
         self.test_hooks = on;
+        self
+    }
+
+    /// The largest count [`leaseq_core::Backend::stats`] reports exactly,
+    /// per state (default [`PgOptions::DEFAULT_STATS_EXACT_UP_TO`]). Each
+    /// state is counted through its index up to one more than this; a state
+    /// holding more is estimated from a sample of the table's pages (about
+    /// 200 pages, all of them in a smaller table, where the estimate is the
+    /// exact count; within about 10% for a queue that fills most of a big
+    /// table), and never reported below this number plus one. So a call
+    /// reads at most this many index entries per state and the sample,
+    /// whatever the queue holds.
+    pub fn stats_exact_up_to(mut self, n: u64) -> Self {
+        self.stats_exact_up_to = n;
         self
     }
 

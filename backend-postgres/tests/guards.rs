@@ -5,9 +5,10 @@
 //!   claim that meets it, takes no slot, and never stalls the queue; release,
 //!   reap and give_back of such a row never overflow. The schema's checks
 //!   hold the core's limits.
-//! - `stats` counts through the state indexes: its plan reads no table scan
-//!   of `leaseq_items`, on a table big enough for the planner to prefer one
-//!   if it could.
+//! - `stats` counts through the state indexes, and `purge` and
+//!   `delete_queue` find the queue's rows through them: their plans read no
+//!   table scan of `leaseq_items`, on a table big enough for the planner to
+//!   prefer one if it could.
 //! - reap (and promotion and redrive) walk their index once per call: each
 //!   batch starts after the key where the last one stopped (the plan's index
 //!   condition says so), and a call of many batches, with ties in the
@@ -26,6 +27,14 @@ use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection, Row};
 
 const LONG: Duration = Duration::from_secs(60);
+
+/// The partial index of each state.
+const STATE_INDEXES: [&str; 4] = [
+    "leaseq_items_ready",
+    "leaseq_items_scheduled",
+    "leaseq_items_leased",
+    "leaseq_items_dead",
+];
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
@@ -261,19 +270,25 @@ async fn poisoned_leases_release_reap_and_give_back_without_overflow() {
             .expect("release"),
         Released::Dead
     );
-    // give_back takes one attempt back: the next claim adds it again.
+    // give_back takes one attempt back, which leaves the item Ready with
+    // its attempts far past its maximum: the next claim sends it to Dead
+    // instead of leasing it again.
     b.give_back(&ls[1].key).await.expect("give_back");
     let back = b
         .claim(&queue, ClaimSpec::new(1, LONG).expect("spec"))
         .await
         .expect("claim after give_back");
-    assert_eq!(back.leases.len(), 1);
-    assert_eq!(back.leases[0].attempts, i32::MAX.unsigned_abs());
+    assert!(back.leases.is_empty(), "{:?}", back.leases);
+    assert_eq!(back.repairs.len(), 1, "{:?}", back.repairs);
+    assert_eq!(back.repairs[0].id, ls[1].id());
+    let info = b.item(&queue, ls[1].id()).await.expect("item");
+    assert_eq!(info.state, ItemState::Dead);
+    assert_eq!(info.attempts, i32::MAX.unsigned_abs() - 1);
     // Reap: an expired lease at the limit goes Dead.
     let hooks = b.test_hooks().expect("hooks");
-    assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 2);
+    assert_eq!(hooks.expire_leases(&queue).await.expect("expire"), 1);
     let r = b.reap(&queue).await.expect("reap");
-    assert_eq!((r.requeued, r.dead), (0, 2));
+    assert_eq!((r.requeued, r.dead), (0, 1));
     let s = b.stats(&queue).await.expect("stats");
     assert_eq!((s.ready, s.leased, s.dead), (0, 0, 3));
 }
@@ -698,7 +713,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         .remove_item(&q("q42"), ItemId::new(1))
         .await
         .is_err_and(|e| matches!(e, Error::NotFound { .. })));
-    let stats = prepared(b, "count(*) FILTER (WHERE state = 'leased')").await;
+    let admin = b.admin().expect("admin");
+    assert_eq!(admin.purge(&none).await.expect("purge"), 0);
+    assert_eq!(admin.delete_queue(&none).await.expect("delete_queue"), 0);
+    let stats = prepared(b, "pg_relation_size").await;
+    let purge = prepared(b, "leaseq_held_keys WHERE queue = $1) DELETE").await;
+    let delete_queue = prepared(b, "q AS (DELETE FROM").await;
     let remove_item = prepared(b, "payload IS NOT NULL RETURNING CASE").await;
     let redrive_item = prepared(b, "AS was").await;
     let ack = prepared(b, "leaseq_items WHERE id = $1").await;
@@ -717,16 +737,17 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 .expect("analyze");
         }
         for mode in ["force_custom_plan", "force_generic_plan"] {
-            let what = format!("stats, {phase} ({mode})");
-            let found = plan(&mut c, &stats, "text", "'q42'", mode).await;
-            no_table_scan(&found, &what);
-            for index in [
-                "leaseq_items_ready",
-                "leaseq_items_scheduled",
-                "leaseq_items_leased",
-                "leaseq_items_dead",
+            for (what, sql, types, args) in [
+                ("stats", &stats, "text, int8", "'q42', 10001"),
+                ("purge", &purge, "text", "'q42'"),
+                ("delete_queue", &delete_queue, "text", "'q42'"),
             ] {
-                uses(&found, index, &what);
+                let what = format!("{what}, {phase} ({mode})");
+                let found = plan(&mut c, sql, types, args, mode).await;
+                no_table_scan(&found, &what);
+                for index in STATE_INDEXES {
+                    uses(&found, index, &what);
+                }
             }
 
             for queue in ["q42", "big"] {
@@ -816,12 +837,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 let found = plan(&mut c, &remove_item, "text, int8", &args, mode).await;
                 no_table_scan(&found, &what);
                 uses(&found, "leaseq_items_pkey", &what);
-                for index in [
-                    "leaseq_items_ready",
-                    "leaseq_items_scheduled",
-                    "leaseq_items_leased",
-                    "leaseq_items_dead",
-                ] {
+                for index in STATE_INDEXES {
                     assert!(
                         !found.iter().any(|n| n.index.as_deref() == Some(index)),
                         "{what} walks {index}: {found:#?}"
@@ -916,12 +932,7 @@ async fn the_queue_listing_seeks_each_state_index_queue_by_queue() {
         let found = nodes(&json);
         let what = format!("queues, {phase}");
         no_table_scan(&found, &what);
-        for index in [
-            "leaseq_items_ready",
-            "leaseq_items_scheduled",
-            "leaseq_items_leased",
-            "leaseq_items_dead",
-        ] {
+        for index in STATE_INDEXES {
             assert!(
                 found.iter().any(|n| n.index.as_deref() == Some(index)
                     && n.cond.as_deref().is_some_and(|c| c.contains("queue >"))),

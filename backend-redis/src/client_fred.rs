@@ -265,13 +265,30 @@ impl FredClient {
                 pipe.try_all::<Value>().await
             }
         };
+        let n = results.len();
         let mut results = results.into_iter();
         match (results.next(), results.next(), results.next()) {
             (Some(ran), Some(waited), None) => Ok((ran, waited)),
-            _ => Err(ClientError::transport(
-                "a script and WAIT answered with other than two replies",
-            )),
+            (first, second, _) => Err(ClientError::transport(pair_broken(n, first, second))),
         }
+    }
+}
+
+/// What a script and `WAIT` pipeline that did not answer with two replies
+/// answered: the first error among its replies when there is one (a cut
+/// connection answers so), which is the cause the caller needs to see,
+/// otherwise how many replies came. Reported as a transport failure either
+/// way: the script may have run.
+fn pair_broken(
+    n: usize,
+    first: Option<std::result::Result<Value, FredError>>,
+    second: Option<std::result::Result<Value, FredError>>,
+) -> String {
+    match [first, second].into_iter().flatten().find_map(|r| r.err()) {
+        Some(e) => {
+            format!("a script and WAIT: {n} replies instead of two, the connection failed: {e}")
+        }
+        None => format!("a script and WAIT answered with {n} replies instead of two"),
     }
 }
 
@@ -583,5 +600,23 @@ impl ScriptClient for FredClient {
                 Err(ClientError::transport("blocking pop got no answer in time"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pair_reports_the_connections_error() {
+        let cut = FredError::new(ErrorKind::IO, "connection reset by peer");
+        let said = pair_broken(1, Some(Err(cut)), None);
+        assert!(said.contains("connection reset by peer"), "{said}");
+        assert!(said.contains("1 replies instead of two"), "{said}");
+        let said = pair_broken(3, Some(Ok(Value::Null)), Some(Ok(Value::Null)));
+        assert_eq!(
+            said,
+            "a script and WAIT answered with 3 replies instead of two"
+        );
     }
 }

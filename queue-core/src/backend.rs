@@ -244,6 +244,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport>;
 
     /// Items per state.
+    ///
+    /// # Contract
+    /// - A count is exact while its state holds few items: up to 10,000 at
+    ///   least (a backend may document a setting that lowers it). Above
+    ///   that, a backend may report an estimate, so that the cost of a call
+    ///   stays bounded however many items the queue holds; the estimate is
+    ///   never below what counting up to that threshold found. The
+    ///   PostgreSQL backend estimates above `PgOptions::stats_exact_up_to`
+    ///   (default 10,000); the others count exactly.
+    /// - Zero is always exact: an emptied queue reports all zeros.
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats>;
 
     /// The queues that hold at least one item, in any state, sorted by
