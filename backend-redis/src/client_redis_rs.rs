@@ -110,7 +110,8 @@ fn tcp_settings(config: &RedisOptions) -> redis::io::tcp::TcpSettings {
 /// The client for one server; for a TLS URL, one that speaks TLS (with
 /// the configured roots), or an error, never a plaintext one.
 fn single_client(config: &RedisOptions) -> Result<Client> {
-    let invalid = |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.url));
+    let invalid =
+        |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.shown_url()));
     let info = config
         .url
         .as_str()
@@ -132,7 +133,7 @@ fn single_client(config: &RedisOptions) -> Result<Client> {
     if config.uses_tls() && !is_tls {
         return Err(Error::invalid(format!(
             "redis url {:?} asks for TLS, which this client cannot give it",
-            config.url
+            config.shown_url()
         )));
     }
     Ok(client)
@@ -171,7 +172,7 @@ impl RedisRsClient {
                 wait_config,
                 idle: IdlePool::new(config.idle_wait_connections),
             },
-            server: config.url.clone(),
+            server: config.shown_url(),
         })
     }
 
@@ -181,7 +182,7 @@ impl RedisRsClient {
             crate::options::install_crypto_provider();
         }
         let invalid =
-            |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.url));
+            |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.shown_url()));
         let client = cluster_builder(config)
             .response_timeout(config.response_timeout)
             .build()
@@ -202,7 +203,7 @@ impl RedisRsClient {
                 waits,
                 idle: IdlePool::new(config.idle_wait_connections),
             },
-            server: config.url.clone(),
+            server: config.shown_url(),
         })
     }
 

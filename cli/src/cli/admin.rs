@@ -331,7 +331,7 @@ pub(crate) async fn migrate(url: &Target) -> Result<(), CliError> {
         return migrate_redis(url, &redis_url).await;
     }
     url.connect(true).await?;
-    println!("{}: schema created or already up to date", url.url());
+    println!("{}: schema created or already up to date", url.shown_url());
     Ok(())
 }
 
@@ -352,7 +352,7 @@ async fn migrate_redis(url: &Target, redis_url: &str) -> Result<(), CliError> {
     }
     println!(
         "{}: key layout 2 up to date ({} queues registered)",
-        url.url(),
+        url.shown_url(),
         done.len()
     );
     Ok(())

@@ -124,9 +124,14 @@ impl Target {
         Ok(leaseq::connect_with(&self.url, &options).await?)
     }
 
-    /// The URL as given.
+    /// The URL as given, password included: for connecting only.
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The URL to print: its password masked.
+    pub(crate) fn shown_url(&self) -> String {
+        leaseq::redact_url(&self.url)
     }
 
     /// The schema or key prefix given, if any.
