@@ -70,9 +70,10 @@ pub(crate) struct ListArgs {
 pub(crate) struct RedriveArgs {
     #[command(flatten)]
     queue: QueueArgs,
-    /// The most items to move, oldest deaths first.
-    #[arg(long, default_value_t = 100, conflicts_with = "id")]
-    limit: usize,
+    /// The most items to move, oldest deaths first; without it, every item
+    /// Dead when the command starts, in batches.
+    #[arg(long, conflicts_with = "id")]
+    limit: Option<usize>,
     /// Move only this Dead item (an id from `leaseq dead list`).
     #[arg(long)]
     id: Option<ItemId>,
@@ -224,9 +225,12 @@ pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliErr
 }
 
 pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), CliError> {
-    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let Some(id) = args.id else {
-        let moved = backend.redrive(&queue, args.limit).await?;
+        let moved = match args.limit {
+            Some(limit) => backend.redrive(&queue, limit).await?,
+            None => redrive_all(backend.as_ref(), &queue, stats.dead).await?,
+        };
         println!("redrove {moved} dead items of {queue} back to ready");
         return Ok(());
     };
@@ -254,6 +258,28 @@ pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), 
         }),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Items one `redrive` call moves when no limit is given.
+const REDRIVE_BATCH: u64 = 1_000;
+
+/// Moves the `dead` items Dead at the start back to Ready, a batch per
+/// call, oldest deaths first; items dying meanwhile do not keep it going.
+/// Returns how many moved.
+async fn redrive_all(backend: &dyn Backend, queue: &QueueName, dead: u64) -> Result<u64, CliError> {
+    let mut moved = 0;
+    while moved < dead {
+        let batch = (dead - moved).min(REDRIVE_BATCH);
+        let n = backend
+            .redrive(queue, usize::try_from(batch).unwrap_or(usize::MAX))
+            .await?;
+        moved += n;
+        if n < batch {
+            // Fewer Dead than counted: another process moved or removed some.
+            break;
+        }
+    }
+    Ok(moved)
 }
 
 pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {

@@ -87,8 +87,9 @@ enum Command {
 enum DeadCommand {
     /// Lists Dead items, oldest death first, with their last error.
     List(admin::ListArgs),
-    /// Moves Dead items back to Ready with their attempts reset: the
-    /// oldest deaths first, up to --limit, or the one item --id names
+    /// Moves Dead items back to Ready with their attempts reset: every
+    /// item Dead when it starts (in batches), or the oldest deaths up to
+    /// --limit, or the one item --id names
     /// (exit code 3 when the queue holds no such item, 4 when it is not
     /// Dead).
     Redrive(admin::RedriveArgs),
