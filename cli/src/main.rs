@@ -28,7 +28,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    let outcome = runtime.block_on(cli::run(args));
+    // A command stopped by a signal may leave a read of the terminal
+    // (purge's confirmation) in a blocking thread: do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

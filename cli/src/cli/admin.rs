@@ -318,7 +318,7 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
     }
     let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let prompt = format!("purge all {} items of queue {queue}? [y/N] ", stats.total());
-    if !args.yes && !confirm(&prompt)? {
+    if !args.yes && !confirm(prompt).await? {
         println!("nothing purged");
         return Ok(());
     }
@@ -341,7 +341,7 @@ async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
         "delete queue {queue} with its {} items, dedup keys and limits? [y/N] ",
         stats.total()
     );
-    if !args.yes && !confirm(&prompt)? {
+    if !args.yes && !confirm(prompt).await? {
         println!("nothing deleted");
         return Ok(());
     }
@@ -397,7 +397,15 @@ pub(crate) fn read_payload(path: &std::path::Path) -> Result<Vec<u8>, CliError> 
     Ok(bytes)
 }
 
-fn confirm(prompt: &str) -> Result<bool, CliError> {
+/// Asks on the terminal; the read runs on a blocking thread, so a signal
+/// still stops the command while it waits.
+async fn confirm(prompt: String) -> Result<bool, CliError> {
+    tokio::task::spawn_blocking(move || confirm_blocking(&prompt))
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot read the confirmation: {e}")))?
+}
+
+fn confirm_blocking(prompt: &str) -> Result<bool, CliError> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(CliError::Usage(

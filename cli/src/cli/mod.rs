@@ -110,6 +110,9 @@ pub(crate) struct QueueArgs {
 pub(crate) struct Target {
     url: String,
     namespace: Option<String>,
+    /// Cancelled by SIGINT or SIGTERM: a connection still being made is
+    /// given up.
+    shutdown: leaseq::CancellationToken,
 }
 
 impl Target {
@@ -122,7 +125,10 @@ impl Target {
         if let Some(ns) = &self.namespace {
             options = options.namespace(ns.clone());
         }
-        Ok(leaseq::connect_with(&self.url, &options).await?)
+        interruptible(&self.shutdown, async {
+            Ok(leaseq::connect_with(&self.url, &options).await?)
+        })
+        .await
     }
 
     /// The URL as given, password included: for connecting only.
@@ -167,14 +173,43 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
             "--schema is for PostgreSQL and --prefix for Redis: give one".into(),
         ));
     }
+    let shutdown = signals::shutdown_token();
     let target = Target {
         url: cli.backend,
         namespace: cli.schema.or(cli.prefix),
+        shutdown: shutdown.clone(),
     };
-    let shutdown = signals::shutdown_token();
     let url = &target;
-    match cli.command {
-        Command::Demo(args) => demo::run(url, args, shutdown).await,
+    // Commands that run until a signal handle it themselves; every other
+    // one stops where it is.
+    let one_shot = match cli.command {
+        Command::Demo(args) => return demo::run(url, args, shutdown).await,
+        Command::Schedules(cmd) => return schedules::run(url, cmd, shutdown).await,
+        Command::Dashboard(args) => return dashboard::run(url, args, shutdown).await,
+        one_shot => one_shot,
+    };
+    interruptible(&shutdown, one_shot_command(url, one_shot)).await
+}
+
+/// `work`, or [`CliError::Interrupted`] (exit code 130) as soon as
+/// `shutdown` is cancelled; a result ready at that moment wins.
+pub(crate) async fn interruptible<T>(
+    shutdown: &leaseq::CancellationToken,
+    work: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::select! {
+        biased;
+        done = work => done,
+        () = shutdown.cancelled() => Err(CliError::Interrupted(
+            "interrupted: the command stopped before it finished; \
+             what it had already changed stays changed"
+                .into(),
+        )),
+    }
+}
+
+async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError> {
+    match command {
         Command::Stats(q) => admin::stats(url, q).await,
         Command::Enqueue(args) => admin::enqueue(url, args).await,
         Command::Peek(args) => admin::peek(url, args).await,
@@ -185,7 +220,8 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
-        Command::Schedules(cmd) => schedules::run(url, cmd, shutdown).await,
-        Command::Dashboard(args) => dashboard::run(url, args, shutdown).await,
+        Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) => Err(CliError::Usage(
+            "this command runs until interrupted, not once".into(),
+        )),
     }
 }

@@ -79,9 +79,9 @@ pub(crate) async fn run(
 ) -> Result<(), CliError> {
     url.shared_only()?;
     match command {
-        SchedulesCommand::List => list(url).await,
-        SchedulesCommand::Add(args) => add(url, args).await,
-        SchedulesCommand::Remove(args) => remove(url, args).await,
+        SchedulesCommand::List => super::interruptible(&shutdown, list(url)).await,
+        SchedulesCommand::Add(args) => super::interruptible(&shutdown, add(url, args)).await,
+        SchedulesCommand::Remove(args) => super::interruptible(&shutdown, remove(url, args)).await,
         SchedulesCommand::Run(args) => {
             let backend = url.connect(false).await?;
             let n = backend.schedules().await?.len();
