@@ -117,7 +117,12 @@ impl fmt::Display for ConnectError {
                     }
                     cause = c.source();
                 }
-                format!("cannot reach the {backend} backend: {text}")
+                match source {
+                    leaseq_core::Error::Rejected { .. } => {
+                        format!("the {backend} backend refused: {text}")
+                    }
+                    _ => format!("cannot reach the {backend} backend: {text}"),
+                }
             }
         };
         f.write_str(&leaseq_core::redact_secrets(&text))

@@ -144,7 +144,7 @@ impl FredClient {
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(*e.kind() == ErrorKind::Auth, e))?;
         Ok(FredClient {
             cluster: config.is_cluster().then(cluster_options),
             main,

@@ -139,6 +139,13 @@ fn single_client(config: &RedisOptions) -> Result<Client> {
     Ok(client)
 }
 
+/// Whether the server refused the login (a bad password or user, or a
+/// password it needs and was not given).
+fn auth_refused(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+}
+
 impl RedisRsClient {
     /// Opens the connection manager for `config`'s server, or the cluster
     /// connection for its seed nodes.
@@ -159,7 +166,7 @@ impl RedisRsClient {
         // No call was made yet, so a failure here applied nothing.
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(auth_refused(&e), e))?;
         // Blocking pops answer when their own timeout passes: no response
         // timeout on those connections (the caller bounds the wait).
         let wait_config = AsyncConnectionConfig::new()
@@ -190,7 +197,7 @@ impl RedisRsClient {
         let connection = client
             .get_async_connection()
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(auth_refused(&e), e))?;
         // Blocking pops answer when their own timeout passes; the caller's
         // guard covers a node that stopped answering.
         let waits = cluster_builder(config)

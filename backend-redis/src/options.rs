@@ -408,6 +408,28 @@ impl RedisOptions {
         }
     }
 
+    /// The error for a first connection that failed: a login the server
+    /// refused (`auth`) is [`leaseq_core::Error::Rejected`] and says how
+    /// to fix it; anything else is `Unavailable`.
+    #[cfg_attr(not(any(feature = "fred", feature = "redis-rs")), allow(dead_code))]
+    pub(crate) fn connect_failed(
+        &self,
+        auth: bool,
+        e: impl Into<leaseq_core::BoxError>,
+    ) -> leaseq_core::Error {
+        if auth {
+            leaseq_core::Error::rejected(
+                format!(
+                    "{}: authentication failed: check the user and password in the URL",
+                    self.connecting()
+                ),
+                e,
+            )
+        } else {
+            leaseq_core::Error::unavailable(self.connecting(), e)
+        }
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
         crate::keys::check_prefix(&self.prefix)?;
         self.check_tls()?;
