@@ -9,14 +9,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    // The demo kills workers mid-job on purpose: the errors those simulated
-    // crashes make a worker log are expected, and not shown unless asked
-    // for (the verdict says whether anything went wrong).
-    let default_filter = if args.is_demo() {
-        "error,leaseq_core::worker=off"
-    } else {
-        "warn"
-    };
+    let default_filter = args.default_log_filter();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     tracing_subscriber::fmt()

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use leaseq::{Backend, ItemId, ItemInfo, ItemState, NewItem, QueueName};
+use leaseq::{Backend, ItemId, ItemState, NewItem, QueueName};
 
+use super::show::{self, Output};
 use super::{CliError, QueueArgs, Target};
 
 #[derive(Debug, Args)]
@@ -43,6 +44,8 @@ pub(crate) struct StatsArgs {
     /// Accept a queue that holds no items instead of reporting it unknown.
     #[arg(long, requires = "queue")]
     allow_empty: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -55,6 +58,19 @@ pub(crate) struct PeekArgs {
     /// The most items to show.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    #[command(flatten)]
+    out: Output,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ItemArgs {
+    /// The queue's name.
+    queue: String,
+    /// The item (an id from `leaseq peek`, `dead list` or `enqueue`).
+    #[arg(long)]
+    id: ItemId,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -64,6 +80,8 @@ pub(crate) struct ListArgs {
     /// The most items to list or move.
     #[arg(long, default_value_t = 100)]
     limit: usize,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -125,13 +143,17 @@ async fn open_known(
 
 pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError> {
     let Some(queue) = args.queue else {
-        return all_stats(url).await;
+        return all_stats(url, args.out).await;
     };
     let q = QueueArgs {
         queue,
         allow_empty: args.allow_empty,
     };
     let (_, queue, stats) = open_known(url, &q).await?;
+    if args.out.json {
+        show::print_json(&show::stats_json(queue.as_str(), &stats));
+        return Ok(());
+    }
     println!("queue {queue}");
     println!("{:<10} {:>12}", "state", "items");
     for state in ItemState::ALL {
@@ -144,10 +166,21 @@ pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError>
 /// One line per queue that holds items (from `Backend::queues`), with its
 /// counts per state, under a header. A queue emptied between the listing
 /// and its stats shows zeros.
-async fn all_stats(url: &Target) -> Result<(), CliError> {
+async fn all_stats(url: &Target, out: Output) -> Result<(), CliError> {
     url.shared_only()?;
     let backend = url.connect(false).await?;
     let queues = backend.queues().await?;
+    if out.json {
+        let mut all = Vec::with_capacity(queues.len());
+        for queue in &queues {
+            all.push(show::stats_json(
+                queue.as_str(),
+                &backend.stats(queue).await?,
+            ));
+        }
+        show::print_json(&serde_json::Value::Array(all));
+        return Ok(());
+    }
     let width = queues
         .iter()
         .map(|q| q.as_str().len())
@@ -198,12 +231,21 @@ pub(crate) async fn enqueue(url: &Target, args: EnqueueArgs) -> Result<(), CliEr
                 None => item,
             }
         })
-        .collect();
-    for e in backend.enqueue(&queue, items).await? {
-        if e.deduplicated {
-            println!("{} (deduplicated: an unfinished item holds the key)", e.id);
-        } else {
-            println!("{}", e.id);
+        .collect::<Vec<_>>();
+    // In batches the backend accepts; each batch is written whole or not
+    // at all, and the ids of the batches written are printed as they land.
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let batch: Vec<NewItem> = items
+            .by_ref()
+            .take(leaseq::limits::MAX_ENQUEUE_BATCH)
+            .collect();
+        for e in backend.enqueue(&queue, batch).await? {
+            if e.deduplicated {
+                println!("{} (deduplicated: an unfinished item holds the key)", e.id);
+            } else {
+                println!("{}", e.id);
+            }
         }
     }
     Ok(())
@@ -213,15 +255,32 @@ pub(crate) async fn peek(url: &Target, args: PeekArgs) -> Result<(), CliError> {
     let state: ItemState = args.state.parse()?;
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, state, args.limit).await?;
-    print_items(&items);
+    show::items(&items, backend.now().await?, args.out);
     Ok(())
 }
 
 pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, ItemState::Dead, args.limit).await?;
-    print_items(&items);
+    show::items(&items, backend.now().await?, args.out);
     Ok(())
+}
+
+/// `leaseq item QUEUE --id ID`: one item whole (exit code 3 when the queue
+/// holds no such item).
+pub(crate) async fn item(url: &Target, args: ItemArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &args.queue).await?;
+    match backend.item(&queue, args.id).await {
+        Ok(info) => {
+            show::item(queue.as_str(), &info, backend.now().await?, args.out);
+            Ok(())
+        }
+        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
+            queue: queue.to_string(),
+            id: args.id.get(),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), CliError> {
@@ -421,38 +480,4 @@ fn confirm_blocking(prompt: &str) -> Result<bool, CliError> {
         .read_line(&mut line)
         .map_err(|e| CliError::Usage(format!("cannot read the confirmation: {e}")))?;
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES"))
-}
-
-fn print_items(items: &[ItemInfo]) {
-    if items.is_empty() {
-        println!("(no items)");
-        return;
-    }
-    println!(
-        "{:>10} {:<9} {:>8} {:>8}  {:<40} last error",
-        "id", "state", "attempts", "priority", "payload"
-    );
-    for it in items {
-        println!(
-            "{:>10} {:<9} {:>8} {:>8}  {:<40} {}",
-            it.id.to_string(),
-            it.state.as_str(),
-            format!("{}/{}", it.attempts, it.max_attempts),
-            it.priority,
-            shorten(&String::from_utf8_lossy(&it.payload), 40),
-            it.last_error.as_deref().unwrap_or("")
-        );
-    }
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }

@@ -11,9 +11,17 @@ pub(crate) enum LimitsCommand {
     /// Sets a queue's limits; a limit not named keeps its value.
     Set(SetArgs),
     /// Shows a queue's limits.
-    Show(NameArgs),
+    Show(ShowArgs),
     /// Removes both limits of a queue.
     Clear(NameArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The queue's name.
+    queue: String,
+    #[command(flatten)]
+    out: super::show::Output,
 }
 
 #[derive(Debug, Args)]
@@ -70,7 +78,18 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
         LimitsCommand::Show(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
             let limits = backend.queue_limits(&queue).await?;
-            print(&queue, &limits);
+            if args.out.json {
+                super::show::print_json(&serde_json::json!({
+                    "queue": queue.as_str(),
+                    "concurrency": limits.concurrency,
+                    "rate": limits.rate.map(|r| serde_json::json!({
+                        "claims": r.claims(),
+                        "per_ms": u64::try_from(r.per().as_millis()).unwrap_or(u64::MAX),
+                    })),
+                }));
+            } else {
+                print(&queue, &limits);
+            }
         }
         LimitsCommand::Clear(args) => {
             let (backend, queue) = open(url, &args.queue).await?;

@@ -6,6 +6,7 @@ mod demo;
 mod error;
 mod limits;
 mod schedules;
+mod show;
 mod signals;
 
 use clap::{Args, Parser, Subcommand};
@@ -42,8 +43,20 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
-    pub(crate) fn is_demo(&self) -> bool {
-        matches!(self.command, Command::Demo(_))
+    /// The log filter when `RUST_LOG` is unset.
+    pub(crate) fn default_log_filter(&self) -> &'static str {
+        match &self.command {
+            // The demo kills workers mid-job on purpose: the errors those
+            // simulated crashes make a worker log are expected, and not
+            // shown unless asked for (the verdict says whether anything
+            // went wrong).
+            Command::Demo(_) => "error,leaseq_core::worker=off",
+            // A scheduler reports each tick it fires.
+            Command::Schedules(schedules::SchedulesCommand::Run(_)) => {
+                "warn,leaseq_core::schedule=info"
+            }
+            _ => "warn",
+        }
     }
 }
 
@@ -58,6 +71,9 @@ enum Command {
     Enqueue(admin::EnqueueArgs),
     /// Shows items in one state.
     Peek(admin::PeekArgs),
+    /// Shows one item whole: every field, times, the whole payload (exit
+    /// code 3 when the queue holds no such item).
+    Item(admin::ItemArgs),
     /// Dead items: list them or send them back to Ready.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -132,6 +148,7 @@ impl Target {
     }
 
     /// The URL as given, password included: for connecting only.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn url(&self) -> &str {
         &self.url
     }
@@ -142,6 +159,7 @@ impl Target {
     }
 
     /// The schema or key prefix given, if any.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
@@ -213,6 +231,7 @@ async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError
         Command::Stats(q) => admin::stats(url, q).await,
         Command::Enqueue(args) => admin::enqueue(url, args).await,
         Command::Peek(args) => admin::peek(url, args).await,
+        Command::Item(args) => admin::item(url, args).await,
         Command::Dead(DeadCommand::List(args)) => admin::dead_list(url, args).await,
         Command::Dead(DeadCommand::Redrive(args)) => admin::dead_redrive(url, args).await,
         Command::Reap(q) => admin::reap(url, q).await,

@@ -11,8 +11,9 @@ use super::{CliError, Target};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SchedulesCommand {
-    /// Lists the stored schedules: cadence, queue, revision, last tick.
-    List,
+    /// Lists the stored schedules: cadence, queue, revision, last tick and
+    /// next run.
+    List(super::show::Output),
     /// Stores a schedule (creates it, or changes the one of that name).
     Add(AddArgs),
     /// Removes a schedule; the items it enqueued stay.
@@ -79,7 +80,7 @@ pub(crate) async fn run(
 ) -> Result<(), CliError> {
     url.shared_only()?;
     match command {
-        SchedulesCommand::List => super::interruptible(&shutdown, list(url)).await,
+        SchedulesCommand::List(out) => super::interruptible(&shutdown, list(url, out)).await,
         SchedulesCommand::Add(args) => super::interruptible(&shutdown, add(url, args)).await,
         SchedulesCommand::Remove(args) => super::interruptible(&shutdown, remove(url, args)).await,
         SchedulesCommand::Run(args) => {
@@ -108,27 +109,58 @@ fn cadence(s: &StoredSchedule) -> String {
     }
 }
 
-async fn list(url: &Target) -> Result<(), CliError> {
+/// The next tick after `now` of a stored schedule, if it reads.
+fn next_run(s: &StoredSchedule, now: leaseq::Timestamp) -> Option<leaseq::Timestamp> {
+    Schedule::from_stored(s).ok()?.next_tick(now)
+}
+
+async fn list(url: &Target, out: super::show::Output) -> Result<(), CliError> {
+    use super::show::{print_json, relative, rfc3339};
     let backend = url.connect(false).await?;
     let all = backend.schedules().await?;
+    let now = backend.now().await?;
+    if out.json {
+        let rows = all
+            .iter()
+            .map(|s| {
+                let next = next_run(s, now);
+                serde_json::json!({
+                    "name": s.name.as_str(),
+                    "queue": s.queue.as_str(),
+                    "revision": s.revision,
+                    "cadence": cadence(s),
+                    "last_tick": s.last_tick.map(rfc3339),
+                    "last_tick_ms": s.last_tick.map(|t| t.as_millis()),
+                    "next_run": next.map(rfc3339),
+                    "next_run_ms": next.map(|t| t.as_millis()),
+                })
+            })
+            .collect();
+        print_json(&serde_json::Value::Array(rows));
+        return Ok(());
+    }
     if all.is_empty() {
         println!("no schedules");
         return Ok(());
     }
     println!(
-        "{:<24} {:<16} {:>4} {:>15}  cadence",
-        "name", "queue", "rev", "last tick (ms)"
+        "{:<24} {:<16} {:>4}  {:<38} {:<38} cadence",
+        "name", "queue", "rev", "last tick", "next run"
     );
+    let shown = |t: Option<leaseq::Timestamp>| {
+        t.map_or_else(
+            || "-".to_owned(),
+            |t| format!("{} ({})", rfc3339(t), relative(t, now)),
+        )
+    };
     for s in &all {
-        let last = s
-            .last_tick
-            .map_or_else(|| "-".to_owned(), |t| t.as_millis().to_string());
         println!(
-            "{:<24} {:<16} {:>4} {:>15}  {}",
+            "{:<24} {:<16} {:>4}  {:<38} {:<38} {}",
             s.name.as_str(),
             s.queue.as_str(),
             s.revision,
-            last,
+            shown(s.last_tick),
+            shown(next_run(s, now)),
             cadence(s)
         );
     }

@@ -188,7 +188,7 @@ impl Scheduler {
                         .await
                     {
                         Ok(Fired::Enqueued(e)) => {
-                            tracing::debug!(schedule = %name, %tick, id = %e.id, "fired");
+                            tracing::info!(schedule = %name, %tick, id = %e.id, "fired");
                             entry.done = tick;
                             pass.fired.push((name.clone(), tick, e));
                         }
