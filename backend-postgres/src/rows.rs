@@ -55,8 +55,9 @@ fn rejected_sqlstate(code: &str) -> bool {
 /// Wraps an error met before anything was sent for the call (acquiring or
 /// opening a connection, beginning a transaction): always
 /// [`Error::Unavailable`], since nothing can have been applied.
-/// A refused login (SQLSTATE class 28: a bad password, an unknown role)
-/// is [`Error::Rejected`] instead, and says so: trying again cannot help.
+/// A refused password (SQLSTATE 28P01) is [`Error::Rejected`] instead,
+/// and says so: trying again cannot help. (Other refusals of class 28,
+/// such as no `pg_hba.conf` line for the connection, stay `Unavailable`.)
 pub(crate) fn refused(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| match sqlstate(&e).as_deref().and_then(setup_hint) {
         Some(hint) => Error::rejected(format!("postgres: {what}: {hint}"), e),
@@ -74,14 +75,14 @@ fn sqlstate(e: &sqlx::Error) -> Option<String> {
 
 /// What to do about a server error that comes from the setup, not the
 /// call: a schema never migrated (an undefined table or schema), or a
-/// login the server refused.
+/// password the server refused.
 fn setup_hint(code: &str) -> Option<&'static str> {
     match code {
         "42P01" | "3F000" => Some(
             "the schema has no leaseq tables: run `leaseq migrate` \
              (or connect with migrations on)",
         ),
-        _ if code.starts_with("28") => Some(
+        "28P01" => Some(
             "authentication failed: check the user and password in the URL \
              (and the server's pg_hba.conf)",
         ),
@@ -272,8 +273,14 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("unavailable"), "{text}");
-        // A server out of reach is still unavailable.
+        // A server out of reach, or a connection pg_hba.conf has no line
+        // for, is still unavailable.
         let e = refused("connecting")(sqlx::Error::PoolTimedOut);
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        let e = refused("connecting")(server_error(
+            "28000",
+            "no pg_hba.conf entry for host \"127.0.0.1\"",
+        ));
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
     }
 
