@@ -60,12 +60,18 @@ fn connect_errors_never_print_the_password() {
         format!("redis+cluster://app:{PLANTED}@"),
     ];
     for url in &quoting {
-        let (ok, all) = output_without_password(leaseq(url).args(["stats", "q"]));
-        assert!(!ok, "{url}: {all}");
-        assert!(
-            all.contains("app:***@"),
-            "{url}: the URL is not quoted: {all}"
-        );
+        for args in [
+            &["stats", "q"][..],
+            &["migrate"],
+            &["dead", "list", "q", "--json"],
+        ] {
+            let (ok, all) = output_without_password(leaseq(url).args(args));
+            assert!(!ok, "{url} {args:?}: {all}");
+            assert!(
+                all.contains("app:***@"),
+                "{url} {args:?}: the URL is not quoted: {all}"
+            );
+        }
     }
     for url in [
         // The real servers, with a password they refuse (Redis) or the
