@@ -3,7 +3,7 @@
 //! `http://127.0.0.1:9464/metrics` until Ctrl-C.
 //!
 //! ```sh
-//! cargo run --example metrics_prometheus
+//! cargo run -p leaseq --example metrics_prometheus
 //! curl -s 127.0.0.1:9464/metrics | grep leaseq_
 //! ```
 //!

@@ -3,7 +3,7 @@
 //! the messaging semantic conventions (`leaseq::spans` lists the fields).
 //!
 //! ```sh
-//! cargo run --example otel_traces
+//! cargo run -p leaseq --example otel_traces
 //! ```
 //!
 //! The spans go to the SDK's in-memory exporter and are printed, one a

@@ -1,6 +1,6 @@
 //! A producer and a worker in a few lines, on the in-process backend.
 //!
-//! `cargo run --example producer_worker`
+//! `cargo run -p leaseq --example producer_worker`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +18,13 @@ async fn main() -> leaseq::Result<()> {
     let items = ["ada", "grace", "linus"].map(|name| NewItem::new(format!("hello, {name}")));
     backend.enqueue(&queue, items.to_vec()).await?;
 
-    // Worker: 4 handlers at once; Ok acks, Err retries with backoff.
+    // Worker: Ok acks, Err retries with backoff. One handler at a time, so
+    // the jobs run in the order they were enqueued; with more (say
+    // `.concurrency(4)`) they run at once and print in any order.
     let shutdown = CancellationToken::new();
     let done = shutdown.clone();
     let worker = Worker::builder(backend.clone(), "greetings")
-        .concurrency(4)
+        .concurrency(1)
         .lease_ttl(Duration::from_secs(30))
         .build(handler_fn(|job: Job, _ctx: JobContext| async move {
             println!(

@@ -7,9 +7,9 @@
 //! endpoint measured.
 //!
 //! ```text
-//! cargo run --example rate_limited --features redis       # redis://127.0.0.1:6379
+//! cargo run -p leaseq --example rate_limited --features redis       # redis://127.0.0.1:6379
 //! LEASEQ_BACKEND=postgres://postgres@127.0.0.1:5432/test \
-//!   cargo run --example rate_limited --features postgres
+//!   cargo run -p leaseq --example rate_limited --features postgres
 //! ```
 //!
 //! The program is both processes: it starts the stub and one worker, and

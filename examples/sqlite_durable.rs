@@ -1,8 +1,13 @@
 //! Jobs in an SQLite file outlive the process that holds them: a producer
 //! writes six jobs and exits; a worker process handles two and crashes in
 //! the middle of the third (its lease still held); a new worker process
-//! opens the file, gets the crashed job back when its lease runs out, and
-//! finishes everything.
+//! opens the file, gets the crashed job back when its lease runs out (with
+//! the job the first worker had claimed to start next, whose lease ran out
+//! too: it shows attempt 2 without ever having started), and finishes the
+//! rest. The two jobs finished before the crash do not run
+//! again: the crashing worker waits for their acks first. (A worker acks
+//! in the background; a process killed between a job's end and its ack
+//! runs that job again elsewhere: delivery is at-least-once.)
 //!
 //! ```text
 //! cargo run -p leaseq --example sqlite_durable --features sqlite
@@ -20,7 +25,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq::sqlite::{Durability, SqliteBackend, SqliteOptions};
-use leaseq::{handler_fn, Backend, CancellationToken, Job, JobContext, NewItem, QueueName, Worker};
+use leaseq::{
+    handler_fn, Backend, CancellationToken, Job, JobContext, NewItem, QueueName, Worker,
+    WorkerMetrics,
+};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -62,8 +70,9 @@ async fn enqueue() -> Result<(), Error> {
 }
 
 /// A worker on the file until the queue is empty, or, with `crash_after`,
-/// until it starts the job after that many (it then exits at once, the way
-/// a killed process would: nothing acked, its lease still held).
+/// until it starts the job after that many: it then waits for the acks of
+/// the jobs it finished and exits in the middle of the job, the way a
+/// killed process would (that job's lease still held).
 async fn work(crash_after: Option<usize>) -> Result<(), Error> {
     let backend: Arc<dyn Backend> = Arc::new(open().await?);
     let q = queue()?;
@@ -75,15 +84,27 @@ async fn work(crash_after: Option<usize>) -> Result<(), Error> {
     );
     let started = Arc::new(AtomicUsize::new(0));
     let shutdown = CancellationToken::new();
+    let metrics = WorkerMetrics::default();
+    let acks = metrics.clone();
     let worker = Worker::builder(backend.clone(), q.as_str())
         .concurrency(1)
+        // One job per claim: at the crash only the job in hand and the one
+        // claimed to follow it are leased.
+        .prefetch(1)
+        .metrics(metrics.clone())
         .lease_ttl(LEASE)
         .reap_interval(Some(Duration::from_millis(250)))
         .build(handler_fn(move |job: Job, _ctx: JobContext| {
             let n = started.fetch_add(1, Ordering::SeqCst);
+            let acks = acks.clone();
             async move {
                 let what = String::from_utf8_lossy(&job.payload).into_owned();
                 if crash_after.is_some_and(|k| n >= k) {
+                    // The earlier jobs' acks go out in the background: let
+                    // them land, or those jobs would run again too.
+                    while acks.snapshot().acked < n as u64 {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     println!(
                         "[worker {me}] crashing in the middle of {what} (#{})",
                         job.id
@@ -97,7 +118,6 @@ async fn work(crash_after: Option<usize>) -> Result<(), Error> {
                 Ok::<_, std::io::Error>(())
             }
         }))?;
-    let metrics = worker.metrics();
     let running = tokio::spawn(worker.run(shutdown.clone()));
     while backend.stats(&q).await?.total() > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,7 +1,7 @@
 //! A typed job: values in, values out, JSON on the wire. A payload that
 //! does not decode goes Dead with the decode error instead of looping.
 //!
-//! `cargo run --example typed_job`
+//! `cargo run -p leaseq --example typed_job`
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -33,7 +33,7 @@ impl BackendUrl {
         }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(ConnectError::BadUrl {
-                url: url.to_string(),
+                url: leaseq_core::redact_url(url),
                 why: "expected SCHEME://…, e.g. memory://, redis://127.0.0.1:6379, \
                       postgres://user@host/db or sqlite://jobs.db"
                     .into(),
@@ -42,7 +42,7 @@ impl BackendUrl {
         match scheme.to_ascii_lowercase().as_str() {
             "memory" if rest.is_empty() || rest == "/" => Ok(BackendUrl::Memory),
             "memory" => Err(ConnectError::BadUrl {
-                url: url.to_string(),
+                url: leaseq_core::redact_url(url),
                 why: "the memory backend takes no address: use memory://".into(),
             }),
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
@@ -50,7 +50,7 @@ impl BackendUrl {
             }
             "postgres" | "postgresql" => Ok(BackendUrl::Postgres(url.to_string())),
             other => Err(ConnectError::BadUrl {
-                url: url.to_string(),
+                url: leaseq_core::redact_url(url),
                 why: format!(
                     "unknown scheme {other:?}; supported are memory, redis, rediss, \
                      redis+cluster, rediss+cluster, postgres, postgresql, sqlite"
@@ -76,7 +76,7 @@ impl BackendUrl {
 pub enum ConnectError {
     /// The URL is malformed or names an unknown scheme.
     BadUrl {
-        /// The URL given.
+        /// The URL given, its password masked ([`leaseq_core::redact_url`]).
         url: String,
         /// What is wrong with it.
         why: String,
@@ -97,14 +97,15 @@ pub enum ConnectError {
     },
 }
 
+/// Every message goes through [`leaseq_core::redact_secrets`]: a URL's
+/// password never shows, whichever layer quoted the URL.
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::BadUrl { url, why } => write!(f, "bad backend URL {url:?}: {why}"),
-            ConnectError::NotCompiled { backend, feature } => write!(
-                f,
-                "this build has no {backend} backend; rebuild with `--features {feature}`"
-            ),
+        let text = match self {
+            ConnectError::BadUrl { url, why } => format!("bad backend URL {url:?}: {why}"),
+            ConnectError::NotCompiled { backend, feature } => {
+                format!("this build has no {backend} backend; rebuild with `--features {feature}`")
+            }
             ConnectError::Unreachable { backend, source } => {
                 let mut text = source.to_string();
                 let mut cause = std::error::Error::source(source);
@@ -116,9 +117,15 @@ impl fmt::Display for ConnectError {
                     }
                     cause = c.source();
                 }
-                write!(f, "cannot reach the {backend} backend: {text}")
+                match source {
+                    leaseq_core::Error::Rejected { .. } => {
+                        format!("the {backend} backend refused: {text}")
+                    }
+                    _ => format!("cannot reach the {backend} backend: {text}"),
+                }
             }
-        }
+        };
+        f.write_str(&leaseq_core::redact_secrets(&text))
     }
 }
 
@@ -270,7 +277,7 @@ async fn open(url: BackendUrl, options: &ConnectOptions) -> Result<Arc<dyn Backe
 fn setup_error(backend: &'static str, url: &str, e: leaseq_core::Error) -> ConnectError {
     match e {
         leaseq_core::Error::InvalidInput { what } => ConnectError::BadUrl {
-            url: url.to_string(),
+            url: leaseq_core::redact_url(url),
             why: what,
         },
         source => ConnectError::Unreachable { backend, source },
@@ -374,7 +381,26 @@ async fn open_sqlite(_url: &str, _migrate: bool) -> Result<Arc<dyn Backend>, Con
 
 #[cfg(test)]
 mod tests {
-    use super::{take_namespace, BackendUrl};
+    use super::{take_namespace, BackendUrl, ConnectError};
+
+    #[test]
+    fn connect_errors_never_show_a_password() {
+        let e = BackendUrl::parse("nosuch://app:planted-pw@h:1").unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("nosuch://app:***@h:1"), "{shown}");
+        assert!(!shown.contains("planted-pw"), "{shown}");
+        // A backend error that quotes the URL is masked too.
+        let e = ConnectError::Unreachable {
+            backend: "redis",
+            source: leaseq_core::Error::unavailable(
+                "connecting to redis://app:planted-pw@h:1",
+                std::io::Error::other("refused by redis://:planted-pw@h:1"),
+            ),
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains("planted-pw"), "{shown}");
+        assert!(shown.contains("redis://app:***@h:1"), "{shown}");
+    }
 
     #[test]
     fn sqlite_urls_are_recognised_with_and_without_slashes() {

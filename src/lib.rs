@@ -75,17 +75,32 @@ pub use connect::{connect, connect_with, BackendUrl, ConnectError, ConnectOption
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
+/// docs/guide.md's Rust examples, compiled as doc tests.
+#[cfg(all(doctest, feature = "memory"))]
+#[doc = include_str!("../docs/guide.md")]
+struct GuideExamples;
+
+/// The Rust examples of the other pages in docs/ (none today; a block
+/// added there is compiled from then on).
+#[cfg(all(doctest, feature = "memory"))]
+#[doc = include_str!("../docs/production.md")]
+#[doc = include_str!("../docs/operations.md")]
+#[doc = include_str!("../docs/testing.md")]
+#[doc = include_str!("../docs/performance.md")]
+struct DocsExamples;
+
 #[cfg(test)]
 mod readme_tests {
-    const README: &str = include_str!("../README.md");
+    /// Where the metrics and traces are documented.
+    const OPERATIONS: &str = include_str!("../docs/operations.md");
 
-    /// The text of README's section `heading` (e.g. `"### Metrics"`), up
-    /// to the next heading of its level or above.
+    /// The text of docs/operations.md's section `heading` (e.g.
+    /// `"### Metrics"`), up to the next heading of its level or above.
     fn section(heading: &str) -> &'static str {
-        let start = README
+        let start = OPERATIONS
             .find(&format!("\n{heading}\n"))
-            .unwrap_or_else(|| panic!("README has no {heading:?}"));
-        let rest = &README[start + heading.len() + 2..];
+            .unwrap_or_else(|| panic!("docs/operations.md has no {heading:?}"));
+        let rest = &OPERATIONS[start + heading.len() + 2..];
         let level = heading.find(' ').unwrap_or(heading.len());
         let end = rest
             .match_indices('\n')
@@ -107,12 +122,12 @@ mod readme_tests {
             .collect();
         for name in crate::metric_names::ALL {
             let n = listed.iter().filter(|l| *l == name).count();
-            assert_eq!(n, 1, "{name} is in README's metrics table {n} times");
+            assert_eq!(n, 1, "{name} is in the metrics table {n} times");
         }
         for name in &listed {
             assert!(
                 crate::metric_names::ALL.contains(name),
-                "README's metrics table lists {name}, which is no metric name"
+                "the metrics table lists {name}, which is no metric name"
             );
         }
     }
@@ -123,7 +138,7 @@ mod readme_tests {
         for field in crate::spans::fields::ALL {
             assert!(
                 traces.contains(&format!("`{field}`")),
-                "README's Traces section does not name {field}"
+                "the Traces section does not name {field}"
             );
         }
     }

@@ -28,10 +28,10 @@ pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
 /// otherwise as [`Error::Backend`] (its outcome is unknown).
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
-        let message = format!("postgres: {what}");
-        let code = match &e {
-            sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
-            _ => None,
+        let code = sqlstate(&e);
+        let message = match code.as_deref().and_then(setup_hint) {
+            Some(hint) => format!("postgres: {what}: {hint}"),
+            None => format!("postgres: {what}"),
         };
         if code.as_deref().is_some_and(rejected_sqlstate) {
             Error::rejected(message, e)
@@ -57,8 +57,39 @@ fn rejected_sqlstate(code: &str) -> bool {
 /// Wraps an error met before anything was sent for the call (acquiring or
 /// opening a connection, beginning a transaction): always
 /// [`Error::Unavailable`], since nothing can have been applied.
+/// A refused password (SQLSTATE 28P01) is [`Error::Rejected`] instead,
+/// and says so: trying again cannot help. (Other refusals of class 28,
+/// such as no `pg_hba.conf` line for the connection, stay `Unavailable`.)
 pub(crate) fn refused(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::unavailable(format!("postgres: {what}"), e)
+    move |e| match sqlstate(&e).as_deref().and_then(setup_hint) {
+        Some(hint) => Error::rejected(format!("postgres: {what}: {hint}"), e),
+        None => Error::unavailable(format!("postgres: {what}"), e),
+    }
+}
+
+/// The SQLSTATE of a server error.
+fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// What to do about a server error that comes from the setup, not the
+/// call: a schema never migrated (an undefined table or schema), or a
+/// password the server refused.
+fn setup_hint(code: &str) -> Option<&'static str> {
+    match code {
+        "42P01" | "3F000" => Some(
+            "the schema has no leaseq tables: run `leaseq migrate` \
+             (or connect with migrations on)",
+        ),
+        "28P01" => Some(
+            "authentication failed: check the user and password in the URL \
+             (and the server's pg_hba.conf)",
+        ),
+        _ => None,
+    }
 }
 
 /// Whether `e` proves that the statement it came from changed nothing:
@@ -141,6 +172,92 @@ pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server error with a SQLSTATE, as sqlx reports one.
+    #[derive(Debug)]
+    struct ServerError(&'static str, &'static str);
+
+    impl std::fmt::Display for ServerError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.1)
+        }
+    }
+
+    impl std::error::Error for ServerError {}
+
+    impl sqlx::error::DatabaseError for ServerError {
+        fn message(&self) -> &str {
+            self.1
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn server_error(code: &'static str, message: &'static str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(ServerError(code, message)))
+    }
+
+    /// The whole message, causes included, as a user reads it.
+    fn shown(e: &Error) -> String {
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            text.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_refused_login_says_authentication_failed_and_is_not_retried() {
+        let e = refused("connecting")(server_error(
+            "28P01",
+            "password authentication failed for user \"app\"",
+        ));
+        assert!(matches!(e, Error::Rejected { .. }), "{e:?}");
+        assert!(!e.is_retryable());
+        let text = shown(&e);
+        assert!(
+            text.contains("authentication failed for user \"app\"")
+                && text.contains("check the user and password"),
+            "{text}"
+        );
+        assert!(!text.contains("unavailable"), "{text}");
+        // A server out of reach, or a connection pg_hba.conf has no line
+        // for, is still unavailable.
+        let e = refused("connecting")(sqlx::Error::PoolTimedOut);
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        let e = refused("connecting")(server_error(
+            "28000",
+            "no pg_hba.conf entry for host \"127.0.0.1\"",
+        ));
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_schema_without_tables_names_leaseq_migrate() {
+        let e = db("stats")(server_error(
+            "42P01",
+            "relation \"app.leaseq_items\" does not exist",
+        ));
+        assert!(matches!(e, Error::Rejected { .. }), "{e:?}");
+        assert!(shown(&e).contains("run `leaseq migrate`"), "{}", shown(&e));
+        let e = db("stats")(server_error("23505", "duplicate key"));
+        assert!(!shown(&e).contains("migrate"), "{}", shown(&e));
+    }
 
     #[test]
     fn sqlstates_that_prove_nothing_was_applied() {

@@ -131,7 +131,7 @@ impl FredClient {
             cluster_config(config)?
         } else {
             Config::from_url(&config.url)
-                .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.url)))?
+                .map_err(|e| Error::invalid(format!("redis url {:?}: {e}", config.shown_url())))?
         };
         tls_config(config, &mut base)?;
         base.fail_fast = true;
@@ -144,7 +144,7 @@ impl FredClient {
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(*e.kind() == ErrorKind::Auth, e))?;
         Ok(FredClient {
             cluster: config.is_cluster().then(cluster_options),
             main,
@@ -327,8 +327,9 @@ fn tls_config(config: &RedisOptions, base: &mut Config) -> Result<()> {
                     .with_root_certificates(roots)
                     .with_no_client_auth(),
             ),
-            None => TlsConnector::default_rustls()
-                .map_err(|e| Error::invalid(format!("TLS settings for {}: {e}", config.url)))?,
+            None => TlsConnector::default_rustls().map_err(|e| {
+                Error::invalid(format!("TLS settings for {}: {e}", config.shown_url()))
+            })?,
         };
         base.tls = Some(connector.into());
     }
@@ -336,7 +337,7 @@ fn tls_config(config: &RedisOptions, base: &mut Config) -> Result<()> {
         return Err(Error::invalid(format!(
             "redis url {:?} asks for TLS, but leaseq-redis was built without TLS support; \
              enable the `tls` feature (of `leaseq` or `leaseq-redis`)",
-            config.url
+            config.shown_url()
         )));
     }
     Ok(())

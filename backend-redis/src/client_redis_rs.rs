@@ -110,7 +110,8 @@ fn tcp_settings(config: &RedisOptions) -> redis::io::tcp::TcpSettings {
 /// The client for one server; for a TLS URL, one that speaks TLS (with
 /// the configured roots), or an error, never a plaintext one.
 fn single_client(config: &RedisOptions) -> Result<Client> {
-    let invalid = |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.url));
+    let invalid =
+        |e: RedisError| Error::invalid(format!("redis url {:?}: {e}", config.shown_url()));
     let info = config
         .url
         .as_str()
@@ -132,10 +133,17 @@ fn single_client(config: &RedisOptions) -> Result<Client> {
     if config.uses_tls() && !is_tls {
         return Err(Error::invalid(format!(
             "redis url {:?} asks for TLS, which this client cannot give it",
-            config.url
+            config.shown_url()
         )));
     }
     Ok(client)
+}
+
+/// Whether the server refused the login (a bad password or user, or a
+/// password it needs and was not given).
+fn auth_refused(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
 }
 
 impl RedisRsClient {
@@ -158,7 +166,7 @@ impl RedisRsClient {
         // No call was made yet, so a failure here applied nothing.
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(auth_refused(&e), e))?;
         // Blocking pops answer when their own timeout passes: no response
         // timeout on those connections (the caller bounds the wait).
         let wait_config = AsyncConnectionConfig::new()
@@ -171,7 +179,7 @@ impl RedisRsClient {
                 wait_config,
                 idle: IdlePool::new(config.idle_wait_connections),
             },
-            server: config.url.clone(),
+            server: config.shown_url(),
         })
     }
 
@@ -181,7 +189,7 @@ impl RedisRsClient {
             crate::options::install_crypto_provider();
         }
         let invalid =
-            |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.url));
+            |e: RedisError| Error::invalid(format!("redis cluster {:?}: {e}", config.shown_url()));
         let client = cluster_builder(config)
             .response_timeout(config.response_timeout)
             .build()
@@ -189,7 +197,7 @@ impl RedisRsClient {
         let connection = client
             .get_async_connection()
             .await
-            .map_err(|e| Error::unavailable(config.connecting(), e))?;
+            .map_err(|e| config.connect_failed(auth_refused(&e), e))?;
         // Blocking pops answer when their own timeout passes; the caller's
         // guard covers a node that stopped answering.
         let waits = cluster_builder(config)
@@ -202,7 +210,7 @@ impl RedisRsClient {
                 waits,
                 idle: IdlePool::new(config.idle_wait_connections),
             },
-            server: config.url.clone(),
+            server: config.shown_url(),
         })
     }
 

@@ -18,7 +18,7 @@ use leaseq_core::{Bounds, Result};
 ///     .response_timeout(Duration::from_secs(2));
 /// assert_eq!(options.get_prefix(), "jobs");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedisOptions {
     pub(crate) url: String,
     pub(crate) seeds: Vec<String>,
@@ -93,6 +93,28 @@ pub(crate) struct RootCert(pub(crate) Vec<u8>);
 impl std::fmt::Debug for RootCert {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RootCert({} bytes of PEM)", self.0.len())
+    }
+}
+
+/// The URL and seeds shown with their passwords masked.
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("url", &self.shown_url())
+            .field("seeds", &self.shown_seeds())
+            .field("prefix", &self.prefix)
+            .field("limits", &self.limits)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reap_batch", &self.reap_batch)
+            .field("idle_wait_connections", &self.idle_wait_connections)
+            .field("tcp_nodelay", &self.tcp_nodelay)
+            .field("durable", &self.durable)
+            .field("allow_eviction", &self.allow_eviction)
+            .field("replica_wait", &self.replica_wait)
+            .field("test_hooks", &self.test_hooks)
+            .field("tls_root_cert", &self.tls_root_cert)
+            .finish()
     }
 }
 
@@ -346,9 +368,24 @@ impl RedisOptions {
         self.allow_eviction
     }
 
-    /// The server URL.
+    /// The server URL, password included: print [`RedisOptions::shown_url`]
+    /// instead.
     pub fn get_url(&self) -> &str {
         &self.url
+    }
+
+    /// The server URL with its password masked
+    /// ([`leaseq_core::redact_url`]): the form for errors and logs.
+    pub fn shown_url(&self) -> String {
+        leaseq_core::redact_url(&self.url)
+    }
+
+    /// The cluster's seed URLs, passwords masked.
+    fn shown_seeds(&self) -> Vec<String> {
+        self.seeds
+            .iter()
+            .map(|s| leaseq_core::redact_url(s))
+            .collect()
     }
 
     /// The key prefix.
@@ -364,10 +401,32 @@ impl RedisOptions {
         if self.uses_tls() {
             format!(
                 "connecting to {} over TLS (does the server speak TLS on that port?)",
-                self.url
+                self.shown_url()
             )
         } else {
-            format!("connecting to {}", self.url)
+            format!("connecting to {}", self.shown_url())
+        }
+    }
+
+    /// The error for a first connection that failed: a login the server
+    /// refused (`auth`) is [`leaseq_core::Error::Rejected`] and says how
+    /// to fix it; anything else is `Unavailable`.
+    #[cfg_attr(not(any(feature = "fred", feature = "redis-rs")), allow(dead_code))]
+    pub(crate) fn connect_failed(
+        &self,
+        auth: bool,
+        e: impl Into<leaseq_core::BoxError>,
+    ) -> leaseq_core::Error {
+        if auth {
+            leaseq_core::Error::rejected(
+                format!(
+                    "{}: authentication failed: check the user and password in the URL",
+                    self.connecting()
+                ),
+                e,
+            )
+        } else {
+            leaseq_core::Error::unavailable(self.connecting(), e)
         }
     }
 
@@ -377,7 +436,7 @@ impl RedisOptions {
         if crate::cluster_url::is_cluster_url(&self.url) && self.seeds.is_empty() {
             return Err(leaseq_core::Error::invalid(format!(
                 "cluster url {:?} names no seed host:port",
-                self.url
+                self.shown_url()
             )));
         }
         if !(1..=10_000).contains(&self.reap_batch) {
@@ -404,21 +463,21 @@ impl RedisOptions {
         if with_tls != 0 && with_tls != self.seeds.len() {
             return Err(leaseq_core::Error::invalid(format!(
                 "cluster seeds {:?} mix TLS (rediss://) and plaintext (redis://) nodes",
-                self.seeds
+                self.shown_seeds()
             )));
         }
         if tls && !cfg!(feature = "tls") {
             return Err(leaseq_core::Error::invalid(format!(
                 "redis url {:?} asks for TLS, but leaseq-redis was built without TLS \
                  support; enable the `tls` feature (of `leaseq` or `leaseq-redis`)",
-                self.url
+                self.shown_url()
             )));
         }
         if self.tls_root_cert.is_some() && !tls {
             return Err(leaseq_core::Error::invalid(format!(
                 "a TLS root certificate is set but redis url {:?} does not ask for TLS; \
                  use rediss:// (or rediss+cluster://)",
-                self.url
+                self.shown_url()
             )));
         }
         #[cfg(feature = "tls")]
@@ -510,6 +569,25 @@ mod tests {
     fn mixed_seeds_are_refused() {
         let c = RedisOptions::cluster(["rediss://h:1", "redis://h:2"]);
         assert!(refused(&c).contains("mix TLS"));
+    }
+
+    #[test]
+    fn the_password_is_masked_in_debug_and_errors() {
+        let c = RedisOptions::new("redis://app:planted-pw@h:1");
+        let shown = format!("{c:?}");
+        assert!(shown.contains("redis://app:***@h:1"), "{shown}");
+        assert!(!shown.contains("planted-pw"), "{shown}");
+        assert!(!c.connecting().contains("planted-pw"));
+        let c = RedisOptions::new("redis+cluster://u:planted-pw@a:1,b:2");
+        assert!(!format!("{c:?}").contains("planted-pw"), "{c:?}");
+        let e = refused(&RedisOptions::new("redis+cluster://u:planted-pw@"));
+        assert!(e.contains("no seed") && !e.contains("planted-pw"), "{e}");
+        let e =
+            refused(&RedisOptions::new("redis://u:planted-pw@h:1").tls_root_cert(b"x".to_vec()));
+        assert!(
+            e.contains("does not ask for TLS") && !e.contains("planted-pw"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -76,7 +76,8 @@ pub(crate) async fn inspect<C: ScriptClient>(
     client: &C,
     config: &RedisOptions,
 ) -> Result<ServerFacts> {
-    let server = config.get_url();
+    let shown = config.shown_url();
+    let server = shown.as_str();
     match on_every_node(client, &["INFO", "server"]).await {
         Ok(nodes) => {
             for n in nodes {
@@ -193,7 +194,8 @@ fn covered(replicas: u32, wait: Option<crate::ReplicaWait>) -> bool {
 /// (they would all fail until the replicas connect). A node that cannot be
 /// read is not covered.
 async fn replicas_covered<C: ScriptClient>(client: &C, config: &RedisOptions) -> bool {
-    let server = config.get_url();
+    let shown = config.shown_url();
+    let server = shown.as_str();
     let wait = config.replica_wait;
     let nodes = match on_every_node(client, &["INFO", "replication"]).await {
         Ok(nodes) => nodes,

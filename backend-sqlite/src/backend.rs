@@ -88,6 +88,9 @@ impl SqliteBackend {
     ) -> Result<Self> {
         let name = connect.get_filename().display().to_string();
         let in_memory = names_memory(&name);
+        if !in_memory {
+            check_path(connect.get_filename(), options.migrate_on_connect)?;
+        }
         // Without migrations a missing file is a mistake (a typo in the
         // path), not something to create empty.
         let connect = connect
@@ -181,8 +184,8 @@ impl SqliteBackend {
         match found {
             Some(_) => Ok(()),
             None => Err(Error::invalid(format!(
-                "sqlite: {name} holds no leaseq tables; open it once with migrations on \
-                 (the default) or run SqliteBackend::migrate"
+                "sqlite: {name} holds no leaseq tables: run `leaseq migrate`, open it \
+                 once with migrations on (the default) or call SqliteBackend::migrate"
             ))),
         }
     }
@@ -331,6 +334,32 @@ async fn open_writer(
             }
             Err(e) => return Err(db("opening the database file")(e)),
         }
+    }
+}
+
+/// A missing file (when it may not be created) or a missing directory, as
+/// [`Error::InvalidInput`] that says how to fix it, instead of SQLite's
+/// "unable to open database file".
+fn check_path(path: &std::path::Path, create: bool) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    if !create {
+        return Err(Error::invalid(format!(
+            "no database file at {}: create it, with its tables, by \
+             `leaseq migrate --backend sqlite://{}` (or connect with migrations on, \
+             as `leaseq::connect` does)",
+            path.display(),
+            path.display()
+        )));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => Err(Error::invalid(format!(
+            "cannot create the database file {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        ))),
+        _ => Ok(()),
     }
 }
 

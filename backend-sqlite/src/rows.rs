@@ -23,7 +23,14 @@ const SQLITE_AUTH: i64 = 23;
 /// sending it again is safe; otherwise [`Error::Backend`].
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
-        let message = format!("sqlite: {what}");
+        let message = if no_tables(&e) {
+            format!(
+                "sqlite: {what}: the file has no leaseq tables: run `leaseq migrate` \
+                 (or connect with migrations on)"
+            )
+        } else {
+            format!("sqlite: {what}")
+        };
         if rejected(&e) {
             Error::rejected(message, e)
         } else if certainly_not_applied(&e) {
@@ -32,6 +39,11 @@ pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
             Error::backend(message, e)
         }
     }
+}
+
+/// Whether `e` says a table is missing: a file never migrated.
+fn no_tables(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.message().starts_with("no such table"))
 }
 
 /// Wraps an error met before anything was sent for the call (a connection

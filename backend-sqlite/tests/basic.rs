@@ -47,8 +47,19 @@ async fn without_migrations_a_missing_or_empty_file_is_refused() {
     let path = dir.path().join("nothing.db");
     let options = common::options().migrate_on_connect(false);
     let missing = leaseq_sqlite::SqliteBackend::connect(&common::url(&path), options.clone()).await;
-    assert!(missing.is_err(), "a missing file was opened");
+    let err = missing.expect_err("a missing file was opened");
     assert!(!path.exists(), "a missing file was created");
+    let text = err.to_string();
+    assert!(
+        text.contains("no database file at") && text.contains("leaseq migrate"),
+        "{text}"
+    );
+    // With migrations on, a missing directory is named.
+    let in_nowhere = dir.path().join("no-such-dir").join("jobs.db");
+    let err = leaseq_sqlite::SqliteBackend::connect(&common::url(&in_nowhere), common::options())
+        .await
+        .expect_err("a file in a missing directory was opened");
+    assert!(err.to_string().contains("does not exist"), "{err}");
     drop(common::open(&path).await);
     leaseq_sqlite::SqliteBackend::connect(&common::url(&path), options)
         .await

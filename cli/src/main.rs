@@ -9,7 +9,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    let default_filter = if args.is_demo() { "error" } else { "warn" };
+    let default_filter = args.default_log_filter();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     tracing_subscriber::fmt()
@@ -28,7 +28,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    let outcome = runtime.block_on(cli::run(args));
+    // A command stopped by a signal may leave a read of the terminal
+    // (purge's confirmation) in a blocking thread: do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,7 +1,8 @@
 //! `leaseq dead redrive <queue> --id <ID>`, run as a user would: on an
 //! SQLite file (`--features sqlite`) the item named moves and nothing else;
 //! an item in another state (exit code 4) and an id the queue does not hold
-//! (exit code 3) change nothing. Bad ids are usage errors on any build.
+//! (exit code 3) change nothing; without `--id` or `--limit` every Dead
+//! item moves, past one batch. Bad ids are usage errors on any build.
 
 mod common;
 
@@ -139,5 +140,53 @@ mod sqlite {
             .success()
             .stdout(contains("redrove 1 dead items"));
         assert_eq!(state(a).state, ItemState::Ready);
+    }
+
+    /// More Dead items than one batch (1,000) and than the old default
+    /// limit (100): all move, and the total is reported.
+    #[test]
+    fn redrive_without_a_limit_moves_every_dead_item() {
+        const N: usize = 1_150;
+        let db = common::SqliteFile::new("redrive-all");
+        db.leaseq().arg("migrate").assert().success();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let (backend, queue) = rt.block_on(async {
+            let backend = leaseq::connect(&db.url).await.expect("open the file");
+            let queue = QueueName::new("bulk").expect("name");
+            for chunk in (0..N).collect::<Vec<_>>().chunks(500) {
+                let items = chunk
+                    .iter()
+                    .map(|i| NewItem::new(i.to_string()).max_attempts(1))
+                    .collect();
+                backend.enqueue(&queue, items).await.expect("enqueue");
+            }
+            // Leases of 1 ms on the last attempt: the reap kills them all.
+            while backend.stats(&queue).await.expect("stats").ready > 0 {
+                let spec = ClaimSpec::new(1_000, Duration::from_millis(1)).expect("spec");
+                // Dropped: the leases are meant to expire.
+                let _ = backend.claim(&queue, spec).await.expect("claim");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            while backend.stats(&queue).await.expect("stats").leased > 0 {
+                backend.reap(&queue).await.expect("reap");
+            }
+            (backend, queue)
+        });
+        let stats =
+            |rt: &tokio::runtime::Runtime| rt.block_on(backend.stats(&queue)).expect("stats");
+        assert_eq!(stats(&rt).dead, N as u64);
+
+        db.leaseq()
+            .args(["dead", "redrive", "bulk", "--limit", "100"])
+            .assert()
+            .success()
+            .stdout(contains("redrove 100 dead items of bulk"));
+        db.leaseq()
+            .args(["dead", "redrive", "bulk"])
+            .assert()
+            .success()
+            .stdout(contains(format!("redrove {} dead items of bulk", N - 100)));
+        let after = stats(&rt);
+        assert_eq!((after.dead, after.ready), (0, N as u64));
     }
 }

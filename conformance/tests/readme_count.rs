@@ -1,4 +1,5 @@
-//! The README states how many checks the suite has; this keeps it true.
+//! README.md and docs/testing.md state how many checks the suite has;
+//! this keeps them true.
 
 #[test]
 fn the_readme_counts_every_check() {
@@ -7,6 +8,13 @@ fn the_readme_counts_every_check() {
     let n = leaseq_conformance::CHECKS.len();
     let stated = format!("(`conformance/`): {n} checks");
     assert!(readme.contains(&stated), "README.md should say {stated:?}");
+    let testing =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/testing.md"))
+            .expect("docs/testing.md");
+    assert!(
+        testing.contains(&stated),
+        "docs/testing.md should say {stated:?}"
+    );
     let table = format!("{n}/{n} checks");
     assert_eq!(
         readme.matches(&table).count(),

@@ -73,8 +73,10 @@ impl IntoResponse for ApiError {
             }
             _ => (StatusCode::BAD_GATEWAY, "backend"),
         };
-        tracing::warn!(error = %self.0, "dashboard request failed");
-        error_body(status, kind, &self.0.to_string())
+        // A backend error may quote its URL: never with the password.
+        let message = leaseq_core::redact_secrets(&self.0.to_string());
+        tracing::warn!(error = %message, "dashboard request failed");
+        error_body(status, kind, &message)
     }
 }
 
@@ -217,4 +219,25 @@ async fn purge(
     }
     let deleted = app.backend.admin()?.purge(&queue).await?;
     Ok(Json(json!({ "deleted": deleted })).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn error_answers_never_show_a_password() {
+        let e = Error::unavailable(
+            "connecting to redis://app:planted-pw@h:1",
+            std::io::Error::other("refused"),
+        );
+        let answer = ApiError(e).into_response();
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .expect("the body");
+        let text = String::from_utf8_lossy(&body);
+        assert!(!text.contains("planted-pw"), "{text}");
+        assert!(text.contains("redis://app:***@h:1"), "{text}");
+    }
 }

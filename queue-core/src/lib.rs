@@ -44,6 +44,7 @@ mod item;
 pub mod layer;
 pub mod limits;
 pub mod queue_limits;
+pub mod redact;
 mod report;
 pub mod schedule;
 pub mod settle;
@@ -65,6 +66,7 @@ pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewIte
 pub use layer::LayeredBackend;
 pub use limits::{Bounds, ClaimSpec, LeaseTtl};
 pub use queue_limits::{LimitScope, QueueLimits, Rate};
+pub use redact::{redact_secrets, redact_url};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::{Codec, JsonCodec, TypedQueue};
 pub use worker::{

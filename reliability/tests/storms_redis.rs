@@ -20,7 +20,7 @@
 //! Where the server takes writes back (restarted from an older RDB
 //! snapshot, or with no persistence at all), and under an evicting
 //! `maxmemory-policy`, items can be lost and acked items run again, as the
-//! README says; what must still hold there: no id names two payloads
+//! docs/production.md says; what must still hold there: no id names two payloads
 //! (after a restart the ids skip ahead), no worker panics, hangs or stops,
 //! and the queue drains once the fault heals. Those figures are printed.
 //!
@@ -238,7 +238,7 @@ async fn storm(client: RedisClient, store: Store, schedule: &[Fault]) -> Ending 
         .iter()
         .any(|f| matches!(f, Fault::OomVolatileLru | Fault::OomAllKeysLru));
     // Only a policy that may evict the counter and its copy may hand an
-    // id out again (the README: an evicting policy drops the id counter).
+    // id out again (docs/production.md: an evicting policy drops the id counter).
     let ids_kept = !schedule.contains(&Fault::OomAllKeysLru);
     let url = server.url();
     let producers = vec![

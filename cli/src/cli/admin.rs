@@ -1,13 +1,13 @@
 //! Admin commands against any backend URL.
 
-use leaseq::BackendExt as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use leaseq::{Backend, ItemId, ItemInfo, ItemState, NewItem, QueueName};
+use leaseq::{Backend, ItemId, ItemState, NewItem, QueueName};
 
+use super::show::{self, Output};
 use super::{CliError, QueueArgs, Target};
 
 #[derive(Debug, Args)]
@@ -44,6 +44,8 @@ pub(crate) struct StatsArgs {
     /// Accept a queue that holds no items instead of reporting it unknown.
     #[arg(long, requires = "queue")]
     allow_empty: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +58,19 @@ pub(crate) struct PeekArgs {
     /// The most items to show.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    #[command(flatten)]
+    out: Output,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ItemArgs {
+    /// The queue's name.
+    queue: String,
+    /// The item (an id from `leaseq peek`, `dead list` or `enqueue`).
+    #[arg(long)]
+    id: ItemId,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
@@ -65,15 +80,18 @@ pub(crate) struct ListArgs {
     /// The most items to list or move.
     #[arg(long, default_value_t = 100)]
     limit: usize,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RedriveArgs {
     #[command(flatten)]
     queue: QueueArgs,
-    /// The most items to move, oldest deaths first.
-    #[arg(long, default_value_t = 100, conflicts_with = "id")]
-    limit: usize,
+    /// The most items to move, oldest deaths first; without it, every item
+    /// Dead when the command starts, in batches.
+    #[arg(long, conflicts_with = "id")]
+    limit: Option<usize>,
     /// Move only this Dead item (an id from `leaseq dead list`).
     #[arg(long)]
     id: Option<ItemId>,
@@ -125,13 +143,17 @@ async fn open_known(
 
 pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError> {
     let Some(queue) = args.queue else {
-        return all_stats(url).await;
+        return all_stats(url, args.out).await;
     };
     let q = QueueArgs {
         queue,
         allow_empty: args.allow_empty,
     };
     let (_, queue, stats) = open_known(url, &q).await?;
+    if args.out.json {
+        show::print_json(&show::stats_json(queue.as_str(), &stats));
+        return Ok(());
+    }
     println!("queue {queue}");
     println!("{:<10} {:>12}", "state", "items");
     for state in ItemState::ALL {
@@ -144,10 +166,21 @@ pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError>
 /// One line per queue that holds items (from `Backend::queues`), with its
 /// counts per state, under a header. A queue emptied between the listing
 /// and its stats shows zeros.
-async fn all_stats(url: &Target) -> Result<(), CliError> {
+async fn all_stats(url: &Target, out: Output) -> Result<(), CliError> {
     url.shared_only()?;
     let backend = url.connect(false).await?;
     let queues = backend.queues().await?;
+    if out.json {
+        let mut all = Vec::with_capacity(queues.len());
+        for queue in &queues {
+            all.push(show::stats_json(
+                queue.as_str(),
+                &backend.stats(queue).await?,
+            ));
+        }
+        show::print_json(&serde_json::Value::Array(all));
+        return Ok(());
+    }
     let width = queues
         .iter()
         .map(|q| q.as_str().len())
@@ -198,12 +231,21 @@ pub(crate) async fn enqueue(url: &Target, args: EnqueueArgs) -> Result<(), CliEr
                 None => item,
             }
         })
-        .collect();
-    for e in backend.enqueue(&queue, items).await? {
-        if e.deduplicated {
-            println!("{} (deduplicated: an unfinished item holds the key)", e.id);
-        } else {
-            println!("{}", e.id);
+        .collect::<Vec<_>>();
+    // In batches the backend accepts; each batch is written whole or not
+    // at all, and the ids of the batches written are printed as they land.
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let batch: Vec<NewItem> = items
+            .by_ref()
+            .take(leaseq::limits::MAX_ENQUEUE_BATCH)
+            .collect();
+        for e in backend.enqueue(&queue, batch).await? {
+            if e.deduplicated {
+                println!("{} (deduplicated: an unfinished item holds the key)", e.id);
+            } else {
+                println!("{}", e.id);
+            }
         }
     }
     Ok(())
@@ -213,25 +255,45 @@ pub(crate) async fn peek(url: &Target, args: PeekArgs) -> Result<(), CliError> {
     let state: ItemState = args.state.parse()?;
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, state, args.limit).await?;
-    print_items(&items);
+    show::items(&items, backend.now().await?, args.out);
     Ok(())
 }
 
 pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, ItemState::Dead, args.limit).await?;
-    print_items(&items);
+    show::items(&items, backend.now().await?, args.out);
     Ok(())
 }
 
+/// `leaseq item QUEUE --id ID`: one item whole (exit code 3 when the queue
+/// holds no such item).
+pub(crate) async fn item(url: &Target, args: ItemArgs) -> Result<(), CliError> {
+    let (backend, queue) = open(url, &args.queue).await?;
+    match backend.item(&queue, args.id).await {
+        Ok(info) => {
+            show::item(queue.as_str(), &info, backend.now().await?, args.out);
+            Ok(())
+        }
+        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
+            queue: queue.to_string(),
+            id: args.id.get(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), CliError> {
-    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let Some(id) = args.id else {
-        let moved = backend.admin()?.redrive(&queue, args.limit).await?;
+        let moved = match args.limit {
+            Some(limit) => backend.redrive(&queue, limit).await?,
+            None => redrive_all(backend.as_ref(), &queue, stats.dead).await?,
+        };
         println!("redrove {moved} dead items of {queue} back to ready");
         return Ok(());
     };
-    match backend.admin()?.redrive_item(&queue, id).await {
+    match backend.redrive_item(&queue, id).await {
         Ok(true) => {
             println!("redrove item {id} of {queue} back to ready");
             Ok(())
@@ -257,6 +319,28 @@ pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), 
     }
 }
 
+/// Items one `redrive` call moves when no limit is given.
+const REDRIVE_BATCH: u64 = 1_000;
+
+/// Moves the `dead` items Dead at the start back to Ready, a batch per
+/// call, oldest deaths first; items dying meanwhile do not keep it going.
+/// Returns how many moved.
+async fn redrive_all(backend: &dyn Backend, queue: &QueueName, dead: u64) -> Result<u64, CliError> {
+    let mut moved = 0;
+    while moved < dead {
+        let batch = (dead - moved).min(REDRIVE_BATCH);
+        let n = backend
+            .redrive(queue, usize::try_from(batch).unwrap_or(usize::MAX))
+            .await?;
+        moved += n;
+        if n < batch {
+            // Fewer Dead than counted: another process moved or removed some.
+            break;
+        }
+    }
+    Ok(moved)
+}
+
 pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
     let (backend, queue, _) = open_known(url, &q).await?;
     let report = backend.reap(&queue).await?;
@@ -274,7 +358,7 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 
 pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue).await?;
-    match backend.admin()?.remove_item(&queue, args.id).await {
+    match backend.remove_item(&queue, args.id).await {
         Ok(state) => {
             println!("removed item {} of {queue} (it was {state})", args.id);
             Ok(())
@@ -293,11 +377,11 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
     }
     let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let prompt = format!("purge all {} items of queue {queue}? [y/N] ", stats.total());
-    if !args.yes && !confirm(&prompt)? {
+    if !args.yes && !confirm(prompt).await? {
         println!("nothing purged");
         return Ok(());
     }
-    let n = backend.admin()?.purge(&queue).await?;
+    let n = backend.purge(&queue).await?;
     println!("purged {n} items from {queue}");
     Ok(())
 }
@@ -306,9 +390,9 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
 /// (its limits or held keys are what an operator wants gone then).
 async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue.queue).await?;
-    if backend.groups().admin.is_none() {
+    if !backend.capabilities().delete_queue {
         return Err(CliError::Usage(
-            "this backend offers no operator actions (it cannot delete a queue)".into(),
+            "this backend cannot delete a queue; `purge` without --forget deletes its items".into(),
         ));
     }
     let stats = backend.stats(&queue).await?;
@@ -316,11 +400,11 @@ async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
         "delete queue {queue} with its {} items, dedup keys and limits? [y/N] ",
         stats.total()
     );
-    if !args.yes && !confirm(&prompt)? {
+    if !args.yes && !confirm(prompt).await? {
         println!("nothing deleted");
         return Ok(());
     }
-    let n = backend.admin()?.delete_queue(&queue).await?;
+    let n = backend.delete_queue(&queue).await?;
     println!("deleted queue {queue} and its {n} items");
     Ok(())
 }
@@ -332,7 +416,7 @@ pub(crate) async fn migrate(url: &Target) -> Result<(), CliError> {
         return migrate_redis(url, &redis_url).await;
     }
     url.connect(true).await?;
-    println!("{}: schema created or already up to date", url.url());
+    println!("{}: schema created or already up to date", url.shown_url());
     Ok(())
 }
 
@@ -353,7 +437,7 @@ async fn migrate_redis(url: &Target, redis_url: &str) -> Result<(), CliError> {
     }
     println!(
         "{}: key layout 2 up to date ({} queues registered)",
-        url.url(),
+        url.shown_url(),
         done.len()
     );
     Ok(())
@@ -372,7 +456,15 @@ pub(crate) fn read_payload(path: &std::path::Path) -> Result<Vec<u8>, CliError> 
     Ok(bytes)
 }
 
-fn confirm(prompt: &str) -> Result<bool, CliError> {
+/// Asks on the terminal; the read runs on a blocking thread, so a signal
+/// still stops the command while it waits.
+async fn confirm(prompt: String) -> Result<bool, CliError> {
+    tokio::task::spawn_blocking(move || confirm_blocking(&prompt))
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot read the confirmation: {e}")))?
+}
+
+fn confirm_blocking(prompt: &str) -> Result<bool, CliError> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(CliError::Usage(
@@ -388,38 +480,4 @@ fn confirm(prompt: &str) -> Result<bool, CliError> {
         .read_line(&mut line)
         .map_err(|e| CliError::Usage(format!("cannot read the confirmation: {e}")))?;
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES"))
-}
-
-fn print_items(items: &[ItemInfo]) {
-    if items.is_empty() {
-        println!("(no items)");
-        return;
-    }
-    println!(
-        "{:>10} {:<9} {:>8} {:>8}  {:<40} last error",
-        "id", "state", "attempts", "priority", "payload"
-    );
-    for it in items {
-        println!(
-            "{:>10} {:<9} {:>8} {:>8}  {:<40} {}",
-            it.id.to_string(),
-            it.state.as_str(),
-            format!("{}/{}", it.attempts, it.max_attempts),
-            it.priority,
-            shorten(&String::from_utf8_lossy(&it.payload), 40),
-            it.last_error.as_deref().unwrap_or("")
-        );
-    }
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }

@@ -36,7 +36,7 @@ pub(crate) async fn run(
         .map_err(|e| CliError::Usage(e.to_string()))?;
     eprintln!(
         "leaseq dashboard for {} at http://{} (Ctrl-C stops it)",
-        url.url(),
+        url.shown_url(),
         bound.local_addr()
     );
     bound

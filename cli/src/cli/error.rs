@@ -42,8 +42,28 @@ impl CliError {
     }
 }
 
+/// Every message goes through [`leaseq::redact_secrets`], so no URL's
+/// password is printed, whatever the message quotes.
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.text();
+        f.write_str(&leaseq::redact_secrets(&text))
+    }
+}
+
+impl CliError {
+    /// The message before redaction.
+    fn text(&self) -> String {
+        struct Raw<'a>(&'a CliError);
+        impl fmt::Display for Raw<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.write_raw(f)
+            }
+        }
+        Raw(self).to_string()
+    }
+
+    fn write_raw(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m)
             | CliError::Backend(m)

@@ -2,7 +2,6 @@
 //! backend so every worker on every machine obeys them.
 
 use clap::{Args, Subcommand};
-use leaseq::BackendExt as _;
 use leaseq::{QueueLimits, QueueName, Rate};
 
 use super::{CliError, Target};
@@ -12,9 +11,17 @@ pub(crate) enum LimitsCommand {
     /// Sets a queue's limits; a limit not named keeps its value.
     Set(SetArgs),
     /// Shows a queue's limits.
-    Show(NameArgs),
+    Show(ShowArgs),
     /// Removes both limits of a queue.
     Clear(NameArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The queue's name.
+    queue: String,
+    #[command(flatten)]
+    out: super::show::Output,
 }
 
 #[derive(Debug, Args)]
@@ -70,22 +77,30 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
     match command {
         LimitsCommand::Show(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
-            let limits = backend.throttles()?.queue_limits(&queue).await?;
-            print(&queue, &limits);
+            let limits = backend.queue_limits(&queue).await?;
+            if args.out.json {
+                super::show::print_json(&serde_json::json!({
+                    "queue": queue.as_str(),
+                    "concurrency": limits.concurrency,
+                    "rate": limits.rate.map(|r| serde_json::json!({
+                        "claims": r.claims(),
+                        "per_ms": u64::try_from(r.per().as_millis()).unwrap_or(u64::MAX),
+                    })),
+                }));
+            } else {
+                print(&queue, &limits);
+            }
         }
         LimitsCommand::Clear(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
-            backend
-                .throttles()?
-                .set_queue_limits(&queue, QueueLimits::NONE)
-                .await?;
+            backend.set_queue_limits(&queue, QueueLimits::NONE).await?;
             print(&queue, &QueueLimits::NONE);
         }
         LimitsCommand::Set(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
             // Read, change what was named, write: two limits commands on
             // one queue at once may each undo the other's change.
-            let mut limits = backend.throttles()?.queue_limits(&queue).await?;
+            let mut limits = backend.queue_limits(&queue).await?;
             if let Some(k) = args.concurrency {
                 limits.concurrency = Some(k);
             }
@@ -98,11 +113,8 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
             if args.no_rate {
                 limits.rate = None;
             }
-            backend
-                .throttles()?
-                .set_queue_limits(&queue, limits)
-                .await?;
-            print(&queue, &backend.throttles()?.queue_limits(&queue).await?);
+            backend.set_queue_limits(&queue, limits).await?;
+            print(&queue, &backend.queue_limits(&queue).await?);
         }
     }
     Ok(())

@@ -6,6 +6,7 @@ mod demo;
 mod error;
 mod limits;
 mod schedules;
+mod show;
 mod signals;
 
 use clap::{Args, Parser, Subcommand};
@@ -42,8 +43,20 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
-    pub(crate) fn is_demo(&self) -> bool {
-        matches!(self.command, Command::Demo(_))
+    /// The log filter when `RUST_LOG` is unset.
+    pub(crate) fn default_log_filter(&self) -> &'static str {
+        match &self.command {
+            // The demo kills workers mid-job on purpose: the errors those
+            // simulated crashes make a worker log are expected, and not
+            // shown unless asked for (the verdict says whether anything
+            // went wrong).
+            Command::Demo(_) => "error,leaseq_core::worker=off",
+            // A scheduler reports each tick it fires.
+            Command::Schedules(schedules::SchedulesCommand::Run(_)) => {
+                "warn,leaseq_core::schedule=info"
+            }
+            _ => "warn",
+        }
     }
 }
 
@@ -58,6 +71,9 @@ enum Command {
     Enqueue(admin::EnqueueArgs),
     /// Shows items in one state.
     Peek(admin::PeekArgs),
+    /// Shows one item whole: every field, times, the whole payload (exit
+    /// code 3 when the queue holds no such item).
+    Item(admin::ItemArgs),
     /// Dead items: list them or send them back to Ready.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -87,8 +103,9 @@ enum Command {
 enum DeadCommand {
     /// Lists Dead items, oldest death first, with their last error.
     List(admin::ListArgs),
-    /// Moves Dead items back to Ready with their attempts reset: the
-    /// oldest deaths first, up to --limit, or the one item --id names
+    /// Moves Dead items back to Ready with their attempts reset: every
+    /// item Dead when it starts (in batches), or the oldest deaths up to
+    /// --limit, or the one item --id names
     /// (exit code 3 when the queue holds no such item, 4 when it is not
     /// Dead).
     Redrive(admin::RedriveArgs),
@@ -109,6 +126,9 @@ pub(crate) struct QueueArgs {
 pub(crate) struct Target {
     url: String,
     namespace: Option<String>,
+    /// Cancelled by SIGINT or SIGTERM: a connection still being made is
+    /// given up.
+    shutdown: leaseq::CancellationToken,
 }
 
 impl Target {
@@ -121,15 +141,25 @@ impl Target {
         if let Some(ns) = &self.namespace {
             options = options.namespace(ns.clone());
         }
-        Ok(leaseq::connect_with(&self.url, &options).await?)
+        interruptible(&self.shutdown, async {
+            Ok(leaseq::connect_with(&self.url, &options).await?)
+        })
+        .await
     }
 
-    /// The URL as given.
+    /// The URL as given, password included: for connecting only.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
+    /// The URL to print: its password masked.
+    pub(crate) fn shown_url(&self) -> String {
+        leaseq::redact_url(&self.url)
+    }
+
     /// The schema or key prefix given, if any.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
@@ -161,17 +191,47 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
             "--schema is for PostgreSQL and --prefix for Redis: give one".into(),
         ));
     }
+    let shutdown = signals::shutdown_token();
     let target = Target {
         url: cli.backend,
         namespace: cli.schema.or(cli.prefix),
+        shutdown: shutdown.clone(),
     };
-    let shutdown = signals::shutdown_token();
     let url = &target;
-    match cli.command {
-        Command::Demo(args) => demo::run(url, args, shutdown).await,
+    // Commands that run until a signal handle it themselves; every other
+    // one stops where it is.
+    let one_shot = match cli.command {
+        Command::Demo(args) => return demo::run(url, args, shutdown).await,
+        Command::Schedules(cmd) => return schedules::run(url, cmd, shutdown).await,
+        Command::Dashboard(args) => return dashboard::run(url, args, shutdown).await,
+        one_shot => one_shot,
+    };
+    interruptible(&shutdown, one_shot_command(url, one_shot)).await
+}
+
+/// `work`, or [`CliError::Interrupted`] (exit code 130) as soon as
+/// `shutdown` is cancelled; a result ready at that moment wins.
+pub(crate) async fn interruptible<T>(
+    shutdown: &leaseq::CancellationToken,
+    work: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::select! {
+        biased;
+        done = work => done,
+        () = shutdown.cancelled() => Err(CliError::Interrupted(
+            "interrupted: the command stopped before it finished; \
+             what it had already changed stays changed"
+                .into(),
+        )),
+    }
+}
+
+async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError> {
+    match command {
         Command::Stats(q) => admin::stats(url, q).await,
         Command::Enqueue(args) => admin::enqueue(url, args).await,
         Command::Peek(args) => admin::peek(url, args).await,
+        Command::Item(args) => admin::item(url, args).await,
         Command::Dead(DeadCommand::List(args)) => admin::dead_list(url, args).await,
         Command::Dead(DeadCommand::Redrive(args)) => admin::dead_redrive(url, args).await,
         Command::Reap(q) => admin::reap(url, q).await,
@@ -179,7 +239,8 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Purge(args) => admin::purge(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
-        Command::Schedules(cmd) => schedules::run(url, cmd, shutdown).await,
-        Command::Dashboard(args) => dashboard::run(url, args, shutdown).await,
+        Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) => Err(CliError::Usage(
+            "this command runs until interrupted, not once".into(),
+        )),
     }
 }

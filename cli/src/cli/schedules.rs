@@ -1,7 +1,6 @@
 //! `leaseq schedules list|add|remove|run`: periodic jobs stored in the
 //! backend.
 
-use leaseq::BackendExt as _;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -12,8 +11,9 @@ use super::{CliError, Target};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SchedulesCommand {
-    /// Lists the stored schedules: cadence, queue, revision, last tick.
-    List,
+    /// Lists the stored schedules: cadence, queue, revision, last tick and
+    /// next run.
+    List(super::show::Output),
     /// Stores a schedule (creates it, or changes the one of that name).
     Add(AddArgs),
     /// Removes a schedule; the items it enqueued stay.
@@ -80,12 +80,12 @@ pub(crate) async fn run(
 ) -> Result<(), CliError> {
     url.shared_only()?;
     match command {
-        SchedulesCommand::List => list(url).await,
-        SchedulesCommand::Add(args) => add(url, args).await,
-        SchedulesCommand::Remove(args) => remove(url, args).await,
+        SchedulesCommand::List(out) => super::interruptible(&shutdown, list(url, out)).await,
+        SchedulesCommand::Add(args) => super::interruptible(&shutdown, add(url, args)).await,
+        SchedulesCommand::Remove(args) => super::interruptible(&shutdown, remove(url, args)).await,
         SchedulesCommand::Run(args) => {
             let backend = url.connect(false).await?;
-            let n = backend.schedule_store()?.schedules().await?.len();
+            let n = backend.schedules().await?.len();
             println!("scheduler running over {n} schedule(s); Ctrl-C stops it");
             Scheduler::new(backend)
                 .reload_every(Duration::from_millis(args.reload_ms))
@@ -109,27 +109,58 @@ fn cadence(s: &StoredSchedule) -> String {
     }
 }
 
-async fn list(url: &Target) -> Result<(), CliError> {
+/// The next tick after `now` of a stored schedule, if it reads.
+fn next_run(s: &StoredSchedule, now: leaseq::Timestamp) -> Option<leaseq::Timestamp> {
+    Schedule::from_stored(s).ok()?.next_tick(now)
+}
+
+async fn list(url: &Target, out: super::show::Output) -> Result<(), CliError> {
+    use super::show::{print_json, relative, rfc3339};
     let backend = url.connect(false).await?;
-    let all = backend.schedule_store()?.schedules().await?;
+    let all = backend.schedules().await?;
+    let now = backend.now().await?;
+    if out.json {
+        let rows = all
+            .iter()
+            .map(|s| {
+                let next = next_run(s, now);
+                serde_json::json!({
+                    "name": s.name.as_str(),
+                    "queue": s.queue.as_str(),
+                    "revision": s.revision,
+                    "cadence": cadence(s),
+                    "last_tick": s.last_tick.map(rfc3339),
+                    "last_tick_ms": s.last_tick.map(|t| t.as_millis()),
+                    "next_run": next.map(rfc3339),
+                    "next_run_ms": next.map(|t| t.as_millis()),
+                })
+            })
+            .collect();
+        print_json(&serde_json::Value::Array(rows));
+        return Ok(());
+    }
     if all.is_empty() {
         println!("no schedules");
         return Ok(());
     }
     println!(
-        "{:<24} {:<16} {:>4} {:>15}  cadence",
-        "name", "queue", "rev", "last tick (ms)"
+        "{:<24} {:<16} {:>4}  {:<38} {:<38} cadence",
+        "name", "queue", "rev", "last tick", "next run"
     );
+    let shown = |t: Option<leaseq::Timestamp>| {
+        t.map_or_else(
+            || "-".to_owned(),
+            |t| format!("{} ({})", rfc3339(t), relative(t, now)),
+        )
+    };
     for s in &all {
-        let last = s
-            .last_tick
-            .map_or_else(|| "-".to_owned(), |t| t.as_millis().to_string());
         println!(
-            "{:<24} {:<16} {:>4} {:>15}  {}",
+            "{:<24} {:<16} {:>4}  {:<38} {:<38} {}",
             s.name.as_str(),
             s.queue.as_str(),
             s.revision,
-            last,
+            shown(s.last_tick),
+            shown(next_run(s, now)),
             cadence(s)
         );
     }
@@ -155,7 +186,7 @@ async fn add(url: &Target, args: AddArgs) -> Result<(), CliError> {
         .priority(args.priority)
         .max_attempts(args.max_attempts);
     let backend = url.connect(false).await?;
-    let stored = backend.schedule_store()?.put_schedule(&schedule).await?;
+    let stored = backend.put_schedule(&schedule).await?;
     println!(
         "schedule {} stored: revision {}, {}",
         stored.name,
@@ -168,7 +199,7 @@ async fn add(url: &Target, args: AddArgs) -> Result<(), CliError> {
 async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
     let name = ScheduleName::new(&args.name)?;
     let backend = url.connect(false).await?;
-    if backend.schedule_store()?.remove_schedule(&name).await? {
+    if backend.remove_schedule(&name).await? {
         println!("schedule {name} removed");
         Ok(())
     } else {

@@ -70,7 +70,7 @@ pub(crate) async fn run(
     args: DemoArgs,
     shutdown: leaseq::CancellationToken,
 ) -> Result<(), CliError> {
-    let url = target.url();
+    let url = target.shown_url();
     let backend = target.connect(true).await?;
     let stamp = leaseq::Timestamp::now_system().as_millis();
     let queue = QueueName::new(format!("leaseq-demo-{}-{stamp}", std::process::id()))?;
@@ -83,7 +83,7 @@ pub(crate) async fn run(
         stop: leaseq::CancellationToken::new(),
         ttl: Duration::from_millis(args.lease_ms),
     };
-    report::header(url, &args, ctx.ttl);
+    report::header(&url, &args, ctx.ttl);
 
     let started = Instant::now();
     let mut tasks = JoinSet::new();

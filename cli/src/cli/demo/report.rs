@@ -18,6 +18,12 @@ pub(crate) fn header(url: &str, args: &DemoArgs, ttl: Duration) {
         args.reapers,
         ttl.as_millis()
     );
+    if args.crash_rate > 0.0 {
+        println!(
+            "workers are killed mid-job on purpose (simulated crashes); the errors they \
+             log are expected and hidden (RUST_LOG=error shows them)"
+        );
+    }
 }
 
 pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, end: End) {

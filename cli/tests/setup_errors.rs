@@ -1,0 +1,78 @@
+//! Setup mistakes are reported with their fix: a SQLite file that does
+//! not exist (or whose directory does not), a PostgreSQL schema never
+//! migrated, a password the server refuses.
+
+mod common;
+
+use predicates::prelude::PredicateBooleanExt;
+use predicates::str::contains;
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn a_missing_sqlite_file_says_how_to_create_it() {
+    let db = common::SqliteFile::new("missing");
+    db.leaseq()
+        .args(["stats", "q"])
+        .assert()
+        .code(2)
+        .stderr(contains("no database file at"))
+        .stderr(contains(format!("`leaseq migrate --backend {}`", db.url)));
+    // Which then works.
+    db.leaseq().arg("migrate").assert().success();
+    db.leaseq()
+        .args(["stats", "q", "--allow-empty"])
+        .assert()
+        .success();
+
+    let nowhere = format!(
+        "{}/no-such-dir/jobs.db",
+        db.url.trim_end_matches("/jobs.db")
+    );
+    common::leaseq()
+        .args(["--backend", &nowhere, "migrate"])
+        .assert()
+        .code(2)
+        .stderr(contains("no-such-dir does not exist"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_schema_without_tables_says_run_leaseq_migrate() {
+    let guard = leaseq_testkit::pg_schema::SchemaGuard::fresh(
+        &leaseq_testkit::env::database_url(),
+        "unmigrated",
+    );
+    let out = common::leaseq()
+        .args(["--backend", &guard.url, "--schema", &guard.schema])
+        .args(["stats", "q"])
+        .output()
+        .expect("run leaseq");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reached = if stderr.contains("cannot reach") {
+        Err(stderr.to_string())
+    } else {
+        Ok(())
+    };
+    if !leaseq_testkit::env::require_server("postgres", &guard.url, reached) {
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has no leaseq tables: run `leaseq migrate`"),
+        "{stderr}"
+    );
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_refused_redis_password_says_authentication_failed() {
+    let url = leaseq_testkit::env::redis_url().replacen("redis://", "redis://app:wrong@", 1);
+    common::leaseq()
+        .args(["--backend", &url, "stats", "q"])
+        .assert()
+        .code(1)
+        .stderr(contains(
+            "authentication failed: check the user and password",
+        ))
+        .stderr(contains("backend unavailable").not());
+}
