@@ -1,5 +1,6 @@
 //! Admin commands against any backend URL.
 
+use leaseq::BackendExt as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -287,13 +288,13 @@ pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), 
     let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let Some(id) = args.id else {
         let moved = match args.limit {
-            Some(limit) => backend.redrive(&queue, limit).await?,
+            Some(limit) => backend.admin()?.redrive(&queue, limit).await?,
             None => redrive_all(backend.as_ref(), &queue, stats.dead).await?,
         };
         println!("redrove {moved} dead items of {queue} back to ready");
         return Ok(());
     };
-    match backend.redrive_item(&queue, id).await {
+    match backend.admin()?.redrive_item(&queue, id).await {
         Ok(true) => {
             println!("redrove item {id} of {queue} back to ready");
             Ok(())
@@ -330,6 +331,7 @@ async fn redrive_all(backend: &dyn Backend, queue: &QueueName, dead: u64) -> Res
     while moved < dead {
         let batch = (dead - moved).min(REDRIVE_BATCH);
         let n = backend
+            .admin()?
             .redrive(queue, usize::try_from(batch).unwrap_or(usize::MAX))
             .await?;
         moved += n;
@@ -358,7 +360,7 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 
 pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue).await?;
-    match backend.remove_item(&queue, args.id).await {
+    match backend.admin()?.remove_item(&queue, args.id).await {
         Ok(state) => {
             println!("removed item {} of {queue} (it was {state})", args.id);
             Ok(())
@@ -381,7 +383,7 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
         println!("nothing purged");
         return Ok(());
     }
-    let n = backend.purge(&queue).await?;
+    let n = backend.admin()?.purge(&queue).await?;
     println!("purged {n} items from {queue}");
     Ok(())
 }
@@ -390,9 +392,9 @@ pub(crate) async fn purge(url: &Target, args: PurgeArgs) -> Result<(), CliError>
 /// (its limits or held keys are what an operator wants gone then).
 async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
     let (backend, queue) = open(url, &args.queue.queue).await?;
-    if !backend.capabilities().delete_queue {
+    if backend.groups().admin.is_none() {
         return Err(CliError::Usage(
-            "this backend cannot delete a queue; `purge` without --forget deletes its items".into(),
+            "this backend offers no operator actions (it cannot delete a queue)".into(),
         ));
     }
     let stats = backend.stats(&queue).await?;
@@ -404,7 +406,7 @@ async fn forget(url: &Target, args: PurgeArgs) -> Result<(), CliError> {
         println!("nothing deleted");
         return Ok(());
     }
-    let n = backend.delete_queue(&queue).await?;
+    let n = backend.admin()?.delete_queue(&queue).await?;
     println!("deleted queue {queue} and its {n} items");
     Ok(())
 }

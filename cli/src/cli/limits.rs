@@ -2,6 +2,7 @@
 //! backend so every worker on every machine obeys them.
 
 use clap::{Args, Subcommand};
+use leaseq::BackendExt as _;
 use leaseq::{QueueLimits, QueueName, Rate};
 
 use super::{CliError, Target};
@@ -77,7 +78,7 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
     match command {
         LimitsCommand::Show(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
-            let limits = backend.queue_limits(&queue).await?;
+            let limits = backend.throttles()?.queue_limits(&queue).await?;
             if args.out.json {
                 super::show::print_json(&serde_json::json!({
                     "queue": queue.as_str(),
@@ -93,14 +94,17 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
         }
         LimitsCommand::Clear(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
-            backend.set_queue_limits(&queue, QueueLimits::NONE).await?;
+            backend
+                .throttles()?
+                .set_queue_limits(&queue, QueueLimits::NONE)
+                .await?;
             print(&queue, &QueueLimits::NONE);
         }
         LimitsCommand::Set(args) => {
             let (backend, queue) = open(url, &args.queue).await?;
             // Read, change what was named, write: two limits commands on
             // one queue at once may each undo the other's change.
-            let mut limits = backend.queue_limits(&queue).await?;
+            let mut limits = backend.throttles()?.queue_limits(&queue).await?;
             if let Some(k) = args.concurrency {
                 limits.concurrency = Some(k);
             }
@@ -113,8 +117,11 @@ pub(crate) async fn run(url: &Target, command: LimitsCommand) -> Result<(), CliE
             if args.no_rate {
                 limits.rate = None;
             }
-            backend.set_queue_limits(&queue, limits).await?;
-            print(&queue, &backend.queue_limits(&queue).await?);
+            backend
+                .throttles()?
+                .set_queue_limits(&queue, limits)
+                .await?;
+            print(&queue, &backend.throttles()?.queue_limits(&queue).await?);
         }
     }
     Ok(())

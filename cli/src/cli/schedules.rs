@@ -1,6 +1,7 @@
 //! `leaseq schedules list|add|remove|run`: periodic jobs stored in the
 //! backend.
 
+use leaseq::BackendExt as _;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -85,7 +86,7 @@ pub(crate) async fn run(
         SchedulesCommand::Remove(args) => super::interruptible(&shutdown, remove(url, args)).await,
         SchedulesCommand::Run(args) => {
             let backend = url.connect(false).await?;
-            let n = backend.schedules().await?.len();
+            let n = backend.schedule_store()?.schedules().await?.len();
             println!("scheduler running over {n} schedule(s); Ctrl-C stops it");
             Scheduler::new(backend)
                 .reload_every(Duration::from_millis(args.reload_ms))
@@ -117,7 +118,7 @@ fn next_run(s: &StoredSchedule, now: leaseq::Timestamp) -> Option<leaseq::Timest
 async fn list(url: &Target, out: super::show::Output) -> Result<(), CliError> {
     use super::show::{print_json, relative, rfc3339};
     let backend = url.connect(false).await?;
-    let all = backend.schedules().await?;
+    let all = backend.schedule_store()?.schedules().await?;
     let now = backend.now().await?;
     if out.json {
         let rows = all
@@ -186,7 +187,7 @@ async fn add(url: &Target, args: AddArgs) -> Result<(), CliError> {
         .priority(args.priority)
         .max_attempts(args.max_attempts);
     let backend = url.connect(false).await?;
-    let stored = backend.put_schedule(&schedule).await?;
+    let stored = backend.schedule_store()?.put_schedule(&schedule).await?;
     println!(
         "schedule {} stored: revision {}, {}",
         stored.name,
@@ -199,7 +200,7 @@ async fn add(url: &Target, args: AddArgs) -> Result<(), CliError> {
 async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
     let name = ScheduleName::new(&args.name)?;
     let backend = url.connect(false).await?;
-    if backend.remove_schedule(&name).await? {
+    if backend.schedule_store()?.remove_schedule(&name).await? {
         println!("schedule {name} removed");
         Ok(())
     } else {
