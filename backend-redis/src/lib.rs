@@ -431,10 +431,6 @@
 
 mod backend;
 pub mod client;
-#[cfg(feature = "fred")]
-mod client_fred;
-#[cfg(feature = "redis-rs")]
-mod client_redis_rs;
 mod cluster_url;
 mod decode;
 mod delete;
@@ -455,9 +451,9 @@ mod sharded;
 
 pub use backend::RedisBackend;
 #[cfg(feature = "fred")]
-pub use client_fred::FredBackend;
+pub use client::FredBackend;
 #[cfg(feature = "redis-rs")]
-pub use client_redis_rs::RedisRsBackend;
+pub use client::RedisRsBackend;
 pub use options::{RedisOptions, ReplicaWait};
 
 /// The former name of [`RedisOptions`].

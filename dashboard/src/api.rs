@@ -12,6 +12,7 @@ use leaseq_core::{Backend, Error, ItemId, QueueName};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::answer::error_body;
 use crate::guard::Guard;
 use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
@@ -45,11 +46,6 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
             guard,
             crate::guard::check,
         ))
-}
-
-/// A JSON error: `{"error": message, "kind": kind}`.
-pub(crate) fn error_body(status: StatusCode, kind: &str, message: &str) -> Response {
-    (status, Json(json!({ "error": message, "kind": kind }))).into_response()
 }
 
 /// A backend or input error, answered with the status its kind calls for.

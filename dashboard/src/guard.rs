@@ -172,7 +172,7 @@ fn with_headers(mut response: Response) -> Response {
 /// A refusal as JSON for the API, as text for a page.
 fn refusal(req: &Request, status: StatusCode, message: &str) -> Response {
     if req.uri().path().starts_with("/api/") {
-        crate::api::error_body(status, "forbidden", message)
+        crate::answer::error_body(status, "forbidden", message)
     } else {
         (status, message.to_owned()).into_response()
     }

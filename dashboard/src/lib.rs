@@ -40,6 +40,7 @@
 // example may define a function it shows without calling it.
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
+mod answer;
 mod api;
 mod assets;
 mod guard;

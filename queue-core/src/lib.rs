@@ -34,6 +34,7 @@
 mod backend;
 mod capabilities;
 mod clock;
+mod codec;
 mod error;
 mod ext;
 mod gauges;
@@ -56,6 +57,7 @@ mod worker;
 pub use backend::Backend;
 pub use capabilities::{Capabilities, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use codec::{Codec, JsonCodec};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
 pub use gauges::export_queue_gauges;
@@ -68,7 +70,7 @@ pub use limits::{Bounds, ClaimSpec, LeaseTtl};
 pub use queue_limits::{LimitScope, QueueLimits, Rate};
 pub use redact::{redact_secrets, redact_url};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
-pub use typed::{Codec, JsonCodec, TypedQueue};
+pub use typed::TypedQueue;
 pub use worker::{
     handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
     JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,

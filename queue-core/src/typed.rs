@@ -5,39 +5,11 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::worker::{Handler, Job, JobContext, Permanent};
-use crate::{Backend, BoxError, Enqueued, Error, ItemId, NewItem, QueueName, Result};
-
-/// Turns values into payloads and back.
-pub trait Codec<T>: Send + Sync + 'static {
-    /// Encodes `value`; a value that cannot be encoded is
-    /// [`Error::InvalidInput`].
-    fn encode(&self, value: &T) -> Result<Bytes>;
-
-    /// Decodes a payload.
-    fn decode(&self, payload: &[u8]) -> std::result::Result<T, BoxError>;
-}
-
-/// The default codec: JSON through `serde_json`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct JsonCodec;
-
-impl<T: Serialize + DeserializeOwned> Codec<T> for JsonCodec {
-    fn encode(&self, value: &T) -> Result<Bytes> {
-        serde_json::to_vec(value)
-            .map(Bytes::from)
-            .map_err(|e| Error::invalid(format!("value does not encode as JSON: {e}")))
-    }
-
-    fn decode(&self, payload: &[u8]) -> std::result::Result<T, BoxError> {
-        Ok(serde_json::from_slice(payload)?)
-    }
-}
+use crate::codec::{Codec, JsonCodec};
+use crate::{Backend, Enqueued, Error, ItemId, NewItem, QueueName, Result};
 
 /// A queue of `T` values: enqueues encode with the codec, each in a
 /// producer span `enqueue` ([`crate::spans`]).
@@ -128,41 +100,5 @@ impl<T, C: Codec<T>> TypedQueue<T, C> {
             .map(|v| self.codec.encode(v).map(NewItem::new))
             .collect::<Result<Vec<_>>>()?;
         crate::spans::enqueue(self.backend.as_ref(), &self.queue, items).await
-    }
-}
-
-/// Decodes payloads for a typed handler; a payload that does not decode is a
-/// [`Permanent`] error, so the item goes Dead at once instead of looping.
-pub(crate) struct Decoding<T, C, H> {
-    codec: C,
-    inner: H,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T, C, H> Decoding<T, C, H> {
-    pub(crate) fn new(codec: C, inner: H) -> Self {
-        Decoding {
-            codec,
-            inner,
-            _t: PhantomData,
-        }
-    }
-}
-
-#[async_trait]
-impl<T, C, H> Handler<Bytes> for Decoding<T, C, H>
-where
-    T: Send + 'static,
-    C: Codec<T>,
-    H: Handler<T>,
-{
-    async fn handle(&self, job: Job<Bytes>, ctx: JobContext) -> std::result::Result<(), BoxError> {
-        let value = self.codec.decode(&job.payload).map_err(|e| {
-            Permanent::boxed(format!(
-                "payload does not decode as {}: {e}",
-                std::any::type_name::<T>()
-            ))
-        })?;
-        self.inner.handle(job.with_payload(value), ctx).await
     }
 }

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::decoding::Decoding;
 use super::handler::Handler;
 use super::metrics::{EventSink, JobEvent, WorkerMetrics};
 use super::shared::{settle_for, Shared};
 use super::timeout::Timeout;
 use super::{RetryPolicy, Worker};
+use crate::codec::{Codec, JsonCodec};
 use crate::limits::MAX_CLAIM;
-use crate::typed::{Codec, Decoding, JsonCodec};
 use crate::{Backend, Error, LeaseTtl, QueueName, Result};
 
 /// Builds a [`Worker`]; start with [`Worker::builder`].

@@ -12,6 +12,7 @@
 
 mod acker;
 mod builder;
+mod decoding;
 mod ending;
 mod handler;
 mod heartbeat;

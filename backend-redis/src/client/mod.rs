@@ -11,11 +11,16 @@ use bytes::Bytes;
 use leaseq_core::BoxError;
 
 #[cfg(feature = "fred")]
-pub use crate::client_fred::FredClient;
+mod fred;
 #[cfg(feature = "redis-rs")]
-pub use crate::client_redis_rs::RedisRsClient;
+mod redis_rs;
+
 pub use crate::reply::Reply;
 pub use crate::scripts::Script;
+#[cfg(feature = "fred")]
+pub use fred::{FredBackend, FredClient};
+#[cfg(feature = "redis-rs")]
+pub use redis_rs::{RedisRsBackend, RedisRsClient};
 
 /// What a client adapter reports when a call fails.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, RedisError, Value};
 
-use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
+use super::{block_secs, replicas_acked, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `redis` crate.

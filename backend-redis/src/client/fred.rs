@@ -26,7 +26,7 @@ use fred::prelude::{
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
-use crate::client::{block_secs, replicas_acked, IdlePool, NodeReply};
+use super::{block_secs, replicas_acked, IdlePool, NodeReply};
 use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `fred` crate.
