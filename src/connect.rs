@@ -234,7 +234,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Backend>, ConnectError> {
 /// use leaseq::ConnectOptions;
 /// let options = ConnectOptions::new().namespace("billing").migrate(false);
 /// let backend = leaseq::connect_with("memory://", &options).await?;
-/// assert!(backend.test_hooks().is_none());
+/// assert!(backend.groups().test_hooks.is_none());
 /// # Ok(())
 /// # }
 /// ```

@@ -23,8 +23,8 @@
 //! let lease = backend.claim_one(&queue, Duration::from_secs(30)).await?.expect("an item");
 //! assert_eq!(&lease.payload[..], b"hello");
 //! backend.ack(&lease.key).await?;
-//! assert_eq!(backend.purge(&queue).await?, 0);
-//! # backend.delete_queue(&queue).await?; // leave nothing behind
+//! assert_eq!(backend.admin()?.purge(&queue).await?, 0);
+//! # backend.admin()?.delete_queue(&queue).await?; // leave nothing behind
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "redis-rs"))]
