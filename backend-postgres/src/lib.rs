@@ -194,11 +194,13 @@
 //! leaves its entry in the leased index, at its expiry, until vacuum removes
 //! it; a claimed item leaves its entry at the head of the Ready index. The
 //! reap's walk over the expired leases and the claim's walk from the head
-//! of the Ready index step over every such entry until then: after
-//! 1,000,000 items went through a table that was not vacuumed, the first
-//! empty reap took 1.2 s (it visits each entry's row to learn that it is
-//! gone, and marks the entry), each one after it about 10 ms (it still
-//! reads the 39 MB of marked entries), against 0.7 ms once vacuum had run.
+//! of the Ready index step over every such entry until then. After
+//! 1,000,000 items went through a table with autovacuum off, the first
+//! empty reap took 0.5 s (it visits each entry's row to learn that it is
+//! gone, and marks the entry), later ones 10-60 ms (they still read the
+//! 39 MB of marked entries, some 4,900 index pages); after a `VACUUM` the
+//! same reap reads 6 pages and takes under 1 ms. With autovacuum on, the
+//! figures after the same churn were 185 ms, then 6-7 ms.
 //! An open transaction anywhere in the database (a long report, a backup,
 //! an idle-in-transaction session) keeps those rows from counting as gone,
 //! and then every walk visits every row, every time.
