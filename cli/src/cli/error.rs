@@ -54,46 +54,29 @@ impl fmt::Display for CliError {
 impl CliError {
     /// The message before redaction.
     fn text(&self) -> String {
-        struct Raw<'a>(&'a CliError);
-        impl fmt::Display for Raw<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.write_raw(f)
-            }
-        }
-        Raw(self).to_string()
-    }
-
-    fn write_raw(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m)
             | CliError::Backend(m)
             | CliError::Verdict(m)
-            | CliError::Interrupted(m) => f.write_str(m),
-            CliError::UnknownQueue(q) => write!(
-                f,
+            | CliError::Interrupted(m) => m.clone(),
+            CliError::UnknownQueue(q) => format!(
                 "queue {q:?} not found: it holds no items in any state \
                  (pass --allow-empty to accept an empty queue)"
             ),
-            CliError::UnknownItem { queue, id } => write!(
-                f,
+            CliError::UnknownItem { queue, id } => format!(
                 "item {id} not found in queue {queue:?} (acked, purged, or never enqueued there)"
             ),
             CliError::NotDead { queue, id, state } => match state.as_deref() {
                 // It died between the refusal and the look at its state.
-                Some("dead") => write!(
-                    f,
+                Some("dead") => format!(
                     "item {id} of queue {queue:?} was not dead when asked and is dead now: \
                      nothing changed; run the command again"
                 ),
-                Some(state) => write!(
-                    f,
+                Some(state) => format!(
                     "item {id} of queue {queue:?} is {state}, not dead: nothing changed \
                      (`leaseq dead list {queue}` shows the dead items)"
                 ),
-                None => write!(
-                    f,
-                    "item {id} of queue {queue:?} is not dead: nothing changed"
-                ),
+                None => format!("item {id} of queue {queue:?} is not dead: nothing changed"),
             },
         }
     }
