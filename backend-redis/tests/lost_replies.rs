@@ -85,9 +85,17 @@ async fn recover_claim_returns_the_claims_leases(which: Which) {
         vec![keys(&claimed.leases)[0], keys(&claimed.leases)[2]]
     );
 
-    // An expired lease is not live: it is not recovered.
+    // An expired lease no reaper took is recovered and renewed, so the
+    // lost claim reply costs no attempt; once reaped, it is not.
     let hooks = b.test_hooks().expect("test hooks");
     hooks.expire_leases(&q).await.expect("expire");
+    let renewed = b.recover_claim(&q, &spec).await.expect("recover_claim");
+    assert_eq!(
+        keys(&renewed.leases),
+        vec![keys(&claimed.leases)[0], keys(&claimed.leases)[2]]
+    );
+    hooks.expire_leases(&q).await.expect("expire");
+    b.reap(&q).await.expect("reap");
     assert!(b
         .recover_claim(&q, &spec)
         .await

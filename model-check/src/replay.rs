@@ -37,8 +37,10 @@ pub struct Replayed {
 /// names the first step whose answer differs from the model's (or why the
 /// path cannot be replayed).
 pub fn replay_on_memory(model: &LeaseModel, actions: &[Action]) -> Result<Replayed, String> {
-    if model.protocol != Protocol::Today || model.faults != Faults::default() {
-        return Err("only Today's protocol without seeded faults is the code's".to_string());
+    // The memory backend keeps finishing traces and renews expired,
+    // unreaped leases on recovery: it follows the fixed protocol.
+    if model.protocol != Protocol::Fixed || model.faults != Faults::default() {
+        return Err("only the fixed protocol without seeded faults is the code's".to_string());
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
