@@ -144,9 +144,15 @@ impl Requests {
     }
 }
 
+/// The most traces one queue keeps: past it the oldest is forgotten early,
+/// so a queue acking a million items a second holds a bounded map, not a
+/// minute of them.
+const MAX_TRACES: usize = 1 << 16;
+
 /// The (item, token) of each lease its own finishing call ended lately,
 /// for `lease_fate`; each forgotten once its memory has run out (trimmed
-/// on each finishing call and read, oldest first).
+/// on each finishing call and read, oldest first), or once the queue holds
+/// [`MAX_TRACES`] newer ones.
 #[derive(Debug, Default)]
 pub(crate) struct Finishes {
     keys: HashSet<(u64, u128)>,
@@ -176,6 +182,11 @@ impl Finishes {
         ));
         if self.keys.insert((id, token.as_u128())) {
             self.order.push_back((until, id, token.as_u128()));
+        }
+        while self.order.len() > MAX_TRACES {
+            if let Some((_, id, token)) = self.order.pop_front() {
+                self.keys.remove(&(id, token));
+            }
         }
     }
 
@@ -594,6 +605,19 @@ fn repair(index: ItemState, id: u64, problem: &str) -> Repair {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finishing_traces_are_bounded_per_queue() {
+        let mut f = Finishes::default();
+        let first = LeaseToken::random();
+        f.record(0, first, 0);
+        for id in 1..=MAX_TRACES as u64 {
+            f.record(id, LeaseToken::random(), 0);
+        }
+        assert_eq!(f.order.len(), MAX_TRACES);
+        assert_eq!(f.keys.len(), MAX_TRACES);
+        assert!(!f.holds(0, first, 0), "the oldest trace is forgotten first");
+    }
 
     fn fresh(priority: i32) -> Fresh {
         Fresh {
