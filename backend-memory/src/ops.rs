@@ -103,7 +103,6 @@ impl Backend for MemoryBackend {
             // a time earlier than a transition already made on this queue.
             let now = self.now_ms();
             let expires = now.saturating_add(spec.ttl().as_millis());
-            let expires_at = Timestamp::from_millis(expires);
             let mut repairs = Vec::new();
             st.promote_due(now, &mut repairs);
             // The queue's limits, in the same critical section as the claim.
@@ -118,19 +117,7 @@ impl Backend for MemoryBackend {
                 let Some((id, item)) = st.lease_next(expires, token, &mut repairs) else {
                     break;
                 };
-                leases.push(Lease {
-                    key: LeaseKey {
-                        queue: queue.clone(),
-                        id: ItemId::new(id),
-                        token,
-                    },
-                    payload: item.payload.clone(),
-                    attempts: item.attempts,
-                    max_attempts: item.max_attempts,
-                    priority: item.priority,
-                    expires_at,
-                    enqueued_at: Timestamp::from_millis(item.enqueued_at),
-                });
+                leases.push(item.lease(queue, id, token, expires));
             }
             let got = u32::try_from(leases.len()).unwrap_or(u32::MAX);
             let mut retry_after = None;
@@ -177,22 +164,7 @@ impl Backend for MemoryBackend {
                 let Slot::Leased { token, .. } = item.slot else {
                     continue;
                 };
-                found.push((
-                    token,
-                    Lease {
-                        key: LeaseKey {
-                            queue: queue.clone(),
-                            id: ItemId::new(id),
-                            token,
-                        },
-                        payload: item.payload.clone(),
-                        attempts: item.attempts,
-                        max_attempts: item.max_attempts,
-                        priority: item.priority,
-                        expires_at: Timestamp::from_millis(expires),
-                        enqueued_at: Timestamp::from_millis(item.enqueued_at),
-                    },
-                ));
+                found.push((token, item.lease(queue, id, token, expires)));
             }
             // Slot order is claim order.
             found.sort_by_key(|(token, _)| token.as_u128());

@@ -7,7 +7,9 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
-use leaseq_core::{Bytes, ItemId, ItemState, LeaseToken, Repair};
+use leaseq_core::{
+    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair, Timestamp,
+};
 
 use crate::hash::IdMap;
 
@@ -57,6 +59,30 @@ pub(crate) struct Item {
 }
 
 impl Item {
+    /// The lease that hands item `id` of `queue` out under `token` until
+    /// `expires_at` ms: what a claim returns, and a recovery again.
+    pub(crate) fn lease(
+        &self,
+        queue: &QueueName,
+        id: u64,
+        token: LeaseToken,
+        expires_at: u64,
+    ) -> Lease {
+        Lease {
+            key: LeaseKey {
+                queue: queue.clone(),
+                id: ItemId::new(id),
+                token,
+            },
+            payload: self.payload.clone(),
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            priority: self.priority,
+            expires_at: Timestamp::from_millis(expires_at),
+            enqueued_at: Timestamp::from_millis(self.enqueued_at),
+        }
+    }
+
     pub(crate) fn ready_key(&self, id: u64) -> ReadyKey {
         (Reverse(self.priority), self.seq, id)
     }
