@@ -40,7 +40,7 @@ impl Backend for MemoryBackend {
         Capabilities::all_features()
             .bounds(self.limits)
             .unique_for(true)
-            .finish_traces(true)
+            .lease_traces(leaseq_core::LeaseTraces::Finishes)
     }
 
     async fn now(&self) -> Result<Timestamp> {

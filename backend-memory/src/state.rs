@@ -170,10 +170,8 @@ impl Requests {
     }
 }
 
-/// The most traces one queue keeps: past it the oldest is forgotten early,
-/// so a queue acking a million items a second holds a bounded map, not a
-/// minute of them.
-const MAX_TRACES: usize = 1 << 16;
+/// The most traces one queue keeps.
+const MAX_TRACES: usize = leaseq_core::limits::MAX_FINISH_TRACES;
 
 /// The (item, token) of each lease its own finishing call ended lately,
 /// for `lease_fate`; each forgotten once its memory has run out (trimmed

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{
-    check_ack_batch, check_batch, check_delay, clamp_reason, LEASE_HORIZON, REQUEST_MEMORY,
+    check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, FINISH_MEMORY,
+    LEASE_HORIZON, REQUEST_MEMORY,
 };
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result, ScheduleStore,
-    TestHooks, Throttles, Timestamp,
+    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl, LimitScope,
+    NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
+    ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
 use crate::rows::{
@@ -498,6 +499,7 @@ impl Backend for PgBackend {
             .bounds(self.inner.options.limits)
             .durable(true)
             .shared(true)
+            .lease_traces(LeaseTraces::Takeovers)
             .unique_for(true)
     }
 
@@ -580,6 +582,7 @@ impl Backend for PgBackend {
             .bind(queue.as_str())
             .bind(uuid::Uuid::from_u128(first))
             .bind(uuid::Uuid::from_u128(last))
+            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
             .fetch_all(self.statement_on([queue]))
             .await
             .map_err(db("recover_claim"))?;
@@ -601,6 +604,7 @@ impl Backend for PgBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
             .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("lease_fate"))?;
@@ -762,6 +766,12 @@ impl Backend for PgBackend {
         )
         .await?;
         self.reap_requests(queue).await?;
+        sqlx::query(&self.inner.sql.forget_takeovers)
+            .bind(queue.as_str())
+            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .execute(self.statement_on([queue]))
+            .await
+            .map_err(db("forgetting takeover traces"))?;
         Ok(report)
     }
 

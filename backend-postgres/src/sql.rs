@@ -43,6 +43,7 @@ pub(crate) struct Sql {
     pub(crate) give_back: String,
     pub(crate) fail: String,
     pub(crate) reap: String,
+    pub(crate) forget_takeovers: String,
     pub(crate) lease_horizon: String,
     pub(crate) promote: String,
     pub(crate) stats: String,
@@ -120,6 +121,7 @@ impl Sql {
         let r = format!("\"{schema}\".leaseq_requests");
         let seq = format!("'\"{schema}\".leaseq_item_id'");
         let h = format!("\"{schema}\".leaseq_held_keys");
+        let k = format!("\"{schema}\".leaseq_takeovers");
         // The CTEs an ack adds after its `d` (the rows it deleted: id,
         // queue, dedup_key, unique_for_ms): unique-for keys held from now,
         // and, when there are any, up to 16 holds of those queues that ran
@@ -341,26 +343,47 @@ impl Sql {
                 poison_batch = leaseq_core::limits::MAX_CLAIM,
             ),
             // $1 queue, $2 and $3 the first and last token of the claim's
-            // family. Uuids compare as big-endian bytes, i.e. as the u128
-            // the token is, so the family is one range and token order is
-            // slot (claim) order. It walks the queue's live leases through
-            // the leased index: its cost grows with them, which is fine for
-            // a call made only after a lost reply.
+            // family, $4 the claim's ttl (ms). Uuids compare as big-endian
+            // bytes, i.e. as the u128 the token is, so the family is one
+            // range and token order is slot (claim) order. The family's
+            // expired leases that no reap took are renewed in the same
+            // statement (the UPDATE re-checks token and expiry on the row's
+            // latest version, so a reap that took one first wins); the live
+            // ones come from the snapshot as they are. It walks the queue's
+            // leases through the leased index: its cost grows with them,
+            // which is fine for a call made only after a lost reply.
             recover_claim: format!(
-                "SELECT id, token, payload, attempts, max_attempts, priority, {exp} AS expires_ms, \
-                        NULL::text, NULL::text, {enq} AS enqueued_ms \
-                 FROM {t} \
-                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
-                   AND token BETWEEN $2 AND $3 AND payload IS NOT NULL \
-                 ORDER BY token",
+                "WITH renewed AS ( \
+                   UPDATE {t} SET lease_expires_at = now() + $4 * interval '1 millisecond' \
+                   WHERE queue = $1 AND state = 'leased' AND lease_expires_at <= now() \
+                     AND token BETWEEN $2 AND $3 AND payload IS NOT NULL \
+                   RETURNING id, token, payload, attempts, max_attempts, priority, \
+                     {exp} AS expires_ms, {enq} AS enqueued_ms \
+                 ) \
+                 SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
+                        NULL::text, NULL::text, enqueued_ms \
+                 FROM ( \
+                   SELECT id, token, payload, attempts, max_attempts, priority, \
+                          {exp} AS expires_ms, {enq} AS enqueued_ms \
+                   FROM {t} \
+                   WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
+                     AND token BETWEEN $2 AND $3 AND payload IS NOT NULL \
+                   UNION ALL SELECT * FROM renewed \
+                 ) l ORDER BY token",
                 exp = ms("lease_expires_at"),
                 enq = ms("enqueued_at"),
             ),
-            // $1 id, $2 queue, $3 token, $4 held until (epoch ms). One row
-            // always: the fate, and the item's (effective) state or NULL.
+            // $1 id, $2 queue, $3 token, $4 held until (epoch ms), $5 the
+            // traces' memory (ms). One row always: the fate, and the item's
+            // (effective) state or NULL. Past `held_until` a takeover trace
+            // says a reap took the lease; none, within the memory, says its
+            // own call ended it (a trace older than the memory is still
+            // true, so it is not filtered by age).
             lease_fate: format!(
                 "SELECT CASE WHEN i.state = 'leased' AND i.token = $3 THEN 'held' \
-                             WHEN {now} < $4 THEN 'finished' ELSE 'lost' END AS fate, \
+                             WHEN {now} < $4 THEN 'finished' \
+                             WHEN EXISTS (SELECT 1 FROM {k} WHERE id = $1 AND token = $3) THEN 'lost' \
+                             WHEN {now} - $5 < $4 THEN 'finished' ELSE 'lost' END AS fate, \
                         CASE WHEN i.state = 'scheduled' AND i.available_at <= now() \
                              THEN 'ready' ELSE i.state END AS state \
                  FROM (VALUES (1)) AS one(x) \
@@ -487,11 +510,13 @@ impl Sql {
             // leased index would serve the UPDATE too, and a planner that
             // underestimates it (a table never analyzed) walks that whole
             // index, every queue's expired leases and leftovers, for 500
-            // rows. Returns the rows locked, the counts, and the key of the
-            // last row locked (the next batch's start).
+            // rows. Each lease taken leaves its takeover trace (`taken`) in
+            // the same statement, for `lease_fate`. Returns the rows locked,
+            // the counts, and the key of the last row locked (the next
+            // batch's start).
             reap: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT id, lease_expires_at AS at FROM {t} \
+                   SELECT id, token, lease_expires_at AS at FROM {t} \
                    WHERE queue = $1 AND state = 'leased' AND lease_expires_at <= now() \
                      AND (lease_expires_at, id) > ($4::timestamptz, $5::bigint) \
                    ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
@@ -503,7 +528,11 @@ impl Sql {
                                        THEN 'lease expired on final attempt' ELSE i.last_error END, \
                      available_at = now(), token = NULL, lease_expires_at = NULL \
                    WHERE i.id = ANY(ARRAY(SELECT id FROM c)) AND i.lease_expires_at <= now() \
-                   RETURNING i.state \
+                   RETURNING i.id, i.state \
+                 ), taken AS ( \
+                   INSERT INTO {k} (id, token, queue, taken_at) \
+                   SELECT c.id, c.token, $1, now() FROM c JOIN r ON r.id = c.id \
+                   ON CONFLICT DO NOTHING \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n \
                    FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
@@ -515,6 +544,12 @@ impl Sql {
                         count(*) FILTER (WHERE r.state = 'dead') AS dead, \
                         (SELECT at::text FROM last), (SELECT id FROM last) \
                  FROM r CROSS JOIN hint"
+            ),
+            // $1 queue, $2 the traces' memory (ms). Through the age index:
+            // the cost follows the traces that ran out.
+            forget_takeovers: format!(
+                "DELETE FROM {k} WHERE queue = $1 \
+                   AND taken_at <= now() - $2 * interval '1 millisecond'"
             ),
             // $1 queue, $2 batch, $3 the lease horizon in ms. Leases expiring
             // past the horizon (no claim or extend sets one; a clock that ran
@@ -672,12 +707,14 @@ impl Sql {
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
             // One statement, so one snapshot: the items, their held keys,
-            // the request records and the limits row go together. Ids come
+            // the request records, the takeover traces and the limits row
+            // go together. Ids come
             // from one sequence, so none is reused afterwards.
             delete_queue: format!(
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1), \
                       q AS (DELETE FROM {r} WHERE queue = $1), \
-                      l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1) \
+                      l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1), \
+                      tk AS (DELETE FROM {k} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
             expire_leases: format!(

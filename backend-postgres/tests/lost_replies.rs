@@ -87,16 +87,34 @@ async fn claim_uses_the_specs_tokens_and_recover_claim_finds_them() {
         3
     );
 
-    // Acked and expired leases are no longer recovered.
+    // An acked lease is no longer recovered; expired ones that no reap
+    // took come back renewed, and once a reap took them, not at all.
     b.ack(&claimed.leases[0].key).await.expect("ack");
     let rest = b.recover_claim(&queue, &spec).await.expect("recover");
     assert_eq!(rest.leases, claimed.leases[1..]);
     let hooks = b.test_hooks().expect("hooks");
     hooks.expire_leases(&queue).await.expect("expire");
-    assert!(b
+    let now = b.now().await.expect("now");
+    let renewed = b
         .recover_claim(&queue, &spec)
         .await
         .expect("recover after expiry")
+        .leases;
+    let ids =
+        |ls: &[leaseq_core::Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&renewed),
+        ids(&claimed.leases[1..]),
+        "renewed, in claim order"
+    );
+    assert!(renewed.iter().all(|l| l.expires_at > now), "{renewed:?}");
+    assert_eq!(b.reap(&queue).await.expect("reap").recovered(), 0);
+    hooks.expire_leases(&queue).await.expect("expire");
+    assert_eq!(b.reap(&queue).await.expect("reap").requeued, 2);
+    assert!(b
+        .recover_claim(&queue, &spec)
+        .await
+        .expect("recover after the reap")
         .leases
         .is_empty());
 }
@@ -209,8 +227,12 @@ async fn lease_fate_tells_held_finished_and_lost() {
     let report = b.reap(&queue).await.expect("reap");
     assert_eq!(report.requeued, 1);
     assert_eq!(fate(4, past(b).await).await, LeaseFate::Lost);
-    // So is an acked lease asked about after its expiry.
-    assert_eq!(fate(0, past(b).await).await, LeaseFate::Lost);
+    // An acked lease asked about after its expiry: no reap took it, so its
+    // own ack ended it (takeover traces).
+    assert_eq!(
+        fate(0, past(b).await).await,
+        LeaseFate::Finished { state: None }
+    );
     // An item that never existed is gone.
     let mut forged = ls[0].key.clone();
     forged.id = ItemId::new(u64::MAX);

@@ -16,7 +16,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:lease:ids` | hash | group → the ids leased in it (`id,id,…`) |
 /// | `{p:q}:lease:live` | hash | group → how many of its leases are live |
 /// | `{p:q}:lease:moved` | hash | id → the group of a lease extended out of its claim's group (its own token) |
-/// | `{p:q}:finished` | sorted set | finishing traces: `<id>:<token>` of each lease its own call ended → when (ms); kept [`leaseq_core::limits::FINISH_MEMORY`], trimmed by each write, `PEXPIRE` with the last |
+/// | `{p:q}:finished` | sorted set | finishing traces: `<id>:<token>` of each lease its own call ended → when (ms); kept [`leaseq_core::limits::FINISH_MEMORY`], at most [`leaseq_core::limits::MAX_FINISH_TRACES`] (oldest dropped first), trimmed by each write, `PEXPIRE` with the last |
 /// | `{p:q}:attempts` | hash | id → attempts made (a Leased item: before its lease); absent = 0 |
 /// | `{p:q}:errors` | hash | id → the last failure reason |
 /// | `{p:q}:dedup:keys` | hash | id → its dedup key |
@@ -155,6 +155,11 @@ impl KeyLayout {
     /// The dedup hash.
     pub fn dedup(&self) -> String {
         self.key("dedup")
+    }
+
+    /// The finishing traces (see the table above).
+    pub fn finished(&self) -> String {
+        self.key("finished")
     }
 
     /// The wake-up list.

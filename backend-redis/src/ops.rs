@@ -102,7 +102,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .durable(self.durable)
             .shared(true)
             .unique_for(true)
-            .finish_traces(true)
+            .lease_traces(leaseq_core::LeaseTraces::Finishes)
     }
 
     async fn now(&self) -> Result<Timestamp> {

@@ -184,6 +184,8 @@ mod tests {
     fn finishing_traces_are_kept_as_long_as_the_contract_says() {
         let ms = leaseq_core::limits::millis_ceil(leaseq_core::limits::FINISH_MEMORY);
         assert!(PRELUDE.contains(&format!("QUEUE_TAG .. 'finished', {ms}\n")));
+        let max = leaseq_core::limits::MAX_FINISH_TRACES;
+        assert!(PRELUDE.contains(&format!("local FIN_MAX = {max}\n")));
         let s = Scripts::new();
         for script in [&s.ack, &s.ack_many, &s.release, &s.fail, &s.give_back] {
             assert!(script.source().contains("local function trace_finished"));

@@ -471,7 +471,77 @@ async fn busy_server_is_unavailable(which: Which) {
     assert_eq!(after, stats(1, 0, 0, 0));
 }
 
+/// A queue keeps at most `MAX_FINISH_TRACES` finishing traces: past it the
+/// oldest go first (the earliest millisecond; within it, in member order),
+/// so the newest ack is still answered `Finished` while exactly the excess
+/// of the first batch's traces are gone.
+async fn finishing_traces_are_capped(which: Which) {
+    use leaseq_core::limits::{MAX_ACK_BATCH, MAX_CLAIM, MAX_FINISH_TRACES};
+    let Some((b, cleanup)) = common::backend(which, "fincap").await else {
+        return;
+    };
+    let q = QueueName::new("cap").expect("valid");
+    let total = MAX_FINISH_TRACES + 100;
+    for chunk in 0..total.div_ceil(1000) {
+        let n = 1000.min(total - chunk * 1000);
+        push(b.as_ref(), &q, n).await;
+    }
+    let mut first: Vec<Lease> = Vec::new();
+    let mut last: Option<Lease> = None;
+    let mut acked = 0;
+    while acked < total {
+        let most = u32::try_from(MAX_ACK_BATCH)
+            .unwrap_or(MAX_CLAIM)
+            .min(MAX_CLAIM);
+        let spec = ClaimSpec::new(most, TTL).expect("spec");
+        let ls = b.claim(&q, spec).await.expect("claim").leases;
+        assert!(!ls.is_empty(), "the queue ran dry after {acked} of {total}");
+        let keys: Vec<LeaseKey> = ls.iter().map(|l| l.key.clone()).collect();
+        let got = b.ack_many(&keys).await.expect("ack_many");
+        assert!(got.iter().all(Result::is_ok), "{got:?}");
+        acked += ls.len();
+        if first.is_empty() {
+            first = ls.clone();
+            // The first batch alone in the earliest millisecond.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        last = ls.last().cloned();
+    }
+    assert!(
+        first.len() > total - MAX_FINISH_TRACES,
+        "a first batch of {}",
+        first.len()
+    );
+    let layout = KeyLayout::new(&cleanup.prefix, &q).expect("layout");
+    let mut raw = common::raw(&common::url()).await;
+    let kept: usize = redis::cmd("ZCARD")
+        .arg(layout.finished())
+        .query_async(&mut raw)
+        .await
+        .expect("zcard");
+    assert_eq!(kept, MAX_FINISH_TRACES, "traces kept after {total} acks");
+    // Asked with a held_until already past: only a trace answers Finished.
+    let past = leaseq_core::Timestamp::from_millis(0);
+    let last = last.expect("a last lease");
+    let newest = b.lease_fate(&last.key, past).await.expect("fate");
+    assert_eq!(newest, LeaseFate::Finished { state: None });
+    let mut lost = 0;
+    for l in &first {
+        match b.lease_fate(&l.key, past).await.expect("fate") {
+            LeaseFate::Lost => lost += 1,
+            LeaseFate::Finished { state: None } => {}
+            other => panic!("an acked lease's fate is {other:?}"),
+        }
+    }
+    assert_eq!(
+        lost,
+        total - MAX_FINISH_TRACES,
+        "the excess went from the first batch"
+    );
+}
+
 for_each_client!(
+    finishing_traces_are_capped,
     recover_claim_returns_the_claims_leases,
     tokens_count_across_repair_rounds,
     lease_fate_names_what_happened,

@@ -5,13 +5,15 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_ack_batch, check_delay, clamp_reason, LEASE_HORIZON};
+use leaseq_core::limits::{
+    check_ack_batch, check_delay, clamp_reason, millis_ceil, FINISH_MEMORY, LEASE_HORIZON,
+};
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result, ScheduleStore,
-    TestHooks, Throttles, Timestamp,
+    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl, LimitScope,
+    NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
+    ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::Connection;
@@ -189,6 +191,36 @@ impl SqliteBackend {
         Ok(repairs)
     }
 
+    /// One batch of the reap, in one write transaction: the takeover
+    /// traces of up to [`BATCH`] expired leases, then those leases back to
+    /// Ready (or Dead), judged by the clock the first statement read.
+    /// Returns each reaped row's new state.
+    async fn reap_batch(&self, queue: &QueueName) -> Result<Vec<SqliteRow>> {
+        let mut tx = self
+            .begin_on(queue, "reap: beginning a transaction")
+            .await?;
+        let taken = sqlx::query(sql::TAKE_EXPIRED)
+            .bind(queue.as_str())
+            .bind(BATCH)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("reap: tracing takeovers"))?;
+        let Some(first) = taken.first() else {
+            // Nothing expired: rolled back as the transaction drops.
+            return Ok(Vec::new());
+        };
+        let judged: i64 = col(first, 0)?;
+        let rows = sqlx::query(sql::REAP)
+            .bind(queue.as_str())
+            .bind(BATCH)
+            .bind(judged)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("reap"))?;
+        tx.commit().await.map_err(db("reap: commit"))?;
+        Ok(rows)
+    }
+
     /// `purge` and `delete_queue`: in one transaction, the queue's items,
     /// then its rows in `tables` (the held keys go after the items, whose
     /// deletion holds keys), so no caller sees the items gone and their keys
@@ -227,6 +259,7 @@ impl Backend for SqliteBackend {
             .durable(!self.inner.in_memory)
             .shared(!self.inner.in_memory)
             .unique_for(true)
+            .lease_traces(LeaseTraces::Takeovers)
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -328,13 +361,16 @@ impl Backend for SqliteBackend {
             .bind(queue.as_str())
             .bind(first.to_be_bytes().to_vec())
             .bind(last.to_be_bytes().to_vec())
-            .fetch_all(self.read_on(queue))
+            .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
+            .fetch_all(self.write_on([queue]))
             .await
             .map_err(db("recover_claim"))?;
-        let leases = rows
+        let mut leases = rows
             .iter()
             .map(|row| lease(queue, row))
             .collect::<Result<Vec<_>>>()?;
+        // Slot order is claim order.
+        leases.sort_by_key(|l| l.token().as_u128());
         Ok(Claimed {
             leases,
             ..Claimed::default()
@@ -347,6 +383,7 @@ impl Backend for SqliteBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
             .fetch_one(self.read_on(&lease.queue))
             .await
             .map_err(db("lease_fate"))?;
@@ -531,7 +568,15 @@ impl Backend for SqliteBackend {
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
         let repairs = self.expire_past_horizon(queue).await?;
-        let rows = self.batches(sql::REAP, queue, i64::MAX, "reap").await?;
+        let mut rows = Vec::new();
+        loop {
+            let batch = self.reap_batch(queue).await?;
+            let got = limit(batch.len());
+            rows.extend(batch);
+            if got < BATCH {
+                break;
+            }
+        }
         let mut report = ReapReport {
             repairs,
             ..ReapReport::default()
@@ -548,6 +593,12 @@ impl Backend for SqliteBackend {
         if report.requeued > 0 || !promoted.is_empty() {
             self.inner.wakeups.wake(queue.as_str());
         }
+        sqlx::query(sql::FORGET_TAKEOVERS)
+            .bind(queue.as_str())
+            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .execute(self.write_on([queue]))
+            .await
+            .map_err(db("forgetting takeover traces"))?;
         // Forget `enqueue_once` requests whose memory ran out.
         loop {
             let done = sqlx::query(sql::REAP_REQUESTS)
@@ -730,7 +781,12 @@ impl Admin for SqliteBackend {
 
     // `AUTOINCREMENT` keeps ids from being reused.
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
-        let tables = ["leaseq_held_keys", "leaseq_requests", "leaseq_queue_limits"];
+        let tables = [
+            "leaseq_held_keys",
+            "leaseq_requests",
+            "leaseq_queue_limits",
+            "leaseq_takeovers",
+        ];
         self.delete_items(queue, &tables, "delete_queue").await
     }
 }

@@ -153,22 +153,35 @@ pub(crate) const QUARANTINE: &str = concat!(
 
 /// `?1` queue, `?2` and `?3` the first and last token of the claim's
 /// family (16-byte blobs compare as the u128 they hold, so the family is
-/// one range and token order is slot order).
+/// one range), `?4` the claim's ttl (ms). Every lease of the family, its
+/// expiry renewed to now + ttl when it had passed (no reap took it, or the
+/// token would not hold the item). In no order: the caller sorts by token
+/// (slot order).
 pub(crate) const RECOVER_CLAIM: &str = concat!(
-    "SELECT id, state, token, payload, attempts, max_attempts, priority, lease_expires_at, ",
-    "  enqueued_at ",
-    "FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+    "UPDATE leaseq_items SET lease_expires_at = CASE WHEN lease_expires_at <= ",
     now!(),
-    " AND token BETWEEN ?2 AND ?3 AND payload IS NOT NULL ORDER BY token"
+    " THEN ",
+    now!(),
+    " + ?4 ELSE lease_expires_at END ",
+    "WHERE queue = ?1 AND state = 'leased' AND token BETWEEN ?2 AND ?3 AND payload IS NOT NULL ",
+    "RETURNING id, state, token, payload, attempts, max_attempts, priority, lease_expires_at, ",
+    "  enqueued_at"
 );
 
-/// `?1` id, `?2` queue, `?3` token, `?4` held until (ms). One row always:
-/// the fate and the item's effective state (NULL when it is gone).
+/// `?1` id, `?2` queue, `?3` token, `?4` held until (ms), `?5` the
+/// traces' memory (ms). One row always: the fate and the item's effective
+/// state (NULL when it is gone). Past `held_until` a takeover trace says
+/// a reap took the lease; none, within the memory, says its own call ended
+/// it (a trace older than the memory is still true: not filtered by age).
 pub(crate) const LEASE_FATE: &str = concat!(
     "SELECT CASE WHEN i.state = 'leased' AND i.token = ?3 THEN 'held' ",
     "WHEN ",
     now!(),
-    " < ?4 THEN 'finished' ELSE 'lost' END, ",
+    " < ?4 THEN 'finished' ",
+    "WHEN EXISTS (SELECT 1 FROM leaseq_takeovers WHERE id = ?1 AND token = ?3) THEN 'lost' ",
+    "WHEN ",
+    now!(),
+    " - ?5 < ?4 THEN 'finished' ELSE 'lost' END, ",
     "CASE WHEN i.state = 'scheduled' AND i.available_at <= ",
     now!(),
     " THEN 'ready' ELSE i.state END ",
@@ -247,10 +260,23 @@ pub(crate) const FAIL: &str = concat!(
     fence!()
 );
 
-/// `?1` queue, `?2` batch. The oldest expired leases, read as a prefix of
-/// the leased index (so the cost follows the expired leases only), back to
-/// Ready, or to Dead on their final attempt. The writer lock makes each
-/// batch see the last one's work: a lease is recovered once.
+/// `?1` queue, `?2` batch. The takeover traces of the oldest expired
+/// leases, read as a prefix of the leased index (so the cost follows the
+/// expired leases only); returns the clock it judged expiry by, for
+/// [`REAP`] in the same transaction.
+pub(crate) const TAKE_EXPIRED: &str = concat!(
+    "INSERT OR IGNORE INTO leaseq_takeovers (id, token, queue, taken_at) ",
+    "SELECT id, token, queue, ",
+    now!(),
+    " FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at <= ",
+    now!(),
+    " ORDER BY lease_expires_at, id LIMIT ?2 RETURNING taken_at"
+);
+
+/// `?1` queue, `?2` batch, `?3` the clock [`TAKE_EXPIRED`] judged by, in
+/// the same transaction (so the same leases). Back to Ready, or to Dead on
+/// their final attempt. The writer lock makes each batch see the last
+/// one's work: a lease is recovered once.
 pub(crate) const REAP: &str = concat!(
     "UPDATE leaseq_items SET ",
     "state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'ready' END, ",
@@ -263,9 +289,14 @@ pub(crate) const REAP: &str = concat!(
     now!(),
     ", token = NULL, lease_expires_at = NULL ",
     "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
-    "AND lease_expires_at <= ",
+    "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state"
+);
+
+/// `?1` queue, `?2` the traces' memory (ms). Through the age index.
+pub(crate) const FORGET_TAKEOVERS: &str = concat!(
+    "DELETE FROM leaseq_takeovers WHERE queue = ?1 AND taken_at <= ",
     now!(),
-    " ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state"
+    " - ?2"
 );
 
 /// `?1` queue, `?2` batch, `?3` the lease horizon in ms. Leases expiring
@@ -667,10 +698,18 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 14] = [
+        let cases: [(&str, &str); 16] = [
+            (
+                super::TAKE_EXPIRED,
+                "leaseq_items_leased (queue=? AND lease_expires_at<?)",
+            ),
             (
                 super::REAP,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
+            ),
+            (
+                super::FORGET_TAKEOVERS,
+                "leaseq_takeovers_age (queue=? AND taken_at<?)",
             ),
             (
                 super::PROMOTE,
@@ -685,10 +724,8 @@ mod tests {
             (super::ACK, "INTEGER PRIMARY KEY"),
             (super::ACK_MANY, "INTEGER PRIMARY KEY"),
             (super::ACK_ALL, "INTEGER PRIMARY KEY"),
-            (
-                super::RECOVER_CLAIM,
-                "leaseq_items_leased (queue=? AND lease_expires_at>?)",
-            ),
+            // Every lease of the queue: the call after a lost claim reply.
+            (super::RECOVER_CLAIM, "leaseq_items_leased (queue=?)"),
             (
                 super::REAP_REQUESTS,
                 "leaseq_requests_expiry (queue=? AND expires_at<?)",

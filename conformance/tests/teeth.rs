@@ -177,6 +177,19 @@ fn a_fate_without_finishing_traces_is_caught() {
 }
 
 #[test]
+fn takeover_traces_a_reap_does_not_leave_are_caught() {
+    caught(
+        "lease_fate that claims takeover traces, whose reap leaves none",
+        &[Rule::Contract("lost replies")],
+        || {
+            replies::landed_finishes_past_expiry_are_reported(&FaultyFactory(
+                Fault::TakeoverWithoutTrace,
+            ))
+        },
+    );
+}
+
+#[test]
 fn a_recovery_that_leaves_expired_leases_to_a_reaper_is_caught() {
     caught(
         "recover_claim that returns only live leases",

@@ -111,7 +111,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// - Returns every item of `queue` whose current token belongs to
     ///   `spec`'s family ([`ClaimSpec::owns`]), as [`Backend::claim`] would
     ///   have returned it, in claim order: the live leases, and (with
-    ///   [`Capabilities::finish_traces`]) the leases that expired but that
+    ///   [`Capabilities::lease_traces`]) the leases that expired but that
     ///   no reap or claim has taken yet. Those are
     ///   renewed in the same step to expire at now + `spec.ttl()` (the
     ///   returned expiry), so a lost claim reply costs no attempt when no
@@ -129,23 +129,28 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Contract
     /// - [`LeaseFate::Held`] when the item's current token is `lease.token`.
-    /// - Otherwise [`LeaseFate::Finished`] with the item's state (or `None`
-    ///   when it is gone) when, with [`Capabilities::finish_traces`], a
-    ///   finishing call of this lease (`ack`,
-    ///   `ack_many`, `release`, `give_back`, `fail`) ended it: every such
-    ///   call that lands leaves a trace of its (item, token) in the same
-    ///   atomic step, kept for [`crate::limits::FINISH_MEMORY`] on the
-    ///   backend's clock, whether the lease had expired or not. A reap, a
-    ///   claim, a purge or a removal leaves none.
-    /// - Otherwise (no trace) [`LeaseFate::Finished`] too if the backend's
-    ///   now is before `held_until`: no reaper could have taken the lease,
-    ///   so its own call ended it (a trace already dropped), or the store
-    ///   lost it (a failover that lost writes, a purge, a
-    ///   [`crate::Admin::remove_item`]). A caller
-    ///   that sent no call which could have ended it knows it is the
-    ///   second: [`crate::settle`] then reports
-    ///   [`crate::Error::LeaseVanished`].
-    /// - Otherwise [`LeaseFate::Lost`]: a reaper or another claim ended it.
+    /// - Otherwise, when the backend's now is before `held_until`:
+    ///   [`LeaseFate::Finished`] with the item's state (or `None` when it is
+    ///   gone). No reaper could have taken the lease, so its own call ended
+    ///   it, or the store lost it (a failover that lost writes, a purge, a
+    ///   [`crate::Admin::remove_item`]). A caller that sent no call which
+    ///   could have ended it knows it is the second: [`crate::settle`] then
+    ///   reports [`crate::Error::LeaseVanished`].
+    /// - Otherwise, with [`Capabilities::lease_traces`], the truth: Finished
+    ///   when a finishing call of this lease (`ack`, `ack_many`, `release`,
+    ///   `give_back`, `fail`) ended it, whether the lease had expired or
+    ///   not, and [`LeaseFate::Lost`] when a reap or another claim took it.
+    ///   The trace that tells the two apart is written in the same atomic
+    ///   step as the call or the reap ([`crate::LeaseTraces`] says which),
+    ///   so this holds when asked within [`crate::limits::FINISH_MEMORY`] of
+    ///   both the lease's end and `held_until` (with
+    ///   [`crate::LeaseTraces::Finishes`], while the queue has finished
+    ///   fewer than [`crate::limits::MAX_FINISH_TRACES`] leases since);
+    ///   later, a lease its own call
+    ///   ended may be answered Lost. A lease a reap or a claim took is never
+    ///   answered Finished. A lease the store lost may be answered either
+    ///   way.
+    /// - Otherwise (no traces) Lost.
     /// - One atomic read; changes nothing.
     async fn lease_fate(&self, lease: &LeaseKey, held_until: Timestamp) -> Result<LeaseFate>;
 
@@ -160,10 +165,9 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::LeaseVanished`] itself; [`crate::settle`] tells the
     /// two apart through [`Backend::lease_fate`]. After a successful ack no claim returns the item
     /// again (INV-10). An ack of a lease that expired but was not yet
-    /// reaped or re-claimed succeeds. With [`Capabilities::finish_traces`]
-    /// a successful ack leaves the finishing
-    /// trace [`Backend::lease_fate`] reads, so an ack whose reply was lost
-    /// is known to have landed also once the lease has expired. When the item was enqueued with
+    /// reaped or re-claimed succeeds. With [`Capabilities::lease_traces`]
+    /// an ack whose reply was lost is known to have landed also once the
+    /// lease has expired ([`Backend::lease_fate`]). When the item was enqueued with
     /// [`NewItem::unique_for`] (and the backend has
     /// [`Capabilities::unique_for`]), the same step keeps its dedup key
     /// held from the backend's now for that long.

@@ -40,16 +40,48 @@ pub struct Capabilities {
     /// [`NewItem::unique_for`] is honoured: a dedup key stays held after
     /// its item is acked.
     pub unique_for: bool,
-    /// Lost replies are settled truthfully past the lease's expiry: every
-    /// finishing call leaves the trace [`Backend::lease_fate`] reads
-    /// ([`crate::limits::FINISH_MEMORY`]), and [`Backend::recover_claim`]
-    /// also returns and renews the claim's expired, unreaped leases. A
-    /// backend without it answers `lease_fate` by the expiry rule alone
-    /// and recovers only live leases.
-    pub finish_traces: bool,
+    /// How lost replies are settled past the lease's expiry: which trace
+    /// [`Backend::lease_fate`] reads, and (with any) whether
+    /// [`Backend::recover_claim`] also returns and renews the claim's
+    /// expired, unreaped leases. See [`LeaseTraces`].
+    pub lease_traces: LeaseTraces,
     /// The input bounds enforced (payload size), checked before anything
     /// is written.
     pub bounds: Bounds,
+}
+
+/// Which trace a backend keeps so that [`Backend::lease_fate`] can tell,
+/// after a lost reply and past the lease's expiry, a lease its own call
+/// ended from one a reaper took. Both kinds answer the same contract
+/// (see [`Backend::lease_fate`]); they differ in what they cost and in how
+/// long they stay exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LeaseTraces {
+    /// None: `lease_fate` answers by the expiry rule alone (Lost once
+    /// `held_until` has passed), and `recover_claim` returns live leases
+    /// only.
+    #[default]
+    None,
+    /// Each finishing call (`ack`, `ack_many`, `release`, `give_back`,
+    /// `fail`) leaves the trace of the (item, token) it ended, in the same
+    /// atomic step, for [`crate::limits::FINISH_MEMORY`] (at most
+    /// [`crate::limits::MAX_FINISH_TRACES`] per queue). Costs a write on
+    /// every finishing call; exact within that memory of the call.
+    Finishes,
+    /// Each reap that takes an expired lease leaves the trace of the
+    /// (item, token) it took, in the same atomic step, for at least
+    /// [`crate::limits::FINISH_MEMORY`]. Finishing calls pay nothing; exact
+    /// within that memory of `held_until`. A token that never held the
+    /// item is not told apart from one whose own call ended it.
+    Takeovers,
+}
+
+impl LeaseTraces {
+    /// Whether any trace is kept (and `recover_claim` renews).
+    pub const fn any(self) -> bool {
+        !matches!(self, LeaseTraces::None)
+    }
 }
 
 /// Over which items a backend keeps claim order (priority, then FIFO).
@@ -79,7 +111,7 @@ impl Capabilities {
             order: Order::Global,
             atomic_batch: true,
             unique_for: false,
-            finish_traces: false,
+            lease_traces: LeaseTraces::None,
             bounds: Bounds::DEFAULT,
         }
     }
@@ -140,10 +172,10 @@ impl Capabilities {
         self
     }
 
-    /// With `finish_traces` set.
+    /// With `lease_traces` set.
     #[must_use]
-    pub const fn finish_traces(mut self, yes: bool) -> Self {
-        self.finish_traces = yes;
+    pub const fn lease_traces(mut self, traces: LeaseTraces) -> Self {
+        self.lease_traces = traces;
         self
     }
 

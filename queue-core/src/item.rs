@@ -289,13 +289,12 @@ pub enum LeaseFate {
     /// The token still holds the item: the lost call did not end the lease
     /// (it did not run, or it was an extend). Send it again.
     Held,
-    /// The lease's own call ended it: the lost call landed. Known from the
-    /// trace the finishing call left (kept for
-    /// [`crate::limits::FINISH_MEMORY`]), whether or not the lease has
-    /// expired since; or, with no trace, because the token no longer holds
-    /// the item while the lease had not expired on the backend's clock, so
-    /// no reaper or other worker can have ended it (its own call did, or
-    /// the store lost it). `state` is where the item is now (`None`: gone,
+    /// The lease's own call ended it: the lost call landed. Known because
+    /// the token no longer holds the item while the lease had not expired
+    /// on the backend's clock, so no reaper or other worker can have ended
+    /// it (its own call did, or the store lost it); or, past the expiry,
+    /// from the backend's traces ([`crate::LeaseTraces`]), whether or not
+    /// the lease has expired since. `state` is where the item is now (`None`: gone,
     /// i.e. acked).
     Finished {
         /// The item's state now, `None` when it no longer exists.

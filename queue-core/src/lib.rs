@@ -55,7 +55,7 @@ mod typed;
 mod worker;
 
 pub use backend::Backend;
-pub use capabilities::{Capabilities, Order};
+pub use capabilities::{Capabilities, LeaseTraces, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use codec::{Codec, JsonCodec};
 pub use error::{BoxError, Error, Result};

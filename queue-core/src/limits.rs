@@ -172,6 +172,13 @@ pub const REQUEST_MEMORY: Duration = Duration::from_secs(600);
 /// rule of [`crate::Backend::lease_fate`].
 pub const FINISH_MEMORY: Duration = Duration::from_secs(60);
 
+/// The most finishing traces ([`FINISH_MEMORY`]) a backend that keeps one
+/// per finishing call holds for one queue: past it the oldest is forgotten
+/// early, so a queue acking a million items a second holds a bounded set,
+/// not a minute of them. A lease whose trace went early is answered by the
+/// expiry rule of [`crate::Backend::lease_fate`].
+pub const MAX_FINISH_TRACES: usize = 1 << 16;
+
 impl ClaimSpec {
     /// The bits of a token that name its claim (the family); the low 32
     /// bits number the slots.

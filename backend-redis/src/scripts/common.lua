@@ -411,7 +411,10 @@ end
 -- own call (ack, release, give_back, fail) ended, score the ms it did.
 -- Kept FIN_KEEP ms (leaseq_core::limits::FINISH_MEMORY, a test checks):
 -- each write trims what ran out, and the key expires with its last trace.
+-- At most FIN_MAX (leaseq_core::limits::MAX_FINISH_TRACES) are kept: past
+-- it the oldest go first, so a queue acking fast holds a bounded set.
 local K_FIN, FIN_KEEP = QUEUE_TAG .. 'finished', 60000
+local FIN_MAX = 65536
 
 -- Leaves the trace of leases (ids[i], toks[i]) ended at `now` by their
 -- own calls.
@@ -423,6 +426,7 @@ local function trace_finished(ids, toks, now)
   end
   redis.call('ZREMRANGEBYSCORE', K_FIN, '-inf', now - FIN_KEEP)
   call_chunked('ZADD', K_FIN, add)
+  redis.call('ZREMRANGEBYRANK', K_FIN, 0, -FIN_MAX - 1)
   redis.call('PEXPIRE', K_FIN, FIN_KEEP)
 end
 

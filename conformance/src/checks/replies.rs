@@ -13,7 +13,7 @@ use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{
     Backend, ClaimSpec, Enqueued, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
-    NewItem, Released, Timestamp,
+    LeaseTraces, NewItem, Released, Timestamp,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -106,8 +106,9 @@ async fn fate(cx: &Cx, key: &LeaseKey, until: Timestamp) -> Result<LeaseFate, Vi
 /// `lease_fate` says Held while the token holds the item (expired or not,
 /// until a reap or a claim takes it); Finished (with
 /// the item's state) after the lease's own ack, release or fail, also
-/// when asked past the lease's expiry (the finishing trace); Lost for a
-/// token that no call of its own ended, once the lease has expired. After a
+/// when asked past the lease's expiry (the lease traces); Lost for a
+/// token that never held the item, once the lease has expired (takeover
+/// traces: anything but Held). After a
 /// release whose delay has fallen due the state is Ready, the effective
 /// one.
 pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> CheckResult {
@@ -151,9 +152,16 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
         let past = cx.now().await?;
         cx.wait_past(past).await?;
         let f = fate(&cx, &forged, past).await?;
-        ensure!(f == LeaseFate::Lost, rule, "a token that does not hold the item, past its expiry, has fate {f:?}, expected Lost");
+        let traces = cx.b.capabilities().lease_traces;
+        if traces == LeaseTraces::Takeovers {
+            // No reap took it: takeover traces cannot tell it from a lease
+            // its own call ended.
+            ensure!(f != LeaseFate::Held, rule, "a token that does not hold the item has fate Held");
+        } else {
+            ensure!(f == LeaseFate::Lost, rule, "a token that does not hold the item, past its expiry, has fate {f:?}, expected Lost");
+        }
         let f = fate(&cx, &ls[0].key, past).await?;
-        if cx.b.capabilities().finish_traces {
+        if traces.any() {
             ensure!(f == LeaseFate::Finished { state: None }, rule, "a lease its own ack ended, asked about after its expiry, has fate {f:?}, expected Finished {{ state: None }} (the ack left a trace of its token)");
         } else {
             ensure!(f == LeaseFate::Lost, rule, "an acked lease asked about after its expiry, on a backend without finishing traces, has fate {f:?}, expected Lost");
@@ -244,7 +252,8 @@ pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
 }
 
 /// `lease_fate` at its bounds, for leases no call of their own ended (so
-/// no finishing trace speaks): `held_until` is exclusive (asked with a
+/// no finishing trace speaks; with takeover traces, a lease a reap took
+/// stands in for the removed one): `held_until` is exclusive (asked with a
 /// `held_until` the backend's clock has reached, the fate is Lost, never
 /// Finished), and a lease whose item is gone together with its whole
 /// queue is judged the same way: after the removal of a queue's only
@@ -267,18 +276,38 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
             cx.b.remove_item(&cx.q, ls[0].id())
                 .await
                 .or_fail(rule, "remove_item")?;
+            // Takeover traces answer a removed item's lease either way past
+            // `held_until`: for them the bound is judged on a lease a reap
+            // took, which is Lost from `held_until` on and Finished before.
+            let takeovers = cx.b.capabilities().lease_traces == LeaseTraces::Takeovers;
+            let (subject, what) = if takeovers {
+                cx.push_n(1).await?;
+                let l = cx.claim_one(SHORT).await?;
+                let f = fate(&cx, &l.key, l.expires_at).await?;
+                ensure!(f == LeaseFate::Held, rule, "a live lease's fate is {f:?}, expected Held");
+                cx.expire(std::slice::from_ref(&l)).await?;
+                let reaped = cx.reap_all().await?;
+                // The other lease expired with it (the hook expires them all).
+                ensure!(reaped.requeued == 2, rule, "the reap requeued {} expired leases, expected 2", reaped.requeued);
+                let ahead = cx.now().await?.saturating_add(LONG);
+                let f = fate(&cx, &l.key, ahead).await?;
+                ensure!(matches!(f, LeaseFate::Finished { .. }), rule, "a lease a reap took, asked about with a held_until ahead, has fate {f:?}; expected Finished (before held_until no reaper could have taken it, as far as the caller knows)");
+                (l.key, "a reap took")
+            } else {
+                (ls[0].key.clone(), "was removed")
+            };
             // Asked again and again with the time the clock read just
             // before: on a real clock the ask often falls in that same
             // millisecond, where only an exclusive bound says Lost.
             for _ in 0..BOUND_ASKS {
                 let reached = cx.now().await?;
-                let f = fate(&cx, &ls[0].key, reached).await?;
+                let f = fate(&cx, &subject, reached).await?;
                 ensure!(
                     f == LeaseFate::Lost,
                     rule,
-                    "a lease whose item was removed, asked about with held_until {reached}, a \
-                     time the backend's clock had reached, has fate {f:?}; expected Lost (without \
-                     a finishing trace, Finished only while now < held_until)"
+                    "a lease whose item {what}, asked about with held_until {reached}, a \
+                     time the backend's clock had reached, has fate {f:?}; expected Lost \
+                     (Finished only while now < held_until, or by a trace)"
                 );
             }
             cx.b.remove_item(&cx.q, ls[1].id())
@@ -295,7 +324,7 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
             let reached = cx.now().await?;
             let f = fate(&cx, &ls[1].key, reached).await?;
             ensure!(
-                f == LeaseFate::Lost,
+                f == LeaseFate::Lost || takeovers,
                 rule,
                 "after the removal of the queue's last item, asked with held_until {reached} \
              (reached), the fate is {f:?}; expected Lost"
@@ -314,7 +343,7 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
             let reached = cx.now().await?;
             let f = fate(&cx, &held.key, reached).await?;
             ensure!(
-            f == LeaseFate::Lost,
+            f == LeaseFate::Lost || takeovers,
             rule,
             "a lease whose item a purge took, asked with held_until {reached} (reached), has fate \
              {f:?}; expected Lost"
@@ -353,7 +382,7 @@ pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResu
         );
         cx.expire(&claimed.leases).await?;
         let expired = cx.b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after expiry")?;
-        let renews = cx.b.capabilities().finish_traces;
+        let renews = cx.b.capabilities().lease_traces.any();
         ensure!(
             !renews && expired.leases.is_empty() || renews && keys(&expired.leases) == keys(&claimed.leases[1..]),
             rule,
@@ -747,8 +776,8 @@ fn latest(leases: &[Lease]) -> Timestamp {
 /// `ack_many`, release, fail) lands on a lease the backend's clock has
 /// already passed, not yet reaped, and its reply is lost; [`Settle`]
 /// reports each as landed (never `LeaseLost`), and the store agrees. The
-/// finishing trace names the token: after a reap, a new claim and that
-/// claim's ack, the first lease's fate is Lost and the second's Finished.
+/// traces name the token: after a reap, a new claim and that claim's ack,
+/// the first lease's fate is Lost and the second's Finished.
 pub async fn landed_finishes_past_expiry_are_reported<F: BackendFactory>(
     factory: &F,
 ) -> CheckResult {
@@ -759,8 +788,8 @@ pub async fn landed_finishes_past_expiry_are_reported<F: BackendFactory>(
         rule,
         Needs::NONE,
         |cx| async move {
-            if !cx.b.capabilities().finish_traces {
-                cx.skip("the backend keeps no finishing traces (Capabilities::finish_traces)");
+            if !cx.b.capabilities().lease_traces.any() {
+                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
                 return Ok(());
             }
             let faults = Arc::new(Faults::new(cx.b.clone()));
@@ -831,8 +860,8 @@ pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
         rule,
         Needs::NONE,
         |cx| async move {
-            if !cx.b.capabilities().finish_traces {
-                cx.skip("the backend renews no expired lease in recover_claim (Capabilities::finish_traces)");
+            if !cx.b.capabilities().lease_traces.any() {
+                cx.skip("the backend renews no expired lease in recover_claim (Capabilities::lease_traces)");
                 return Ok(());
             }
             let faults = Arc::new(Faults::new(cx.b.clone()));

@@ -468,7 +468,7 @@ pub async fn run_ops<F: BackendFactory>(
     } else {
         Model::per_shard()
     };
-    model.finish_traces = tb.backend.capabilities().finish_traces;
+    model.lease_traces = tb.backend.capabilities().lease_traces;
     let mut run = Run {
         tb,
         q,

@@ -1,11 +1,12 @@
 //! What the model expects of `lease_fate`: Held while the key's token
-//! holds its item, else Finished with the item's state (or `None` when it
-//! is gone) when the lease's own call ended it (its trace, kept for
-//! [`leaseq_core::limits::FINISH_MEMORY`]) or when asked with a
-//! `held_until` still ahead, else Lost.
+//! holds its item; else Finished with the item's state (or `None` when it
+//! is gone) when asked with a `held_until` still ahead; else Lost when a
+//! reap took the lease; else, with lease traces, Finished when the lease's
+//! own call ended it within [`leaseq_core::limits::FINISH_MEMORY`]; else
+//! Lost (takeover traces: either, see [`LeaseTraces::Takeovers`]).
 
 use leaseq_core::limits::{millis_ceil, FINISH_MEMORY};
-use leaseq_core::{Error, ItemState, LeaseFate, LeaseKey, Result};
+use leaseq_core::{Error, ItemState, LeaseFate, LeaseKey, LeaseTraces, Result};
 
 use super::state::Model;
 use super::window::Window;
@@ -52,13 +53,22 @@ impl Model {
         let traced = self
             .traces
             .get(&(key.id, key.token))
-            .filter(|_| self.finish_traces)
+            .filter(|_| self.lease_traces.any())
             .map(|at| at.plus(memory).passed_at(now));
+        // The driver asks with `held_until` its last reading of the clock:
+        // within the traces' memory of it, where the contract is exact.
         let allowed: Vec<LeaseFate> = if self.is_current(key) {
             vec![LeaseFate::Held]
-        } else if ahead || traced == Some(Some(false)) {
+        } else if ahead {
             finished
-        } else if traced == Some(None) {
+        } else if self.taken.contains(&(key.id, key.token)) {
+            vec![LeaseFate::Lost]
+        } else if traced == Some(Some(false)) {
+            finished
+        } else if traced == Some(None) || self.lease_traces == LeaseTraces::Takeovers {
+            // Takeover traces cannot tell a forged, removed or purged
+            // lease (or one whose own call ended it long ago) from one
+            // its own call ended: either answer.
             finished.into_iter().chain([LeaseFate::Lost]).collect()
         } else {
             vec![LeaseFate::Lost]

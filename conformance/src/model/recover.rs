@@ -31,7 +31,7 @@ impl Model {
                 if !spec.owns(*token) {
                     continue;
                 }
-                match (self.finish_traces, expires.passed_at(now)) {
+                match (self.lease_traces.any(), expires.passed_at(now)) {
                     (true, _) | (false, Some(false)) => want.push((*token, *id)),
                     (false, Some(true)) => {}
                     (false, None) => {

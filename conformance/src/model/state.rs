@@ -124,9 +124,12 @@ pub struct Model {
     pub(crate) traces: HashMap<(ItemId, LeaseToken), Window>,
     /// The window of the operation being judged (set by the driver).
     pub(crate) at: Window,
-    /// The backend keeps finishing traces and renews expired leases in
-    /// `recover_claim` ([`leaseq_core::Capabilities::finish_traces`]).
-    pub finish_traces: bool,
+    /// The leases a reap took (Lost, whatever the backend's traces).
+    pub(crate) taken: HashSet<(ItemId, LeaseToken)>,
+    /// The backend's lease traces, which decide what `lease_fate` may
+    /// answer past `held_until` and whether `recover_claim` renews
+    /// ([`leaseq_core::Capabilities::lease_traces`]).
+    pub lease_traces: leaseq_core::LeaseTraces,
     next_seq: u64,
     next_epoch: u64,
     /// False for a backend that keeps its orders per shard: then which of
@@ -622,7 +625,7 @@ impl Model {
         let epoch = self.next_epoch;
         let (mut requeued, mut dead) = (0, 0);
         for (id, e) in self.items.iter_mut() {
-            let Slot::Leased { expires, .. } = e.slot else {
+            let Slot::Leased { expires, token } = e.slot else {
                 continue;
             };
             let expired = expires.passed_at(now).ok_or_else(|| {
@@ -631,6 +634,7 @@ impl Model {
             if !expired {
                 continue;
             }
+            self.taken.insert((*id, token));
             if e.attempts >= e.max_attempts {
                 e.slot = Slot::Dead { epoch };
                 e.note = Note::Some;

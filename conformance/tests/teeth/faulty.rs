@@ -10,9 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
-    Admin, Backend, BackendExt, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId, ItemState,
-    LayeredBackend, Lease, LeaseFate, LeaseKey, LeaseToken, LimitScope, NewItem, QueueLimits,
-    QueueName, ReapReport, Released, Result, ScheduleStore, Throttles, Timestamp,
+    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    ItemState, LayeredBackend, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LimitScope,
+    NewItem, QueueLimits, QueueName, ReapReport, Released, Result, ScheduleStore, Throttles,
+    Timestamp,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -155,6 +156,10 @@ pub(crate) enum Fault {
     /// `recover_claim` returns only the leases still live: the expired,
     /// unreaped ones are left to a reaper (it reaps the queue first).
     RecoverLeavesExpired,
+    /// Claims takeover traces ([`LeaseTraces::Takeovers`]) but its reap
+    /// leaves none: a lease a reaper took is answered Finished, as if its
+    /// own call had ended it.
+    TakeoverWithoutTrace,
 }
 
 /// `inner` with `fault`.
@@ -301,6 +306,14 @@ impl LayeredBackend for Faulty {
 
     fn inner(&self) -> &Arc<dyn Backend> {
         &self.inner
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let caps = self.inner.capabilities();
+        if self.fault == Fault::TakeoverWithoutTrace {
+            return caps.lease_traces(LeaseTraces::Takeovers);
+        }
+        caps
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
@@ -542,6 +555,14 @@ impl LayeredBackend for Faulty {
             return Ok(LeaseFate::Lost);
         }
         let fate = self.inner.lease_fate(lease, held_until).await?;
+        if self.fault == Fault::TakeoverWithoutTrace && fate == LeaseFate::Lost {
+            let state = match self.inner.item(&lease.queue, lease.id).await {
+                Ok(info) => Some(info.state),
+                Err(Error::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            return Ok(LeaseFate::Finished { state });
+        }
         if self.fault == Fault::FateWithoutTrace
             && matches!(fate, LeaseFate::Finished { .. })
             && self.inner.now().await? >= held_until
