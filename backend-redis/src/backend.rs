@@ -9,6 +9,7 @@ use bytes::Bytes;
 use leaseq_core::{Error, ItemId, QueueName, Result, StepCounter};
 
 use crate::scripts::Scripts;
+use crate::server::PolicyWatch;
 use crate::{ClientError, KeyLayout, RedisOptions, Reply, Script, ScriptClient};
 
 /// The Redis backend over any [`ScriptClient`]; see the crate docs for the
@@ -24,6 +25,10 @@ pub struct RedisBackend<C: ScriptClient> {
     /// What [`RedisBackend::verify_server`] found: every node persists each
     /// write before answering.
     pub(crate) durable: bool,
+    /// The eviction policy re-read while running; set by
+    /// [`RedisBackend::verify_server`] (a backend built on a client alone
+    /// checks nothing).
+    pub(crate) policy: Option<Arc<PolicyWatch>>,
 }
 
 /// The highest item id a backend handle has seen per queue (handed out by
@@ -73,6 +78,7 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             steps: Arc::clone(&self.steps),
             floors: Arc::clone(&self.floors),
             durable: self.durable,
+            policy: self.policy.clone(),
         }
     }
 }
@@ -99,6 +105,7 @@ impl<C: ScriptClient> RedisBackend<C> {
             scripts: Arc::new(Scripts::new()),
             floors: Arc::new(IdFloors::default()),
             durable: false,
+            policy: None,
         })
     }
 
@@ -113,12 +120,66 @@ impl<C: ScriptClient> RedisBackend<C> {
     ///   only when every node runs `appendonly yes` with `appendfsync
     ///   always` (and [`RedisOptions::durable`] is not `false`).
     ///
-    /// A server where `CONFIG` or `INFO` is disabled, renamed or denied is
-    /// accepted with a warning (and reported not durable).
+    /// A server where `CONFIG` is disabled, renamed or denied is accepted
+    /// with a warning (and reported not durable); the policy is then read
+    /// from `INFO memory`, and where that is denied too it goes unchecked
+    /// (with a warning).
+    ///
+    /// The policy is read again while the backend runs: the reaper
+    /// ([`leaseq_core::Backend::reap`]) reads it at most once per
+    /// [`RedisOptions::policy_check_interval`] (10 s by default). When a
+    /// node has turned to an evicting policy and
+    /// [`RedisOptions::allow_eviction`] is off, an error is logged and the
+    /// writes that add items (enqueue, `enqueue_once`, a schedule's fire)
+    /// are refused with [`Error::Unavailable`], writing nothing, while
+    /// claims, acks, extends, releases, fails and reaps go on so consumers
+    /// drain the backlog; once a read finds `noeviction` again the refusal
+    /// lifts (logged). With `allow_eviction(true)` a changed policy is
+    /// logged as a warning and nothing is refused. A read that fails
+    /// changes nothing (warned once).
     pub async fn verify_server(mut self) -> Result<Self> {
         let facts = crate::server::inspect(self.client.as_ref(), &self.config).await?;
         self.durable = facts.durable;
+        self.policy = Some(Arc::new(PolicyWatch::new(&self.config, facts.seen)));
         Ok(self)
+    }
+
+    /// Reads `maxmemory-policy` again when a read is due (see
+    /// [`RedisBackend::verify_server`]); never fails: a read that errs or
+    /// takes longer than the response timeout changes nothing.
+    pub(crate) async fn check_policy(&self) {
+        let Some(watch) = &self.policy else {
+            return;
+        };
+        if !watch.due() {
+            return;
+        }
+        let reading = crate::server::read_policies(self.client.as_ref(), watch.server());
+        match tokio::time::timeout(self.config.response_timeout, reading).await {
+            Ok(read) => watch.saw(&read),
+            Err(_) => watch.saw(&[(
+                watch.server().to_owned(),
+                Err(format!(
+                    "no reply within {:?}",
+                    self.config.response_timeout
+                )),
+            )]),
+        }
+    }
+
+    /// Refuses a write that adds items (`op` on `queue`) while a node runs
+    /// an evicting policy (see [`RedisBackend::verify_server`]). While
+    /// refused it makes a due read itself, so the refusal lifts in a
+    /// process whose reaper stopped.
+    pub(crate) async fn may_add_items(&self, op: &str, queue: &QueueName) -> Result<()> {
+        let Some(watch) = &self.policy else {
+            return Ok(());
+        };
+        if !watch.refusing() {
+            return Ok(());
+        }
+        self.check_policy().await;
+        watch.refusal(op, queue).map_or(Ok(()), Err)
     }
 
     /// The client adapter.

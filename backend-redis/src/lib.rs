@@ -358,9 +358,14 @@
 //!   [`RedisOptions::wait_for_replicas`]); [`RedisOptions::durable`]`(false)`
 //!   turns it off, it cannot turn it on.
 //!
-//! Where `CONFIG` (or `INFO`) is disabled, renamed or denied by an ACL the
-//! backend logs a warning and connects, reporting itself not durable; the
-//! eviction policy is then the operator's to check.
+//! Where `CONFIG` is disabled, renamed or denied by an ACL the backend logs
+//! a warning and connects, reporting itself not durable, and reads the
+//! eviction policy from `INFO memory` (`maxmemory_policy`); where `INFO` is
+//! denied too, the eviction policy is the operator's to check.
+//!
+//! The eviction policy is read again while running (see
+//! [Persistence](#persistence-and-what-is-lost)): the reaper reads it at
+//! most once per [`RedisOptions::policy_check_interval`] (10 s by default).
 //!
 //! # Persistence and what is lost
 //! What a crash (or a failover) takes back depends on the server's
@@ -419,11 +424,33 @@
 //! no replica or has writes wait for all of its connected replicas
 //! (checked at connect: [`RedisBackend::verify_server`]).
 //!
-//! `maxmemory-policy` must be `noeviction` (checked at connect, see
-//! above): any evicting policy deletes keys when memory runs out (items,
-//! index entries, the id counter, `enqueue_once` records: `volatile-*`
-//! policies evict the records, which carry a TTL), silently losing or
-//! duplicating items.
+//! `maxmemory-policy` must be `noeviction`: any evicting policy deletes
+//! keys when memory runs out (items, index entries, the id counter,
+//! `enqueue_once` records: `volatile-*` policies evict the records, which
+//! carry a TTL), silently losing or duplicating items. It is checked at
+//! connect (see [Checks at connect](#checks-at-connect)), and again while
+//! running, since `CONFIG SET maxmemory-policy allkeys-lru` on a running
+//! server would otherwise go unnoticed: the reaper
+//! ([`leaseq_core::Backend::reap`]) reads it, on the one server or every
+//! cluster master, at most once per
+//! [`RedisOptions::policy_check_interval`] (10 s by default; one read per
+//! interval for all clones of a backend, and no call but that reap waits
+//! for it). When a node runs an evicting policy:
+//! - without [`RedisOptions::allow_eviction`] an error naming the node and
+//!   the policy is logged, and from then on the writes that add items
+//!   (enqueue, `enqueue_once`, a schedule's fire) are refused with
+//!   [`leaseq_core::Error::Unavailable`] and write nothing (retryable: the
+//!   same call succeeds once the policy is fixed). Claims, acks, extends,
+//!   releases, fails and reaps go on, so consumers drain the backlog. Once
+//!   a read finds `noeviction` on every node the refusal lifts and an info
+//!   line says so; while refused, a refused write makes a due read itself,
+//!   so the refusal also lifts in a process whose reaper stopped;
+//! - with `allow_eviction(true)` a change of policy is logged as a
+//!   warning, once, and nothing is refused.
+//!
+//! A read that cannot reach the policy (`CONFIG` and `INFO` denied, a
+//! timeout) changes nothing, with a warning the first time: on a server
+//! that never shows its policy nothing is refused, as at connect.
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.

@@ -117,6 +117,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        self.may_add_items("enqueue", queue).await?;
         let r = self
             .run_registered(&self.scripts.enqueue, queue, Vec::new(), &[], &items)
             .await?;
@@ -147,6 +148,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
         check_batch(&items, &self.config.limits)?;
+        self.may_add_items("enqueue_once", queue).await?;
         // The request's key carries the queue's hash tag: one slot, one
         // script that looks the request up, writes the batch and remembers
         // its results.
@@ -382,6 +384,9 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        // The reaper runs in every worker, every few seconds: the place to
+        // notice a policy changed under a running backend.
+        self.check_policy().await;
         let mut report = ReapReport::default();
         loop {
             let args = vec![arg(self.config.reap_batch)];

@@ -33,6 +33,9 @@ pub struct RedisOptions {
     /// says (see [`RedisOptions::durable`]).
     pub(crate) durable: Option<bool>,
     pub(crate) allow_eviction: bool,
+    /// How often the reaper re-reads `maxmemory-policy`
+    /// (see [`RedisOptions::policy_check_interval`]).
+    pub(crate) policy_check: Duration,
     /// Replicas each write waits for (see [`RedisOptions::wait_for_replicas`]).
     pub(crate) replica_wait: Option<ReplicaWait>,
     pub(crate) test_hooks: bool,
@@ -111,6 +114,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("durable", &self.durable)
             .field("allow_eviction", &self.allow_eviction)
+            .field("policy_check", &self.policy_check)
             .field("replica_wait", &self.replica_wait)
             .field("test_hooks", &self.test_hooks)
             .field("tls_root_cert", &self.tls_root_cert)
@@ -121,6 +125,10 @@ impl std::fmt::Debug for RedisOptions {
 impl RedisOptions {
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "leaseq";
+
+    /// How often, by default, the reaper re-reads `maxmemory-policy`
+    /// ([`RedisOptions::policy_check_interval`]).
+    pub const DEFAULT_POLICY_CHECK: Duration = Duration::from_secs(10);
 
     /// Settings for the server at `url` (`redis://[user:pass@]host:port[/db]`),
     /// or for a Redis Cluster given as
@@ -163,6 +171,7 @@ impl RedisOptions {
             tcp_nodelay: true,
             durable: None,
             allow_eviction: false,
+            policy_check: Self::DEFAULT_POLICY_CHECK,
             replica_wait: None,
             test_hooks: false,
             tls_root_cert: None,
@@ -350,16 +359,47 @@ impl RedisOptions {
 
     /// Lets [`connect`](crate::RedisRsBackend::connect) accept a server
     /// whose `maxmemory-policy` evicts keys (anything but `noeviction`), which
-    /// it otherwise refuses with [`leaseq_core::Error::InvalidInput`].
+    /// it otherwise refuses with [`leaseq_core::Error::InvalidInput`], and
+    /// keeps writes going when the reaper's re-check finds such a policy
+    /// later (see [`RedisOptions::policy_check_interval`]).
     ///
     /// An evicting server deletes keys when it is full: an item, an index,
     /// the id counter or an `enqueue_once` request's record may vanish, so
     /// items are lost, or delivered again, silently. With this set the
-    /// backend connects anyway and logs a warning at connect. Off by
-    /// default.
+    /// backend connects anyway and logs a warning at connect, and again
+    /// when a re-check finds the policy changed. Off by default.
     pub fn allow_eviction(mut self, allow: bool) -> Self {
         self.allow_eviction = allow;
         self
+    }
+
+    /// How often the server's `maxmemory-policy` is read again while the
+    /// backend runs (10 s by default; zero: at every reap). The reaper
+    /// ([`leaseq_core::Backend::reap`]) reads it when the last read is at
+    /// least this old, on the one server or every cluster master; other
+    /// calls never wait for it. When a node runs an evicting policy and
+    /// [`RedisOptions::allow_eviction`] is off, the backend logs an error
+    /// and refuses the writes that add items (enqueue, `enqueue_once`, a
+    /// schedule's fire) with [`leaseq_core::Error::Unavailable`] until a
+    /// read finds `noeviction` again; leases keep working, so consumers
+    /// drain the backlog. See the crate docs, "Checks at connect".
+    ///
+    /// ```
+    /// use leaseq_redis::RedisOptions;
+    /// use std::time::Duration;
+    /// let c = RedisOptions::new("redis://127.0.0.1:6379")
+    ///     .policy_check_interval(Duration::from_secs(30));
+    /// assert_eq!(c.get_policy_check_interval(), Duration::from_secs(30));
+    /// ```
+    pub fn policy_check_interval(mut self, every: Duration) -> Self {
+        self.policy_check = every;
+        self
+    }
+
+    /// How often `maxmemory-policy` is read again
+    /// ([`RedisOptions::policy_check_interval`]).
+    pub fn get_policy_check_interval(&self) -> Duration {
+        self.policy_check
     }
 
     /// Whether an evicting `maxmemory-policy` is accepted

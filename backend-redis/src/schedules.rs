@@ -210,6 +210,7 @@ impl<C: ScriptClient> RedisBackend<C> {
         let Some(queue) = self.queue_of(&tick.name).await? else {
             return Ok(Fired::Stale);
         };
+        self.may_add_items("schedule_fire", &queue).await?;
         let key = self.schedule_key(&queue, &tick.name)?;
         let head = [arg(tick.revision), arg(tick.at.as_millis())];
         let r = self

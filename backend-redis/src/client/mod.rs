@@ -96,9 +96,9 @@ pub struct NodeReply {
 }
 
 /// What a Redis client must offer the backend: running a script, and a
-/// blocking wait for wake-up markers (and, for the checks made at connect,
-/// plain commands on every node). Both clients implement it; everything
-/// else (scripts, keys, decoding) is shared.
+/// blocking wait for wake-up markers (and, for the checks of the server's
+/// settings, plain commands on every node). Both clients implement it;
+/// everything else (scripts, keys, decoding) is shared.
 #[async_trait]
 pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
     /// Runs `script` by `EVALSHA`; on `NOSCRIPT` loads it and runs it again.
@@ -141,8 +141,9 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
 
     /// Runs one plain command with no keys (`CONFIG GET maxmemory-policy`,
     /// `INFO server`) on every server that holds data: the one server, or
-    /// each master of a cluster. Used once, at connect, to read the
-    /// server's settings (see [`crate::RedisBackend::verify_server`]).
+    /// each master of a cluster. Used at connect to read the server's
+    /// settings, and by the reaper to read `maxmemory-policy` again (see
+    /// [`crate::RedisBackend::verify_server`]).
     ///
     /// The default runs nothing and fails: the checks then warn that the
     /// settings could not be read and go on.
