@@ -4,13 +4,34 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use std::fmt::Debug;
+use std::hash::Hash;
+
 use stateright::{Checker, HasDiscoveries, Model};
 
 use crate::model::{Action, LeaseModel};
 
+/// A model whose check can be narrowed to one of its properties: the lease
+/// model, the delete protocol's ([`crate::IdModel`]) and the listing's
+/// ([`crate::ListingModel`]).
+pub trait Focus: Model + Clone + Send + Sync + 'static {
+    /// The model checking only the property `name`.
+    #[must_use]
+    fn only(self, name: &'static str) -> Self;
+}
+
+impl Focus for LeaseModel {
+    fn only(self, name: &'static str) -> Self {
+        LeaseModel::only(self, name)
+    }
+}
+
+/// The discoveries of [`check_all`], by property name: a path to each.
+pub type Discoveries<A> = Vec<(&'static str, Vec<A>)>;
+
 /// What checking one property found.
 #[derive(Debug, Clone)]
-pub struct Run {
+pub struct Run<A = Action> {
     /// The property.
     pub property: &'static str,
     /// Distinct states visited.
@@ -24,10 +45,10 @@ pub struct Run {
     /// The path to the first discovery: a counterexample for a safety
     /// property, an example for a reachability one. `None` when the whole
     /// space was explored without one.
-    pub discovery: Option<Vec<Action>>,
+    pub discovery: Option<Vec<A>>,
 }
 
-impl Run {
+impl<A> Run<A> {
     /// The number of steps of the discovery, if any.
     pub fn discovery_len(&self) -> Option<usize> {
         self.discovery.as_ref().map(Vec::len)
@@ -36,7 +57,12 @@ impl Run {
 
 /// Checks `property` of `model` exhaustively, breadth first on one thread,
 /// stopping at its first discovery (which is then a shortest path to it).
-pub fn check(model: &LeaseModel, property: &'static str) -> Run {
+pub fn check<M>(model: &M, property: &'static str) -> Run<M::Action>
+where
+    M: Focus,
+    M::State: Hash + Send + Sync + Clone + PartialEq + 'static,
+    M::Action: Clone + PartialEq + Debug,
+{
     let started = Instant::now();
     let checker = model
         .clone()
@@ -61,11 +87,16 @@ pub fn check(model: &LeaseModel, property: &'static str) -> Run {
 /// [`check`] each). Returns the run and each discovery by property name,
 /// sorted: a counterexample for a broken safety property, an example for a
 /// reachable one.
-pub fn check_all(model: &LeaseModel) -> (Run, Vec<(&'static str, Vec<Action>)>) {
+pub fn check_all<M>(model: &M) -> (Run<M::Action>, Discoveries<M::Action>)
+where
+    M: Focus,
+    M::State: Hash + Send + Sync + Clone + PartialEq + 'static,
+    M::Action: Clone + PartialEq + Debug,
+{
     let started = Instant::now();
     let checker = model.clone().checker().threads(1).spawn_bfs().join();
     let elapsed = started.elapsed();
-    let mut found: Vec<(&'static str, Vec<Action>)> = checker
+    let mut found: Discoveries<M::Action> = checker
         .discoveries()
         .into_iter()
         .map(|(name, path)| (name, path.into_actions()))

@@ -8,8 +8,13 @@
 //!
 //! Every interleaving is explored for small bounds ([`Bounds`]), breadth
 //! first, so a counterexample is a shortest one. [`LeaseModel::trace`]
-//! prints it one `Backend` call per line, and [`replay_on_memory`] runs it
-//! against `leaseq_memory::MemoryBackend`.
+//! prints it one `Backend` call per line, and [`replay_on_memory`],
+//! [`replay_on_redis`] and [`replay_on_sqlite`] run it against the code.
+//!
+//! Two smaller models check the Redis protocols of several scripts:
+//! [`IdModel`], `delete_queue` and its id floor (ids never reused across
+//! delete and restart), and [`ListingModel`], the queue listing and its
+//! generation counter (no queue that holds items hidden, no phantom kept).
 //!
 //! ```
 //! use leaseq_model_check::{check, Bounds, LeaseModel, Protocol, TRUE_OUTCOMES};
@@ -28,19 +33,29 @@
 
 mod check;
 mod config;
+mod ids;
+mod listing;
 mod model;
 mod replay;
 mod state;
 mod suite;
 mod trace;
 
-pub use check::{check, check_all, Run};
+pub use check::{check, check_all, Discoveries, Focus, Run};
 pub use config::{Bounds, Faults, Protocol};
+pub use ids::{
+    Call, Deleting, Handle, IdAction, IdBounds, IdFaults, IdModel, IdReply, IdState, Registration,
+    ENQUEUE_AFTER_DELETE, IDS_UNIQUE,
+};
+pub use listing::{
+    Enqueuing, Listing, ListingAction, ListingBounds, ListingFaults, ListingModel, ListingState,
+    NEVER_HIDDEN, NO_PHANTOM, REGISTRATION_REFUSED,
+};
 pub use model::{
     Action, Fate, LeaseModel, Reply, Step, ACK_AFTER_LOSS, ACK_ONCE, DEAD_AFTER_REAP, NOTHING_LOST,
     NO_DEAD_WITHOUT_RUN, ONE_LIVE_LEASE, REAPED_ONCE, SAFETY, TRUE_OUTCOMES,
 };
-pub use replay::{replay_on_memory, Replayed, STEP};
+pub use replay::{replay_on_memory, replay_on_redis, replay_on_sqlite, Replayed, REAL_STEP, STEP};
 pub use state::{
     Broken, End, Family, Fin, Ghost, Held, Item, Outcome, Phase, Probe, Slot, State, Token, Worker,
 };

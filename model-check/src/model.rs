@@ -223,13 +223,18 @@ impl LeaseModel {
     }
 
     /// Whether finishing calls leave a trace `lease_fate` reads.
-    fn fate_trace(&self) -> bool {
+    fn finish_trace(&self) -> bool {
         self.protocol == Protocol::Fixed && !self.faults.fate_without_trace
+    }
+
+    /// Whether a reap leaves a trace of each lease it takes.
+    fn takeover_trace(&self) -> bool {
+        self.protocol == Protocol::Takeovers && !self.faults.reap_without_trace
     }
 
     /// Whether `recover_claim` renews the claim's expired, unreaped leases.
     fn recover_expired(&self) -> bool {
-        self.protocol == Protocol::Fixed
+        self.protocol != Protocol::Today
     }
 
     /// The state every check starts from: every item Ready, every worker
@@ -591,7 +596,7 @@ impl LeaseModel {
             }
         }
         g.ends.insert((h.item, h.token), op.end());
-        if self.fate_trace() {
+        if self.finish_trace() {
             n.traces.insert((h.item, h.token));
         }
         true
@@ -601,8 +606,17 @@ impl LeaseModel {
     fn lease_fate(&self, n: &State, h: Held) -> Fate {
         match n.items[h.item as usize].slot {
             Slot::Leased { token, .. } if token == h.token => Fate::Held,
-            _ if self.fate_trace() && n.traces.contains(&(h.item, h.token)) => Fate::Finished,
+            _ if self.finish_trace() && n.traces.contains(&(h.item, h.token)) => Fate::Finished,
             _ if n.now < h.until => Fate::Finished,
+            // No takeover trace: its own call ended it (the trace's memory
+            // is taken to outlast the run).
+            _ if self.protocol == Protocol::Takeovers => {
+                if n.traces.contains(&(h.item, h.token)) {
+                    Fate::Lost
+                } else {
+                    Fate::Finished
+                }
+            }
             _ => Fate::Lost,
         }
     }
@@ -610,6 +624,9 @@ impl LeaseModel {
     /// A reaper recovers the lease `t` of item `i`; whether it went Dead.
     fn recover_lease(&self, n: &mut State, i: u8, t: Token) -> bool {
         record_recovery(&mut n.ghost, i, t);
+        if self.takeover_trace() {
+            n.traces.insert((i, t));
+        }
         let it = &mut n.items[i as usize];
         if it.attempts >= it.max_attempts {
             it.slot = Slot::Dead;

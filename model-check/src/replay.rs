@@ -1,19 +1,37 @@
 //! A path of the model replayed against the code: each action becomes the
-//! `Backend` call it stands for, on a `leaseq_memory::MemoryBackend` whose
-//! `ManualClock` moves one second per clock step, and every answer is
-//! compared with the model's. Only the core calls are used (`enqueue`,
-//! `claim`, `recover_claim`, `extend`, `ack`, `release`, `fail`,
-//! `lease_fate`, `reap`, `item`), and only [`Protocol::Today`] without
-//! seeded faults can be replayed: it is the protocol the code has.
+//! `Backend` call it stands for, and every answer is compared with the
+//! model's. Only the core calls are used (`enqueue`, `claim`,
+//! `recover_claim`, `extend`, `ack`, `release`, `fail`, `lease_fate`,
+//! `reap`, `item`), and a path replays only on a backend whose lease
+//! traces are the model's protocol (`Capabilities::lease_traces`), without
+//! seeded faults.
+//!
+//! - [`replay_on_memory`]: `leaseq_memory::MemoryBackend` (finishing
+//!   traces, [`Protocol::Fixed`]) on a `ManualClock` that moves [`STEP`]
+//!   per clock step; every expiry is compared to the millisecond.
+//! - [`replay_on_redis`]: `leaseq_redis::RedisRsBackend` on a server
+//!   (finishing traces, [`Protocol::Fixed`]), under the key prefix the
+//!   caller chose.
+//! - [`replay_on_sqlite`]: `leaseq_sqlite::SqliteBackend` on
+//!   `sqlite::memory:` (takeover traces, [`Protocol::Takeovers`]).
+//!
+//! Redis and SQLite read their own clocks, so there a clock step is a
+//! sleep of [`REAL_STEP`], and expiries are not compared: only who holds
+//! what, and every answer. (The test hook `expire_leases` cannot stand in
+//! for the steps: it moves the expiries, not the clock, so a `lease_fate`
+//! asked after the lease's `held_until` would still be before it.)
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{
     Backend, ClaimSpec, Claimed, Error, ItemId, ItemState, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, ManualClock, NewItem, QueueName, Timestamp,
+    LeaseTraces, LeaseTtl, ManualClock, NewItem, QueueName, Timestamp,
 };
 use leaseq_memory::MemoryBackend;
+use leaseq_redis::{RedisOptions, RedisRsBackend};
+use leaseq_sqlite::{SqliteBackend, SqliteOptions};
 
 use crate::config::{Faults, Protocol};
 use crate::model::{Action, Fate, LeaseModel, Reply};
@@ -21,6 +39,10 @@ use crate::state::{Family, Fin, Held, Phase, Slot, State, Token};
 
 /// One clock step of the model on the manual clock.
 pub const STEP: Duration = Duration::from_secs(1);
+
+/// One clock step of the model on a backend's own clock: long enough that
+/// a lease the model holds live is still live when the next call lands.
+pub const REAL_STEP: Duration = Duration::from_millis(200);
 
 /// What a replay saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,25 +59,78 @@ pub struct Replayed {
 /// names the first step whose answer differs from the model's (or why the
 /// path cannot be replayed).
 pub fn replay_on_memory(model: &LeaseModel, actions: &[Action]) -> Result<Replayed, String> {
-    // The memory backend keeps finishing traces and renews expired,
-    // unreaped leases on recovery: it follows the fixed protocol.
-    if model.protocol != Protocol::Fixed || model.faults != Faults::default() {
-        return Err("only the fixed protocol without seeded faults is the code's".to_string());
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| format!("no runtime: {e}"))?;
-    rt.block_on(Replay::run(model, actions))
+    runtime()?.block_on(async {
+        let clock = ManualClock::new();
+        let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+        Replay::run(model, backend, Clock::Manual(clock), actions).await
+    })
 }
 
-struct Replay<'a> {
+/// Replays `actions` of `model` against a fresh SQLite backend in memory,
+/// sleeping [`REAL_STEP`] per clock step; `Err` names the first step whose
+/// answer differs from the model's (or why the path cannot be replayed).
+pub fn replay_on_sqlite(model: &LeaseModel, actions: &[Action]) -> Result<Replayed, String> {
+    runtime()?.block_on(async {
+        let backend = SqliteBackend::connect("sqlite::memory:", SqliteOptions::new())
+            .await
+            .map_err(err("sqlite"))?;
+        Replay::run(model, backend, Clock::Real, actions).await
+    })
+}
+
+/// Replays `actions` of `model` against the Redis server of `options`
+/// (under its key prefix, which the caller removes after), sleeping
+/// [`REAL_STEP`] per clock step. `Err` names the first step whose answer
+/// differs from the model's, or why the path cannot be replayed; one that
+/// starts with `connect:` means no server answered.
+pub fn replay_on_redis(
+    model: &LeaseModel,
+    actions: &[Action],
+    options: RedisOptions,
+) -> Result<Replayed, String> {
+    runtime()?.block_on(async {
+        let backend = RedisRsBackend::connect(options)
+            .await
+            .map_err(err("connect"))?;
+        Replay::run(model, backend, Clock::Real, actions).await
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime: {e}"))
+}
+
+/// The protocol a backend's lease traces follow, if the model has it.
+fn protocol_of(traces: LeaseTraces) -> Option<Protocol> {
+    match traces {
+        LeaseTraces::None => Some(Protocol::Today),
+        LeaseTraces::Finishes => Some(Protocol::Fixed),
+        LeaseTraces::Takeovers => Some(Protocol::Takeovers),
+        _ => None,
+    }
+}
+
+/// How a clock step of the model reaches the backend.
+enum Clock {
+    /// The backend reads this clock: a step advances it by [`STEP`].
+    Manual(ManualClock),
+    /// The backend reads its own: a step is a sleep of [`REAL_STEP`].
+    Real,
+}
+
+struct Replay<'a, B> {
     model: &'a LeaseModel,
-    backend: MemoryBackend,
-    clock: ManualClock,
+    backend: B,
+    clock: Clock,
     queue: QueueName,
     ids: Vec<ItemId>,
     t0: u64,
+    /// The expiry the backend last told of each lease: what a worker
+    /// passes to `lease_fate` as `held_until`.
+    told: HashMap<(ItemId, LeaseToken), Timestamp>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -66,10 +141,20 @@ fn err(what: &str) -> impl Fn(Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-impl<'a> Replay<'a> {
-    async fn run(model: &'a LeaseModel, actions: &[Action]) -> Result<Replayed, String> {
-        let clock = ManualClock::new();
-        let backend = MemoryBackend::with_clock(Arc::new(clock.clone()));
+impl<'a, B: Backend> Replay<'a, B> {
+    async fn run(
+        model: &'a LeaseModel,
+        backend: B,
+        clock: Clock,
+        actions: &[Action],
+    ) -> Result<Replayed, String> {
+        let traces = backend.capabilities().lease_traces;
+        if protocol_of(traces) != Some(model.protocol) || model.faults != Faults::default() {
+            return Err(format!(
+                "the backend keeps {traces:?} lease traces: it runs neither {:?} nor a seeded fault",
+                model.protocol
+            ));
+        }
         let queue = QueueName::new("model-replay").map_err(err("queue name"))?;
         let items: Vec<NewItem> = model
             .bounds
@@ -93,6 +178,7 @@ impl<'a> Replay<'a> {
             queue,
             ids,
             t0,
+            told: HashMap::new(),
         };
         let mut s = model.initial();
         let mut lines = Vec::new();
@@ -139,12 +225,26 @@ impl<'a> Replay<'a> {
         })
     }
 
+    /// Whether every expiry is compared (the backend reads the manual
+    /// clock).
+    fn exact(&self) -> bool {
+        matches!(self.clock, Clock::Manual(_))
+    }
+
     fn at(&self, t: u8) -> Timestamp {
-        Timestamp::from_millis(self.t0 + u64::from(t) * ms(STEP))
+        Timestamp::from_millis(self.t0 + u64::from(t) * ms(self.step()))
+    }
+
+    /// One clock step of the model on the backend's clock.
+    fn step(&self) -> Duration {
+        match self.clock {
+            Clock::Manual(_) => STEP,
+            Clock::Real => REAL_STEP,
+        }
     }
 
     fn ttl(&self) -> Duration {
-        STEP * u32::from(self.model.bounds.lease_steps)
+        self.step() * u32::from(self.model.bounds.lease_steps)
     }
 
     fn spec(&self, f: Family) -> Result<ClaimSpec, String> {
@@ -178,27 +278,38 @@ impl<'a> Replay<'a> {
                     .iter()
                     .map(|&(i, t, e)| {
                         let token = self.token(t).map(|t| t.to_string()).unwrap_or_default();
-                        format!("{} {token} until {}", self.ids[i as usize], self.at(e))
+                        let id = self.ids[i as usize];
+                        if self.exact() {
+                            format!("{id} {token} until {}", self.at(e))
+                        } else {
+                            format!("{id} {token}")
+                        }
                     })
                     .collect();
                 format!("[{}]", l.join(", "))
             }
             Reply::Fenced(true) => "Ok".to_string(),
             Reply::Fenced(false) | Reply::Extended(None) => "LeaseLost".to_string(),
-            Reply::Extended(Some(e)) => format!("Ok until {}", self.at(*e)),
+            Reply::Extended(Some(e)) if self.exact() => format!("Ok until {}", self.at(*e)),
+            Reply::Extended(Some(_)) => "Ok".to_string(),
             Reply::Fate(f) => format!("{f:?}"),
             Reply::Reaped(r, d) => format!("requeued {r}, dead {d}"),
             Reply::Read(_) => "unsupported".to_string(),
         }
     }
 
-    fn leases(&self, c: Result<Claimed, Error>) -> Result<String, String> {
+    fn leases(&mut self, c: Result<Claimed, Error>) -> Result<String, String> {
         let c = c.map_err(err("claim"))?;
-        let l: Vec<String> = c
-            .leases
-            .iter()
-            .map(|l| format!("{} {} until {}", l.key.id, l.key.token, l.expires_at))
-            .collect();
+        let mut l = Vec::new();
+        for lease in &c.leases {
+            let (id, token) = (lease.key.id, lease.key.token);
+            self.told.insert((id, token), lease.expires_at);
+            l.push(if self.exact() {
+                format!("{id} {token} until {}", lease.expires_at)
+            } else {
+                format!("{id} {token}")
+            });
+        }
         Ok(format!("[{}]", l.join(", ")))
     }
 
@@ -221,7 +332,10 @@ impl<'a> Replay<'a> {
         };
         match a {
             Action::Tick => {
-                self.clock.advance(STEP);
+                match &self.clock {
+                    Clock::Manual(c) => c.advance(STEP),
+                    Clock::Real => tokio::time::sleep(REAL_STEP).await,
+                }
                 Ok("-".to_string())
             }
             Action::Run { .. } | Action::Crash { .. } => Ok("-".to_string()),
@@ -234,18 +348,28 @@ impl<'a> Replay<'a> {
                         claim: w.claims,
                     },
                 };
-                self.leases(b.claim(&self.queue, self.spec(f)?).await)
+                let claimed = b.claim(&self.queue, self.spec(f)?).await;
+                self.leases(claimed)
             }
             Action::Recover { worker } => {
                 let Phase::Recovering(f) = s.workers[worker as usize].phase else {
                     return Err("recover_claim without a lost claim".to_string());
                 };
-                self.leases(b.recover_claim(&self.queue, &self.spec(f)?).await)
+                let recovered = b.recover_claim(&self.queue, &self.spec(f)?).await;
+                self.leases(recovered)
             }
             Action::Extend { worker } => {
                 let ttl = LeaseTtl::new(self.ttl()).map_err(err("ttl"))?;
-                match b.extend(&self.key(first(worker)?)?, ttl).await {
-                    Ok(t) => Ok(format!("Ok until {t}")),
+                let key = self.key(first(worker)?)?;
+                match b.extend(&key, ttl).await {
+                    Ok(t) => {
+                        self.told.insert((key.id, key.token), t);
+                        Ok(if self.exact() {
+                            format!("Ok until {t}")
+                        } else {
+                            "Ok".to_string()
+                        })
+                    }
                     Err(e) if e.is_lease_lost() => Ok("LeaseLost".to_string()),
                     Err(e) => Err(format!("extend: {e}")),
                 }
@@ -260,9 +384,13 @@ impl<'a> Replay<'a> {
                 fenced(self.finish(self.key(first(worker)?)?, op).await)
             }
             Action::Fate { worker } => {
-                let h = first(worker)?;
+                let key = self.key(first(worker)?)?;
+                let held_until = *self
+                    .told
+                    .get(&(key.id, key.token))
+                    .ok_or("lease_fate of a lease the backend never told of")?;
                 let fate = b
-                    .lease_fate(&self.key(h)?, self.at(h.until))
+                    .lease_fate(&key, held_until)
                     .await
                     .map_err(err("lease_fate"))?;
                 Ok(match fate {
@@ -286,7 +414,7 @@ impl<'a> Replay<'a> {
         match op {
             Fin::Ack => b.ack(&key).await,
             Fin::Release => b.release(&key, Duration::ZERO).await.map(|_| ()),
-            Fin::ReleaseLater => b.release(&key, STEP).await.map(|_| ()),
+            Fin::ReleaseLater => b.release(&key, self.step()).await.map(|_| ()),
             Fin::Fail => b.fail(&key, "model").await,
         }
     }

@@ -232,8 +232,9 @@ pub struct State {
     pub now: u8,
     /// The store's items.
     pub items: Vec<Item>,
-    /// Finishing traces: (item, token) of each lease whose own call
-    /// finished it ([`crate::Protocol::Fixed`] only).
+    /// The store's lease traces, by (item, token): under
+    /// [`crate::Protocol::Fixed`] each lease whose own call finished it,
+    /// under [`crate::Protocol::Takeovers`] each lease a reap took.
     pub traces: BTreeSet<(u8, Token)>,
     /// The workers.
     pub workers: Vec<Worker>,

@@ -15,9 +15,11 @@ pub struct Seeded {
     pub property: &'static str,
 }
 
-/// The two open defects of [`Protocol::Today`] and the seeded faults, at
-/// `bounds` (the two-step reaper at [`Bounds::reaper_race`], where an item
-/// has attempts to spare).
+/// The two open defects of [`Protocol::Today`], the one of
+/// [`Protocol::Takeovers`] (at [`Bounds::two_losses`], the fewest lost
+/// replies that show it) and the seeded faults, at `bounds` (the two-step
+/// reaper at [`Bounds::reaper_race`], where an item has attempts to
+/// spare).
 pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
     let today = LeaseModel::new(Protocol::Today, bounds.clone());
     let fixed =
@@ -28,6 +30,10 @@ pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
     };
     let no_trace = Faults {
         fate_without_trace: true,
+        ..Faults::default()
+    };
+    let no_takeover = Faults {
+        reap_without_trace: true,
         ..Faults::default()
     };
     vec![
@@ -42,6 +48,12 @@ pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
             property: NO_DEAD_WITHOUT_RUN,
         },
         Seeded {
+            name:
+                "Takeovers: an ack of a lease claimed again under a reaped token reported LeaseLost",
+            model: LeaseModel::new(Protocol::Takeovers, Bounds::two_losses()),
+            property: TRUE_OUTCOMES,
+        },
+        Seeded {
             name: "two-step reaper: one lease recovered twice",
             model: fixed(two_step, Bounds::reaper_race()),
             property: REAPED_ONCE,
@@ -54,6 +66,11 @@ pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
         Seeded {
             name: "lease_fate without a finishing trace",
             model: fixed(no_trace, bounds.clone()),
+            property: TRUE_OUTCOMES,
+        },
+        Seeded {
+            name: "Takeovers: reap leaves no takeover trace",
+            model: LeaseModel::new(Protocol::Takeovers, bounds.clone()).faults(no_takeover),
             property: TRUE_OUTCOMES,
         },
     ]

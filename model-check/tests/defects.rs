@@ -1,4 +1,5 @@
-//! The two open defects of today's protocol, found by the checker as
+//! The open defects of today's protocol and of the takeover protocol,
+//! found by the checker as
 //! shortest traces at the CI bounds, and gone on the fixed protocol.
 
 use leaseq_model_check::{
@@ -151,4 +152,65 @@ fn a_claim_sent_again_can_lease_an_item_under_its_first_token_anew() {
     let end = end_of(&model, &path);
     assert_eq!(end.items[0].slot, Slot::Dead, "{trace}");
     assert!(end.ghost.broken.is_empty(), "{trace}");
+}
+
+#[test]
+fn takeovers_keeps_every_property_at_ci_bounds() {
+    let model = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
+    let (run, found) = check_all(&model);
+    eprintln!(
+        "Takeovers at CI bounds: {} states, depth {}, {:?}",
+        run.states, run.depth, run.elapsed
+    );
+    for (name, path) in &found {
+        assert!(
+            !SAFETY.contains(name),
+            "{name} broken on the takeover protocol:\n{}",
+            model.trace(path)
+        );
+    }
+    let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
+    assert!(names.contains(&ACK_AFTER_LOSS), "{names:?}");
+    assert!(names.contains(&DEAD_AFTER_REAP), "{names:?}");
+    assert!(run.states > 10_000, "{} states", run.states);
+}
+
+#[test]
+fn takeovers_reports_an_ack_lost_when_a_claim_sent_again_reuses_a_reaped_token() {
+    // With two lost replies: a claim's reply is lost, a reaper takes its
+    // lease (a takeover trace of item 1 under w1#0.0), the same claim sent
+    // again leases item 1 under w1#0.0 anew, and that lease's ack lands
+    // with its reply lost. Past its expiry, lease_fate finds the first
+    // lease's takeover trace: Lost. The claim leaves the trace in place
+    // (backend-sqlite's CLAIM and PostgreSQL's do not touch
+    // leaseq_takeovers).
+    let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
+    let path = check(&model, TRUE_OUTCOMES)
+        .discovery
+        .expect("the takeover protocol misreports this ack");
+    let trace = model.trace(&path);
+    eprintln!("{trace}");
+    assert_eq!(path.len(), 12, "{trace}");
+    assert!(trace.contains("reap -> requeued 1"), "{trace}");
+    assert!(
+        trace.contains("claim(spec w1#0) again -> [item 1 w1#0.0 expires t=4]"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("ack(item 1 w1#0.0 held_until t=4) -> Ok, reply LOST"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("-> Lost => reports item 1 (w1#0.0) LeaseLost"),
+        "{trace}"
+    );
+    let end = end_of(&model, &path);
+    assert_eq!(end.items[1].slot, Slot::Acked, "the ack landed");
+    // The finishing trace of the fixed protocol tells this ack apart.
+    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::two_losses());
+    let fixed_trace = fixed.trace(&path);
+    assert!(
+        fixed_trace.contains("-> Finished => reports item 1 (w1#0.0) acked"),
+        "{fixed_trace}"
+    );
 }

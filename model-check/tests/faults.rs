@@ -87,3 +87,24 @@ fn lease_fate_without_a_trace_misreports() {
         "{trace}"
     );
 }
+
+#[test]
+fn reap_without_a_takeover_trace_misreports() {
+    let (model, property) = find("Takeovers: reap leaves no takeover trace");
+    assert_eq!(property, TRUE_OUTCOMES);
+    assert_eq!(model.protocol, Protocol::Takeovers);
+    let path = check(&model, property).discovery.expect("found");
+    let trace = model.trace(&path);
+    eprintln!("{trace}");
+    // Past held_until a reaped lease reads as finished.
+    assert!(trace.contains("reap -> "), "{trace}");
+    assert!(trace.contains("-> Finished => reports"), "{trace}");
+    assert!(trace.ends_with("broken: {Misreport}\n"), "{trace}");
+    // With the trace, the same path is answered truthfully.
+    let traced = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
+    let end = path
+        .iter()
+        .try_fold(traced.initial(), |s, &a| traced.step(&s, a).map(|(n, _)| n))
+        .expect("the path runs on the traced protocol");
+    assert!(end.ghost.broken.is_empty(), "{}", traced.trace(&path));
+}

@@ -1,12 +1,18 @@
 //! The counterexamples of the old protocol (`Today`), replayed against the
-//! memory backend, which follows the fixed protocol: every answer the code
-//! gives matches the fixed model's, and the answers that made the defects
-//! are gone.
+//! memory backend, which follows the fixed protocol, and against SQLite,
+//! which follows the takeover protocol: every answer the code gives
+//! matches the model's, and the answers that made the defects are gone.
+//! The takeover protocol's own counterexample, replayed on SQLite, gets
+//! the same wrong answer from the code.
 
 use leaseq_core::ItemState;
 use leaseq_model_check::{
-    check, replay_on_memory, Bounds, LeaseModel, Protocol, NO_DEAD_WITHOUT_RUN, TRUE_OUTCOMES,
+    check, replay_on_memory, replay_on_redis, replay_on_sqlite, Bounds, LeaseModel, Protocol,
+    NO_DEAD_WITHOUT_RUN, TRUE_OUTCOMES,
 };
+use leaseq_redis::RedisOptions;
+use leaseq_testkit::env::{redis_url, skip, tag};
+use leaseq_testkit::redis_prefix::PrefixGuard;
 
 #[test]
 fn misreported_ack_replays_on_the_memory_backend() {
@@ -47,11 +53,152 @@ fn dead_without_a_run_replays_on_the_memory_backend() {
 
 #[test]
 fn a_replay_that_disagrees_is_reported() {
-    // The fixed protocol's recover_claim renews an expired lease; the code's
-    // does not, and the replay says so (here refused up front: Fixed is
-    // not the code's protocol).
+    // The path ends in a reap that the fixed protocol's recover_claim left
+    // nothing to take: the model does not enable it, and the replay says
+    // so rather than run it.
     let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
     let today = LeaseModel::new(Protocol::Today, Bounds::ci());
     let path = check(&today, NO_DEAD_WITHOUT_RUN).discovery.expect("found");
-    assert!(replay_on_memory(&fixed, &path).is_err());
+    let e = replay_on_memory(&fixed, &path).expect_err("refused");
+    assert!(e.contains("step 5"), "{e}");
+}
+
+#[test]
+fn misreported_ack_replays_on_redis() {
+    // Redis keeps finishing traces (the fixed protocol): the landed ack is
+    // answered Finished on the server too, on the server's clock.
+    let today = LeaseModel::new(Protocol::Today, Bounds::ci());
+    let path = check(&today, TRUE_OUTCOMES).discovery.expect("found");
+    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
+    let url = redis_url();
+    let guard = PrefixGuard {
+        url: url.clone(),
+        prefix: format!("model-replay-{}", tag()),
+    };
+    let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
+    let replayed = match replay_on_redis(&fixed, &path, options) {
+        Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
+        r => r.expect("Redis answers as the model"),
+    };
+    eprintln!("{}", replayed.lines.join("\n"));
+    assert!(
+        replayed
+            .lines
+            .last()
+            .expect("lines")
+            .contains("lease_fate -> Finished"),
+        "{:?}",
+        replayed.lines
+    );
+    assert_eq!(replayed.items, vec![None, Some(ItemState::Ready)]);
+}
+
+#[test]
+fn dead_without_a_run_replays_on_redis() {
+    let today = LeaseModel::new(Protocol::Today, Bounds::ci());
+    let path = check(&today, NO_DEAD_WITHOUT_RUN).discovery.expect("found");
+    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
+    let url = redis_url();
+    let guard = PrefixGuard {
+        url: url.clone(),
+        prefix: format!("model-replay-{}", tag()),
+    };
+    let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
+    // Up to the recovery, as on the memory backend.
+    let replayed = match replay_on_redis(&fixed, &path[..4], options) {
+        Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
+        r => r.expect("Redis answers as the model"),
+    };
+    eprintln!("{}", replayed.lines.join("\n"));
+    assert!(
+        !replayed.lines[3].ends_with("recover_claim -> []"),
+        "{:?}",
+        replayed.lines
+    );
+    assert_eq!(replayed.items.first(), Some(&Some(ItemState::Leased)));
+}
+
+#[test]
+fn misreported_ack_replays_on_sqlite() {
+    let today = LeaseModel::new(Protocol::Today, Bounds::ci());
+    let path = check(&today, TRUE_OUTCOMES).discovery.expect("found");
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
+    let replayed = replay_on_sqlite(&takeovers, &path).expect("SQLite answers as the model");
+    eprintln!("{}", replayed.lines.join("\n"));
+    // No reap took the lease: no takeover trace, so its own call ended it.
+    assert!(
+        replayed
+            .lines
+            .last()
+            .expect("lines")
+            .contains("lease_fate -> Finished"),
+        "{:?}",
+        replayed.lines
+    );
+    assert_eq!(replayed.items, vec![None, Some(ItemState::Ready)]);
+}
+
+#[test]
+fn takeovers_misreport_replays_on_sqlite() {
+    // The takeover protocol's shortest counterexample: SQLite gives every
+    // answer the model gives, the last one included: the landed ack of a
+    // lease claimed again under a reaped token is answered Lost.
+    let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
+    let path = check(&model, TRUE_OUTCOMES).discovery.expect("found");
+    let replayed = replay_on_sqlite(&model, &path).expect("SQLite answers as the model");
+    eprintln!("{}", replayed.lines.join("\n"));
+    assert_eq!(replayed.lines.len(), 12);
+    assert!(
+        replayed.lines[6].contains("claim -> ["),
+        "{:?}",
+        replayed.lines
+    );
+    assert!(
+        replayed.lines[11].ends_with("lease_fate -> Lost"),
+        "{:?}",
+        replayed.lines
+    );
+    assert_eq!(replayed.items, vec![Some(ItemState::Dead), None]);
+}
+
+#[test]
+fn a_claim_sent_again_under_a_reaped_token_is_answered_truly_on_redis() {
+    // The same calls on Redis, whose finishing traces tell this ack apart:
+    // Finished.
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
+    let path = check(&takeovers, TRUE_OUTCOMES).discovery.expect("found");
+    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::two_losses());
+    let url = redis_url();
+    let guard = PrefixGuard {
+        url: url.clone(),
+        prefix: format!("model-replay-{}", tag()),
+    };
+    let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
+    let replayed = match replay_on_redis(&fixed, &path, options) {
+        Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
+        r => r.expect("Redis answers as the model"),
+    };
+    eprintln!("{}", replayed.lines.join("\n"));
+    assert!(
+        replayed.lines[11].ends_with("lease_fate -> Finished"),
+        "{:?}",
+        replayed.lines
+    );
+    assert_eq!(replayed.items, vec![Some(ItemState::Dead), None]);
+}
+
+#[test]
+fn a_backend_with_other_lease_traces_is_refused() {
+    // SQLite keeps takeover traces, memory finishing traces: a path of one
+    // protocol is not replayed on the other's backend.
+    let path = check(
+        &LeaseModel::new(Protocol::Today, Bounds::ci()),
+        TRUE_OUTCOMES,
+    )
+    .discovery
+    .expect("found");
+    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
+    assert!(replay_on_sqlite(&fixed, &path).is_err());
+    assert!(replay_on_memory(&takeovers, &path).is_err());
 }
