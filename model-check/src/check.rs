@@ -57,12 +57,20 @@ impl<A> Run<A> {
 
 /// Checks `property` of `model` exhaustively, breadth first on one thread,
 /// stopping at its first discovery (which is then a shortest path to it).
+///
+/// # Panics
+/// When `model` has no property named `property`.
 pub fn check<M>(model: &M, property: &'static str) -> Run<M::Action>
 where
     M: Focus,
     M::State: Hash + Send + Sync + Clone + PartialEq + 'static,
     M::Action: Clone + PartialEq + Debug,
 {
+    // A name the model does not have would check nothing and pass.
+    assert!(
+        model.properties().iter().any(|p| p.name == property),
+        "the model has no property named {property:?}"
+    );
     let started = Instant::now();
     let checker = model
         .clone()

@@ -34,6 +34,10 @@ pub const IDS_UNIQUE: &str = "ids are never reused across delete and restart";
 /// Reachable (an example): an item is enqueued after the queue was
 /// deleted. Shows the enqueue after a delete is explored.
 pub const ENQUEUE_AFTER_DELETE: &str = "an item is enqueued after a delete";
+/// Reachable (an example): enqueues racing a delete pass the floor it
+/// raised, and it raises the floor again. Shows the headroom's race is
+/// explored.
+pub const FLOOR_RAISED_AGAIN: &str = "a delete raises the floor twice";
 
 /// The size of the delete protocol's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -192,6 +196,8 @@ pub struct IdState {
     pub deleted: u8,
     /// Ghost: items enqueued after a delete completed.
     pub enqueued_after_delete: u8,
+    /// Ghost: floor raises of the delete in flight.
+    pub raises: u8,
 }
 
 /// One step of the delete protocol.
@@ -298,6 +304,7 @@ impl IdModel {
             reused: false,
             deleted: 0,
             enqueued_after_delete: 0,
+            raises: 0,
         }
     }
 
@@ -341,6 +348,7 @@ impl IdModel {
                     return None;
                 }
                 n.deletes_left -= 1;
+                n.raises = 0;
                 n.deleting = Deleting::Delete {
                     floor: 0,
                     headroom: self.bounds.headroom,
@@ -360,6 +368,7 @@ impl IdModel {
                     return None;
                 };
                 n.floor = n.floor.max(want);
+                n.raises += 1;
                 n.deleting = Deleting::Purge {
                     floor: n.floor,
                     headroom,
@@ -556,6 +565,7 @@ impl Model for IdModel {
         let all = vec![
             Property::<Self>::always(IDS_UNIQUE, |_, s| !s.reused),
             Property::<Self>::sometimes(ENQUEUE_AFTER_DELETE, |_, s| s.enqueued_after_delete > 0),
+            Property::<Self>::sometimes(FLOOR_RAISED_AGAIN, |_, s| s.raises >= 2),
         ];
         match self.only {
             Some(name) => all.into_iter().filter(|p| p.name == name).collect(),

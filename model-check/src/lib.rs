@@ -45,7 +45,7 @@ pub use check::{check, check_all, Discoveries, Focus, Run};
 pub use config::{Bounds, Faults, Protocol};
 pub use ids::{
     Call, Deleting, Handle, IdAction, IdBounds, IdFaults, IdModel, IdReply, IdState, Registration,
-    ENQUEUE_AFTER_DELETE, IDS_UNIQUE,
+    ENQUEUE_AFTER_DELETE, FLOOR_RAISED_AGAIN, IDS_UNIQUE,
 };
 pub use listing::{
     Enqueuing, Listing, ListingAction, ListingBounds, ListingFaults, ListingModel, ListingState,

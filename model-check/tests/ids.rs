@@ -4,7 +4,8 @@
 //! handed out twice.
 
 use leaseq_model_check::{
-    check, check_all, IdBounds, IdFaults, IdModel, ENQUEUE_AFTER_DELETE, IDS_UNIQUE,
+    check, check_all, IdBounds, IdFaults, IdModel, ENQUEUE_AFTER_DELETE, FLOOR_RAISED_AGAIN,
+    IDS_UNIQUE,
 };
 
 fn without_floor() -> IdFaults {
@@ -24,8 +25,12 @@ fn the_delete_protocol_never_reuses_an_id() {
     );
     let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
     assert!(!names.contains(&IDS_UNIQUE), "{names:?}");
-    // Not vacuous: items are enqueued after a delete.
+    // Not vacuous: items are enqueued after a delete, and enqueues racing
+    // a delete pass the floor it raised.
     assert!(names.contains(&ENQUEUE_AFTER_DELETE), "{names:?}");
+    assert!(names.contains(&FLOOR_RAISED_AGAIN), "{names:?}");
+    let again = check(&model, FLOOR_RAISED_AGAIN).discovery.expect("found");
+    eprintln!("{}", model.trace(&again));
     assert!(run.states > 1_000, "{} states", run.states);
 }
 
