@@ -608,8 +608,8 @@ impl LeaseModel {
             Slot::Leased { token, .. } if token == h.token => Fate::Held,
             _ if self.finish_trace() && n.traces.contains(&(h.item, h.token)) => Fate::Finished,
             _ if n.now < h.until => Fate::Finished,
-            // No takeover trace: its own call ended it (the trace's memory
-            // is taken to outlast the run).
+            // A takeover trace says a reap took it; none, that its own call
+            // ended it (the traces' memory is taken to outlast the run).
             _ if self.protocol == Protocol::Takeovers => {
                 if n.traces.contains(&(h.item, h.token)) {
                     Fate::Lost
