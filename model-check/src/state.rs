@@ -232,10 +232,14 @@ pub struct State {
     pub now: u8,
     /// The store's items.
     pub items: Vec<Item>,
-    /// The store's lease traces, by (item, token): under
-    /// [`crate::Protocol::Fixed`] each lease whose own call finished it,
-    /// under [`crate::Protocol::Takeovers`] each lease a reap took.
+    /// The store's finishing traces ([`crate::Protocol::Fixed`]), by
+    /// (item, token): each lease whose own call finished it.
     pub traces: BTreeSet<(u8, Token)>,
+    /// The store's takeover traces ([`crate::Protocol::Takeovers`]): for
+    /// each (item, token) a reap took, when it took it (`taken_at`, the
+    /// store's clock). A later reap of the same (item, token) overwrites
+    /// the time, so the trace is the latest reap's.
+    pub takeovers: BTreeMap<(u8, Token), u8>,
     /// The workers.
     pub workers: Vec<Worker>,
     /// What each two-step reaper has read and not yet requeued.

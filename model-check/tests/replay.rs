@@ -2,13 +2,14 @@
 //! memory backend, which follows the fixed protocol, and against SQLite,
 //! which follows the takeover protocol: every answer the code gives
 //! matches the model's, and the answers that made the defects are gone.
-//! The takeover protocol's own counterexample, replayed on SQLite, gets
-//! the same wrong answer from the code.
+//! The counterexample of a seeded fault of the takeover protocol (a
+//! takeover trace counted whatever its time), replayed on SQLite, gets the
+//! true answer from the code.
 
 use leaseq_core::ItemState;
 use leaseq_model_check::{
-    check, replay_on_memory, replay_on_redis, replay_on_sqlite, Bounds, LeaseModel, Protocol,
-    NO_DEAD_WITHOUT_RUN, TRUE_OUTCOMES,
+    check, replay_on_memory, replay_on_redis, replay_on_sqlite, Action, Bounds, Faults, LeaseModel,
+    Protocol, NO_DEAD_WITHOUT_RUN, TRUE_OUTCOMES,
 };
 use leaseq_redis::RedisOptions;
 use leaseq_testkit::env::{redis_url, skip, tag};
@@ -138,13 +139,33 @@ fn misreported_ack_replays_on_sqlite() {
     assert_eq!(replayed.items, vec![None, Some(ItemState::Ready)]);
 }
 
+/// The counterexample of the seeded fault "a takeover trace counted
+/// whatever its time": a claim sent again leases item 1 under the token a
+/// reaper took before, and that lease's landed ack (reply lost) is
+/// answered Lost by the faulty model at its last step.
+fn any_time_counterexample() -> Vec<Action> {
+    let faults = Faults {
+        takeover_trace_ignores_held_until: true,
+        ..Faults::default()
+    };
+    let faulty = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses()).faults(faults);
+    let path = check(&faulty, TRUE_OUTCOMES).discovery.expect("found");
+    let trace = faulty.trace(&path);
+    assert!(
+        trace.contains("-> Lost => reports item 1 (w1#0.0) LeaseLost"),
+        "{trace}"
+    );
+    path
+}
+
 #[test]
-fn takeovers_misreport_replays_on_sqlite() {
-    // The takeover protocol's shortest counterexample: SQLite gives every
-    // answer the model gives, the last one included: the landed ack of a
-    // lease claimed again under a reaped token is answered Lost.
+fn sqlite_does_not_follow_a_takeover_trace_counted_whatever_its_time() {
+    // The seeded fault's counterexample, replayed on SQLite against the
+    // takeover protocol: every answer is the model's, and where the faulty
+    // model answered Lost the backend answers Finished: the trace of the
+    // first lease under w1#0.0 was taken before this lease's held_until.
+    let path = any_time_counterexample();
     let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
-    let path = check(&model, TRUE_OUTCOMES).discovery.expect("found");
     let replayed = replay_on_sqlite(&model, &path).expect("SQLite answers as the model");
     eprintln!("{}", replayed.lines.join("\n"));
     assert_eq!(replayed.lines.len(), 12);
@@ -154,7 +175,7 @@ fn takeovers_misreport_replays_on_sqlite() {
         replayed.lines
     );
     assert!(
-        replayed.lines[11].ends_with("lease_fate -> Lost"),
+        replayed.lines[11].ends_with("lease_fate -> Finished"),
         "{:?}",
         replayed.lines
     );
@@ -165,8 +186,7 @@ fn takeovers_misreport_replays_on_sqlite() {
 fn a_claim_sent_again_under_a_reaped_token_is_answered_truly_on_redis() {
     // The same calls on Redis, whose finishing traces tell this ack apart:
     // Finished.
-    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
-    let path = check(&takeovers, TRUE_OUTCOMES).discovery.expect("found");
+    let path = any_time_counterexample();
     let fixed = LeaseModel::new(Protocol::Fixed, Bounds::two_losses());
     let url = redis_url();
     let guard = PrefixGuard {
