@@ -14,14 +14,12 @@ pub enum Protocol {
     /// expired but were not yet reaped, renewed.
     Fixed,
     /// The fix as PostgreSQL and SQLite make it (`LeaseTraces::Takeovers`):
-    /// the reap leaves a trace of each (item, token) it takes with the
-    /// time it took it (`taken_at`; a later reap of the same pair
-    /// overwrites it), finishing calls leave none; past `held_until`,
-    /// `lease_fate` answers `Lost` for a token whose trace was taken at or
-    /// after `held_until` and `Finished` for any other (a trace taken
-    /// before is an earlier lease's under the same token, see
-    /// `ClaimSpec::duplicate`). `recover_claim` renews as in
-    /// [`Protocol::Fixed`].
+    /// the reap leaves a trace of each (item, token) it takes, finishing
+    /// calls leave none, and a claim that leases an item under a token
+    /// drops that pair's trace (the same claim sent again reuses its
+    /// tokens, see `ClaimSpec::duplicate`); past `held_until`,
+    /// `lease_fate` answers `Lost` for a token with a trace and `Finished`
+    /// for any other. `recover_claim` renews as in [`Protocol::Fixed`].
     Takeovers,
 }
 
@@ -38,12 +36,12 @@ pub struct Faults {
     /// The reap leaves no takeover trace ([`Protocol::Takeovers`]): past
     /// `held_until` every lease that lost its item reads as finished.
     pub reap_without_trace: bool,
-    /// `lease_fate` of [`Protocol::Takeovers`] counts a takeover trace
-    /// whatever its time (the first takeover protocol): the trace of an
-    /// earlier lease under the same token, reaped before the same claim
-    /// sent again leased the item anew, answers `Lost` for the new
-    /// lease's landed ack.
-    pub takeover_trace_ignores_held_until: bool,
+    /// A claim of [`Protocol::Takeovers`] leaves the takeover trace of the
+    /// (item, token) it leases (the first takeover protocol): the trace of
+    /// an earlier lease under the same token, reaped before the same claim
+    /// sent again leased the item anew, answers `Lost` for the new lease's
+    /// landed ack.
+    pub claim_keeps_takeover_trace: bool,
 }
 
 /// The size of the configuration the checker explores exhaustively.
@@ -136,7 +134,7 @@ impl Bounds {
     /// The CI bounds with a second lost reply and a clock that stops at
     /// 4: a claim's reply and then an ack's can both be lost, the second
     /// lease's expiry passed. Where [`Protocol::Takeovers`] with the
-    /// fault [`Faults::takeover_trace_ignores_held_until`] misreports an
+    /// fault [`Faults::claim_keeps_takeover_trace`] misreports an
     /// ack.
     pub fn two_losses() -> Self {
         Bounds {

@@ -1,7 +1,7 @@
 //! The model: its actions (each one `Backend` call, or a step of the
 //! clock, a handler or a crash), their effect, and the properties.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use stateright::{Model, Property};
 
@@ -254,7 +254,7 @@ impl LeaseModel {
                 })
                 .collect(),
             traces: BTreeSet::new(),
-            takeovers: BTreeMap::new(),
+            takeovers: BTreeSet::new(),
             workers: (0..self.bounds.workers)
                 .map(|_| Worker {
                     claims: 0,
@@ -514,6 +514,10 @@ impl LeaseModel {
             // new lease, whose history starts afresh.
             n.ghost.ends.remove(&(i, token));
             n.ghost.abandoned.remove(&(i, token));
+            // ... and drops the takeover trace of the first send's lease.
+            if !self.faults.claim_keeps_takeover_trace {
+                n.takeovers.remove(&(i, token));
+            }
             got.push((i, token, expires));
         }
         let w = &mut n.workers[worker as usize];
@@ -609,20 +613,15 @@ impl LeaseModel {
             Slot::Leased { token, .. } if token == h.token => Fate::Held,
             _ if self.finish_trace() && n.traces.contains(&(h.item, h.token)) => Fate::Finished,
             _ if n.now < h.until => Fate::Finished,
-            // A takeover trace taken at or after held_until says a reap
-            // took this lease (a reap of it comes at or after its expiry,
-            // and held_until is at most that); none, or one taken before,
-            // that its own call ended it: a trace taken before held_until
-            // is an earlier lease's under the same token (the same claim
-            // sent again). The traces' memory is taken to outlast the run.
+            // A takeover trace says a reap took this lease; none, that its
+            // own call ended it (a claim that leased the item again under
+            // the token dropped the earlier lease's trace). The traces'
+            // memory is taken to outlast the run.
             _ if self.protocol == Protocol::Takeovers => {
-                match n.takeovers.get(&(h.item, h.token)) {
-                    Some(&taken_at)
-                        if taken_at >= h.until || self.faults.takeover_trace_ignores_held_until =>
-                    {
-                        Fate::Lost
-                    }
-                    _ => Fate::Finished,
+                if n.takeovers.contains(&(h.item, h.token)) {
+                    Fate::Lost
+                } else {
+                    Fate::Finished
                 }
             }
             _ => Fate::Lost,
@@ -633,9 +632,7 @@ impl LeaseModel {
     fn recover_lease(&self, n: &mut State, i: u8, t: Token) -> bool {
         record_recovery(&mut n.ghost, i, t);
         if self.takeover_trace() {
-            // An upsert: a later reap of the same (item, token) overwrites
-            // the time.
-            n.takeovers.insert((i, t), n.now);
+            n.takeovers.insert((i, t));
         }
         let it = &mut n.items[i as usize];
         if it.attempts >= it.max_attempts {

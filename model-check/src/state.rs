@@ -235,11 +235,9 @@ pub struct State {
     /// The store's finishing traces ([`crate::Protocol::Fixed`]), by
     /// (item, token): each lease whose own call finished it.
     pub traces: BTreeSet<(u8, Token)>,
-    /// The store's takeover traces ([`crate::Protocol::Takeovers`]): for
-    /// each (item, token) a reap took, when it took it (`taken_at`, the
-    /// store's clock). A later reap of the same (item, token) overwrites
-    /// the time, so the trace is the latest reap's.
-    pub takeovers: BTreeMap<(u8, Token), u8>,
+    /// The store's takeover traces ([`crate::Protocol::Takeovers`]): each
+    /// (item, token) a reap took and no claim has leased again since.
+    pub takeovers: BTreeSet<(u8, Token)>,
     /// The workers.
     pub workers: Vec<Worker>,
     /// What each two-step reaper has read and not yet requeued.

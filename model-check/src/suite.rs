@@ -37,7 +37,7 @@ pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
         ..Faults::default()
     };
     let any_time = Faults {
-        takeover_trace_ignores_held_until: true,
+        claim_keeps_takeover_trace: true,
         ..Faults::default()
     };
     vec![
@@ -72,7 +72,7 @@ pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
             property: TRUE_OUTCOMES,
         },
         Seeded {
-            name: "Takeovers: a takeover trace counted whatever its time",
+            name: "Takeovers: a claim that keeps the takeover trace",
             model: LeaseModel::new(Protocol::Takeovers, Bounds::two_losses()).faults(any_time),
             property: TRUE_OUTCOMES,
         },

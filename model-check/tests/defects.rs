@@ -196,11 +196,11 @@ fn takeovers_answers_truly_when_a_claim_sent_again_reuses_a_reaped_token() {
 }
 
 #[test]
-fn a_takeover_trace_counted_whatever_its_time_reports_a_landed_ack_lost() {
+fn a_claim_that_keeps_the_takeover_trace_reports_a_landed_ack_lost() {
     // The first takeover protocol (the seeded fault): the trace of the
     // first lease under w1#0.0 answers Lost for the second lease's ack.
     let faults = Faults {
-        takeover_trace_ignores_held_until: true,
+        claim_keeps_takeover_trace: true,
         ..Faults::default()
     };
     let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses()).faults(faults);

@@ -3,7 +3,7 @@
 //! which follows the takeover protocol: every answer the code gives
 //! matches the model's, and the answers that made the defects are gone.
 //! The counterexample of a seeded fault of the takeover protocol (a
-//! takeover trace counted whatever its time), replayed on SQLite, gets the
+//! claim that keeps the takeover trace), replayed on SQLite, gets the
 //! true answer from the code.
 
 use leaseq_core::ItemState;
@@ -145,7 +145,7 @@ fn misreported_ack_replays_on_sqlite() {
 /// answered Lost by the faulty model at its last step.
 fn any_time_counterexample() -> Vec<Action> {
     let faults = Faults {
-        takeover_trace_ignores_held_until: true,
+        claim_keeps_takeover_trace: true,
         ..Faults::default()
     };
     let faulty = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses()).faults(faults);
@@ -159,7 +159,7 @@ fn any_time_counterexample() -> Vec<Action> {
 }
 
 #[test]
-fn sqlite_does_not_follow_a_takeover_trace_counted_whatever_its_time() {
+fn sqlite_does_not_follow_a_claim_that_keeps_the_takeover_trace() {
     // The seeded fault's counterexample, replayed on SQLite against the
     // takeover protocol: every answer is the model's, and where the faulty
     // model answered Lost the backend answers Finished: the trace of the
