@@ -595,19 +595,27 @@ impl Sql {
             // reads them all, 0.5-1.2 s). A bucket at the cap is estimated by
             // `stats_sample`. Also the table's size in pages, for the
             // sample's rate. The buckets: Ready, due Scheduled (counted as
-            // Ready), Scheduled not due, Leased, Dead.
+            // Ready), Scheduled not due, Leased, Dead. Each is ordered as its
+            // index, so the planner walks the index: without it, on a queue
+            // that is most of the table, it took a scan of the table for a
+            // bucket it thought would fill its limit early (the due
+            // Scheduled items, when most rows' due time has passed but no
+            // Scheduled one's has), and read all of it (0.1-0.2 s at
+            // 1,000,000 items).
             stats: format!(
                 "SELECT \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'ready' \
-                      AND payload IS NOT NULL LIMIT $2) x), \
+                      AND payload IS NOT NULL ORDER BY priority DESC, id LIMIT $2) x), \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'scheduled' \
-                      AND available_at <= now() AND payload IS NOT NULL LIMIT $2) x), \
+                      AND available_at <= now() AND payload IS NOT NULL \
+                      ORDER BY available_at, id LIMIT $2) x), \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'scheduled' \
-                      AND available_at > now() AND payload IS NOT NULL LIMIT $2) x), \
+                      AND available_at > now() AND payload IS NOT NULL \
+                      ORDER BY available_at, id LIMIT $2) x), \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'leased' \
-                      AND payload IS NOT NULL LIMIT $2) x), \
+                      AND payload IS NOT NULL ORDER BY lease_expires_at, id LIMIT $2) x), \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'dead' \
-                      AND payload IS NOT NULL LIMIT $2) x), \
+                      AND payload IS NOT NULL ORDER BY dead_at, id LIMIT $2) x), \
                    pg_relation_size('{t}') / current_setting('block_size')::bigint"
             ),
             // $1 queue, $2 the percentage of the table's pages to read
