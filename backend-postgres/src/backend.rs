@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     pub(crate) wakeups: Wakeups,
     /// Statements run per queue, counted only with test hooks on.
     pub(crate) steps: leaseq_core::StepCounter,
+    /// When the reaper last looked at the planner's row count.
+    pub(crate) planner: crate::planner::PlannerWatch,
 }
 
 impl fmt::Debug for PgBackend {
@@ -103,6 +105,7 @@ impl PgBackend {
                 channel,
                 pool,
                 steps: leaseq_core::StepCounter::new(options.test_hooks),
+                planner: crate::planner::PlannerWatch::default(),
                 options,
             }),
         };

@@ -27,6 +27,7 @@ pub struct PgOptions {
     pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
     pub(crate) stats_exact_up_to: u64,
+    pub(crate) planner_check: Duration,
 }
 
 impl PgOptions {
@@ -37,6 +38,8 @@ impl PgOptions {
     pub const MAX_SCHEMA_LEN: usize = 48;
     /// The default of [`PgOptions::stats_exact_up_to`].
     pub const DEFAULT_STATS_EXACT_UP_TO: u64 = 10_000;
+    /// The default of [`PgOptions::planner_check`].
+    pub const DEFAULT_PLANNER_CHECK: Duration = Duration::from_secs(2);
 
     /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
     /// fallback, a 30 s pool acquire timeout and the default limits.
@@ -51,6 +54,7 @@ impl PgOptions {
             limits: Bounds::default(),
             test_hooks: false,
             stats_exact_up_to: Self::DEFAULT_STATS_EXACT_UP_TO,
+            planner_check: Self::DEFAULT_PLANNER_CHECK,
         }
     }
 
@@ -122,6 +126,19 @@ impl PgOptions {
     /// whatever the queue holds.
     pub fn stats_exact_up_to(mut self, n: u64) -> Self {
         self.stats_exact_up_to = n;
+        self
+    }
+
+    /// How often, at most, the reaper compares the planner's row count for
+    /// the items table with the live rows the server counts, and analyzes
+    /// the table when the count is under a quarter of them (default
+    /// [`PgOptions::DEFAULT_PLANNER_CHECK`]; zero: every reap). A count
+    /// left behind by a `VACUUM` of an emptied table makes every claim read
+    /// the whole Ready set once it fills; see "Operating a busy queue" in
+    /// the crate docs. One cheap catalog read per look; `ANALYZE` only when
+    /// the count is that far off.
+    pub fn planner_check(mut self, every: Duration) -> Self {
+        self.planner_check = every;
         self
     }
 

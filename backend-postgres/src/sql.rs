@@ -13,7 +13,7 @@ fn ms(expr: &str) -> String {
 
 /// The largest attempt counter the `integer` column holds: a claim cannot
 /// add one to it.
-const ATTEMPTS_LIMIT: &str = "2147483647";
+pub(crate) const ATTEMPTS_LIMIT: &str = "2147483647";
 
 /// `last_error` of a row quarantined because its attempt counter is at
 /// [`ATTEMPTS_LIMIT`].
@@ -56,13 +56,8 @@ pub(crate) struct Sql {
     pub(crate) remove_item: String,
     pub(crate) purge: String,
     pub(crate) delete_queue: String,
-    pub(crate) expire_leases: String,
-    pub(crate) postpone_leases: String,
-    pub(crate) make_due: String,
-    pub(crate) plant_ghost: String,
-    pub(crate) plant_attempts_at_limit: String,
-    pub(crate) plant_missing_payload: String,
-    pub(crate) snapshot: String,
+    /// The test hooks' statements (rendered here, written beside them).
+    pub(crate) hooks: crate::hooks::HookSql,
     /// The items table, schema-qualified.
     pub(crate) items_table: String,
 }
@@ -725,41 +720,7 @@ impl Sql {
                       tk AS (DELETE FROM {k} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
-            expire_leases: format!(
-                "UPDATE {t} SET lease_expires_at = now() - interval '1 millisecond' \
-                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now() \
-                   - interval '1 millisecond'"
-            ),
-            // $1 queue, $2 ms.
-            postpone_leases: format!(
-                "UPDATE {t} SET lease_expires_at = lease_expires_at + $2 * interval '1 millisecond' \
-                 WHERE queue = $1 AND state = 'leased' AND lease_expires_at > now()"
-            ),
-            make_due: format!(
-                "UPDATE {t} SET available_at = now() - interval '1 millisecond' \
-                 WHERE queue = $1 AND state = 'scheduled'"
-            ),
-            // $1 id, $2 queue. At the head of the Ready index: top priority,
-            // and the sequence is moved past the id so no item reuses it.
-            plant_ghost: format!(
-                "WITH s AS (SELECT setval({seq}, greatest($1, (SELECT last_value FROM \"{schema}\".leaseq_item_id))) AS v) \
-                 INSERT INTO {t} (id, queue, state, priority, payload, max_attempts) \
-                 SELECT $1, $2, 'ready', 2147483647, NULL, 1 FROM s \
-                 ON CONFLICT (id) DO NOTHING RETURNING id"
-            ),
-            // $1 queue, $2 id: the poison kinds the schema can hold.
-            plant_attempts_at_limit: format!(
-                "UPDATE {t} SET attempts = {ATTEMPTS_LIMIT} \
-                 WHERE queue = $1 AND id = $2 AND payload IS NOT NULL RETURNING id"
-            ),
-            plant_missing_payload: format!(
-                "UPDATE {t} SET payload = NULL \
-                 WHERE queue = $1 AND id = $2 AND payload IS NOT NULL RETURNING id"
-            ),
-            snapshot: format!(
-                "SELECT id, state, payload IS NOT NULL FROM {t} WHERE queue = $1 \
-                 ORDER BY state, priority DESC, id"
-            ),
+            hooks: crate::hooks::HookSql::new(schema),
         }
     }
 }
