@@ -60,7 +60,7 @@
 //! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
 //! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
 //! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
-//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647 OR (attempts >= max_attempts AND state IN ('ready', 'scheduled'))` | claim (poison) |
+//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647 OR (exhausted AND state IN ('ready', 'scheduled'))` (`exhausted`: a stored `attempts >= max_attempts`, which the planner can count) | claim (poison) |
 //!
 //! The last one is empty unless something went wrong (see Repairs below).
 //! Checks hold the core's limits: `max_attempts` 1 to

@@ -155,7 +155,7 @@ impl Sql {
         // planner matches it.
         let poison = format!(
             "(payload IS NULL OR attempts = {ATTEMPTS_LIMIT} \
-              OR (attempts >= max_attempts AND state IN ('ready', 'scheduled')))"
+              OR (exhausted AND state IN ('ready', 'scheduled')))"
         );
         // Every state, said so that each state's partial index serves.
         let any_state =
@@ -264,6 +264,11 @@ impl Sql {
             // row) and returns one row of kind 'limited': the caller claims
             // again under the lock.
             //
+            // A lease under a token a reap took from an earlier lease of the
+            // same item (a claim sent again after a lost reply reuses its
+            // tokens) drops that takeover trace (`untraced`), which would
+            // otherwise speak of this lease to `lease_fate`.
+            //
             // Leases are stamped with the clock read by the statement itself
             // (`clock`, evaluated after its snapshot), not `now()` (the
             // transaction's start) nor the time the limits were judged by: an
@@ -322,6 +327,8 @@ impl Sql {
                      AND i.attempts < i.max_attempts AND i.state IN ('ready', 'scheduled') \
                    RETURNING i.id, i.token, i.payload, i.attempts, i.max_attempts, i.priority, \
                              {exp} AS expires_ms, {enq} AS enqueued_ms \
+                 ), untraced AS ( \
+                   DELETE FROM {k} x USING leased l WHERE x.id = l.id AND x.token = l.token \
                  ) \
                  SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
                         NULL::text AS repair_state, NULL::text AS repair, enqueued_ms FROM leased \
@@ -371,9 +378,11 @@ impl Sql {
             // $1 id, $2 queue, $3 token, $4 held until (epoch ms), $5 the
             // traces' memory (ms). One row always: the fate, and the item's
             // (effective) state or NULL. Past `held_until` a takeover trace
-            // says a reap took the lease; none, within the memory, says its
-            // own call ended it (a trace older than the memory is still
-            // true, so it is not filtered by age).
+            // says a reap took the lease (a claim that leases an item under
+            // a token drops the trace an earlier lease under that token
+            // left: a claim sent again reuses its tokens); none, within the
+            // memory, says its own call ended it (a trace older than the
+            // memory is still true, so it is not filtered by age).
             lease_fate: format!(
                 "SELECT CASE WHEN i.state = 'leased' AND i.token = $3 THEN 'held' \
                              WHEN {now} < $4 THEN 'finished' \
@@ -527,7 +536,7 @@ impl Sql {
                  ), taken AS ( \
                    INSERT INTO {k} (id, token, queue, taken_at) \
                    SELECT c.id, c.token, $1, now() FROM c JOIN r ON r.id = c.id \
-                   ON CONFLICT DO NOTHING \
+                   ON CONFLICT (id, token) DO UPDATE SET taken_at = EXCLUDED.taken_at \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n \
                    FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \

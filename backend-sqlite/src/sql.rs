@@ -172,9 +172,12 @@ pub(crate) const RECOVER_CLAIM: &str = concat!(
 
 /// `?1` id, `?2` queue, `?3` token, `?4` held until (ms), `?5` the
 /// traces' memory (ms). One row always: the fate and the item's effective
-/// state (NULL when it is gone). Past `held_until` a takeover trace says
-/// a reap took the lease; none, within the memory, says its own call ended
-/// it (a trace older than the memory is still true: not filtered by age).
+/// state (NULL when it is gone). Past `held_until` a takeover trace says a
+/// reap took the lease (a claim that leases an item under a token drops the
+/// trace an earlier lease under that token left, by the trigger of
+/// migration 0014: a claim sent again reuses its tokens); none, within the
+/// memory, says its own call ended it (a trace older than the memory is
+/// still true: not filtered by age).
 pub(crate) const LEASE_FATE: &str = concat!(
     "SELECT CASE WHEN i.state = 'leased' AND i.token = ?3 THEN 'held' ",
     "WHEN ",
@@ -267,7 +270,7 @@ pub(crate) const FAIL: &str = concat!(
 /// expired leases only); returns the clock it judged expiry by, for
 /// [`REAP`] in the same transaction.
 pub(crate) const TAKE_EXPIRED: &str = concat!(
-    "INSERT OR IGNORE INTO leaseq_takeovers (id, token, queue, taken_at) ",
+    "INSERT OR REPLACE INTO leaseq_takeovers (id, token, queue, taken_at) ",
     "SELECT id, token, queue, ",
     now!(),
     " FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at <= ",
