@@ -13,7 +13,7 @@ use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{
     Backend, ClaimSpec, Enqueued, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTraces, NewItem, Released, Timestamp,
+    LeaseTraces, NewItem, ReapReport, Released, Timestamp,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -894,16 +894,8 @@ pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
             };
 
             // A reaper first: the attempt ends by lease expiry.
-            faults.inject(Op::Claim, Fault::LoseReply, 1);
-            let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
-            let sent = b.claim(&cx.q, spec.duplicate()).await;
-            ensure!(sent.is_err() && faults.fired() == 2, rule, "a claim whose reply the fault layer loses returned {sent:?}");
-            let after = cx.now().await?;
-            cx.wait_past(after.saturating_add(SHORT)).await?;
-            let reaped = cx.reap_all().await?;
+            let (_, reaped) = lost_claim_reaped(&cx, &faults, rule).await?;
             ensure!(reaped.dead == 1, rule, "the reap of an expired lease on its final attempt sent {} items Dead, expected 1", reaped.dead);
-            let none = b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after a reap")?;
-            ensure!(none.leases.is_empty(), rule, "recover_claim returned {:?}, leases a reap had taken", none.leases);
             let info = cx.must_item(left).await?;
             let reason = info.last_error.clone().unwrap_or_default().to_lowercase();
             ensure!(
@@ -941,16 +933,8 @@ pub async fn claim_sent_again_under_a_reaped_token<F: BackendFactory>(factory: &
             let faults = Arc::new(Faults::new(cx.b.clone()));
             let b: &dyn Backend = faults.as_ref();
             cx.enqueue(vec![NewItem::new("again").max_attempts(3)]).await?;
-            faults.inject(Op::Claim, Fault::LoseReply, 1);
-            let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
-            let sent = b.claim(&cx.q, spec.duplicate()).await;
-            ensure!(sent.is_err() && faults.fired() == 1, rule, "a claim whose reply the fault layer loses returned {sent:?}");
-            let after = cx.now().await?;
-            cx.wait_past(after.saturating_add(SHORT)).await?;
-            let reaped = cx.reap_all().await?;
+            let (spec, reaped) = lost_claim_reaped(&cx, &faults, rule).await?;
             ensure!(reaped.requeued == 1, rule, "the reap requeued {} expired leases, expected 1", reaped.requeued);
-            let none = b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after the reap")?;
-            ensure!(none.leases.is_empty(), rule, "recover_claim returned {:?}, a lease a reap had taken", none.leases);
             // The worker sends the same claim again: the same token.
             let again = b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "the claim sent again")?;
             let Some(second) = again.leases.first() else {
@@ -971,4 +955,37 @@ pub async fn claim_sent_again_under_a_reaped_token<F: BackendFactory>(factory: &
         },
     )
     .await
+}
+
+/// A claim of one item whose reply the fault layer loses, then its lease's
+/// expiry and a reap that takes it: `recover_claim` then returns nothing.
+/// Returns the claim's spec and the reap's report.
+async fn lost_claim_reaped(
+    cx: &Cx,
+    faults: &Faults<Arc<dyn Backend>>,
+    rule: Rule,
+) -> Result<(ClaimSpec, ReapReport), Violation> {
+    let before = faults.fired();
+    faults.inject(Op::Claim, Fault::LoseReply, 1);
+    let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
+    let sent = faults.claim(&cx.q, spec.duplicate()).await;
+    ensure!(
+        sent.is_err() && faults.fired() == before + 1,
+        rule,
+        "a claim whose reply the fault layer loses returned {sent:?}"
+    );
+    let after = cx.now().await?;
+    cx.wait_past(after.saturating_add(SHORT)).await?;
+    let reaped = cx.reap_all().await?;
+    let none = faults
+        .recover_claim(&cx.q, &spec)
+        .await
+        .or_fail(rule, "recover_claim after the reap")?;
+    ensure!(
+        none.leases.is_empty(),
+        rule,
+        "recover_claim returned {:?}, leases a reap had taken",
+        none.leases
+    );
+    Ok((spec, reaped))
 }
