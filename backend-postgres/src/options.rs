@@ -62,6 +62,7 @@ impl PgOptions {
     /// Two applications sharing a database use two schemas. Lowercase ASCII
     /// letters, digits and `_`, starting with a letter or `_`, at most
     /// [`PgOptions::MAX_SCHEMA_LEN`] bytes; checked on connect.
+    #[must_use]
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
         self
@@ -69,6 +70,7 @@ impl PgOptions {
 
     /// Pool size when the backend builds its own pool (at least 1). The
     /// wake-up listener takes one more connection.
+    #[must_use]
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
         self
@@ -76,6 +78,7 @@ impl PgOptions {
 
     /// `application_name` of the pool's connections, as `pg_stat_activity`
     /// shows it (only when the backend builds its own pool).
+    #[must_use]
     pub fn application_name(mut self, name: impl Into<String>) -> Self {
         self.application_name = Some(name.into());
         self
@@ -83,6 +86,7 @@ impl PgOptions {
 
     /// Whether connecting runs the migrations (default true). Turn it off to
     /// run [`crate::PgBackend::migrate`] yourself, e.g. at deploy time.
+    #[must_use]
     pub fn migrate_on_connect(mut self, yes: bool) -> Self {
         self.migrate_on_connect = yes;
         self
@@ -90,6 +94,7 @@ impl PgOptions {
 
     /// The longest an idle worker waits between claims when no
     /// notification arrives: the poll that backs up `LISTEN/NOTIFY`.
+    #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every.max(Duration::from_millis(1));
         self
@@ -97,12 +102,14 @@ impl PgOptions {
 
     /// How long an operation waits for a free pool connection before it
     /// fails with a backend error (only when the backend builds its pool).
+    #[must_use]
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
     }
 
     /// The largest payload accepted, in bytes.
+    #[must_use]
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_payload_bytes = bytes;
         self
@@ -110,6 +117,7 @@ impl PgOptions {
 
     /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt rows).
+    #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {
         self.test_hooks = on;
         self
@@ -124,6 +132,7 @@ impl PgOptions {
     /// table), and never reported below this number plus one. So a call
     /// reads at most this many index entries per state and the sample,
     /// whatever the queue holds.
+    #[must_use]
     pub fn stats_exact_up_to(mut self, n: u64) -> Self {
         self.stats_exact_up_to = n;
         self
@@ -137,6 +146,7 @@ impl PgOptions {
     /// the whole Ready set once it fills; see "Operating a busy queue" in
     /// the crate docs. One cheap catalog read per look; `ANALYZE` only when
     /// the count is that far off.
+    #[must_use]
     pub fn planner_check(mut self, every: Duration) -> Self {
         self.planner_check = every;
         self

@@ -63,6 +63,7 @@ impl PgRaw {
     }
 
     /// The same store, finishing rows in the given style.
+    #[must_use]
     pub fn with_ack(&self, ack: AckStyle) -> Self {
         PgRaw {
             ack,

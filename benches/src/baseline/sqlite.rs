@@ -93,6 +93,7 @@ impl SqliteRaw {
 
     /// Keeps `dir` (the scratch directory holding the file) alive as long
     /// as this baseline.
+    #[must_use]
     pub fn keeping(mut self, dir: Arc<tempfile::TempDir>) -> Self {
         self.scratch = Some(dir);
         self
