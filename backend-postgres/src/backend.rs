@@ -53,7 +53,7 @@ impl PgBackend {
     ///
     /// A bad URL or schema name is [`Error::InvalidInput`]; a server that
     /// cannot be reached (or refuses the connection) is
-    /// [`Error::Unavailable`]; a failed migration is [`Error::Backend`].
+    /// [`Error::Unavailable`]; a failed migration is [`Error::OutcomeUnknown`].
     pub async fn connect(url: &str, options: PgOptions) -> Result<Self> {
         let connect: PgConnectOptions = url
             .parse()
@@ -161,6 +161,6 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str) -> Result<()> {
     MIGRATOR
         .run_direct(&mut *conn)
         .await
-        .map_err(|e| Error::backend("postgres: running migrations", e))?;
+        .map_err(|e| Error::outcome_unknown("postgres: running migrations", e))?;
     Ok(())
 }

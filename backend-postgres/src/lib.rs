@@ -152,7 +152,7 @@
 //!   connection to be had, connection refused, SQLSTATE classes 08, 40 but
 //!   40003, 53 and 57) is [`leaseq_core::Error::Unavailable`]: sending it
 //!   again is safe. Anything else, above all a connection lost while a
-//!   statement was in flight, is [`leaseq_core::Error::Backend`]: it may
+//!   statement was in flight, is [`leaseq_core::Error::OutcomeUnknown`]: it may
 //!   have been applied. An `enqueue_once` that fails before its commit is
 //!   `Unavailable` (its transaction is rolled back).
 //! - **Time** is always the server's: `now()` in every statement,

@@ -258,7 +258,7 @@ impl RedisOptions {
     }
 
     /// How long to wait for a reply before the call fails with
-    /// [`leaseq_core::Error::Backend`].
+    /// [`leaseq_core::Error::OutcomeUnknown`].
     #[must_use]
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
@@ -337,7 +337,7 @@ impl RedisOptions {
     /// same connection, pipelined in the same round trip (on a cluster, to
     /// the node that ran the script). A write reports `Ok` only once that
     /// many replicas acknowledged it; when the wait times out or reaches
-    /// fewer, the call fails with [`leaseq_core::Error::Backend`]: it was
+    /// fewer, the call fails with [`leaseq_core::Error::OutcomeUnknown`]: it was
     /// applied on the master but may be lost by a failover, so the caller
     /// settles it by its identity ([`leaseq_core::settle`]) as it would a
     /// lost reply. Reads (`stats`, `peek`, `item`, the listing, the clock)

@@ -30,7 +30,7 @@ pub struct PgRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(sqlx::Error) -> Error + '_ {
-    move |e| Error::backend(what.to_owned(), e)
+    move |e| Error::outcome_unknown(what.to_owned(), e)
 }
 
 impl PgRaw {

@@ -48,7 +48,7 @@ pub struct SqliteRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(sqlx::Error) -> Error + '_ {
-    move |e| Error::backend(format!("sqlite baseline: {what}"), e)
+    move |e| Error::outcome_unknown(format!("sqlite baseline: {what}"), e)
 }
 
 impl SqliteRaw {
