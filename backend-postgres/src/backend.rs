@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     pub(crate) wakeups: Wakeups,
     /// Statements run per queue, counted only with test hooks on.
     pub(crate) steps: leaseq_core::StepCounter,
+    /// The test hooks' statements (beside the hooks, apart from `sql`).
+    pub(crate) hook_sql: crate::hooks::HookSql,
     /// When the reaper last looked at the planner's row count.
     pub(crate) planner: crate::planner::PlannerWatch,
 }
@@ -101,6 +103,7 @@ impl PgBackend {
         let backend = PgBackend {
             inner: Arc::new(Inner {
                 sql: Sql::new(&options.schema),
+                hook_sql: crate::hooks::HookSql::new(&options.schema),
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,
                 pool,

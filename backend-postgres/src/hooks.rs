@@ -20,7 +20,7 @@ use crate::PgBackend;
 #[async_trait]
 impl TestHooks for PgBackend {
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
-        let done = sqlx::query(&self.inner.sql.hooks.expire_leases)
+        let done = sqlx::query(&self.inner.hook_sql.expire_leases)
             .bind(queue.as_str())
             .execute(&self.inner.pool)
             .await
@@ -29,7 +29,7 @@ impl TestHooks for PgBackend {
     }
 
     async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
-        let done = sqlx::query(&self.inner.sql.hooks.postpone_leases)
+        let done = sqlx::query(&self.inner.hook_sql.postpone_leases)
             .bind(queue.as_str())
             .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
             .execute(&self.inner.pool)
@@ -39,7 +39,7 @@ impl TestHooks for PgBackend {
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {
-        let done = sqlx::query(&self.inner.sql.hooks.make_due)
+        let done = sqlx::query(&self.inner.hook_sql.make_due)
             .bind(queue.as_str())
             .execute(&self.inner.pool)
             .await
@@ -48,7 +48,7 @@ impl TestHooks for PgBackend {
     }
 
     async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
-        let planted = sqlx::query(&self.inner.sql.hooks.plant_ghost)
+        let planted = sqlx::query(&self.inner.hook_sql.plant_ghost)
             .bind(sql_id(id)?)
             .bind(queue.as_str())
             .fetch_optional(&self.inner.pool)
@@ -63,7 +63,7 @@ impl TestHooks for PgBackend {
     }
 
     async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot> {
-        let rows = sqlx::query(&self.inner.sql.hooks.snapshot)
+        let rows = sqlx::query(&self.inner.hook_sql.snapshot)
             .bind(queue.as_str())
             .fetch_all(&self.inner.pool)
             .await
@@ -82,8 +82,8 @@ impl TestHooks for PgBackend {
 
     async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
         let sql = match poison {
-            Poison::AttemptsAtLimit => &self.inner.sql.hooks.plant_attempts_at_limit,
-            Poison::MissingPayload => &self.inner.sql.hooks.plant_missing_payload,
+            Poison::AttemptsAtLimit => &self.inner.hook_sql.plant_attempts_at_limit,
+            Poison::MissingPayload => &self.inner.hook_sql.plant_missing_payload,
             // `attempts >= 0` and `max_attempts >= 1` are checks of the
             // schema; priority and the counters are typed `integer`.
             _ => return Ok(false),

@@ -56,8 +56,6 @@ pub(crate) struct Sql {
     pub(crate) remove_item: String,
     pub(crate) purge: String,
     pub(crate) delete_queue: String,
-    /// The test hooks' statements (rendered here, written beside them).
-    pub(crate) hooks: crate::hooks::HookSql,
     /// The items table, schema-qualified.
     pub(crate) items_table: String,
 }
@@ -729,7 +727,6 @@ impl Sql {
                       tk AS (DELETE FROM {k} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
-            hooks: crate::hooks::HookSql::new(schema),
         }
     }
 }
