@@ -92,11 +92,11 @@ async fn main() -> leaseq::Result<()> {
     stop.cancel();
     for s in schedulers {
         s.await
-            .map_err(|e| leaseq::Error::backend("a scheduler task", e))??;
+            .map_err(|e| leaseq::Error::outcome_unknown("a scheduler task", e))??;
     }
     worker
         .await
-        .map_err(|e| leaseq::Error::backend("the worker task", e))??;
+        .map_err(|e| leaseq::Error::outcome_unknown("the worker task", e))??;
 
     let last = backend
         .schedule_store()?

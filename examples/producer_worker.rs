@@ -45,7 +45,7 @@ async fn main() -> leaseq::Result<()> {
     done.cancel();
     running
         .await
-        .map_err(|e| leaseq::Error::backend("worker task", e))??;
+        .map_err(|e| leaseq::Error::outcome_unknown("worker task", e))??;
     println!("acked {}", metrics.snapshot().acked);
     Ok(())
 }

@@ -57,7 +57,7 @@ async fn main() -> leaseq::Result<()> {
     shutdown.cancel();
     running
         .await
-        .map_err(|e| leaseq::Error::backend("worker task", e))??;
+        .map_err(|e| leaseq::Error::outcome_unknown("worker task", e))??;
     for dead in backend.peek(&queue, ItemState::Dead, 10).await? {
         println!("dead #{}: {}", dead.id, dead.last_error.unwrap_or_default());
     }

@@ -129,14 +129,12 @@ impl fmt::Display for ConnectError {
     }
 }
 
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConnectError::Unreachable { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: the message already carries the whole chain of causes,
+/// each once and with secrets masked. A reporter that walked the chain
+/// itself would print each cause a second time, and unmasked (a driver's
+/// error may quote the URL it was given). The cause stays reachable as
+/// [`ConnectError::Unreachable`]'s `source` field.
+impl std::error::Error for ConnectError {}
 
 /// How [`connect_with`] sets a backend up, beyond what the URL says.
 ///
@@ -436,5 +434,44 @@ mod tests {
             take_namespace("redis://h:6379", "prefix"),
             ("redis://h:6379".to_string(), None)
         );
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Cause;
+
+    impl fmt::Display for Cause {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("connection refused to redis://user:hunter2@db:6379")
+        }
+    }
+
+    impl std::error::Error for Cause {}
+
+    /// What an error reporter prints: the message, then every source.
+    fn reported(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            text.push_str(" / caused by: ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_reporter_prints_the_cause_once_and_masked() {
+        let e = ConnectError::Unreachable {
+            backend: "redis",
+            source: leaseq_core::Error::unavailable("redis connect", Cause),
+        };
+        let text = reported(&e);
+        assert_eq!(text.matches("connection refused").count(), 1, "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 }

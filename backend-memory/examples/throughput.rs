@@ -15,7 +15,7 @@ fn main() -> leaseq_core::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| leaseq_core::Error::backend("runtime", e))?;
+        .map_err(|e| leaseq_core::Error::outcome_unknown("runtime", e))?;
     rt.block_on(async {
         let backend = MemoryBackend::new();
         let queue = QueueName::new("bench")?;

@@ -118,6 +118,7 @@ impl MemoryBackend {
 
     /// This handle with `limits` (other clones keep their own limits but
     /// share the queues).
+    #[must_use]
     pub fn with_limits(mut self, limits: Bounds) -> Self {
         self.limits = limits;
         self

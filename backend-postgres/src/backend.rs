@@ -33,6 +33,10 @@ pub(crate) struct Inner {
     pub(crate) wakeups: Wakeups,
     /// Statements run per queue, counted only with test hooks on.
     pub(crate) steps: leaseq_core::StepCounter,
+    /// The test hooks' statements (beside the hooks, apart from `sql`).
+    pub(crate) hook_sql: crate::hooks::HookSql,
+    /// When the reaper last looked at the planner's row count.
+    pub(crate) planner: crate::planner::PlannerWatch,
 }
 
 impl fmt::Debug for PgBackend {
@@ -51,7 +55,7 @@ impl PgBackend {
     ///
     /// A bad URL or schema name is [`Error::InvalidInput`]; a server that
     /// cannot be reached (or refuses the connection) is
-    /// [`Error::Unavailable`]; a failed migration is [`Error::Backend`].
+    /// [`Error::Unavailable`]; a failed migration is [`Error::OutcomeUnknown`].
     pub async fn connect(url: &str, options: PgOptions) -> Result<Self> {
         let connect: PgConnectOptions = url
             .parse()
@@ -99,10 +103,12 @@ impl PgBackend {
         let backend = PgBackend {
             inner: Arc::new(Inner {
                 sql: Sql::new(&options.schema),
+                hook_sql: crate::hooks::HookSql::new(&options.schema),
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,
                 pool,
                 steps: leaseq_core::StepCounter::new(options.test_hooks),
+                planner: crate::planner::PlannerWatch::default(),
                 options,
             }),
         };
@@ -158,6 +164,6 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str) -> Result<()> {
     MIGRATOR
         .run_direct(&mut *conn)
         .await
-        .map_err(|e| Error::backend("postgres: running migrations", e))?;
+        .map_err(|e| Error::outcome_unknown("postgres: running migrations", e))?;
     Ok(())
 }

@@ -60,7 +60,7 @@
 //! | `leaseq_items_leased` | queue, lease_expires_at, id | `state = 'leased'` | reap |
 //! | `leaseq_items_dead` | queue, dead_at, id | `state = 'dead'` | redrive, peek |
 //! | `leaseq_items_dedup` (unique) | queue, dedup_key | `dedup_key IS NOT NULL` | INV-9 |
-//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647 OR (attempts >= max_attempts AND state IN ('ready', 'scheduled'))` | claim (poison) |
+//! | `leaseq_items_poison` | queue, state | `payload IS NULL OR attempts = 2147483647 OR (exhausted AND state IN ('ready', 'scheduled'))` (`exhausted`: a stored `attempts >= max_attempts`, which the planner can count) | claim (poison) |
 //!
 //! The last one is empty unless something went wrong (see Repairs below).
 //! Checks hold the core's limits: `max_attempts` 1 to
@@ -152,7 +152,7 @@
 //!   connection to be had, connection refused, SQLSTATE classes 08, 40 but
 //!   40003, 53 and 57) is [`leaseq_core::Error::Unavailable`]: sending it
 //!   again is safe. Anything else, above all a connection lost while a
-//!   statement was in flight, is [`leaseq_core::Error::Backend`]: it may
+//!   statement was in flight, is [`leaseq_core::Error::OutcomeUnknown`]: it may
 //!   have been applied. An `enqueue_once` that fails before its commit is
 //!   `Unavailable` (its transaction is rolled back).
 //! - **Time** is always the server's: `now()` in every statement,
@@ -216,10 +216,21 @@
 //!   less) on the server, as a per-table setting cannot.
 //! - **Autovacuum off** (on the server, or `autovacuum_enabled = false` on
 //!   the table): nothing removes the entries, and reaps and claims slow
-//!   down for good. Run `VACUUM <schema>.leaseq_items` yourself, every few
+//!   down for good. Run `VACUUM ANALYZE <schema>.leaseq_items` yourself, every few
 //!   seconds to a minute depending on the rate (it takes no lock that
 //!   blocks the queue's statements, and with nothing to do it returns in
 //!   milliseconds), for example from the process that runs the reaper.
+//!
+//! Plans also rest on the row count the planner believes the table holds,
+//! which only `ANALYZE` and `VACUUM` set. A `VACUUM` of an emptied table
+//! records about no rows; when a burst then fills it, the planner takes the
+//! Ready set for one row and every claim reads and sorts all of it (100,000
+//! Ready items drained at under 1,000 a second instead of about 20,000, on
+//! a 2-core machine). Autovacuum's analyze fixes that within
+//! `autovacuum_naptime`; the reaper does not wait for it: every
+//! [`PgOptions::planner_check`] (2 s) it compares the planner's count with
+//! the live rows the server counts, and runs `ANALYZE` on the table when
+//! the count is under a quarter of them. Vacuum by hand with `ANALYZE`.
 //!
 //! Keep long-running transactions away from the database: an open
 //! transaction anywhere holds back vacuum for every table. `NOTIFY`
@@ -239,6 +250,7 @@ mod limits;
 mod notify;
 mod ops;
 mod options;
+mod planner;
 mod rows;
 mod schedules;
 mod sql;

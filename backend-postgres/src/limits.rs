@@ -118,7 +118,9 @@ impl PgBackend {
             }
             // Not committed: rolled back (on the server when the connection
             // is gone), so nothing of this call was applied.
-            Err(Error::Backend { message, source }) => Err(Error::Unavailable { message, source }),
+            Err(Error::OutcomeUnknown { message, source }) => {
+                Err(Error::Unavailable { message, source })
+            }
             Err(e) => Err(e),
         }
     }

@@ -243,7 +243,7 @@ impl PgBackend {
             .into_iter()
             .map(|r| {
                 r.ok_or_else(|| {
-                    Error::backend(
+                    Error::outcome_unknown(
                         "postgres: enqueue",
                         "a dedup key's holder kept vanishing; try again",
                     )
@@ -544,7 +544,7 @@ impl Backend for PgBackend {
             // Not committed: the transaction is rolled back whatever went
             // wrong (on the server when the connection is gone), so nothing
             // of this call was applied.
-            Err(Error::Backend { message, source }) => {
+            Err(Error::OutcomeUnknown { message, source }) => {
                 return Err(Error::Unavailable { message, source })
             }
             Err(e) => return Err(e),
@@ -748,6 +748,7 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        self.keep_planner_informed().await;
         let repairs = self.expire_past_horizon(queue).await?;
         let (requeued, dead) = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")

@@ -27,6 +27,7 @@ pub struct PgOptions {
     pub(crate) limits: Bounds,
     pub(crate) test_hooks: bool,
     pub(crate) stats_exact_up_to: u64,
+    pub(crate) planner_check: Duration,
 }
 
 impl PgOptions {
@@ -37,6 +38,8 @@ impl PgOptions {
     pub const MAX_SCHEMA_LEN: usize = 48;
     /// The default of [`PgOptions::stats_exact_up_to`].
     pub const DEFAULT_STATS_EXACT_UP_TO: u64 = 10_000;
+    /// The default of [`PgOptions::planner_check`].
+    pub const DEFAULT_PLANNER_CHECK: Duration = Duration::from_secs(2);
 
     /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
     /// fallback, a 30 s pool acquire timeout and the default limits.
@@ -51,6 +54,7 @@ impl PgOptions {
             limits: Bounds::default(),
             test_hooks: false,
             stats_exact_up_to: Self::DEFAULT_STATS_EXACT_UP_TO,
+            planner_check: Self::DEFAULT_PLANNER_CHECK,
         }
     }
 
@@ -58,6 +62,7 @@ impl PgOptions {
     /// Two applications sharing a database use two schemas. Lowercase ASCII
     /// letters, digits and `_`, starting with a letter or `_`, at most
     /// [`PgOptions::MAX_SCHEMA_LEN`] bytes; checked on connect.
+    #[must_use]
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
         self
@@ -65,6 +70,7 @@ impl PgOptions {
 
     /// Pool size when the backend builds its own pool (at least 1). The
     /// wake-up listener takes one more connection.
+    #[must_use]
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
         self
@@ -72,6 +78,7 @@ impl PgOptions {
 
     /// `application_name` of the pool's connections, as `pg_stat_activity`
     /// shows it (only when the backend builds its own pool).
+    #[must_use]
     pub fn application_name(mut self, name: impl Into<String>) -> Self {
         self.application_name = Some(name.into());
         self
@@ -79,6 +86,7 @@ impl PgOptions {
 
     /// Whether connecting runs the migrations (default true). Turn it off to
     /// run [`crate::PgBackend::migrate`] yourself, e.g. at deploy time.
+    #[must_use]
     pub fn migrate_on_connect(mut self, yes: bool) -> Self {
         self.migrate_on_connect = yes;
         self
@@ -86,6 +94,7 @@ impl PgOptions {
 
     /// The longest an idle worker waits between claims when no
     /// notification arrives: the poll that backs up `LISTEN/NOTIFY`.
+    #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every.max(Duration::from_millis(1));
         self
@@ -93,12 +102,14 @@ impl PgOptions {
 
     /// How long an operation waits for a free pool connection before it
     /// fails with a backend error (only when the backend builds its pool).
+    #[must_use]
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
     }
 
     /// The largest payload accepted, in bytes.
+    #[must_use]
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_payload_bytes = bytes;
         self
@@ -106,6 +117,7 @@ impl PgOptions {
 
     /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt rows).
+    #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {
         self.test_hooks = on;
         self
@@ -120,8 +132,23 @@ impl PgOptions {
     /// table), and never reported below this number plus one. So a call
     /// reads at most this many index entries per state and the sample,
     /// whatever the queue holds.
+    #[must_use]
     pub fn stats_exact_up_to(mut self, n: u64) -> Self {
         self.stats_exact_up_to = n;
+        self
+    }
+
+    /// How often, at most, the reaper compares the planner's row count for
+    /// the items table with the live rows the server counts, and analyzes
+    /// the table when the count is under a quarter of them (default
+    /// [`PgOptions::DEFAULT_PLANNER_CHECK`]; zero: every reap). A count
+    /// left behind by a `VACUUM` of an emptied table makes every claim read
+    /// the whole Ready set once it fills; see "Operating a busy queue" in
+    /// the crate docs. One cheap catalog read per look; `ANALYZE` only when
+    /// the count is that far off.
+    #[must_use]
+    pub fn planner_check(mut self, every: Duration) -> Self {
+        self.planner_check = every;
         self
     }
 

@@ -25,7 +25,7 @@ pub(crate) fn queue_name(raw: String) -> Option<QueueName> {
 /// a resend will not change (see [`rejected_sqlstate`]),
 /// [`Error::Unavailable`] when the statement certainly did not run (or was
 /// rolled back, so sending it again is safe; see [`certainly_not_applied`]),
-/// otherwise as [`Error::Backend`] (its outcome is unknown).
+/// otherwise as [`Error::OutcomeUnknown`] (its outcome is unknown).
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
         let code = sqlstate(&e);
@@ -38,7 +38,7 @@ pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
         } else if certainly_not_applied(&e) {
             Error::unavailable(message, e)
         } else {
-            Error::backend(message, e)
+            Error::outcome_unknown(message, e)
         }
     }
 }
@@ -306,6 +306,6 @@ mod tests {
         let e = db("testing")(sqlx::Error::PoolTimedOut);
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
         let e = db("testing")(sqlx::Error::Io(Io::from(ErrorKind::UnexpectedEof)));
-        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+        assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
     }
 }

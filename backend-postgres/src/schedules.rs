@@ -148,7 +148,7 @@ impl PgBackend {
         let out = match self.enqueue_on(&mut tx, &queue, &items).await {
             Ok(out) => out,
             // Not committed: rolled back whatever went wrong.
-            Err(Error::Backend { message, source }) => {
+            Err(Error::OutcomeUnknown { message, source }) => {
                 return Err(Error::Unavailable { message, source })
             }
             Err(e) => return Err(e),

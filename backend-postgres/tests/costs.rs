@@ -283,3 +283,64 @@ async fn attempts_beyond_the_maximum_go_dead_at_the_claim() {
         .expect("claim");
     assert!(again.leases.is_empty() && again.repairs.is_empty());
 }
+
+/// The planner's row count for the items table after a `VACUUM` of an
+/// almost empty table stays at about one row while a burst fills it; the
+/// reaper sees it far below the live rows and analyzes the table (claims
+/// would otherwise read and sort the whole Ready set each time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_planner_count_is_analyzed_by_the_reaper() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("cplan");
+    let b = PgBackend::connect(
+        &common::url(),
+        common::options(&schema).planner_check(Duration::ZERO),
+    )
+    .await
+    .expect("connect and migrate");
+    let _drop = Schema(schema.clone());
+    let table = format!("\"{schema}\".leaseq_items");
+    let believed = |b: &PgBackend| {
+        let table = table.clone();
+        let pool = b.pool().clone();
+        async move {
+            let row =
+                sqlx::query("SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass($1)")
+                    .bind(&table)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("reltuples");
+            row.get::<f64, _>(0)
+        }
+    };
+    b.enqueue(&q("other"), vec![NewItem::new("one")])
+        .await
+        .expect("enqueue");
+    sqlx::query(&format!("VACUUM {table}"))
+        .execute(b.pool())
+        .await
+        .expect("vacuum");
+    let burst = q("burst");
+    insert_ready(&b, &schema, "burst", 20_000, 16).await;
+    assert!(
+        believed(&b).await < 100.0,
+        "the VACUUM left a count of about one row"
+    );
+    // The server's statistics learn of the rows within seconds; the
+    // reaper looks at every reap here.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        b.reap(&burst).await.expect("reap");
+        if believed(&b).await >= 10_000.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the planner still believes {} rows among 20,001",
+            believed(&b).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -649,9 +649,14 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
     let db = OneConnection { backend, schema };
     let b = &db.backend;
     let t = table(&db.schema);
-    // 20,000 rows over 500 queues, a quarter in each state, and one queue
-    // of 20,000 expired leases: a table where a scan of everything is what
-    // the planner takes when no index serves the statement.
+    // 20,000 rows over 500 queues, a quarter in each state; one queue of
+    // 20,000 expired leases; one of 20,000 Dead items; one of 200,000 in
+    // every state whose Scheduled items are all in the future (no Scheduled
+    // item is due while the due time of most rows has passed: a planner
+    // that takes the columns as independent expects due ones); and one of
+    // 200,000 Ready items (a planner that cannot count poison guesses a
+    // third of them): a table where a scan of everything is what the
+    // planner takes when no index serves the statement.
     let fill = format!(
         "INSERT INTO {t} (queue, state, payload, attempts, max_attempts, token, \
            lease_expires_at, available_at, dead_at) \
@@ -666,7 +671,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                UNION ALL \
                SELECT 'big', 'leased' FROM generate_series(1, 20000) \
                UNION ALL \
-               SELECT 'bigdead', 'dead' FROM generate_series(1, 20000)) g"
+               SELECT 'bigdead', 'dead' FROM generate_series(1, 20000) \
+               UNION ALL \
+               SELECT 'bigmix', (ARRAY['ready','scheduled','leased','dead'])[1 + n % 4] \
+               FROM generate_series(1, 200000) n \
+               UNION ALL \
+               SELECT 'bigready', 'ready' FROM generate_series(1, 200000)) g"
     );
     let mut c = PgConnection::connect(&common::url())
         .await
@@ -739,6 +749,12 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
         for mode in ["force_custom_plan", "force_generic_plan"] {
             for (what, sql, types, args) in [
                 ("stats", &stats, "text, int8", "'q42', 10001"),
+                (
+                    "stats of a big queue",
+                    &stats,
+                    "text, int8",
+                    "'bigmix', 10001",
+                ),
                 ("purge", &purge, "text", "'q42'"),
                 ("delete_queue", &delete_queue, "text", "'q42'"),
             ] {
@@ -845,22 +861,27 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 }
             }
 
-            let what = format!("claim, {phase} ({mode})");
-            let found = plan(
-                &mut c,
-                &claim,
-                "text, int8, int8, uuid[], bool, int8",
-                "'q42', 10, 60000, ARRAY[]::uuid[], false, NULL",
-                mode,
-            )
-            .await;
-            no_table_scan(&found, &what);
-            for index in [
-                "leaseq_items_ready",
-                "leaseq_items_scheduled",
-                "leaseq_items_poison",
-            ] {
-                uses(&found, index, &what);
+            // On a big queue too: its poison probe once scanned the table,
+            // the planner taking a third of the Ready rows for poison.
+            for queue in ["q42", "bigmix", "bigready"] {
+                let what = format!("claim of {queue}, {phase} ({mode})");
+                let args = format!("'{queue}', 10, 60000, ARRAY[]::uuid[], false, NULL");
+                let found = plan(
+                    &mut c,
+                    &claim,
+                    "text, int8, int8, uuid[], bool, int8",
+                    &args,
+                    mode,
+                )
+                .await;
+                no_table_scan(&found, &what);
+                for index in [
+                    "leaseq_items_ready",
+                    "leaseq_items_scheduled",
+                    "leaseq_items_poison",
+                ] {
+                    uses(&found, index, &what);
+                }
             }
         }
     }

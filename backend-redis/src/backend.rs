@@ -334,7 +334,7 @@ pub(crate) fn refused_before_run(e: &ClientError) -> bool {
 /// (a server at `maxmemory` refused the script's first write, so it wrote
 /// nothing) becomes [`Error::Full`]; other failures that prove nothing ran
 /// ([`refused_before_run`]) become [`Error::Unavailable`]; every other
-/// failure is [`Error::Backend`] (the outcome is unknown). The client's
+/// failure is [`Error::OutcomeUnknown`] (the outcome is unknown). The client's
 /// error is kept as the source.
 pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> Error {
     if let Some(msg) = &e.server_message {
@@ -361,7 +361,7 @@ pub(crate) fn map_client_error(op: &str, queue: &QueueName, e: ClientError) -> E
     if refused_before_run(&e) {
         return Error::unavailable(format!("redis {op} on queue {queue}"), e);
     }
-    Error::backend(format!("redis {op} on queue {queue}"), e)
+    Error::outcome_unknown(format!("redis {op} on queue {queue}"), e)
 }
 
 /// Server replies that the same call meets again until someone acts:
@@ -397,7 +397,7 @@ mod tests {
         let io = ClientError::transport(std::io::Error::other("reset"));
         assert!(matches!(
             map_client_error("claim", &q, io),
-            Error::Backend { .. }
+            Error::OutcomeUnknown { .. }
         ));
         let corrupt = ClientError::server("LEASEQ_CORRUPT key x holds a list", "x");
         assert!(matches!(
@@ -483,7 +483,7 @@ mod tests {
             &q,
             ClientError::transport(std::io::Error::from(std::io::ErrorKind::TimedOut)),
         );
-        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+        assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
         assert!(e.may_have_applied());
     }
 }

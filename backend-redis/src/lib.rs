@@ -41,7 +41,7 @@
 //! loading it on `NOSCRIPT`, a blocking pop on a connection of its own, and
 //! plain commands on every master for the checks made at connect.
 //! Neither client replays a script cut off by a dropped connection: the call
-//! fails with [`leaseq_core::Error::Backend`] and the next call reconnects.
+//! fails with [`leaseq_core::Error::OutcomeUnknown`] and the next call reconnects.
 //!
 //! # TLS
 //! `rediss://host:port` (one server) and `rediss+cluster://host:port,…`
@@ -192,7 +192,7 @@
 //! client failed the command before writing it, or the server refused it
 //! before it ran: `LOADING`, `BUSY`, `MASTERDOWN`, `READONLY`,
 //! `NOSCRIPT`, `MISCONF`, `NOREPLICAS`, and `MOVED` / `ASK` / `TRYAGAIN` /
-//! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::Backend`]
+//! `CLUSTERDOWN` once no longer retried); [`leaseq_core::Error::OutcomeUnknown`]
 //! when it may have run (timeouts, connections dropped after sending,
 //! script runtime errors, and with [`RedisOptions::wait_for_replicas`] a
 //! write fewer replicas acknowledged in time). A failed `connect` is `Unavailable`. On one
@@ -308,7 +308,7 @@
 //! slot (a multi-key `EXISTS` of keys that never exist in this layout, which
 //! the server refuses only while the slot is migrating or importing) and stops before any write with `TRYAGAIN`. A script cut off by
 //! a dropped connection or a timeout may have run: it is reported as
-//! [`leaseq_core::Error::Backend`], never sent again (the `redis` cluster
+//! [`leaseq_core::Error::OutcomeUnknown`], never sent again (the `redis` cluster
 //! connection is built with no retries of its own; `fred` commands are
 //! `fail_fast` and follow no redirection themselves). Scripts are sent by
 //! `EVALSHA`, and on `NOSCRIPT` (a node that never saw the script, e.g.
@@ -400,7 +400,7 @@
 //! | setting | a forced failover loses |
 //! |---|---|
 //! | no replica wait (the default) | every write the replica had not received (milliseconds of writes, seconds under lag), though each was answered `Ok`: enqueued items vanish, acked items are delivered again, leases and their ends are undone (see [Persistence](#persistence-and-what-is-lost)); ids are never handed out twice (see [Ids](#ids)); a lease the failover took back is reported to its worker as [`leaseq_core::Error::LeaseVanished`], except when the worker's ack was cut off by the dying master: settling then finds the lease gone before it expired and cannot tell that from an ack that landed, so it reports the ack done |
-//! | [`RedisOptions::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::Backend`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
+//! | [`RedisOptions::wait_for_replicas`]`(n, timeout)`, the promoted replica among the `n` | nothing answered `Ok`: each write is answered only after `n` replicas acknowledged it; a write whose wait ran out is answered [`leaseq_core::Error::OutcomeUnknown`] (maybe applied), and [`leaseq_core::settle`] finds out what became of it (the worker and `Settle::enqueue` do that) |
 //! | `wait_for_replicas(n, ..)`, a replica promoted that did not acknowledge | as without the wait; automatic failover promotes the replica with the most data, so wait for every replica to rule it out |
 //!
 //! The wait costs a round trip to the replicas per write, and the

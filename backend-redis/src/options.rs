@@ -231,6 +231,7 @@ impl RedisOptions {
     /// assert!(config.uses_tls());
     /// assert!(config.get_tls_root_cert().is_some());
     /// ```
+    #[must_use]
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root_cert = Some(RootCert(pem.into()));
         self
@@ -243,25 +244,29 @@ impl RedisOptions {
 
     /// The prefix of every key (1 to 64 ASCII letters, digits, `-_.:`).
     /// Two backends with different prefixes never see each other's queues.
+    #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// The limits enforced on enqueue.
+    #[must_use]
     pub fn limits(mut self, limits: Bounds) -> Self {
         self.limits = limits;
         self
     }
 
     /// How long to wait for a reply before the call fails with
-    /// [`leaseq_core::Error::Backend`].
+    /// [`leaseq_core::Error::OutcomeUnknown`].
+    #[must_use]
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// How long one connection attempt may take.
+    #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -269,12 +274,14 @@ impl RedisOptions {
 
     /// Expired leases recovered per script call during a reap (1 to 10,000);
     /// a reap runs as many calls as it needs.
+    #[must_use]
     pub fn reap_batch(mut self, batch: u32) -> Self {
         self.reap_batch = batch;
         self
     }
 
     /// Idle dedicated connections kept for workers waiting for work.
+    #[must_use]
     pub fn idle_wait_connections(mut self, n: usize) -> Self {
         self.idle_wait_connections = n;
         self
@@ -285,6 +292,7 @@ impl RedisOptions {
     /// waiting for the acknowledgement of the previous segment (Nagle's
     /// algorithm). Both clients (`redis` and `fred`) apply it the same way,
     /// on plain and TLS connections, single server and cluster.
+    #[must_use]
     pub fn tcp_nodelay(mut self, on: bool) -> Self {
         self.tcp_nodelay = on;
         self
@@ -297,6 +305,7 @@ impl RedisOptions {
 
     /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt entries).
+    #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {
         self.test_hooks = on;
         self
@@ -317,6 +326,7 @@ impl RedisOptions {
     /// `durable(true)` is accepted for compatibility with the time this
     /// setting was a declaration, but cannot make a server durable: the
     /// server's settings still decide, and a mismatch is logged.
+    #[must_use]
     pub fn durable(mut self, durable: bool) -> Self {
         self.durable = Some(durable);
         self
@@ -327,7 +337,7 @@ impl RedisOptions {
     /// same connection, pipelined in the same round trip (on a cluster, to
     /// the node that ran the script). A write reports `Ok` only once that
     /// many replicas acknowledged it; when the wait times out or reaches
-    /// fewer, the call fails with [`leaseq_core::Error::Backend`]: it was
+    /// fewer, the call fails with [`leaseq_core::Error::OutcomeUnknown`]: it was
     /// applied on the master but may be lost by a failover, so the caller
     /// settles it by its identity ([`leaseq_core::settle`]) as it would a
     /// lost reply. Reads (`stats`, `peek`, `item`, the listing, the clock)
@@ -347,6 +357,7 @@ impl RedisOptions {
     /// let wait = c.get_wait_for_replicas().expect("set");
     /// assert_eq!((wait.replicas(), wait.timeout()), (1, Duration::from_millis(500)));
     /// ```
+    #[must_use]
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_wait = Some(ReplicaWait { replicas, timeout });
         self
@@ -368,6 +379,7 @@ impl RedisOptions {
     /// items are lost, or delivered again, silently. With this set the
     /// backend connects anyway and logs a warning at connect, and again
     /// when a re-check finds the policy changed. Off by default.
+    #[must_use]
     pub fn allow_eviction(mut self, allow: bool) -> Self {
         self.allow_eviction = allow;
         self
@@ -391,6 +403,7 @@ impl RedisOptions {
     ///     .policy_check_interval(Duration::from_secs(30));
     /// assert_eq!(c.get_policy_check_interval(), Duration::from_secs(30));
     /// ```
+    #[must_use]
     pub fn policy_check_interval(mut self, every: Duration) -> Self {
         self.policy_check = every;
         self

@@ -51,7 +51,7 @@ impl fmt::Display for TooFewReplicas {
 impl std::error::Error for TooFewReplicas {}
 
 /// The outcome of a script followed by `WAIT`: its reply when enough
-/// replicas acknowledged it; otherwise [`Error::Backend`] (it ran on the
+/// replicas acknowledged it; otherwise [`Error::OutcomeUnknown`] (it ran on the
 /// master, and may or may not survive a failover: settle it by its
 /// identity, as after a lost reply).
 pub(crate) fn judge(
@@ -67,8 +67,11 @@ pub(crate) fn judge(
     );
     match acked {
         Ok(n) if n >= i64::from(wait.replicas()) => Ok(reply),
-        Ok(n) => Err(Error::backend(message, TooFewReplicas { acked: n, wait })),
-        Err(e) => Err(Error::backend(message, e)),
+        Ok(n) => Err(Error::outcome_unknown(
+            message,
+            TooFewReplicas { acked: n, wait },
+        )),
+        Err(e) => Err(Error::outcome_unknown(message, e)),
     }
 }
 
@@ -100,7 +103,10 @@ mod tests {
             Reply::Int(1),
             Err(ClientError::transport("reset")),
         );
-        assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+        assert!(
+            matches!(failed, Err(Error::OutcomeUnknown { .. })),
+            "{failed:?}"
+        );
     }
 
     #[test]

@@ -96,7 +96,7 @@ async fn killed_connections_reconnect(which: Which) {
             Ok(s) => break s,
             Err(e) => {
                 assert!(
-                    matches!(e, Error::Backend { .. } | Error::Unavailable { .. })
+                    matches!(e, Error::OutcomeUnknown { .. } | Error::Unavailable { .. })
                         && e.is_retryable(),
                     "{e:?}"
                 );
@@ -134,7 +134,10 @@ async fn gone_server_is_a_backend_error(which: Which) {
     .expect("a failed call returns")
     .expect_err("no server");
     assert!(
-        matches!(err, Error::Backend { .. } | Error::Unavailable { .. }),
+        matches!(
+            err,
+            Error::OutcomeUnknown { .. } | Error::Unavailable { .. }
+        ),
         "{err:?}"
     );
     // The wake-up wait falls back to a poll.

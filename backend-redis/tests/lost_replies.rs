@@ -345,7 +345,10 @@ async fn refused_calls_are_unavailable(which: Which) {
             .expect("a failed call returns")
             .expect_err("no server");
         assert!(
-            matches!(err, Error::Backend { .. } | Error::Unavailable { .. }),
+            matches!(
+                err,
+                Error::OutcomeUnknown { .. } | Error::Unavailable { .. }
+            ),
             "{err:?}"
         );
         let unavailable = matches!(err, Error::Unavailable { .. });

@@ -1,6 +1,6 @@
 //! Replica waits and vanished leases on one server, on both clients:
 //! - with `wait_for_replicas`, writes are `Ok` while the replica is in
-//!   sync and maybe-applied (`Error::Backend`) once it is gone, reads go
+//!   sync and maybe-applied (`Error::OutcomeUnknown`) once it is gone, reads go
 //!   on, and `durable` is reported only when the wait covers the replicas;
 //! - a lease whose item was taken away before it expired, by no call of
 //!   its own, is settled as `LeaseVanished`; one a reaper and another
@@ -111,7 +111,7 @@ async fn writes_wait_for_the_replica(which: Which) {
         .await
         .expect_err("no replica acknowledges");
     assert!(
-        matches!(e, Error::Backend { .. }) && e.may_have_applied(),
+        matches!(e, Error::OutcomeUnknown { .. }) && e.may_have_applied(),
         "{e:?}"
     );
     let stats = b.stats(&q).await.expect("reads do not wait");

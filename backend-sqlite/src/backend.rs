@@ -70,7 +70,7 @@ impl SqliteBackend {
     ///   and its clones, gone when the last clone is dropped.
     ///
     /// A malformed URL is [`Error::InvalidInput`]; a file that cannot be
-    /// opened, or that is not a database, is [`Error::Backend`]; a lock
+    /// opened, or that is not a database, is [`Error::OutcomeUnknown`]; a lock
     /// held past the busy timeout is [`Error::Unavailable`].
     pub async fn connect(url: &str, options: SqliteOptions) -> Result<Self> {
         let connect: SqliteConnectOptions = url
@@ -168,7 +168,7 @@ impl SqliteBackend {
         MIGRATOR
             .run_direct(&mut *tx)
             .await
-            .map_err(|e| Error::backend("sqlite: running migrations", e))?;
+            .map_err(|e| Error::outcome_unknown("sqlite: running migrations", e))?;
         tx.commit().await.map_err(db("committing the migrations"))
     }
 

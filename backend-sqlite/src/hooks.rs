@@ -14,13 +14,12 @@ use async_trait::async_trait;
 use leaseq_core::{Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
 
 use crate::rows::{col, db, item_id, sql_id, state};
-use crate::sql;
 use crate::SqliteBackend;
 
 #[async_trait]
 impl TestHooks for SqliteBackend {
     async fn expire_leases(&self, queue: &QueueName) -> Result<u64> {
-        let done = sqlx::query(sql::EXPIRE_LEASES)
+        let done = sqlx::query(hook_sql::EXPIRE_LEASES)
             .bind(queue.as_str())
             .execute(&self.inner.writer)
             .await
@@ -29,7 +28,7 @@ impl TestHooks for SqliteBackend {
     }
 
     async fn postpone_leases(&self, queue: &QueueName, by: Duration) -> Result<Option<u64>> {
-        let done = sqlx::query(sql::POSTPONE_LEASES)
+        let done = sqlx::query(hook_sql::POSTPONE_LEASES)
             .bind(queue.as_str())
             .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
             .execute(&self.inner.writer)
@@ -39,7 +38,7 @@ impl TestHooks for SqliteBackend {
     }
 
     async fn make_due(&self, queue: &QueueName) -> Result<u64> {
-        let done = sqlx::query(sql::MAKE_DUE)
+        let done = sqlx::query(hook_sql::MAKE_DUE)
             .bind(queue.as_str())
             .execute(&self.inner.writer)
             .await
@@ -48,7 +47,7 @@ impl TestHooks for SqliteBackend {
     }
 
     async fn plant_dangling_ready(&self, queue: &QueueName, id: ItemId) -> Result<()> {
-        let planted = sqlx::query(sql::PLANT_GHOST)
+        let planted = sqlx::query(hook_sql::PLANT_GHOST)
             .bind(sql_id(id)?)
             .bind(queue.as_str())
             .fetch_optional(&self.inner.writer)
@@ -63,7 +62,7 @@ impl TestHooks for SqliteBackend {
     }
 
     async fn snapshot(&self, queue: &QueueName) -> Result<IndexSnapshot> {
-        let rows = sqlx::query(sql::SNAPSHOT)
+        let rows = sqlx::query(hook_sql::SNAPSHOT)
             .bind(queue.as_str())
             .fetch_all(&self.inner.reader)
             .await
@@ -82,8 +81,8 @@ impl TestHooks for SqliteBackend {
 
     async fn plant_poison(&self, queue: &QueueName, id: ItemId, poison: Poison) -> Result<bool> {
         let text = match poison {
-            Poison::AttemptsAtLimit => sql::PLANT_ATTEMPTS_AT_LIMIT,
-            Poison::MissingPayload => sql::PLANT_MISSING_PAYLOAD,
+            Poison::AttemptsAtLimit => hook_sql::PLANT_ATTEMPTS_AT_LIMIT,
+            Poison::MissingPayload => hook_sql::PLANT_MISSING_PAYLOAD,
             // The table is STRICT and checks its counters and priority.
             _ => return Ok(false),
         };
@@ -102,4 +101,59 @@ impl TestHooks for SqliteBackend {
     fn steps(&self, queue: &QueueName) -> Option<u64> {
         self.inner.steps.get(queue)
     }
+}
+
+/// The statements of the test hooks, kept out of the production statements
+/// in [`crate::sql`].
+mod hook_sql {
+    use crate::sql::{attempts_limit, now};
+
+    /// `?1` queue.
+    pub(crate) const EXPIRE_LEASES: &str = concat!(
+        "UPDATE leaseq_items SET lease_expires_at = ",
+        now!(),
+        " - 1 WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+        now!(),
+        " - 1"
+    );
+
+    /// `?1` queue, `?2` ms.
+    pub(crate) const POSTPONE_LEASES: &str = concat!(
+        "UPDATE leaseq_items SET lease_expires_at = lease_expires_at + ?2 ",
+        "WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
+        now!()
+    );
+
+    /// `?1` queue.
+    pub(crate) const MAKE_DUE: &str = concat!(
+        "UPDATE leaseq_items SET available_at = ",
+        now!(),
+        " - 1 WHERE queue = ?1 AND state = 'scheduled'"
+    );
+
+    /// `?1` id, `?2` queue. A row without its item at the head of
+    /// the Ready index; AUTOINCREMENT moves past the id, so no item reuses it.
+    pub(crate) const PLANT_GHOST: &str = concat!(
+        "INSERT INTO leaseq_items (id, queue, state, priority, payload, max_attempts, ",
+        "enqueued_at, available_at) VALUES (?1, ?2, 'ready', 2147483647, NULL, 1, ",
+        now!(),
+        ", ",
+        now!(),
+        ") ON CONFLICT (id) DO NOTHING RETURNING id"
+    );
+
+    /// `?1` queue, `?2` id.
+    pub(crate) const PLANT_ATTEMPTS_AT_LIMIT: &str = concat!(
+        "UPDATE leaseq_items SET attempts = ",
+        attempts_limit!(),
+        " WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id"
+    );
+
+    /// `?1` queue, `?2` id.
+    pub(crate) const PLANT_MISSING_PAYLOAD: &str = "UPDATE leaseq_items SET payload = NULL \
+         WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id";
+
+    /// `?1` queue.
+    pub(crate) const SNAPSHOT: &str = "SELECT id, state, payload IS NOT NULL FROM leaseq_items \
+         WHERE queue = ?1 ORDER BY state, priority DESC, id";
 }

@@ -142,7 +142,7 @@
 //!   applied and the call may be sent again
 //!   ([`leaseq_core::Error::is_retryable`]). A
 //!   transaction that fails before its commit is rolled back, so it is
-//!   `Unavailable` too. Anything else is [`leaseq_core::Error::Backend`].
+//!   `Unavailable` too. Anything else is [`leaseq_core::Error::OutcomeUnknown`].
 //!
 //! # Wake-ups
 //! Enqueue, release, give_back, reap, redrive and `redrive_item` wake the

@@ -138,7 +138,9 @@ impl SqliteBackend {
             self.claim_rows(&mut *tx, queue, spec, admission.allow(), held)
                 .await
                 .map_err(|e| match e {
-                    Error::Backend { message, source } => Error::Unavailable { message, source },
+                    Error::OutcomeUnknown { message, source } => {
+                        Error::Unavailable { message, source }
+                    }
                     e => e,
                 })?
         } else {

@@ -292,7 +292,7 @@ impl Backend for SqliteBackend {
         let results = match self.enqueue_on(&mut tx, queue, &items).await {
             Ok(r) => r,
             // Not committed: rolled back as the transaction drops.
-            Err(Error::Backend { message, source }) => {
+            Err(Error::OutcomeUnknown { message, source }) => {
                 return Err(Error::Unavailable { message, source })
             }
             Err(e) => return Err(e),
@@ -314,7 +314,7 @@ impl Backend for SqliteBackend {
             .await?;
         let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
             Ok(done) => done,
-            Err(Error::Backend { message, source }) => {
+            Err(Error::OutcomeUnknown { message, source }) => {
                 return Err(Error::Unavailable { message, source })
             }
             Err(e) => return Err(e),

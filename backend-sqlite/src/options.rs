@@ -96,6 +96,7 @@ impl SqliteOptions {
     }
 
     /// What a commit guarantees on power failure; see [`Durability`].
+    #[must_use]
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
@@ -105,6 +106,7 @@ impl SqliteOptions {
     /// checkpoint) holds before it fails with
     /// [`leaseq_core::Error::Unavailable`]; nothing is applied then, and
     /// the call may be sent again.
+    #[must_use]
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
         self
@@ -113,6 +115,7 @@ impl SqliteOptions {
     /// Connections for reads (stats, peek, item, clock), at least 1. All
     /// writes of one backend share one more connection: SQLite has one
     /// writer per file, so more would only wait on each other.
+    #[must_use]
     pub fn readers(mut self, n: u32) -> Self {
         self.readers = n.max(1);
         self
@@ -121,6 +124,7 @@ impl SqliteOptions {
     /// Whether connecting runs the migrations (default true). With them
     /// off, connecting neither creates a missing file nor accepts one
     /// without the queue's tables ([`leaseq_core::Error::InvalidInput`]).
+    #[must_use]
     pub fn migrate_on_connect(mut self, yes: bool) -> Self {
         self.migrate_on_connect = yes;
         self
@@ -130,6 +134,7 @@ impl SqliteOptions {
     /// arrives. Work enqueued by this process (any handle on the same file)
     /// wakes workers at once; work enqueued by another process is seen
     /// within this interval.
+    #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every.max(Duration::from_millis(1));
         self
@@ -137,12 +142,14 @@ impl SqliteOptions {
 
     /// How long an operation waits for a free connection of this backend
     /// before it fails with [`leaseq_core::Error::Unavailable`].
+    #[must_use]
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
     }
 
     /// The largest payload accepted, in bytes.
+    #[must_use]
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_payload_bytes = bytes;
         self
@@ -150,6 +157,7 @@ impl SqliteOptions {
 
     /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt rows).
+    #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {
         self.test_hooks = on;
         self

@@ -20,7 +20,7 @@ const SQLITE_AUTH: i64 = 23;
 /// Wraps an error with what was being done: [`Error::Rejected`] when the
 /// statement was refused for good (see [`rejected`]), [`Error::Unavailable`]
 /// when it certainly changed nothing (see [`certainly_not_applied`]), so
-/// sending it again is safe; otherwise [`Error::Backend`].
+/// sending it again is safe; otherwise [`Error::OutcomeUnknown`].
 pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| {
         let message = if no_tables(&e) {
@@ -36,7 +36,7 @@ pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
         } else if certainly_not_applied(&e) {
             Error::unavailable(message, e)
         } else {
-            Error::backend(message, e)
+            Error::outcome_unknown(message, e)
         }
     }
 }

@@ -139,7 +139,7 @@ impl SqliteBackend {
         })?;
         let out = match self.enqueue_on(&mut tx, &queue, &items).await {
             Ok(out) => out,
-            Err(Error::Backend { message, source }) => {
+            Err(Error::OutcomeUnknown { message, source }) => {
                 return Err(Error::Unavailable { message, source })
             }
             Err(e) => return Err(e),

@@ -12,6 +12,7 @@ macro_rules! now {
         "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)"
     };
 }
+pub(crate) use now;
 
 /// The largest attempt counter the schema holds (`i32::MAX`): a claim
 /// cannot add one to it.
@@ -20,6 +21,7 @@ macro_rules! attempts_limit {
         "2147483647"
     };
 }
+pub(crate) use attempts_limit;
 
 /// A row a claim may lease.
 macro_rules! healthy {
@@ -170,9 +172,12 @@ pub(crate) const RECOVER_CLAIM: &str = concat!(
 
 /// `?1` id, `?2` queue, `?3` token, `?4` held until (ms), `?5` the
 /// traces' memory (ms). One row always: the fate and the item's effective
-/// state (NULL when it is gone). Past `held_until` a takeover trace says
-/// a reap took the lease; none, within the memory, says its own call ended
-/// it (a trace older than the memory is still true: not filtered by age).
+/// state (NULL when it is gone). Past `held_until` a takeover trace says a
+/// reap took the lease (a claim that leases an item under a token drops the
+/// trace an earlier lease under that token left, by the trigger of
+/// migration 0014: a claim sent again reuses its tokens); none, within the
+/// memory, says its own call ended it (a trace older than the memory is
+/// still true: not filtered by age).
 pub(crate) const LEASE_FATE: &str = concat!(
     "SELECT CASE WHEN i.state = 'leased' AND i.token = ?3 THEN 'held' ",
     "WHEN ",
@@ -265,7 +270,7 @@ pub(crate) const FAIL: &str = concat!(
 /// expired leases only); returns the clock it judged expiry by, for
 /// [`REAP`] in the same transaction.
 pub(crate) const TAKE_EXPIRED: &str = concat!(
-    "INSERT OR IGNORE INTO leaseq_takeovers (id, token, queue, taken_at) ",
+    "INSERT OR REPLACE INTO leaseq_takeovers (id, token, queue, taken_at) ",
     "SELECT id, token, queue, ",
     now!(),
     " FROM leaseq_items WHERE queue = ?1 AND state = 'leased' AND lease_expires_at <= ",
@@ -465,55 +470,6 @@ pub(crate) const ITEM: &str = concat!(
 pub(crate) const PURGE: &str = "DELETE FROM leaseq_items WHERE \
      (queue = ?1 AND state = 'ready') OR (queue = ?1 AND state = 'scheduled') \
      OR (queue = ?1 AND state = 'leased') OR (queue = ?1 AND state = 'dead')";
-
-/// Test hook: `?1` queue.
-pub(crate) const EXPIRE_LEASES: &str = concat!(
-    "UPDATE leaseq_items SET lease_expires_at = ",
-    now!(),
-    " - 1 WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
-    now!(),
-    " - 1"
-);
-
-/// Test hook: `?1` queue, `?2` ms.
-pub(crate) const POSTPONE_LEASES: &str = concat!(
-    "UPDATE leaseq_items SET lease_expires_at = lease_expires_at + ?2 ",
-    "WHERE queue = ?1 AND state = 'leased' AND lease_expires_at > ",
-    now!()
-);
-
-/// Test hook: `?1` queue.
-pub(crate) const MAKE_DUE: &str = concat!(
-    "UPDATE leaseq_items SET available_at = ",
-    now!(),
-    " - 1 WHERE queue = ?1 AND state = 'scheduled'"
-);
-
-/// Test hook: `?1` id, `?2` queue. A row without its item at the head of
-/// the Ready index; AUTOINCREMENT moves past the id, so no item reuses it.
-pub(crate) const PLANT_GHOST: &str = concat!(
-    "INSERT INTO leaseq_items (id, queue, state, priority, payload, max_attempts, ",
-    "enqueued_at, available_at) VALUES (?1, ?2, 'ready', 2147483647, NULL, 1, ",
-    now!(),
-    ", ",
-    now!(),
-    ") ON CONFLICT (id) DO NOTHING RETURNING id"
-);
-
-/// Test hook: `?1` queue, `?2` id.
-pub(crate) const PLANT_ATTEMPTS_AT_LIMIT: &str = concat!(
-    "UPDATE leaseq_items SET attempts = ",
-    attempts_limit!(),
-    " WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id"
-);
-
-/// Test hook: `?1` queue, `?2` id.
-pub(crate) const PLANT_MISSING_PAYLOAD: &str = "UPDATE leaseq_items SET payload = NULL \
-     WHERE queue = ?1 AND id = ?2 AND payload IS NOT NULL RETURNING id";
-
-/// Test hook: `?1` queue.
-pub(crate) const SNAPSHOT: &str = "SELECT id, state, payload IS NOT NULL FROM leaseq_items \
-     WHERE queue = ?1 ORDER BY state, priority DESC, id";
 
 /// Items per insert statement: the core's largest batch in one statement.
 pub(crate) const INSERT_CHUNK: usize = leaseq_core::limits::MAX_ENQUEUE_BATCH;

@@ -137,7 +137,8 @@ async fn enqueue(
         }));
     }
     for p in producers {
-        p.await.map_err(|e| Error::backend("producer task", e))??;
+        p.await
+            .map_err(|e| Error::outcome_unknown("producer task", e))??;
     }
     Ok(started.elapsed().as_secs_f64())
 }
@@ -172,7 +173,8 @@ async fn drain_api(
         }));
     }
     for c in consumers {
-        c.await.map_err(|e| Error::backend("consumer task", e))??;
+        c.await
+            .map_err(|e| Error::outcome_unknown("consumer task", e))??;
     }
     Ok(())
 }
@@ -208,7 +210,8 @@ async fn drain_worker(
         workers.push(tokio::spawn(worker.run(done.clone())));
     }
     for w in workers {
-        w.await.map_err(|e| Error::backend("worker task", e))??;
+        w.await
+            .map_err(|e| Error::outcome_unknown("worker task", e))??;
     }
     Ok(())
 }

@@ -155,16 +155,19 @@ pub async fn run(
             }
             let mut hist = new_histogram()?;
             for c in consumers {
-                let h = c.await.map_err(|e| Error::backend("consumer task", e))??;
+                let h = c
+                    .await
+                    .map_err(|e| Error::outcome_unknown("consumer task", e))??;
                 hist.add(&h)
-                    .map_err(|e| Error::backend("merging histograms", e))?;
+                    .map_err(|e| Error::outcome_unknown("merging histograms", e))?;
             }
             hist
         }
         Runtime::Worker => run_workers(&backend, queue, config, &counters, origin, end).await?,
     };
     for p in producers {
-        p.await.map_err(|e| Error::backend("producer task", e))??;
+        p.await
+            .map_err(|e| Error::outcome_unknown("producer task", e))??;
     }
     let seconds = config.duration.as_secs_f64();
     backend.admin()?.purge(queue).await?;
@@ -235,7 +238,8 @@ async fn run_workers(
     tokio::time::sleep_until(end.into()).await;
     stop.cancel();
     for w in workers {
-        w.await.map_err(|e| Error::backend("worker task", e))??;
+        w.await
+            .map_err(|e| Error::outcome_unknown("worker task", e))??;
     }
     let hist = lock(&hist).clone();
     Ok(hist)
@@ -253,7 +257,7 @@ struct Counters {
 }
 
 fn new_histogram() -> Result<Histogram<u64>> {
-    Histogram::new(3).map_err(|e| Error::backend("histogram", e))
+    Histogram::new(3).map_err(|e| Error::outcome_unknown("histogram", e))
 }
 
 fn stamp(origin: Instant, size: usize) -> Bytes {
@@ -333,7 +337,7 @@ async fn consume(
             for l in &claimed.leases {
                 if let Some(at) = stamped_at(&l.payload) {
                     hist.record(now_us.saturating_sub(at))
-                        .map_err(|e| Error::backend("histogram", e))?;
+                        .map_err(|e| Error::outcome_unknown("histogram", e))?;
                 }
             }
         }

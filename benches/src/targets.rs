@@ -376,13 +376,13 @@ pub async fn settle(name: &str) -> leaseq_core::Result<()> {
         "postgres" => {
             use sqlx::Connection;
             let url = database_url();
-            let mut conn = sqlx::PgConnection::connect(&url)
-                .await
-                .map_err(|e| leaseq_core::Error::backend(format!("connecting to {url}"), e))?;
+            let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| {
+                leaseq_core::Error::outcome_unknown(format!("connecting to {url}"), e)
+            })?;
             sqlx::query(&format!("VACUUM (ANALYZE) \"{NAMESPACE}\".leaseq_items"))
                 .execute(&mut conn)
                 .await
-                .map_err(|e| leaseq_core::Error::backend("vacuum", e))?;
+                .map_err(|e| leaseq_core::Error::outcome_unknown("vacuum", e))?;
             let _ = conn.close().await;
             Ok(())
         }

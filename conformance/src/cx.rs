@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leaseq_core::BackendExt as _;
 use leaseq_core::{
-    Backend, ClaimSpec, Error, ItemId, ItemInfo, Lease, LeaseToken, NewItem, Order, QueueName,
-    QueueStats, ReapReport, TestHooks, Timestamp,
+    Backend, ClaimSpec, Error, ItemId, ItemInfo, ItemState, Lease, LeaseToken, NewItem, Order,
+    QueueName, QueueStats, ReapReport, TestHooks, Timestamp,
 };
 use tokio::task::JoinHandle;
 
@@ -531,12 +531,17 @@ impl Cx {
             .ok_or_else(|| self.fail(format!("item {id} is gone (NotFound) but should exist")))
     }
 
-    /// The due time of Scheduled item `id`, failing when it shows none.
+    /// The due time of delayed item `id`: its due time while Scheduled, or
+    /// (on a slow machine its delay may run out before the read) the
+    /// backend's now once it shows Ready, a time at or after it. Fails
+    /// when a Scheduled item shows no due time.
     pub(crate) async fn due_of(&self, id: ItemId) -> Result<Timestamp, Violation> {
-        self.must_item(id)
-            .await?
-            .due_at
-            .ok_or_else(|| self.fail(format!("Scheduled item {id} shows no due time")))
+        let info = self.must_item(id).await?;
+        match (info.state, info.due_at) {
+            (_, Some(due)) => Ok(due),
+            (ItemState::Ready, None) => self.now().await,
+            (_, None) => Err(self.fail(format!("Scheduled item {id} shows no due time"))),
+        }
     }
 
     /// The steps the backend has spent on this check's queue.

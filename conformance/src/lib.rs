@@ -186,6 +186,7 @@ macro_rules! __with_checks {
             replies::lost_replies_settle_truthfully
             replies::landed_finishes_past_expiry_are_reported
             replies::lost_claim_past_expiry_costs_no_attempt
+            replies::claim_sent_again_under_a_reaped_token
             storm::storm_no_loss
             healing::claim_heals_dangling_id
             healing::acked_ghost_is_removed

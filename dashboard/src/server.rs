@@ -70,6 +70,7 @@ impl Dashboard {
 
     /// Requires `token` on every request (see the crate docs for how a
     /// browser sends it). Needed to listen on anything but loopback.
+    #[must_use]
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self

@@ -22,7 +22,7 @@ use crate::{
 /// # Contract (all methods)
 /// - Bad input returns [`crate::Error::InvalidInput`] before anything is
 ///   written. Use the checks in [`crate::limits`].
-/// - Server and connection failures return [`crate::Error::Backend`]; they
+/// - Server and connection failures return [`crate::Error::OutcomeUnknown`]; they
 ///   never panic, and the next call reconnects.
 /// - Lease expiry is decided by the backend's own clock ([`Backend::now`]).
 /// - A Scheduled item whose due time has passed on that clock is Ready to

@@ -26,6 +26,7 @@ impl Timestamp {
     }
 
     /// This time plus `d`, saturating at the far future.
+    #[must_use]
     pub fn saturating_add(self, d: Duration) -> Self {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Timestamp(self.0.saturating_add(ms))

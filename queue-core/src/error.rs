@@ -63,8 +63,8 @@ pub enum Error {
     /// caller retries with the same identity (the same [`crate::ClaimSpec`],
     /// lease or enqueue request), never as a new call: see [`crate::settle`].
     /// The source is kept.
-    #[error("backend error: {message}")]
-    Backend {
+    #[error("outcome unknown: {message}")]
+    OutcomeUnknown {
         /// What the backend was doing.
         message: String,
         /// The underlying client or server error.
@@ -140,9 +140,9 @@ impl Error {
         Error::InvalidInput { what: what.into() }
     }
 
-    /// Builds [`Error::Backend`] from a client error and what was being done.
-    pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Backend {
+    /// Builds [`Error::OutcomeUnknown`] from a client error and what was being done.
+    pub fn outcome_unknown(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::OutcomeUnknown {
             message: message.into(),
             source: source.into(),
         }
@@ -184,14 +184,14 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Backend { .. } | Error::Unavailable { .. } | Error::Full { .. }
+            Error::OutcomeUnknown { .. } | Error::Unavailable { .. } | Error::Full { .. }
         )
     }
 
     /// True when the call may have been applied although it failed
-    /// ([`Error::Backend`]): resend it only with the same identity.
+    /// ([`Error::OutcomeUnknown`]): resend it only with the same identity.
     pub fn may_have_applied(&self) -> bool {
-        matches!(self, Error::Backend { .. })
+        matches!(self, Error::OutcomeUnknown { .. })
     }
 
     /// True for [`Error::LeaseLost`] and [`Error::LeaseVanished`]: the

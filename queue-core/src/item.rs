@@ -100,6 +100,7 @@ impl NewItem {
     }
 
     /// Higher is claimed first; FIFO within one priority.
+    #[must_use]
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
@@ -107,6 +108,7 @@ impl NewItem {
 
     /// Not claimable until this long after enqueue (Scheduled meanwhile);
     /// backends keep whole milliseconds, a part millisecond rounded up.
+    #[must_use]
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
@@ -115,6 +117,7 @@ impl NewItem {
     /// How many claims the item gets before it goes Dead (at least 1).
     /// Values over [`crate::limits::MAX_ATTEMPTS`] are clamped to it; 0 is
     /// rejected by `enqueue`.
+    #[must_use]
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts.min(crate::limits::MAX_ATTEMPTS);
         self
@@ -122,6 +125,7 @@ impl NewItem {
 
     /// While an unfinished item holds this key, enqueueing another item with
     /// it returns the existing id and writes nothing.
+    #[must_use]
     pub fn dedup_key(mut self, key: impl Into<String>) -> Self {
         self.dedup_key = Some(key.into());
         self
@@ -134,6 +138,7 @@ impl NewItem {
     /// a backend with [`crate::Capabilities::unique_for`]; the hold runs on
     /// the backend's clock, from the ack. At most
     /// [`crate::limits::MAX_DELAY`]; zero is the same as not setting it.
+    #[must_use]
     pub fn unique_for(mut self, hold: Duration) -> Self {
         self.unique_for = (!hold.is_zero()).then_some(hold);
         self

@@ -1,5 +1,5 @@
 //! Calls whose reply may be lost, settled: each helper sends an operation
-//! and, when its outcome is unknown ([`Error::Backend`]: it may have been
+//! and, when its outcome is unknown ([`Error::OutcomeUnknown`]: it may have been
 //! applied), finds out what happened through the call's own identity
 //! instead of sending a new call. The worker uses it for every claim, ack,
 //! release and fail; producers use [`Settle::enqueue`].
@@ -421,7 +421,7 @@ impl Settle {
 /// A resend found `lease` gone and its fate could not be read: whether
 /// the first send landed is unknown.
 fn unknown(lease: &Held, probe: Error) -> Error {
-    Error::backend(
+    Error::outcome_unknown(
         format!(
             "item {}: a resend found the lease gone, and what ended it could not be read",
             lease.key.id

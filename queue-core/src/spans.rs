@@ -106,7 +106,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
         Error::LeaseLost { .. } => error_types::LEASE_LOST,
         Error::LeaseVanished { .. } => error_types::LEASE_VANISHED,
         Error::InvalidInput { .. } => error_types::INVALID_INPUT,
-        Error::Backend { .. } => error_types::BACKEND,
+        Error::OutcomeUnknown { .. } => error_types::BACKEND,
         Error::Unavailable { .. } => error_types::UNAVAILABLE,
         Error::Full { .. } => error_types::FULL,
         Error::Rejected { .. } => error_types::REJECTED,

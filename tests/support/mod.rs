@@ -83,7 +83,7 @@ fn take(counter: &AtomicU64) -> bool {
 }
 
 fn connection_lost() -> leaseq::Error {
-    leaseq::Error::backend("test", std::io::Error::other("connection reset"))
+    leaseq::Error::outcome_unknown("test", std::io::Error::other("connection reset"))
 }
 
 impl CountingBackend {

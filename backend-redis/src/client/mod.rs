@@ -33,7 +33,7 @@ pub struct ClientError {
     /// connection could be made (refused, no node for the slot), or the
     /// client failed it before writing it. Such a failure becomes
     /// [`leaseq_core::Error::Unavailable`]; any other transport failure may
-    /// have been applied and becomes [`leaseq_core::Error::Backend`].
+    /// have been applied and becomes [`leaseq_core::Error::OutcomeUnknown`].
     pub unsent: bool,
     /// The client's error.
     pub source: BoxError,

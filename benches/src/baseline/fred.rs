@@ -22,7 +22,7 @@ impl std::fmt::Debug for FredRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(fred::error::Error) -> Error + '_ {
-    move |e| Error::backend(what.to_owned(), e)
+    move |e| Error::outcome_unknown(what.to_owned(), e)
 }
 
 impl FredRaw {

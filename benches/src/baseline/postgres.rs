@@ -30,7 +30,7 @@ pub struct PgRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(sqlx::Error) -> Error + '_ {
-    move |e| Error::backend(what.to_owned(), e)
+    move |e| Error::outcome_unknown(what.to_owned(), e)
 }
 
 impl PgRaw {
@@ -63,6 +63,7 @@ impl PgRaw {
     }
 
     /// The same store, finishing rows in the given style.
+    #[must_use]
     pub fn with_ack(&self, ack: AckStyle) -> Self {
         PgRaw {
             ack,

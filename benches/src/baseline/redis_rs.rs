@@ -23,7 +23,7 @@ impl std::fmt::Debug for RedisRsRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(redis::RedisError) -> Error + '_ {
-    move |e| Error::backend(what.to_owned(), e)
+    move |e| Error::outcome_unknown(what.to_owned(), e)
 }
 
 impl RedisRsRaw {

@@ -48,7 +48,7 @@ pub struct SqliteRaw {
 }
 
 fn err(what: &str) -> impl FnOnce(sqlx::Error) -> Error + '_ {
-    move |e| Error::backend(format!("sqlite baseline: {what}"), e)
+    move |e| Error::outcome_unknown(format!("sqlite baseline: {what}"), e)
 }
 
 impl SqliteRaw {
@@ -93,6 +93,7 @@ impl SqliteRaw {
 
     /// Keeps `dir` (the scratch directory holding the file) alive as long
     /// as this baseline.
+    #[must_use]
     pub fn keeping(mut self, dir: Arc<tempfile::TempDir>) -> Self {
         self.scratch = Some(dir);
         self

@@ -13,7 +13,7 @@ use leaseq_core::layer::fault::{Fault, Faults, Op};
 use leaseq_core::settle::{Held, Settle};
 use leaseq_core::{
     Backend, ClaimSpec, Enqueued, Error, ItemId, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTraces, NewItem, Released, Timestamp,
+    LeaseTraces, NewItem, ReapReport, Released, Timestamp,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -894,16 +894,8 @@ pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
             };
 
             // A reaper first: the attempt ends by lease expiry.
-            faults.inject(Op::Claim, Fault::LoseReply, 1);
-            let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
-            let sent = b.claim(&cx.q, spec.duplicate()).await;
-            ensure!(sent.is_err() && faults.fired() == 2, rule, "a claim whose reply the fault layer loses returned {sent:?}");
-            let after = cx.now().await?;
-            cx.wait_past(after.saturating_add(SHORT)).await?;
-            let reaped = cx.reap_all().await?;
+            let (_, reaped) = lost_claim_reaped(&cx, &faults, rule).await?;
             ensure!(reaped.dead == 1, rule, "the reap of an expired lease on its final attempt sent {} items Dead, expected 1", reaped.dead);
-            let none = b.recover_claim(&cx.q, &spec).await.or_fail(rule, "recover_claim after a reap")?;
-            ensure!(none.leases.is_empty(), rule, "recover_claim returned {:?}, leases a reap had taken", none.leases);
             let info = cx.must_item(left).await?;
             let reason = info.last_error.clone().unwrap_or_default().to_lowercase();
             ensure!(
@@ -918,4 +910,82 @@ pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
         },
     )
     .await
+}
+
+/// A claim sent again after a lost reply reuses its tokens
+/// ([`ClaimSpec::duplicate`]). When a reaper took the first claim's lease
+/// and the second claim leases the same item under the same token, the
+/// second lease's ack that landed is reported landed, also asked past its
+/// expiry: whatever trace the reap left speaks of the first lease, not of
+/// this one. (Found by the protocol model, `model-check`.)
+pub async fn claim_sent_again_under_a_reaped_token<F: BackendFactory>(factory: &F) -> CheckResult {
+    let rule = Rule::Contract("lost replies");
+    run(
+        factory,
+        "claim_sent_again_under_a_reaped_token",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            if !cx.b.capabilities().lease_traces.any() {
+                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+                return Ok(());
+            }
+            let faults = Arc::new(Faults::new(cx.b.clone()));
+            let b: &dyn Backend = faults.as_ref();
+            cx.enqueue(vec![NewItem::new("again").max_attempts(3)]).await?;
+            let (spec, reaped) = lost_claim_reaped(&cx, &faults, rule).await?;
+            ensure!(reaped.requeued == 1, rule, "the reap requeued {} expired leases, expected 1", reaped.requeued);
+            // The worker sends the same claim again: the same token.
+            let again = b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "the claim sent again")?;
+            let Some(second) = again.leases.first() else {
+                return Err(cx.fail("the claim sent again leased nothing".to_owned()));
+            };
+            // One item, one slot: the token the reap took from the first claim.
+            ensure!(spec.owns(second.token()), rule, "the claim sent again leased token {}, not of its family", second.token());
+            cx.b.ack(&second.key).await.or_fail(rule, "ack of the second lease")?;
+            cx.wait_past(second.expires_at).await?;
+            let f = fate(&cx, &second.key, second.expires_at).await?;
+            ensure!(
+                f == LeaseFate::Finished { state: None },
+                rule,
+                "a lease whose ack landed, leased by a claim sent again under the token a reap took \
+                 from the first claim, has fate {f:?} past its expiry; expected Finished {{ state: None }}"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A claim of one item whose reply the fault layer loses, then its lease's
+/// expiry and a reap that takes it: `recover_claim` then returns nothing.
+/// Returns the claim's spec and the reap's report.
+async fn lost_claim_reaped(
+    cx: &Cx,
+    faults: &Faults<Arc<dyn Backend>>,
+    rule: Rule,
+) -> Result<(ClaimSpec, ReapReport), Violation> {
+    let before = faults.fired();
+    faults.inject(Op::Claim, Fault::LoseReply, 1);
+    let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
+    let sent = faults.claim(&cx.q, spec.duplicate()).await;
+    ensure!(
+        sent.is_err() && faults.fired() == before + 1,
+        rule,
+        "a claim whose reply the fault layer loses returned {sent:?}"
+    );
+    let after = cx.now().await?;
+    cx.wait_past(after.saturating_add(SHORT)).await?;
+    let reaped = cx.reap_all().await?;
+    let none = faults
+        .recover_claim(&cx.q, &spec)
+        .await
+        .or_fail(rule, "recover_claim after the reap")?;
+    ensure!(
+        none.leases.is_empty(),
+        rule,
+        "recover_claim returned {:?}, leases a reap had taken",
+        none.leases
+    );
+    Ok((spec, reaped))
 }

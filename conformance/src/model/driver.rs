@@ -63,18 +63,21 @@ impl ModelConfig {
     }
 
     /// Sets the longest sequence.
+    #[must_use]
     pub fn max_steps(mut self, n: usize) -> Self {
         self.max_steps = n.max(1);
         self
     }
 
     /// Sets how often every item is read back.
+    #[must_use]
     pub fn sweep_every(mut self, n: usize) -> Self {
         self.sweep_every = n.max(1);
         self
     }
 
     /// Sets the regressions file.
+    #[must_use]
     pub fn regressions(mut self, path: &'static str) -> Self {
         self.regressions = Some(path);
         self

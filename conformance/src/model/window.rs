@@ -36,6 +36,7 @@ impl Window {
     }
 
     /// The window shifted `ms` later.
+    #[must_use]
     pub const fn plus(self, ms: u64) -> Self {
         Window {
             lo: self.lo.saturating_add(ms),

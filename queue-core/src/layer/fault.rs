@@ -215,7 +215,7 @@ impl<B: Backend> Faults<B> {
             )),
             Some(Fault::LoseReply) => {
                 let _ = call.await;
-                Err(Error::backend(
+                Err(Error::outcome_unknown(
                     format!("{op:?}: the reply was lost (injected fault)"),
                     InjectedFault(op, "ran, reply dropped"),
                 ))

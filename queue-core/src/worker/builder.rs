@@ -67,6 +67,7 @@ impl WorkerBuilder {
 
     /// How many handlers may run at once (1 to
     /// [`WorkerBuilder::MAX_CONCURRENCY`]).
+    #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -75,6 +76,7 @@ impl WorkerBuilder {
     /// How long each claim leases an item for. Heartbeats keep a running
     /// job's lease alive, so this bounds how long a crashed worker's items
     /// wait before a reaper frees them.
+    #[must_use]
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -82,6 +84,7 @@ impl WorkerBuilder {
 
     /// How often a running job's lease is extended (default: a third of the
     /// lease ttl). Must be shorter than the ttl.
+    #[must_use]
     pub fn heartbeat_interval(mut self, every: Duration) -> Self {
         self.heartbeat = Some(every);
         self
@@ -94,12 +97,14 @@ impl WorkerBuilder {
     /// trip then serves many short jobs. Long handlers claim for free
     /// slots only, so no job waits out another's run while a different
     /// worker could start it.
+    #[must_use]
     pub fn prefetch(mut self, k: u32) -> Self {
         self.prefetch = Some(k);
         self
     }
 
     /// How failed jobs are retried.
+    #[must_use]
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -109,6 +114,7 @@ impl WorkerBuilder {
     /// are released. A release counts the attempt, so an item released on
     /// its last attempt goes Dead ("attempts exhausted"), as the contract
     /// of [`crate::Backend::release`] says.
+    #[must_use]
     pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
         self.shutdown_deadline = deadline;
         self
@@ -116,6 +122,7 @@ impl WorkerBuilder {
 
     /// How often this worker's background reaper runs; `None` runs none.
     /// Any number of workers may reap one queue at once.
+    #[must_use]
     pub fn reap_interval(mut self, every: Option<Duration>) -> Self {
         self.reap_interval = every;
         self
@@ -123,6 +130,7 @@ impl WorkerBuilder {
 
     /// The longest an idle worker waits for a wake-up before it claims
     /// again (backends without notifications poll at this pace).
+    #[must_use]
     pub fn idle_wait(mut self, wait: Duration) -> Self {
         self.idle_wait = wait;
         self
@@ -130,12 +138,14 @@ impl WorkerBuilder {
 
     /// Shares these counters instead of fresh ones (e.g. one set for many
     /// workers).
+    #[must_use]
     pub fn metrics(mut self, metrics: WorkerMetrics) -> Self {
         self.metrics = metrics;
         self
     }
 
     /// Calls `f` once at the end of every job with its outcome.
+    #[must_use]
     pub fn on_event(mut self, f: impl Fn(&JobEvent) + Send + Sync + 'static) -> Self {
         self.events = EventSink(Some(Arc::new(f)));
         self
@@ -148,6 +158,7 @@ impl WorkerBuilder {
     /// exhausted. Keep it below the time a job may hold its lease without
     /// heartbeats only if heartbeats are off; with heartbeats (the default)
     /// any timeout works. Zero is rejected by `build`.
+    #[must_use]
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
         self.job_timeout = Some(timeout);
         self

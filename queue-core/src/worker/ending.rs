@@ -44,7 +44,7 @@ impl JobTag {
         } else {
             self.failed(error_types::LEASE_LOST);
             shared.metrics.inc(Counter::LeaseLost);
-            tracing::warn!(parent: &self.span, "lease lost before the result was recorded (a reaper or another worker took it, or an ack whose reply was lost landed before the lease expired)");
+            tracing::warn!(parent: &self.span, "lease lost before the result was recorded: a reaper took it after it expired (the job may run again)");
         }
         self.lease_lost(shared);
     }

@@ -207,7 +207,7 @@ async fn beat(shared: &Shared, lease: &Lease) -> bool {
                 std::io::ErrorKind::TimedOut,
                 "extend took longer than a heartbeat interval",
             );
-            Err(Error::backend("heartbeat", slow))
+            Err(Error::outcome_unknown("heartbeat", slow))
         });
     // The handler ended while the extend was on its way: whatever it
     // found (a lease the job's own ack ended, say) is no news.

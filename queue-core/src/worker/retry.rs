@@ -46,6 +46,7 @@ impl RetryPolicy {
     }
 
     /// The growth factor between attempts (values below 1 count as 1).
+    #[must_use]
     pub fn factor(mut self, factor: f64) -> Self {
         self.factor = if factor.is_finite() && factor >= 1.0 {
             factor
@@ -56,12 +57,14 @@ impl RetryPolicy {
     }
 
     /// The longest delay.
+    #[must_use]
     pub fn max_delay(mut self, max_delay: Duration) -> Self {
         self.max_delay = max_delay.min(MAX_DELAY);
         self
     }
 
     /// The largest share (0 to 1) of a delay that jitter may take off.
+    #[must_use]
     pub fn jitter(mut self, jitter: f64) -> Self {
         self.jitter = if jitter.is_finite() {
             jitter.clamp(0.0, 1.0)
@@ -73,6 +76,7 @@ impl RetryPolicy {
 
     /// Gives up after this many attempts even when the item allows more
     /// (the smaller of the two wins).
+    #[must_use]
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = Some(max_attempts.max(1));
         self

@@ -314,7 +314,7 @@ impl<B: Backend> Sharded<B> {
                     first_err.get_or_insert(e);
                 }
                 Err(e) => {
-                    first_err.get_or_insert(Error::backend("a shard task failed", e));
+                    first_err.get_or_insert(Error::outcome_unknown("a shard task failed", e));
                 }
             }
         }
