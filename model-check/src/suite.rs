@@ -17,9 +17,8 @@ pub struct Seeded {
 
 /// The two open defects of [`Protocol::Today`] and the seeded faults, at
 /// `bounds` (the two-step reaper at [`Bounds::reaper_race`], where an
-/// item has attempts to spare; the takeover trace that ignores
-/// `held_until` at [`Bounds::two_losses`], the fewest lost replies that
-/// show it).
+/// item has attempts to spare; the claim that keeps the takeover trace
+/// at [`Bounds::two_losses`], the fewest lost replies that show it).
 pub fn seeded(bounds: &Bounds) -> Vec<Seeded> {
     let today = LeaseModel::new(Protocol::Today, bounds.clone());
     let fixed =

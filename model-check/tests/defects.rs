@@ -178,11 +178,11 @@ fn takeovers_keeps_every_property_at_ci_bounds() {
 #[test]
 fn takeovers_answers_truly_when_a_claim_sent_again_reuses_a_reaped_token() {
     // With two lost replies: a claim's reply is lost, a reaper takes its
-    // lease (a takeover trace of item 1 under w1#0.0, taken at t=2), the
-    // same claim sent again leases item 1 under w1#0.0 anew (held until
-    // t=4), and that lease's ack lands with its reply lost. Past t=4,
-    // lease_fate finds the trace taken before held_until: an earlier
-    // lease's, so Finished. The whole space keeps the property.
+    // lease (a takeover trace of item 1 under w1#0.0), the same claim
+    // sent again leases item 1 under w1#0.0 anew, dropping that trace, and
+    // that lease's ack lands with its reply lost. Past its held_until,
+    // lease_fate finds no trace: Finished. The whole space keeps the
+    // property.
     let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
     let run = check(&model, TRUE_OUTCOMES);
     eprintln!(
@@ -207,7 +207,7 @@ fn a_claim_that_keeps_the_takeover_trace_reports_a_landed_ack_lost() {
     let run = check(&model, TRUE_OUTCOMES);
     let path = run
         .discovery
-        .expect("a trace counted whatever its time misreports this ack");
+        .expect("a claim that keeps the takeover trace misreports this ack");
     let trace = model.trace(&path);
     eprintln!("{} states, {:?}\n{trace}", run.states, run.elapsed);
     assert_eq!(path.len(), 12, "{trace}");

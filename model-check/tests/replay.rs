@@ -139,11 +139,11 @@ fn misreported_ack_replays_on_sqlite() {
     assert_eq!(replayed.items, vec![None, Some(ItemState::Ready)]);
 }
 
-/// The counterexample of the seeded fault "a takeover trace counted
-/// whatever its time": a claim sent again leases item 1 under the token a
+/// The counterexample of the seeded fault "a claim that keeps the takeover
+/// trace": a claim sent again leases item 1 under the token a
 /// reaper took before, and that lease's landed ack (reply lost) is
 /// answered Lost by the faulty model at its last step.
-fn any_time_counterexample() -> Vec<Action> {
+fn claim_keeps_trace_counterexample() -> Vec<Action> {
     let faults = Faults {
         claim_keeps_takeover_trace: true,
         ..Faults::default()
@@ -162,9 +162,9 @@ fn any_time_counterexample() -> Vec<Action> {
 fn sqlite_does_not_follow_a_claim_that_keeps_the_takeover_trace() {
     // The seeded fault's counterexample, replayed on SQLite against the
     // takeover protocol: every answer is the model's, and where the faulty
-    // model answered Lost the backend answers Finished: the trace of the
-    // first lease under w1#0.0 was taken before this lease's held_until.
-    let path = any_time_counterexample();
+    // model answered Lost the backend answers Finished: the claim sent
+    // again dropped the trace of the first lease under w1#0.0.
+    let path = claim_keeps_trace_counterexample();
     let model = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
     let replayed = replay_on_sqlite(&model, &path).expect("SQLite answers as the model");
     eprintln!("{}", replayed.lines.join("\n"));
@@ -186,7 +186,7 @@ fn sqlite_does_not_follow_a_claim_that_keeps_the_takeover_trace() {
 fn a_claim_sent_again_under_a_reaped_token_is_answered_truly_on_redis() {
     // The same calls on Redis, whose finishing traces tell this ack apart:
     // Finished.
-    let path = any_time_counterexample();
+    let path = claim_keeps_trace_counterexample();
     let fixed = LeaseModel::new(Protocol::Fixed, Bounds::two_losses());
     let url = redis_url();
     let guard = PrefixGuard {
