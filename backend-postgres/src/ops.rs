@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{
-    check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, FINISH_MEMORY,
-    LEASE_HORIZON, REQUEST_MEMORY,
+    check_ack_batch, check_batch, check_delay, clamp_reason, FINISH_MEMORY, LEASE_HORIZON,
+    REQUEST_MEMORY,
 };
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
@@ -604,7 +604,7 @@ impl Backend for PgBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
-            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .bind(millis(FINISH_MEMORY))
             .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("lease_fate"))?;
@@ -769,7 +769,7 @@ impl Backend for PgBackend {
         self.reap_requests(queue).await?;
         sqlx::query(&self.inner.sql.forget_takeovers)
             .bind(queue.as_str())
-            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .bind(millis(FINISH_MEMORY))
             .execute(self.statement_on([queue]))
             .await
             .map_err(db("forgetting takeover traces"))?;

@@ -15,7 +15,6 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::rows::col;
 use crate::PgBackend;
 
 /// How far below the live rows the planner's count may fall before the
@@ -67,7 +66,7 @@ impl PgBackend {
             return;
         }
         let table = &inner.sql.items_table;
-        let row = sqlx::query(
+        let counts = sqlx::query_as::<_, (f64, f64)>(
             "SELECT c.reltuples::float8, coalesce(s.n_live_tup, 0)::float8 \
              FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
              WHERE c.oid = to_regclass($1)",
@@ -75,12 +74,9 @@ impl PgBackend {
         .bind(table)
         .fetch_optional(&inner.pool)
         .await;
-        let (believed, live) = match row
-            .as_ref()
-            .map(|r| r.as_ref().map(|r| (col(r, 0), col(r, 1))))
-        {
-            Ok(Some((Ok(b), Ok(l)))) => (b, l),
-            Ok(_) => return,
+        let (believed, live) = match counts {
+            Ok(Some(counts)) => counts,
+            Ok(None) => return,
             Err(e) => {
                 tracing::debug!(error = %e, "leaseq-postgres: reading the planner's row count failed");
                 return;

@@ -492,10 +492,10 @@ async fn finishing_traces_are_capped(which: Which) {
     let mut first: Vec<Lease> = Vec::new();
     let mut last: Option<Lease> = None;
     let mut acked = 0;
+    let most = u32::try_from(MAX_ACK_BATCH)
+        .unwrap_or(MAX_CLAIM)
+        .min(MAX_CLAIM);
     while acked < total {
-        let most = u32::try_from(MAX_ACK_BATCH)
-            .unwrap_or(MAX_CLAIM)
-            .min(MAX_CLAIM);
         let spec = ClaimSpec::new(most, TTL).expect("spec");
         let ls = b.claim(&q, spec).await.expect("claim").leases;
         assert!(!ls.is_empty(), "the queue ran dry after {acked} of {total}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{
-    check_ack_batch, check_delay, clamp_reason, millis_ceil, FINISH_MEMORY, LEASE_HORIZON,
+    check_ack_batch, check_delay, clamp_reason, FINISH_MEMORY, LEASE_HORIZON,
 };
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
@@ -383,7 +383,7 @@ impl Backend for SqliteBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(i64::try_from(held_until.as_millis()).unwrap_or(i64::MAX))
-            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .bind(millis(FINISH_MEMORY))
             .fetch_one(self.read_on(&lease.queue))
             .await
             .map_err(db("lease_fate"))?;
@@ -595,7 +595,7 @@ impl Backend for SqliteBackend {
         }
         sqlx::query(sql::FORGET_TAKEOVERS)
             .bind(queue.as_str())
-            .bind(i64::try_from(millis_ceil(FINISH_MEMORY)).unwrap_or(i64::MAX))
+            .bind(millis(FINISH_MEMORY))
             .execute(self.write_on([queue]))
             .await
             .map_err(db("forgetting takeover traces"))?;
