@@ -190,6 +190,19 @@ fn takeover_traces_a_reap_does_not_leave_are_caught() {
 }
 
 #[test]
+fn a_claim_that_keeps_the_takeover_trace_is_caught() {
+    caught(
+        "takeover traces a claim sent again under a reaped token leaves behind",
+        &[Rule::Contract("lost replies")],
+        || {
+            replies::claim_sent_again_under_a_reaped_token(&FaultyFactory(
+                Fault::ClaimKeepsTakeoverTrace,
+            ))
+        },
+    );
+}
+
+#[test]
 fn a_recovery_that_leaves_expired_leases_to_a_reaper_is_caught() {
     caught(
         "recover_claim that returns only live leases",
@@ -220,6 +233,10 @@ fn the_wrapper_passes_the_recovery_and_fate_checks_without_a_fault() {
     passes(
         "lost_claim_past_expiry_costs_no_attempt",
         block_on(replies::lost_claim_past_expiry_costs_no_attempt(&f)),
+    );
+    passes(
+        "claim_sent_again_under_a_reaped_token",
+        block_on(replies::claim_sent_again_under_a_reaped_token(&f)),
     );
 }
 

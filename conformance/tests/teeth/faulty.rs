@@ -160,6 +160,10 @@ pub(crate) enum Fault {
     /// leaves none: a lease a reaper took is answered Finished, as if its
     /// own call had ended it.
     TakeoverWithoutTrace,
+    /// Claims takeover traces, and a claim that leases an item again
+    /// under the token a reap took leaves that trace (the first takeover
+    /// protocol): the new lease's landed ack is answered Lost.
+    ClaimKeepsTakeoverTrace,
 }
 
 /// `inner` with `fault`.
@@ -191,6 +195,9 @@ pub(crate) struct Faulty {
     requests: Mutex<HashMap<(QueueName, LeaseToken), Vec<Enqueued>>>,
     /// When each request was first seen (RequestMemoryInMillis).
     first_seen: Mutex<HashMap<(QueueName, LeaseToken), std::time::Instant>>,
+    /// Items a reap took a lease of, never forgotten
+    /// (ClaimKeepsTakeoverTrace).
+    taken: Mutex<BTreeSet<(QueueName, ItemId)>>,
 }
 
 impl Faulty {
@@ -210,6 +217,7 @@ impl Faulty {
             requests: Mutex::new(HashMap::new()),
             first_seen: Mutex::new(HashMap::new()),
             delayed: Mutex::new(BTreeSet::new()),
+            taken: Mutex::new(BTreeSet::new()),
         }
     }
 }
@@ -310,7 +318,10 @@ impl LayeredBackend for Faulty {
 
     fn capabilities(&self) -> Capabilities {
         let caps = self.inner.capabilities();
-        if self.fault == Fault::TakeoverWithoutTrace {
+        if matches!(
+            self.fault,
+            Fault::TakeoverWithoutTrace | Fault::ClaimKeepsTakeoverTrace
+        ) {
             return caps.lease_traces(LeaseTraces::Takeovers);
         }
         caps
@@ -507,7 +518,25 @@ impl LayeredBackend for Faulty {
                 .map_or(0, |m| m.values().filter(|t| **t <= now).count());
             std::hint::black_box(due);
         }
+        let leased_before = if self.fault == Fault::ClaimKeepsTakeoverTrace {
+            self.inner.peek(queue, ItemState::Leased, 1_000).await?
+        } else {
+            Vec::new()
+        };
         let r = self.inner.reap(queue).await?;
+        if !leased_before.is_empty() {
+            let still: BTreeSet<ItemId> = self
+                .inner
+                .peek(queue, ItemState::Leased, 1_000)
+                .await?
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+            for info in leased_before.iter().filter(|i| !still.contains(&i.id)) {
+                taken.insert((queue.clone(), info.id));
+            }
+        }
         self.hold_slots(queue, -i64::try_from(r.recovered()).unwrap_or(i64::MAX));
         if self.fault == Fault::StrayAfterReap && r.recovered() > 0 {
             if let Some(h) = self.inner.test_hooks() {
@@ -562,6 +591,17 @@ impl LayeredBackend for Faulty {
                 Err(e) => return Err(e),
             };
             return Ok(LeaseFate::Finished { state });
+        }
+        if self.fault == Fault::ClaimKeepsTakeoverTrace
+            && matches!(fate, LeaseFate::Finished { .. })
+            && self.inner.now().await? >= held_until
+            && self
+                .taken
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&(lease.queue.clone(), lease.id))
+        {
+            return Ok(LeaseFate::Lost);
         }
         if self.fault == Fault::FateWithoutTrace
             && matches!(fate, LeaseFate::Finished { .. })
