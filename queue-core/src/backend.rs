@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Capabilities, ClaimSpec, Claimed, Enqueued, Groups, ItemId, ItemInfo, ItemState, LeaseFate,
+    Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo, ItemState, LeaseFate,
     LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
     Timestamp,
 };
@@ -195,11 +195,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   batch.
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>>;
 
-    /// Heartbeat: the lease now expires at `now + ttl`; returns that time.
+    /// Heartbeat: the lease now expires at `now + ttl`; returns that time,
+    /// and whether an operator asked to cancel the item.
     ///
     /// # Contract
-    /// Fenced like [`Backend::ack`].
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp>;
+    /// - Fenced like [`Backend::ack`].
+    /// - [`Extended::cancel_requested`] is true when a
+    ///   [`crate::Control::cancel`] marked the item while this lease held
+    ///   it (the lease is extended all the same, so the handler can stop
+    ///   cleanly); always false on a backend without the Control group.
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended>;
 
     /// Gives the item back without waiting for expiry (a retry): Ready, or
     /// Scheduled after `delay`. When its attempts are exhausted it goes Dead
@@ -232,7 +237,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()>;
 
     /// Garbage collection: every lease expired at the backend's now goes back
-    /// to Ready, or to Dead when its attempts are exhausted.
+    /// to Ready, or to Dead when its attempts are exhausted (or ends
+    /// Cancelled when a cancel was requested, [`crate::Control::cancel`]).
     ///
     /// # Contract
     /// - Any number of reapers may run at once: each expired lease is

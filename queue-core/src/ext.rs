@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::{
-    Admin, Backend, ClaimSpec, Claimed, Error, ItemId, Lease, NewItem, QueueName, Result,
-    ScheduleStore, TestHooks, Throttles,
+    Admin, Backend, ClaimSpec, Claimed, Control, Error, ItemId, Lease, NewItem, QueueName, Result,
+    ScheduleStore, TestHooks, Throttles, WorkerRegistry,
 };
 
 /// Single-item helpers and the optional groups' accessors on every
@@ -36,6 +36,21 @@ pub trait BackendExt: Backend {
         self.groups()
             .schedules
             .ok_or_else(|| Error::unsupported("periodic schedules (the ScheduleStore group)"))
+    }
+
+    /// Control of running work ([`Control`]), or [`Error::Unsupported`].
+    fn control(&self) -> Result<&dyn Control> {
+        self.groups()
+            .control
+            .ok_or_else(|| Error::unsupported("control of running work (the Control group)"))
+    }
+
+    /// The live-worker registry ([`WorkerRegistry`]), or
+    /// [`Error::Unsupported`].
+    fn registry(&self) -> Result<&dyn WorkerRegistry> {
+        self.groups()
+            .registry
+            .ok_or_else(|| Error::unsupported("live workers (the WorkerRegistry group)"))
     }
 
     /// The test hooks, `None` unless the backend was built for tests.

@@ -88,7 +88,10 @@ impl TryFrom<&str> for QueueName {
 }
 
 /// An item's id, unique within its queue and assigned by the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct ItemId(u64);
 
 impl ItemId {

@@ -273,9 +273,15 @@ pub struct ItemInfo {
     /// When the enqueue that created the item ran, on the backend's clock.
     /// Kept across retries, releases, reaps and redrives.
     pub enqueued_at: Timestamp,
+    /// For Leased: the progress its lease recorded
+    /// ([`crate::Control::progress`]), if any. Otherwise `None`.
+    pub progress: Option<Bytes>,
+    /// For Leased: an operator asked to cancel it
+    /// ([`crate::Control::cancel`]); it ends Cancelled when its lease ends.
+    pub cancel_requested: bool,
 }
 
-/// What `release` did with the item.
+/// What `release` (or [`crate::Control::snooze`]) did with the item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {
     /// Back to Ready (no delay).
@@ -284,6 +290,45 @@ pub enum Released {
     Scheduled,
     /// Attempts were exhausted, so it went Dead instead.
     Dead,
+    /// A cancel was requested while it was leased, so it ended Cancelled
+    /// ([`crate::Control::cancel`]).
+    Cancelled,
+}
+
+/// What a heartbeat ([`crate::Backend::extend`]) answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extended {
+    /// When the lease now expires, on the backend's clock.
+    pub expires_at: Timestamp,
+    /// An operator asked to cancel the item ([`crate::Control::cancel`]):
+    /// the handler should stop; the item ends Cancelled whatever the lease
+    /// reports. Always false on a backend without the Control group.
+    pub cancel_requested: bool,
+}
+
+impl Extended {
+    /// A heartbeat's answer with no cancel request.
+    pub fn until(expires_at: Timestamp) -> Self {
+        Extended {
+            expires_at,
+            cancel_requested: false,
+        }
+    }
+}
+
+/// What [`crate::Control::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancelled {
+    /// The item was not leased: it ended Cancelled at once. `was` is the
+    /// state it was in (Ready, Scheduled or Dead).
+    Now {
+        /// Its state before the cancel.
+        was: ItemState,
+    },
+    /// The item is leased: it is marked, its worker learns at its next
+    /// heartbeat, and it ends Cancelled when the lease ends.
+    Requested,
 }
 
 /// What became of a lease whose last call's reply was lost, as

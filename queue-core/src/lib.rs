@@ -61,10 +61,15 @@ pub use codec::{Codec, JsonCodec};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
 pub use gauges::export_queue_gauges;
-pub use groups::{Admin, Groups, ScheduleStore, Throttles};
+pub use groups::{
+    Admin, Control, Groups, RunningJob, ScheduleStore, Throttles, WorkerEntry, WorkerRegistry,
+};
 pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
-pub use item::{Enqueued, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem, Released};
+pub use item::{
+    Cancelled, Enqueued, Extended, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem,
+    Released,
+};
 pub use layer::LayeredBackend;
 pub use limits::{Bounds, ClaimSpec, LeaseTtl};
 pub use queue_limits::{LimitScope, QueueLimits, Rate};

@@ -35,6 +35,24 @@ pub const MAX_REASON_LEN: usize = 4_096;
 /// [`NewItem::max_attempts`] are clamped to it, so every backend (including
 /// those that store a signed 32-bit count) keeps the same number.
 pub const MAX_ATTEMPTS: u32 = i32::MAX as u32;
+/// The largest progress value a job may record, in bytes
+/// ([`crate::Control::progress`]): a percentage or a small JSON object, not
+/// a result.
+pub const MAX_PROGRESS_LEN: usize = 4_096;
+/// The largest encoded worker entry, in bytes
+/// ([`crate::WorkerRegistry::register`]).
+pub const MAX_WORKER_ENTRY_LEN: usize = 128 * 1024;
+
+/// Checks a progress value against [`MAX_PROGRESS_LEN`].
+pub fn check_progress(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_PROGRESS_LEN {
+        return Err(Error::invalid(format!(
+            "progress is {} bytes; the limit is {MAX_PROGRESS_LEN}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
 
 /// The input bounds of one backend that a user may configure (not to be
 /// confused with a queue's throttles, [`crate::QueueLimits`]). A backend

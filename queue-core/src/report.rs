@@ -59,6 +59,8 @@ pub struct Claimed {
     /// ([`crate::queue_limits::CONCURRENCY_RETRY`]) for a concurrency
     /// limit. `None` when no limit held the claim back.
     pub retry_after: Option<Duration>,
+    /// The queue is paused ([`crate::Control::pause`]): nothing was leased.
+    pub paused: bool,
 }
 
 /// The result of a reap.
@@ -68,6 +70,9 @@ pub struct ReapReport {
     pub requeued: u64,
     /// Expired leases whose attempts were exhausted, sent to Dead.
     pub dead: u64,
+    /// Expired leases of items with a cancel request
+    /// ([`crate::Control::cancel`]), which ended Cancelled.
+    pub cancelled: u64,
     /// Corrupt entries removed while reaping.
     pub repairs: Vec<Repair>,
 }
@@ -75,7 +80,7 @@ pub struct ReapReport {
 impl ReapReport {
     /// Leases recovered in total.
     pub fn recovered(&self) -> u64 {
-        self.requeued + self.dead
+        self.requeued + self.dead + self.cancelled
     }
 }
 
@@ -90,6 +95,9 @@ pub struct QueueStats {
     pub leased: u64,
     /// Given up on.
     pub dead: u64,
+    /// The queue is paused ([`crate::Control::pause`]); always false on a
+    /// backend without the Control group.
+    pub paused: bool,
 }
 
 impl QueueStats {

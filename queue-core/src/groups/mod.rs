@@ -6,6 +6,8 @@
 //! | operator actions | [`Admin`] | redrive, redrive one, remove one, purge, delete a queue |
 //! | throttles | [`Throttles`] | global concurrency and rate limits per queue |
 //! | schedules | [`ScheduleStore`] | periodic jobs, one item per tick |
+//! | control | [`Control`] | cancel, pause and resume, snooze, run now, progress |
+//! | live workers | [`WorkerRegistry`] | who runs what, with a heartbeat |
 //! | test hooks | [`TestHooks`] | planting stale and corrupt state, for the suite only |
 //!
 //! A backend says which groups it offers in [`Backend::groups`]; callers
@@ -26,10 +28,14 @@
 //! is written.
 
 mod admin;
+mod control;
+mod registry;
 mod schedules;
 mod throttles;
 
 pub use admin::Admin;
+pub use control::Control;
+pub use registry::{RunningJob, WorkerEntry, WorkerRegistry};
 pub use schedules::ScheduleStore;
 pub use throttles::Throttles;
 
@@ -59,6 +65,10 @@ pub struct Groups<'a> {
     pub throttles: Option<&'a dyn Throttles>,
     /// Periodic schedules.
     pub schedules: Option<&'a dyn ScheduleStore>,
+    /// Control of running work.
+    pub control: Option<&'a dyn Control>,
+    /// Live workers.
+    pub registry: Option<&'a dyn WorkerRegistry>,
     /// Hooks that let the conformance suite plant stale or corrupt state.
     /// `None` unless the backend was built for tests (each backend says
     /// how: a constructor or an option the test factory sets, never a
@@ -75,6 +85,8 @@ impl<'a> Groups<'a> {
             admin: None,
             throttles: None,
             schedules: None,
+            control: None,
+            registry: None,
             test_hooks: None,
         }
     }
@@ -100,6 +112,20 @@ impl<'a> Groups<'a> {
         self
     }
 
+    /// With control of running work.
+    #[must_use]
+    pub fn control(mut self, control: &'a dyn Control) -> Self {
+        self.control = Some(control);
+        self
+    }
+
+    /// With the live-worker registry.
+    #[must_use]
+    pub fn registry(mut self, registry: &'a dyn WorkerRegistry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
     /// With test hooks, when `hooks` is `Some`.
     #[must_use]
     pub fn test_hooks(mut self, hooks: Option<&'a dyn TestHooks>) -> Self {
@@ -109,11 +135,13 @@ impl<'a> Groups<'a> {
 
     /// The groups offered, by name, and those not offered: what the suite
     /// prints when it skips a group.
-    pub fn offered(&self) -> [(&'static str, bool); 4] {
+    pub fn offered(&self) -> [(&'static str, bool); 6] {
         [
             ("admin", self.admin.is_some()),
             ("throttles", self.throttles.is_some()),
             ("schedules", self.schedules.is_some()),
+            ("control", self.control.is_some()),
+            ("registry", self.registry.is_some()),
             ("test_hooks", self.test_hooks.is_some()),
         ]
     }

@@ -69,7 +69,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Groups, ItemId, ItemInfo, ItemState,
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo, ItemState,
     LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
     Released, Result, Timestamp,
 };
@@ -142,7 +142,7 @@ pub trait LayeredBackend: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// [`Backend::extend`], forwarded by default.
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         self.inner().extend(lease, ttl).await
     }
 
@@ -240,7 +240,7 @@ impl<L: LayeredBackend> Backend for L {
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         LayeredBackend::ack_many(self, leases).await
     }
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         LayeredBackend::extend(self, lease, ttl).await
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
@@ -317,7 +317,7 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         (**self).ack_many(leases).await
     }
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         (**self).extend(lease, ttl).await
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {

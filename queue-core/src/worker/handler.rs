@@ -68,8 +68,9 @@ impl<T> Job<T> {
 ///
 /// The cancellation token fires when the lease is lost (a heartbeat found
 /// that another worker or a reaper took the item: the result will not be
-/// acked, so the handler should stop) and when the worker's shutdown deadline
-/// passes (the handler is then aborted and its lease released).
+/// acked, so the handler should stop), when an operator cancels the item
+/// ([`JobContext::cancel_requested`]), and when the worker's shutdown
+/// deadline passes (the handler is then aborted and its lease released).
 #[derive(Debug, Clone)]
 pub struct JobContext {
     lease: LeaseKey,
@@ -81,6 +82,7 @@ pub struct JobContext {
 #[derive(Debug, Default)]
 struct Signal {
     lost: AtomicBool,
+    cancel_requested: AtomicBool,
     stopped: AtomicBool,
     token: OnceLock<CancellationToken>,
 }
@@ -135,6 +137,18 @@ impl JobContext {
     /// True when the lease was lost: the result of this run will not count.
     pub fn lease_lost(&self) -> bool {
         self.signal.lost.load(Ordering::SeqCst)
+    }
+
+    /// True when an operator asked to cancel the item
+    /// ([`crate::Control::cancel`]): the token is cancelled, and whatever the
+    /// handler returns, the item ends Cancelled.
+    pub fn cancel_requested(&self) -> bool {
+        self.signal.cancel_requested.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn mark_cancel_requested(&self) {
+        self.signal.cancel_requested.store(true, Ordering::SeqCst);
+        self.signal.stop();
     }
 
     pub(crate) fn mark_lost(&self) {

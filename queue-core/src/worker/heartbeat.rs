@@ -6,7 +6,9 @@
 //! first poll, and unregisters when the handler ends; the scheduler keeps
 //! the lease's latest expiry (what settling a lost reply compares against)
 //! and, when an extend finds the lease gone, marks the job lost and cancels
-//! its handler's context.
+//! its handler's context; when an extend says an operator asked to cancel
+//! the item, it cancels the handler's context and keeps the lease alive
+//! while the handler winds down.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +22,7 @@ use super::handler::JobContext;
 use super::metrics::Counter;
 use super::shared::Shared;
 use crate::settle::Held;
-use crate::{Error, LeaseKey, Result, Timestamp};
+use crate::{Error, Extended, LeaseKey, Result, Timestamp};
 
 /// The jobs' side of the scheduler; clones share one scheduler.
 #[derive(Debug, Clone)]
@@ -200,7 +202,7 @@ async fn beat(shared: &Shared, lease: &Lease) -> bool {
     }
     // A heartbeat that hangs must not outlive the next one.
     let extend = shared.backend.extend(&lease.key, shared.ttl);
-    let res: Result<Timestamp> = tokio::time::timeout(shared.heartbeat, extend)
+    let res: Result<Extended> = tokio::time::timeout(shared.heartbeat, extend)
         .await
         .unwrap_or_else(|_| {
             let slow = std::io::Error::new(
@@ -215,8 +217,15 @@ async fn beat(shared: &Shared, lease: &Lease) -> bool {
         return false;
     }
     match res {
-        Ok(until) => {
-            lease.until.fetch_max(until.as_millis(), Ordering::SeqCst);
+        Ok(extended) => {
+            lease
+                .until
+                .fetch_max(extended.expires_at.as_millis(), Ordering::SeqCst);
+            if extended.cancel_requested && !lease.ctx.cancel_requested() {
+                tracing::info!(parent: &lease.span, "cancel requested by an operator; stopping the handler");
+                lease.ctx.mark_cancel_requested();
+            }
+            // Beats go on: the handler winds down under a live lease.
             true
         }
         Err(e) if e.is_lease_lost() => {

@@ -87,6 +87,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use tokio::task::JoinSet;
 
 pub use ids::{sharded_id, split_id};
@@ -95,7 +96,8 @@ use rotation::{shares, Rotation};
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
 use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
-    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
+    Admin, Backend, BackendExt, Cancelled, Capabilities, ClaimSpec, Claimed, Control, Enqueued,
+    Error, Extended, Groups, ItemId,
     ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope,
     NewItem, Order, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
     ScheduleStore, TestHooks, Throttles, Timestamp,
@@ -447,6 +449,8 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
                 if have >= spec.max() {
                     out.retry_after = None;
                 }
+                // Paused: a shard said so and none leased anything.
+                out.paused &= out.leases.is_empty();
                 return Ok(out);
             }
             let asked: Vec<u16> = round.iter().map(|&(shard, _)| shard).collect();
@@ -495,6 +499,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
                 }
                 out.repairs.extend(self.repairs(shard, got.repairs)?);
                 out.retry_after = limits::earliest(out.retry_after, got.retry_after);
+                out.paused |= got.paused;
             }
             // Shards that were not asked this round move to the front.
             pending.sort_by_key(|p| asked.contains(p));
@@ -559,7 +564,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
         Ok(out)
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         self.on_lease(lease, |l| async move { self.inner.extend(&l, ttl).await })
             .await
     }
@@ -595,6 +600,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
         for (shard, r) in reports {
             out.requeued += r.requeued;
             out.dead += r.dead;
+            out.cancelled += r.cancelled;
             out.repairs.extend(self.repairs(shard, r.repairs)?);
         }
         Ok(out)
@@ -608,6 +614,8 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
                 |_, b, q| async move { b.stats(&q).await },
             )
             .await?;
+        // Paused when every shard is, as `Control::is_paused` says.
+        let paused = all.iter().all(|(_, s)| s.paused);
         Ok(all
             .into_iter()
             .fold(QueueStats::default(), |a, (_, s)| QueueStats {
@@ -615,6 +623,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
                 scheduled: a.scheduled + s.scheduled,
                 leased: a.leased + s.leased,
                 dead: a.dead + s.dead,
+                paused,
             }))
     }
 
@@ -698,6 +707,9 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
             admin: inner.admin.map(|_| self as &dyn Admin),
             throttles: inner.throttles.map(|_| self as &dyn Throttles),
             schedules: inner.schedules.map(|_| self as &dyn ScheduleStore),
+            control: inner.control.map(|_| self as &dyn Control),
+            // Not queue-scoped: the inner backend's registry as it is.
+            registry: inner.registry,
             test_hooks: inner.test_hooks.map(|_| self as &dyn TestHooks),
         }
     }
@@ -854,5 +866,93 @@ impl<B: Backend> ScheduleStore for Sharded<B> {
     /// queue is the shard's physical name).
     async fn schedules(&self) -> Result<Vec<StoredSchedule>> {
         self.inner.schedule_store()?.schedules().await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> Control for Sharded<B> {
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.control()?.cancel(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
+    }
+
+    /// Pauses every shard.
+    async fn pause(&self, queue: &QueueName) -> Result<()> {
+        self.on_shards(queue, &self.all(), |_, b, q| async move {
+            b.control()?.pause(&q).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Resumes every shard.
+    async fn resume(&self, queue: &QueueName) -> Result<()> {
+        self.on_shards(queue, &self.all(), |_, b, q| async move {
+            b.control()?.resume(&q).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Paused when every shard is: a pause that failed on the way on one
+    /// shard shows as not paused, and pausing again completes it.
+    async fn is_paused(&self, queue: &QueueName) -> Result<bool> {
+        let all = self
+            .on_shards(queue, &self.all(), |_, b, q| async move {
+                b.control()?.is_paused(&q).await
+            })
+            .await?;
+        Ok(all.into_iter().all(|(_, paused)| paused))
+    }
+
+    async fn snooze(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        check_delay(delay)?;
+        self.on_lease(lease, |l| async move {
+            self.inner.control()?.snooze(&l, delay).await
+        })
+        .await
+    }
+
+    /// On the item's shard, found from its id as for [`Backend::item`].
+    async fn run_now(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let Some((_, physical, inner)) = self.locate(queue, id)? else {
+            return Err(Error::NotFound { id });
+        };
+        match self.inner.control()?.run_now(&physical, inner).await {
+            Err(Error::NotFound { .. }) => Err(Error::NotFound { id }),
+            other => other,
+        }
+    }
+
+    /// Shard by shard until `limit` (earliest due first within a shard).
+    async fn run_all_now(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let mut moved = 0u64;
+        for shard in self.all() {
+            let left = limit.saturating_sub(usize::try_from(moved).unwrap_or(usize::MAX));
+            if left == 0 {
+                break;
+            }
+            moved += self
+                .inner
+                .control()?
+                .run_all_now(&self.shard(queue, shard)?, left)
+                .await?;
+        }
+        Ok(moved)
+    }
+
+    async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {
+        crate::limits::check_progress(&value)?;
+        self.on_lease(lease, |l| async move {
+            self.inner.control()?.progress(&l, value).await
+        })
+        .await
     }
 }
