@@ -27,9 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Admin, Backend, BackendExt, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem,
-    QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
+    Admin, Backend, BackendExt, Cancelled, Capabilities, ClaimSpec, Claimed, Control, Enqueued,
+    Error, Extended, Groups, ItemId, ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey,
+    LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
 };
 
 /// An operation a fault can target.
@@ -80,6 +80,16 @@ pub enum Op {
     Purge,
     /// [`crate::Admin::delete_queue`]
     DeleteQueue,
+    /// [`crate::Control::cancel`]
+    Cancel,
+    /// [`crate::Control::pause`] and [`crate::Control::resume`]
+    Pause,
+    /// [`crate::Control::snooze`]
+    Snooze,
+    /// [`crate::Control::run_now`] and [`crate::Control::run_all_now`]
+    RunNow,
+    /// [`crate::Control::progress`]
+    Progress,
 }
 
 /// What happens to a targeted call.
@@ -287,7 +297,7 @@ impl<B: Backend> LayeredBackend for Faults<B> {
     async fn ack_many(&self, leases: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         self.run(Op::AckMany, self.inner.ack_many(leases)).await
     }
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         self.run(Op::Extend, self.inner.extend(lease, ttl)).await
     }
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
@@ -325,12 +335,13 @@ impl<B: Backend> LayeredBackend for Faults<B> {
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
         self.inner.wait_for_work(queue, timeout).await
     }
-    /// Operator actions through this layer (faulted); the other groups are
-    /// the inner backend's, not faulted.
+    /// Operator actions and control through this layer (faulted); the
+    /// other groups are the inner backend's, not faulted.
     fn groups(&self) -> Groups<'_> {
         let inner = self.inner.groups();
         Groups {
             admin: inner.admin.map(|_| self as &dyn Admin),
+            control: inner.control.map(|_| self as &dyn Control),
             ..inner
         }
     }
@@ -359,5 +370,43 @@ impl<B: Backend> Admin for Faults<B> {
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
         let admin = self.inner.admin()?;
         self.run(Op::DeleteQueue, admin.delete_queue(queue)).await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> Control for Faults<B> {
+    async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
+        let control = self.inner.control()?;
+        self.run(Op::Cancel, control.cancel(queue, id)).await
+    }
+    async fn pause(&self, queue: &QueueName) -> Result<()> {
+        let control = self.inner.control()?;
+        self.run(Op::Pause, control.pause(queue)).await
+    }
+    async fn resume(&self, queue: &QueueName) -> Result<()> {
+        let control = self.inner.control()?;
+        self.run(Op::Pause, control.resume(queue)).await
+    }
+    /// Not faulted: a read, like `stats`'s view of the pause.
+    async fn is_paused(&self, queue: &QueueName) -> Result<bool> {
+        self.inner.control()?.is_paused(queue).await
+    }
+    async fn snooze(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        let control = self.inner.control()?;
+        self.run(Op::Snooze, control.snooze(lease, delay)).await
+    }
+    async fn run_now(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        let control = self.inner.control()?;
+        self.run(Op::RunNow, control.run_now(queue, id)).await
+    }
+    async fn run_all_now(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        let control = self.inner.control()?;
+        self.run(Op::RunNow, control.run_all_now(queue, limit))
+            .await
+    }
+    async fn progress(&self, lease: &LeaseKey, value: bytes::Bytes) -> Result<()> {
+        let control = self.inner.control()?;
+        self.run(Op::Progress, control.progress(lease, value)).await
     }
 }
