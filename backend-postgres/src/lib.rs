@@ -245,12 +245,14 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod control;
 mod hooks;
 mod limits;
 mod notify;
 mod ops;
 mod options;
 mod planner;
+mod registry;
 mod rows;
 mod schedules;
 mod sql;
