@@ -8,17 +8,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_delay, check_progress};
+use leaseq_core::limits::check_progress;
 use leaseq_core::{
     Bytes, Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result,
 };
 
-use crate::rows::{col, db, limit, millis, sql_id, sql_token, state};
+use crate::rows::{col, db, sql_token, state};
 use crate::PgBackend;
-
-/// Rows one statement of [`Control::run_all_now`] moves; it loops while a
-/// batch comes back full.
-const RUN_NOW_BATCH: i64 = 500;
 
 /// The statements of the Control group (those that end a lease, `snooze`
 /// among them, live with the others in [`crate::sql::Sql`]).
@@ -86,23 +82,11 @@ impl ControlSql {
             // (available_at as text, id) to start after: the Scheduled items
             // not yet due, earliest first, walked through the scheduled index
             // as `Sql::promote` walks the due ones.
-            run_all_now: format!(
-                "WITH c AS MATERIALIZED ( \
-                   SELECT id, available_at AS at FROM {t} \
-                   WHERE queue = $1 AND state = 'scheduled' AND available_at > now() \
-                     AND (available_at, id) > ($4::timestamptz, $5::bigint) \
-                   ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
-                 ), r AS ( \
-                   UPDATE {t} i SET state = 'ready', available_at = now() \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
-                 ), last AS ( \
-                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
-                        0::bigint, (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+            run_all_now: crate::sql::to_ready_walk(
+                &t,
+                "available_at",
+                "state = 'scheduled' AND available_at > now()",
+                "state = 'ready', available_at = now()",
             ),
             // $1 queue.
             pause: format!(
@@ -145,18 +129,9 @@ impl PgBackend {
 #[async_trait]
 impl Control for PgBackend {
     async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.control_sql.cancel)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.statement_on([queue]))
-            .await
-            .map_err(db("cancel"))?;
-        let Some(row) = row else {
-            return Err(Error::NotFound { id });
-        };
+        let row = self
+            .item_row(&self.inner.control_sql.cancel, queue, id, false, "cancel")
+            .await?;
         let was = state(&col::<String>(&row, 0)?)?;
         let changed: i64 = col(&row, 1)?;
         match (was, changed) {
@@ -197,33 +172,14 @@ impl Control for PgBackend {
     }
 
     async fn snooze(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        check_delay(delay)?;
-        let row = sqlx::query(&self.inner.sql.snooze)
-            .bind(crate::ops::fenced_id(lease))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(millis(delay))
-            .bind(&self.inner.channel)
-            .fetch_optional(self.statement_on([&lease.queue]))
+        self.put_back(&self.inner.sql.snooze, lease, delay, "snooze")
             .await
-            .map_err(db("snooze"))?;
-        match row {
-            Some(row) => crate::ops::released(&col::<String>(&row, 0)?),
-            None => Err(Error::LeaseLost { id: lease.id }),
-        }
     }
 
     async fn run_now(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.control_sql.run_now)
-            .bind(queue.as_str())
-            .bind(raw)
-            .bind(&self.inner.channel)
-            .fetch_one(self.statement_on([queue]))
-            .await
-            .map_err(db("run_now"))?;
+        let row = self
+            .item_row(&self.inner.control_sql.run_now, queue, id, true, "run_now")
+            .await?;
         match (col::<i64>(&row, 0)?, col::<i64>(&row, 1)?) {
             (_, 0) => Err(Error::NotFound { id }),
             (moved, _) => Ok(moved > 0),
@@ -231,16 +187,8 @@ impl Control for PgBackend {
     }
 
     async fn run_all_now(&self, queue: &QueueName, n: usize) -> Result<u64> {
-        let [moved, ..] = self
-            .walk(
-                &self.inner.control_sql.run_all_now,
-                queue,
-                RUN_NOW_BATCH,
-                limit(n),
-                "run_all_now",
-            )
-            .await?;
-        Ok(u64::try_from(moved).unwrap_or(0))
+        self.move_up_to(&self.inner.control_sql.run_all_now, queue, n, "run_all_now")
+            .await
     }
 
     async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {

@@ -418,6 +418,69 @@ impl PgBackend {
         Ok((out, limited))
     }
 
+    /// Walks `sql`, a [`crate::sql::to_ready_walk`] statement, until it
+    /// moved `n` rows or found no more; answers how many moved.
+    pub(crate) async fn move_up_to(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        n: usize,
+        what: &'static str,
+    ) -> Result<u64> {
+        let [moved, ..] = self.walk(sql, queue, REAP_BATCH, limit(n), what).await?;
+        Ok(u64::try_from(moved).unwrap_or(0))
+    }
+
+    /// Runs `sql` ($1 queue, $2 id, and with `notify` $3 the notify
+    /// channel), which answers a row only when the item `id` exists: that
+    /// row, or [`Error::NotFound`].
+    pub(crate) async fn item_row(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        id: ItemId,
+        notify: bool,
+        what: &'static str,
+    ) -> Result<PgRow> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let mut query = sqlx::query(sql).bind(queue.as_str()).bind(raw);
+        if notify {
+            query = query.bind(&self.inner.channel);
+        }
+        query
+            .fetch_optional(self.statement_on([queue]))
+            .await
+            .map_err(db(what))?
+            .ok_or(Error::NotFound { id })
+    }
+
+    /// Runs `sql`, a release or a snooze of `lease` ($4 delay, $5 notify
+    /// channel), and reads where the item went.
+    pub(crate) async fn put_back(
+        &self,
+        sql: &str,
+        lease: &LeaseKey,
+        delay: Duration,
+        what: &'static str,
+    ) -> Result<Released> {
+        check_delay(delay)?;
+        let row = sqlx::query(sql)
+            .bind(fenced_id(lease))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(millis(delay))
+            .bind(&self.inner.channel)
+            .fetch_optional(self.statement_on([&lease.queue]))
+            .await
+            .map_err(db(what))?;
+        match row {
+            Some(row) => released(&col::<String>(&row, 0)?),
+            None => Err(Self::lost(lease)),
+        }
+    }
+
     /// Forgets `enqueue_once` requests whose memory ran out, in batches,
     /// each starting at the expiry where the last one stopped.
     async fn reap_requests(&self, queue: &QueueName) -> Result<()> {
@@ -706,20 +769,8 @@ impl Backend for PgBackend {
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        check_delay(delay)?;
-        let row = sqlx::query(&self.inner.sql.release)
-            .bind(fenced_id(lease))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(millis(delay))
-            .bind(&self.inner.channel)
-            .fetch_optional(self.statement_on([&lease.queue]))
+        self.put_back(&self.inner.sql.release, lease, delay, "release")
             .await
-            .map_err(db("release"))?;
-        match row {
-            Some(row) => released(&col::<String>(&row, 0)?),
-            None => Err(Self::lost(lease)),
-        }
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
@@ -866,19 +917,10 @@ impl Backend for PgBackend {
     }
 
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.statement_on([queue]))
-            .await
-            .map_err(db("item"))?;
-        match row {
-            Some(row) => info(&row),
-            None => Err(Error::NotFound { id }),
-        }
+        let row = self
+            .item_row(&self.inner.sql.item, queue, id, false, "item")
+            .await?;
+        info(&row)
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
@@ -904,29 +946,20 @@ impl Backend for PgBackend {
 #[async_trait]
 impl Admin for PgBackend {
     async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
-        let [moved, ..] = self
-            .walk(
-                &self.inner.sql.redrive,
-                queue,
-                REAP_BATCH,
-                limit(n),
-                "redrive",
-            )
-            .await?;
-        Ok(u64::try_from(moved).unwrap_or(0))
+        self.move_up_to(&self.inner.sql.redrive, queue, n, "redrive")
+            .await
     }
 
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.redrive_item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .bind(&self.inner.channel)
-            .fetch_one(self.statement_on([queue]))
-            .await
-            .map_err(db("redrive_item"))?;
+        let row = self
+            .item_row(
+                &self.inner.sql.redrive_item,
+                queue,
+                id,
+                true,
+                "redrive_item",
+            )
+            .await?;
         let moved: i64 = col(&row, 0)?;
         let was: Option<String> = col(&row, 1)?;
         match (moved, was) {
@@ -943,19 +976,10 @@ impl Admin for PgBackend {
     // it: every fence names the row, and a queue's limits count its Leased
     // rows.
     async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.remove_item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.statement_on([queue]))
-            .await
-            .map_err(db("remove_item"))?;
-        match row {
-            Some(row) => state(&col::<String>(&row, 0)?),
-            None => Err(Error::NotFound { id }),
-        }
+        let row = self
+            .item_row(&self.inner.sql.remove_item, queue, id, false, "remove_item")
+            .await?;
+        state(&col::<String>(&row, 0)?)
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {

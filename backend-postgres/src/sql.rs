@@ -113,6 +113,33 @@ fn queues(t: &str) -> String {
     )
 }
 
+/// One batch of a keyset walk (see [`Sql::reap`]) that moves rows of a
+/// queue to Ready: up to $2 rows matching `filter`, in `(key, id)` order
+/// after the key ($4 as text, $5) where the last batch stopped, locked
+/// (`SKIP LOCKED`) and updated by id alone with `set`. $1 queue, $3 notify
+/// channel (one notification when any moved). Returns the rows locked, the
+/// rows moved, two zero counts (the walk sums three) and the key of the
+/// last row locked.
+pub(crate) fn to_ready_walk(t: &str, key: &str, filter: &str, set: &str) -> String {
+    format!(
+        "WITH c AS MATERIALIZED ( \
+           SELECT id, {key} AS at FROM {t} \
+           WHERE queue = $1 AND {filter} AND ({key}, id) > ($4::timestamptz, $5::bigint) \
+           ORDER BY {key}, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ), r AS ( \
+           UPDATE {t} i SET {set} \
+           WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
+         ), hint AS ( \
+           SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+         ), last AS ( \
+           SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
+         ) \
+         SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
+                0::bigint, (SELECT at::text FROM last), (SELECT id FROM last) \
+         FROM r CROSS JOIN hint"
+    )
+}
+
 impl Sql {
     /// Renders every statement for `schema` (already validated).
     pub(crate) fn new(schema: &str) -> Self {
@@ -174,6 +201,23 @@ impl Sql {
         // What a lease's end clears besides the lease: its progress.
         let unleased =
             "token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL";
+        // A release or a snooze: $4 delay (ms), $5 notify channel; `set`
+        // says where the item goes. One row when the fence held: the state
+        // the item went to, or 'cancelled'.
+        let put_back = |set: &str| {
+            format!(
+                "WITH {ending}, r AS ( \
+                   UPDATE {t} i SET {set}, \
+                     available_at = now() + $4 * interval '1 millisecond', {unleased} \
+                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($5, $2)) AS n \
+                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT r.state FROM r CROSS JOIN hint \
+                 UNION ALL SELECT 'cancelled' FROM gone"
+            )
+        };
         let info = info_columns();
         // A row whose attempts reached its maximum (at most
         // `ATTEMPTS_LIMIT`) is not leased: it is poison.
@@ -503,23 +547,12 @@ impl Sql {
             ),
             // ... $4 delay (ms), $5 notify channel. One row when the fence
             // held: the state the item went to, or 'cancelled'.
-            release: format!(
-                "WITH {ending}, r AS ( \
-                   UPDATE {t} i SET \
-                     state = CASE WHEN i.attempts >= i.max_attempts THEN 'dead' \
-                                  WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
-                     available_at = now() + $4 * interval '1 millisecond', \
-                     dead_at = CASE WHEN i.attempts >= i.max_attempts THEN now() END, \
-                     last_error = CASE WHEN i.attempts >= i.max_attempts \
-                                       THEN 'attempts exhausted' ELSE i.last_error END, \
-                     {unleased} \
-                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($5, $2)) AS n \
-                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
-                 ) \
-                 SELECT r.state FROM r CROSS JOIN hint \
-                 UNION ALL SELECT 'cancelled' FROM gone"
+            release: put_back(
+                "state = CASE WHEN i.attempts >= i.max_attempts THEN 'dead' \
+                              WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
+                 dead_at = CASE WHEN i.attempts >= i.max_attempts THEN now() END, \
+                 last_error = CASE WHEN i.attempts >= i.max_attempts \
+                                   THEN 'attempts exhausted' ELSE i.last_error END",
             ),
             // ... $4 notify channel. Back to Ready (at its place: the Ready
             // index orders by priority and id) with the claim's attempt
@@ -544,19 +577,9 @@ impl Sql {
             ),
             // ... $4 delay (ms), $5 notify channel. As `release`, but the
             // claim's attempt is taken back and the item never goes Dead.
-            snooze: format!(
-                "WITH {ending}, r AS ( \
-                   UPDATE {t} i SET \
-                     state = CASE WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
-                     attempts = greatest(i.attempts - 1, 0), \
-                     available_at = now() + $4 * interval '1 millisecond', {unleased} \
-                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($5, $2)) AS n \
-                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
-                 ) \
-                 SELECT r.state FROM r CROSS JOIN hint \
-                 UNION ALL SELECT 'cancelled' FROM gone"
+            snooze: put_back(
+                "state = CASE WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
+                 attempts = greatest(i.attempts - 1, 0)",
             ),
             // ... $4 value.
             progress: format!(
@@ -652,23 +675,11 @@ impl Sql {
             // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
             // (available_at as text, id) to start after, as for reap; the
             // rows locked in `c` are updated by id alone, as for reap.
-            promote: format!(
-                "WITH c AS MATERIALIZED ( \
-                   SELECT id, available_at AS at FROM {t} \
-                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
-                     AND (available_at, id) > ($4::timestamptz, $5::bigint) \
-                   ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
-                 ), r AS ( \
-                   UPDATE {t} i SET state = 'ready' \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
-                 ), last AS ( \
-                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
-                        0::bigint, (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+            promote: to_ready_walk(
+                &t,
+                "available_at",
+                "state = 'scheduled' AND available_at <= now()",
+                "state = 'ready'",
             ),
             // $1 queue, $2 the cap (one more than the exact limit). Each
             // bucket counted through its own state index, up to the cap: the
@@ -725,23 +736,11 @@ impl Sql {
             // $1 queue, $2 limit, $3 notify channel, $4 and $5 the key
             // (dead_at as text, id) to start after, as for reap; the rows
             // locked in `c` are updated by id alone, as for reap.
-            redrive: format!(
-                "WITH c AS MATERIALIZED ( \
-                   SELECT id, dead_at AS at FROM {t} WHERE queue = $1 AND state = 'dead' \
-                     AND (dead_at, id) > ($4::timestamptz, $5::bigint) \
-                   ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
-                 ), r AS ( \
-                   UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
-                          available_at = now() \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
-                 ), last AS ( \
-                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
-                        0::bigint, (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+            redrive: to_ready_walk(
+                &t,
+                "dead_at",
+                "state = 'dead'",
+                "state = 'ready', attempts = 0, dead_at = NULL, available_at = now()",
             ),
             // $1 queue, $2 id, $3 notify channel. One row always: how many
             // rows moved (0 or 1), and the row's state as the statement

@@ -18,7 +18,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::plans::{no_table_scan, nodes, plan, prepared, uses, walks_once_from, OneConnection};
+use common::plans::{
+    by_primary_key, no_table_scan, nodes, plan, prepared, uses, walks_once_from, OneConnection,
+    STATE_INDEXES,
+};
 use leaseq_core::layer::shard::Sharded;
 use leaseq_core::limits::{MAX_DEDUP_KEY_LEN, MAX_REASON_LEN};
 use leaseq_core::{
@@ -28,14 +31,6 @@ use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection, Row};
 
 const LONG: Duration = Duration::from_secs(60);
-
-/// The partial index of each state.
-const STATE_INDEXES: [&str; 4] = [
-    "leaseq_items_ready",
-    "leaseq_items_scheduled",
-    "leaseq_items_leased",
-    "leaseq_items_dead",
-];
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
@@ -517,14 +512,9 @@ async fn reap_promote_and_redrive_walk_many_batches_once() {
 
 #[tokio::test]
 async fn stats_reap_and_claim_plans_use_the_state_indexes() {
-    if !common::server_or_skip().await {
+    let Some(db) = OneConnection::new("gplan").await else {
         return;
-    }
-    let schema = common::fresh_schema("gplan");
-    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
-        .await
-        .expect("connect");
-    let db = OneConnection { backend, schema };
+    };
     let b = &db.backend;
     let t = table(&db.schema);
     // 20,000 rows over 500 queues, a quarter in each state; one queue of
@@ -694,14 +684,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             ] {
                 let what = format!("{what}, {phase} ({mode})");
                 let found = plan(&mut c, sql, types, &args, mode).await;
-                no_table_scan(&found, &what);
-                uses(&found, "leaseq_items_pkey", &what);
-                assert!(
-                    !found
-                        .iter()
-                        .any(|n| n.index.as_deref() == Some("leaseq_items_leased")),
-                    "{what} walks the leased index: {found:#?}"
-                );
+                by_primary_key(&found, &["leaseq_items_leased"], &what);
             }
 
             // redrive_item finds its row by the primary key, never by
@@ -715,28 +698,14 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 mode,
             )
             .await;
-            no_table_scan(&found, &what);
-            uses(&found, "leaseq_items_pkey", &what);
-            assert!(
-                !found
-                    .iter()
-                    .any(|n| n.index.as_deref() == Some("leaseq_items_dead")),
-                "{what} walks the dead index: {found:#?}"
-            );
+            by_primary_key(&found, &["leaseq_items_dead"], &what);
 
             // remove_item too, whatever the queue holds: no state index.
             for queue in ["big", "bigdead"] {
                 let what = format!("remove_item of {queue}, {phase} ({mode})");
                 let args = format!("'{queue}', 1");
                 let found = plan(&mut c, &remove_item, "text, int8", &args, mode).await;
-                no_table_scan(&found, &what);
-                uses(&found, "leaseq_items_pkey", &what);
-                for index in STATE_INDEXES {
-                    assert!(
-                        !found.iter().any(|n| n.index.as_deref() == Some(index)),
-                        "{what} walks {index}: {found:#?}"
-                    );
-                }
+                by_primary_key(&found, &STATE_INDEXES, &what);
             }
 
             // On a big queue too: its poison probe once scanned the table,
@@ -771,14 +740,9 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
 /// entry of an index, whatever the planner knows of the table.
 #[tokio::test]
 async fn the_queue_listing_seeks_each_state_index_queue_by_queue() {
-    if !common::server_or_skip().await {
+    let Some(db) = OneConnection::new("lplan").await else {
         return;
-    }
-    let schema = common::fresh_schema("lplan");
-    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
-        .await
-        .expect("connect");
-    let db = OneConnection { backend, schema };
+    };
     let b = &db.backend;
     let t = table(&db.schema);
     // 500 queues, a quarter of each one's rows in each state, and one

@@ -4,6 +4,14 @@
 use leaseq_postgres::PgBackend;
 use sqlx::{PgConnection, Row};
 
+/// The partial index of each state.
+pub const STATE_INDEXES: [&str; 4] = [
+    "leaseq_items_ready",
+    "leaseq_items_scheduled",
+    "leaseq_items_leased",
+    "leaseq_items_dead",
+];
+
 /// One node of an `EXPLAIN (FORMAT JSON)` plan: its type and the relation,
 /// index and index condition it names.
 #[derive(Debug, Default)]
@@ -55,6 +63,21 @@ pub fn nodes(plan: &str) -> Vec<Node> {
 pub struct OneConnection {
     pub backend: PgBackend,
     pub schema: String,
+}
+
+impl OneConnection {
+    /// A backend on one connection in a fresh schema, dropped with it;
+    /// `None` (after the skip line) when no server is reachable.
+    pub async fn new(tag: &str) -> Option<Self> {
+        if !super::server_or_skip().await {
+            return None;
+        }
+        let schema = super::fresh_schema(tag);
+        let backend = PgBackend::connect(&super::url(), super::options(&schema).max_connections(1))
+            .await
+            .expect("connect");
+        Some(OneConnection { backend, schema })
+    }
 }
 
 impl Drop for OneConnection {
@@ -131,4 +154,17 @@ pub fn uses(found: &[Node], index: &str, what: &str) {
         found.iter().any(|n| n.index.as_deref() == Some(index)),
         "{what} does not use {index}: {found:#?}"
     );
+}
+
+/// Fails unless the plan finds its rows through the primary key, with no
+/// scan of the table and no walk of any index in `avoid`.
+pub fn by_primary_key(found: &[Node], avoid: &[&str], what: &str) {
+    no_table_scan(found, what);
+    uses(found, "leaseq_items_pkey", what);
+    for index in avoid {
+        assert!(
+            !found.iter().any(|n| n.index.as_deref() == Some(index)),
+            "{what} walks {index}: {found:#?}"
+        );
+    }
 }
