@@ -180,7 +180,7 @@ impl Run {
             Verb::Extend(s) => {
                 let ms = self.timing.ttl_ms(s);
                 let ttl = LeaseTtl::new(Duration::from_millis(ms)).or_fail(self.rule(), "ttl")?;
-                let got = b.extend(&key, ttl).await;
+                let got = b.extend(&key, ttl).await.map(|e| e.expires_at);
                 let now = self.window().await?;
                 self.model.extend(&key, ms, now, &got)
             }
