@@ -267,7 +267,7 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
     let by_id = [
         (
             "cancel",
-            prepared(b, "SET cancel_requested = true").await,
+            prepared(b, "SET cancel_requested = (i.state").await,
             "",
             "",
         ),
@@ -325,4 +325,74 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
         }
     }
     let _ = c.close().await;
+}
+
+/// A cancel request that commits while an ack or a release waits for the
+/// row's lock (the statement's snapshot is older than the request) is
+/// seen: the ack holds no key, the release ends the item Cancelled.
+#[tokio::test]
+async fn endings_see_a_cancel_that_committed_while_they_waited() {
+    let Some(db) = common::TestDb::new("ctlwait").await else {
+        return;
+    };
+    let b = &db.backend;
+    let t = format!("\"{}\".leaseq_items", db.schema);
+    let queue = q("waited");
+    for ending in ["ack", "release"] {
+        let id = b
+            .enqueue_one(
+                &queue,
+                NewItem::new("x")
+                    .dedup_key("k")
+                    .unique_for(Duration::from_secs(600)),
+            )
+            .await
+            .expect("push");
+        let lease = b
+            .claim_one(&queue, TTL)
+            .await
+            .expect("claim")
+            .expect("a lease");
+        // The request, written the way `cancel` writes it, held open.
+        let mut other = PgConnection::connect(&common::url())
+            .await
+            .expect("connect");
+        sqlx::raw_sql(&format!(
+            "BEGIN; UPDATE {t} SET cancel_requested = true WHERE id = {}",
+            id.get()
+        ))
+        .execute(&mut other)
+        .await
+        .expect("flag");
+        let (b2, key) = (b.clone(), lease.key.clone());
+        let call = tokio::spawn(async move {
+            match ending {
+                "ack" => b2.ack(&key).await.map(|()| None),
+                _ => b2.release(&key, Duration::ZERO).await.map(Some),
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!call.is_finished(), "{ending} did not wait for the row");
+        sqlx::raw_sql("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("commit");
+        let got = call.await.expect("join").expect(ending);
+        if ending == "release" {
+            assert_eq!(got, Some(Released::Cancelled));
+        }
+        assert_eq!(b.stats(&queue).await.expect("stats").total(), 0);
+        // No hold: the key is free at once.
+        let again = b
+            .enqueue_one(&queue, NewItem::new("y").dedup_key("k"))
+            .await
+            .expect("push");
+        assert_ne!(again, id, "{ending}");
+        b.admin()
+            .expect("admin")
+            .purge(&queue)
+            .await
+            .expect("purge");
+        let _ = other.close().await;
+    }
 }
