@@ -14,15 +14,36 @@ use common::plans::{
     STATE_INDEXES,
 };
 use leaseq_core::{
-    Backend, BackendExt, Cancelled, ClaimSpec, Error, ItemId, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, NewItem, QueueLimits, QueueName, Released,
+    Backend, BackendExt, Cancelled, ClaimSpec, Error, ItemId, Lease, LeaseFate, LeaseKey,
+    LeaseToken, LeaseTtl, NewItem, QueueLimits, QueueName, Released,
 };
+use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection};
 
 const TTL: Duration = Duration::from_secs(30);
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
+}
+
+/// The lease of a new item with dedup key "k", held for 10 minutes after
+/// an ack (`unique_for`).
+async fn keyed_lease(b: &PgBackend, queue: &QueueName, ttl: Duration) -> (ItemId, Lease) {
+    let id = b
+        .enqueue_one(
+            queue,
+            NewItem::new("x")
+                .dedup_key("k")
+                .unique_for(Duration::from_secs(600)),
+        )
+        .await
+        .expect("push");
+    let lease = b
+        .claim_one(queue, ttl)
+        .await
+        .expect("claim")
+        .expect("a lease");
+    (id, lease)
 }
 
 #[tokio::test]
@@ -90,20 +111,7 @@ async fn a_reaped_cancel_request_ends_cancelled_and_leaves_its_takeover_trace() 
     let b = &db.backend;
     let control = b.control().expect("control");
     let queue = q("reaped");
-    let id = b
-        .enqueue_one(
-            &queue,
-            NewItem::new("x")
-                .dedup_key("k")
-                .unique_for(Duration::from_secs(600)),
-        )
-        .await
-        .expect("push");
-    let lease = b
-        .claim_one(&queue, Duration::from_millis(200))
-        .await
-        .expect("claim")
-        .expect("a lease");
+    let (id, lease) = keyed_lease(b, &queue, Duration::from_millis(200)).await;
     assert_eq!(
         control.cancel(&queue, id).await.expect("cancel"),
         Cancelled::Requested
@@ -339,20 +347,7 @@ async fn endings_see_a_cancel_that_committed_while_they_waited() {
     let t = format!("\"{}\".leaseq_items", db.schema);
     let queue = q("waited");
     for ending in ["ack", "release"] {
-        let id = b
-            .enqueue_one(
-                &queue,
-                NewItem::new("x")
-                    .dedup_key("k")
-                    .unique_for(Duration::from_secs(600)),
-            )
-            .await
-            .expect("push");
-        let lease = b
-            .claim_one(&queue, TTL)
-            .await
-            .expect("claim")
-            .expect("a lease");
+        let (id, lease) = keyed_lease(b, &queue, TTL).await;
         // The request, written the way `cancel` writes it, held open.
         let mut other = PgConnection::connect(&common::url())
             .await
