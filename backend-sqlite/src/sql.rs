@@ -676,7 +676,8 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 16] = [
+        use crate::control_sql as control;
+        let cases: [(&str, &str); 22] = [
             (
                 super::TAKE_EXPIRED,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -709,6 +710,18 @@ mod tests {
                 "leaseq_requests_expiry (queue=? AND expires_at<?)",
             ),
             (super::PEEK[0], "leaseq_items_ready (queue=?)"),
+            (control::CANCEL, "INTEGER PRIMARY KEY"),
+            (control::SNOOZE, "INTEGER PRIMARY KEY"),
+            (control::RUN_NOW, "INTEGER PRIMARY KEY"),
+            (
+                control::RUN_ALL_NOW,
+                "leaseq_items_scheduled (queue=? AND available_at>?)",
+            ),
+            (control::PROGRESS, "INTEGER PRIMARY KEY"),
+            (
+                control::SWEEP_WORKERS,
+                "leaseq_workers_expiry (expires_at<?)",
+            ),
         ];
         for (text, expected) in cases {
             let p = plan(text).await;
