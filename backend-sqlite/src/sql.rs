@@ -301,6 +301,9 @@ pub(crate) const TAKE_EXPIRED: &str = concat!(
 /// the same transaction (so the same leases). Back to Ready, or to Dead on
 /// their final attempt; a cancel-requested item is deleted instead (the
 /// trigger `leaseq_cancelled_end`), and comes back with its flag. The
+/// progress goes: a claim sent again after a lost reply may lease the item
+/// under the token the reaped lease had, and that new lease starts with
+/// none. The
 /// writer lock makes each batch see the last one's work: a lease is
 /// recovered once.
 pub(crate) const REAP: &str = concat!(
@@ -313,7 +316,7 @@ pub(crate) const REAP: &str = concat!(
     "                  THEN 'lease expired on final attempt' ELSE last_error END, ",
     "available_at = ",
     now!(),
-    ", token = NULL, lease_expires_at = NULL ",
+    ", token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL ",
     "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
     "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state, cancel_requested"
 );

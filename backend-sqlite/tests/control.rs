@@ -1,7 +1,8 @@
 //! What is SQLite's own in the Control group (the shared checks are in the
 //! conformance suite): the pause shares the limits row, a cancelled ack
 //! holds no key, the traces `lease_fate` reads after a cancelled ending,
-//! and migration 0015 on a file that already has limits.
+//! progress after a reap under a reused token, and migration 0015 on a
+//! file that already has limits.
 
 mod common;
 
@@ -9,8 +10,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use leaseq_core::{
-    Admin, Backend, BackendExt, Cancelled, Control, LeaseFate, NewItem, QueueLimits, QueueName,
-    Rate, Throttles, Timestamp,
+    Admin, Backend, BackendExt, Bytes, Cancelled, ClaimSpec, Control, LeaseFate, NewItem,
+    QueueLimits, QueueName, Rate, Throttles, Timestamp,
 };
 use leaseq_sqlite::sqlx;
 
@@ -163,6 +164,35 @@ async fn lease_fate_after_a_cancelled_ack_and_a_cancelled_reap() {
         .await
         .expect("fate");
     assert_eq!(reaped, LeaseFate::Lost);
+}
+
+#[tokio::test]
+async fn a_claim_sent_again_after_a_reap_starts_without_the_old_progress() {
+    let db = common::TestDb::new().await;
+    let b = &db.backend;
+    let hooks = b.test_hooks().expect("test hooks");
+    let q = queue("progress-reaped");
+    b.enqueue(&q, vec![NewItem::new("x")])
+        .await
+        .expect("enqueue");
+    let spec = ClaimSpec::new(1, TTL).expect("spec");
+    let first = b.claim(&q, spec.duplicate()).await.expect("claim").leases;
+    let key = first.first().expect("a lease").key.clone();
+    b.progress(&key, Bytes::from_static(b"50%"))
+        .await
+        .expect("progress");
+    let shown = b.item(&q, key.id).await.expect("item").progress;
+    assert_eq!(shown.as_deref(), Some(&b"50%"[..]));
+    hooks.expire_leases(&q).await.expect("expire");
+    assert_eq!(b.reap(&q).await.expect("reap").requeued, 1);
+    // The same claim sent again (its reply lost): the same token.
+    let again = b.claim(&q, spec).await.expect("claim").leases;
+    assert_eq!(again.first().map(|l| &l.key), Some(&key));
+    let info = b.item(&q, key.id).await.expect("item");
+    assert_eq!(
+        info.progress, None,
+        "the new lease shows the reaped one's progress"
+    );
 }
 
 #[tokio::test]
