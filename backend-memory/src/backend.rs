@@ -132,7 +132,9 @@ impl MemoryBackend {
     }
 
     /// The live-worker registry, locked.
-    pub(crate) fn worker_entries(&self) -> MutexGuard<'_, std::collections::BTreeMap<String, (String, u64)>> {
+    pub(crate) fn worker_entries(
+        &self,
+    ) -> MutexGuard<'_, std::collections::BTreeMap<String, (String, u64)>> {
         self.shared
             .workers
             .lock()

@@ -10,10 +10,9 @@ use leaseq_core::limits::{
 use leaseq_core::queue_limits::Admission;
 use leaseq_core::{
     async_trait, Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended,
-    Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks,
-    Throttles, Timestamp,
+    Groups, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl,
+    LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Result,
+    ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{
-    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair,
-    Timestamp,
+    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair, Timestamp,
 };
 
 use crate::hash::IdMap;
@@ -484,7 +483,8 @@ impl QueueState {
                 return false;
             }
             let exhausted = match self.items.get(&id) {
-                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) => {
+                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) =>
+                {
                     if item.cancel_requested {
                         self.cancel_leased(id, expires);
                         reaped.cancelled += 1;
