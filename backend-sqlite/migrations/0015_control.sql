@@ -14,11 +14,10 @@ ALTER TABLE leaseq_items ADD COLUMN progress_token BLOB
     CHECK (progress_token IS NULL OR length(progress_token) = 16);
 
 -- A cancel-requested row never leaves Leased alive: the statement that
--- moves it out (release, give_back, fail, snooze, reap; an ack deletes it
--- anyway) or that marks a row not leased (cancel) deletes it in the same
--- statement, so it ends Cancelled and its dedup key is free. The
--- statement's RETURNING still shows the row as it set it, with
--- cancel_requested = 1, for the answer.
+-- moves it out (ack aside: release, give_back, fail, snooze, reap) or that
+-- marks a row not leased (cancel) deletes it in the same statement, so it
+-- ends Cancelled and its dedup key is free. The statement's RETURNING still
+-- shows the row as it set it, with cancel_requested = 1, for the answer.
 CREATE TRIGGER leaseq_cancelled_end AFTER UPDATE OF state, cancel_requested ON leaseq_items
 WHEN NEW.cancel_requested = 1 AND NEW.state <> 'leased'
 BEGIN
