@@ -5,7 +5,8 @@
 //! One workload definition ([`Workload`]) runs against every backend
 //! ([`targets`]) and, in the same shape, against every baseline
 //! ([`baseline`]). The criterion benches (`benches/ops.rs`,
-//! `benches/reap.rs`), the `leaseq-load` binary and `leaseq-pair` (one
+//! `benches/reap.rs`), the `leaseq-load` binary (also the cancel-to-handler
+//! latency, [`cancel`]) and `leaseq-pair` (one
 //! workload on a backend and its baseline, interleaved in short rounds) are
 //! thin drivers over this library.
 //!
@@ -40,6 +41,7 @@
 //! sets `TCP_NODELAY` unless `LEASEQ_BENCH_TCP_NODELAY=off`.
 
 pub mod baseline;
+pub mod cancel;
 pub mod drain;
 pub mod load;
 pub mod reap;

@@ -1,10 +1,12 @@
-//! The verdict of a storm: every item whose enqueue returned Ok ends acked
-//! or Dead, none is acked twice, nothing is delivered after its ack.
+//! The verdict of a storm: every item whose enqueue returned Ok ends acked,
+//! Dead or (with an operator) Cancelled, exactly once; nothing is delivered
+//! after its ack, nor after a cancel answered `Now` for it.
 
 use std::sync::Mutex;
 
-use leaseq_core::ItemId;
+use leaseq_core::{Cancelled, Error, ItemId};
 
+use crate::cancels::{CancelFigures, Cancels};
 use crate::idset::IdSet;
 
 #[derive(Debug, Default)]
@@ -20,6 +22,9 @@ struct Book {
     after_ack: Vec<ItemId>,
     stray: Vec<ItemId>,
     runs: u64,
+    /// Orders deliveries and cancel answers.
+    seq: u64,
+    cancels: Cancels,
 }
 
 /// A storm's counts, for a report.
@@ -43,6 +48,8 @@ pub struct Figures {
     pub stray: usize,
     /// Handler runs.
     pub runs: u64,
+    /// What the operator did, if there was one.
+    pub cancels: CancelFigures,
 }
 
 impl std::fmt::Display for Figures {
@@ -60,7 +67,11 @@ impl std::fmt::Display for Figures {
             self.after_ack,
             self.stray,
             self.runs
-        )
+        )?;
+        if self.cancels != CancelFigures::default() {
+            write!(f, "; {}", self.cancels)?;
+        }
+        Ok(())
     }
 }
 
@@ -78,6 +89,7 @@ impl Ledger {
         let mut b = self.book();
         for id in ids {
             b.enqueued.insert(*id);
+            b.cancels.enqueued(*id);
         }
     }
 
@@ -86,6 +98,9 @@ impl Ledger {
     pub fn delivered(&self, id: ItemId) -> bool {
         let mut b = self.book();
         b.runs += 1;
+        b.seq += 1;
+        let seq = b.seq;
+        b.cancels.delivered(id, seq);
         if b.acked.contains(id) {
             b.after_ack.push(id);
             return false;
@@ -97,6 +112,7 @@ impl Ledger {
     pub fn acked(&self, id: ItemId) {
         let mut b = self.book();
         b.acks += 1;
+        b.cancels.ended(id, "acked");
         if !b.acked.insert(id) {
             b.twice.push(id);
         }
@@ -104,7 +120,52 @@ impl Ledger {
 
     /// `id` went Dead.
     pub fn dead(&self, id: ItemId) {
-        self.book().dead.insert(id);
+        let mut b = self.book();
+        b.dead.insert(id);
+        b.cancels.dead(id);
+    }
+
+    /// A worker reported `id` ended Cancelled.
+    pub fn cancelled(&self, id: ItemId) {
+        let mut b = self.book();
+        let acked = b.acked.contains(id);
+        b.cancels.by_worker(id, acked);
+    }
+
+    /// A cancel of `id` answered `answer` (recorded after the answer, so a
+    /// delivery recorded later surely came after it).
+    pub fn cancel_answered(&self, id: ItemId, answer: &Result<Cancelled, Error>) {
+        let mut b = self.book();
+        b.seq += 1;
+        let (seq, acked) = (b.seq, b.acked.contains(id));
+        b.cancels.answered(id, answer, seq, acked);
+    }
+
+    /// The operator paused the queue.
+    pub fn paused(&self) {
+        self.book().cancels.paused();
+    }
+
+    /// The operator resumed the queue.
+    pub fn resumed(&self) {
+        self.book().cancels.resumed();
+    }
+
+    /// A recent id for the operator to cancel, chosen by `r`.
+    pub fn pick(&self, r: u64) -> Option<ItemId> {
+        self.book().cancels.pick(r)
+    }
+
+    /// `id`, open at the end, is gone from the store: ended Cancelled when
+    /// a cancel was asked for it; false (still open) otherwise.
+    pub fn gone(&self, id: ItemId) -> bool {
+        self.book().cancels.gone(id)
+    }
+
+    /// Items acked, Dead or Cancelled so far.
+    pub fn finished(&self) -> u64 {
+        let b = self.book();
+        b.acks + (b.dead.len() + b.cancels.count()) as u64
     }
 
     /// A worker reported an outcome for `id`, which it was not running.
@@ -137,7 +198,12 @@ impl Ledger {
         let b = self.book();
         b.enqueued
             .iter()
-            .filter(|id| !b.acked.contains(*id) && !b.dead.contains(*id) && !b.unsure.contains(*id))
+            .filter(|id| {
+                !b.acked.contains(*id)
+                    && !b.dead.contains(*id)
+                    && !b.unsure.contains(*id)
+                    && !b.cancels.is_cancelled(*id)
+            })
             .collect()
     }
 
@@ -155,6 +221,7 @@ impl Ledger {
             after_ack: b.after_ack.len(),
             stray: b.stray.len(),
             runs: b.runs,
+            cancels: b.cancels.figures(&b.acked, &b.dead),
         }
     }
 
@@ -169,26 +236,35 @@ impl Ledger {
                 b.after_ack
             ));
         }
+        if !b.cancels.after_now.is_empty() || !b.cancels.wrong.is_empty() {
+            return Err(format!(
+                "delivered after a cancel answered Now (id, delivery, answer): {:?}; {:?}",
+                b.cancels.after_now, b.cancels.wrong
+            ));
+        }
         Ok(())
     }
 
     /// `Ok(summary)` when nothing was lost, acked twice or delivered after
     /// its ack; otherwise what went wrong.
     pub fn verdict(&self) -> Result<String, String> {
-        let (twice, after_ack, summary) = {
+        let (twice, after_ack, summary, after_now, wrong) = {
             let b = self.book();
             let twice = b.twice.clone();
             let summary = format!(
-                "{} enqueued Ok, {} acked, {} dead, {} acks with a lost reply, {} handler runs",
+                "{} enqueued Ok, {} acked, {} dead, {} cancelled, {} acks with a lost reply, \
+                 {} handler runs",
                 b.enqueued.len(),
                 b.acked.len(),
                 b.dead.len(),
+                b.cancels.count(),
                 b.unsure.len(),
                 b.runs
             );
             let mut odd = b.after_ack.clone();
             odd.extend(b.stray.iter().copied());
-            (twice, odd, summary)
+            let c = &b.cancels;
+            (twice, odd, summary, c.after_now.clone(), c.wrong.clone())
         };
         let open = self.open();
         let mut problems = Vec::new();
@@ -196,12 +272,22 @@ impl Ledger {
             problems.push(format!("acked twice: {twice:?}"));
         }
         if !open.is_empty() {
-            problems.push(format!("lost (enqueued Ok, never acked or Dead): {open:?}"));
+            problems.push(format!(
+                "lost (enqueued Ok, never acked, Dead or Cancelled): {open:?}"
+            ));
         }
         if !after_ack.is_empty() {
             problems.push(format!(
                 "delivered after ack, or an outcome from a worker not running it: {after_ack:?}"
             ));
+        }
+        if !after_now.is_empty() {
+            problems.push(format!(
+                "delivered after a cancel answered Now (id, delivery, answer): {after_now:?}"
+            ));
+        }
+        if !wrong.is_empty() {
+            problems.push(format!("ended twice or wrongly: {wrong:?}"));
         }
         if problems.is_empty() {
             Ok(summary)

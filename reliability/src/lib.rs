@@ -26,11 +26,14 @@
 //! loud `skipped: …` line, or a failure when `CI=true`. Every test works in
 //! its own key prefix, schema or queue and removes it afterwards.
 
+pub mod cancels;
 pub mod env;
 pub mod factories;
 pub mod hostile;
 pub mod idset;
 pub mod ledger;
+pub mod operated;
+pub mod operator;
 pub mod storm;
 
 /// A private `redis-server` that tests may kill and restart.

@@ -2,7 +2,9 @@
 //! own, like separate processes) on one queue, a ledger of what happened,
 //! and the checks a fault test runs between faults: progress resumes, the
 //! indexes stay consistent (INV-1), and in the end nothing is lost or acked
-//! twice.
+//! twice. With an operator ([`Storm::operate`]) items are also cancelled
+//! and the queue paused and resumed at random, and each item must end
+//! exactly once: acked, Dead or Cancelled.
 
 use leaseq_core::BackendExt as _;
 use std::collections::{BTreeMap, HashMap};
@@ -11,12 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leaseq_core::{
-    handler_fn, Backend, CancellationToken, Error, ItemId, ItemState, Job, JobContext, JobOutcome,
-    LeaseToken, NewItem, QueueName, RetryPolicy, Worker,
+    handler_fn, Backend, BoxError, CancellationToken, Error, ItemId, ItemState, Job, JobContext,
+    JobOutcome, LeaseToken, NewItem, Permanent, QueueName, RetryPolicy, Worker,
 };
 use tokio::task::JoinHandle;
 
 use crate::ledger::{Figures, Ledger};
+use crate::operator::{self, Operator, OperatorConfig};
 
 /// The items one worker is running, with how many runs of each (a worker
 /// may claim an item again while a run of its whose lease ran out is still
@@ -66,7 +69,15 @@ pub struct StormConfig {
     /// How long the run of one item in 64 takes instead (longer than the
     /// lease ttl: the heartbeats keep it).
     pub long_work: Duration,
+    /// Items in every state for an operator: one item in 32 fails for
+    /// good (goes Dead) and one in 8 is enqueued with a delay of 0.2 to
+    /// 1 s (Scheduled).
+    pub variety: bool,
 }
+
+/// The end of a payload whose handler fails for good
+/// ([`StormConfig::variety`]).
+const FATAL: &str = "-fatal";
 
 /// How long a settled producer sends one batch again before it gives up
 /// on it (and the verdict fails).
@@ -166,6 +177,7 @@ impl Default for StormConfig {
             settled: false,
             work: Duration::ZERO,
             long_work: Duration::ZERO,
+            variety: false,
         }
     }
 }
@@ -195,6 +207,7 @@ pub struct Storm {
     cfg: StormConfig,
     crashes: u64,
     names: Arc<Mutex<Names>>,
+    operator: Option<(CancellationToken, JoinHandle<Result<(), String>>)>,
 }
 
 /// A storm's end as [`Storm::settle`] found it.
@@ -281,7 +294,7 @@ impl Producer {
     async fn run(self) {
         let mut n = 0u64;
         while !self.stop.is_cancelled() {
-            if self.ledger.enqueued_count() as u64 > self.ledger.acks() + self.cfg.max_backlog {
+            if self.ledger.enqueued_count() as u64 > self.ledger.finished() + self.cfg.max_backlog {
                 self.pause().await;
                 continue;
             }
@@ -293,14 +306,29 @@ impl Producer {
                     } else {
                         ""
                     };
-                    format!("item-{}-{n}-{i}{long}", self.index)
+                    // With variety, one item in 32 fails for good.
+                    let fatal = if self.cfg.variety && i == 1 && n.is_multiple_of(4) {
+                        FATAL
+                    } else {
+                        ""
+                    };
+                    format!("item-{}-{n}-{i}{long}{fatal}", self.index)
                 })
                 .collect();
+            let item = |(i, p): (usize, String)| {
+                let delayed = self.cfg.variety && i == 2;
+                let item = NewItem::new(p);
+                if delayed {
+                    item.delay(Duration::from_millis(200 + 200 * (n % 5)))
+                } else {
+                    item
+                }
+            };
+            let items: Vec<NewItem> = payloads.iter().cloned().enumerate().map(item).collect();
             n += 1;
             if self.cfg.settled {
-                self.settle(payloads).await;
+                self.settle(payloads, items).await;
             } else {
-                let items = payloads.into_iter().map(NewItem::new).collect();
                 match self.b.enqueue(&self.q, items).await {
                     Ok(out) => self
                         .ledger
@@ -319,9 +347,8 @@ impl Producer {
 
     /// Sends one batch under one request id until it is answered Ok (also
     /// after the storm was told to stop: a batch is never left unknown).
-    async fn settle(&self, payloads: Vec<String>) {
+    async fn settle(&self, payloads: Vec<String>, items: Vec<NewItem>) {
         let request = LeaseToken::random();
-        let items: Vec<NewItem> = payloads.iter().cloned().map(NewItem::new).collect();
         let start = Instant::now();
         loop {
             let e = match self.b.enqueue_once(&self.q, request, items.clone()).await {
@@ -391,6 +418,7 @@ impl Storm {
             cfg: cfg.clone(),
             crashes: 0,
             names: Arc::default(),
+            operator: None,
         };
         for (index, b) in producers.into_iter().enumerate() {
             let p = Producer {
@@ -450,6 +478,7 @@ impl Storm {
                         .push(format!("stray {:?}", e.outcome));
                 }
                 JobOutcome::Acked => events.acked(e.id),
+                JobOutcome::Cancelled => events.cancelled(e.id),
                 JobOutcome::Dead { .. } => events.dead(e.id),
                 JobOutcome::Unrecorded { .. } | JobOutcome::LeaseLost => {
                     unrecorded
@@ -461,7 +490,7 @@ impl Storm {
                 }
                 _ => {}
             })
-            .build(handler_fn(move |job: Job, _ctx: JobContext| {
+            .build(handler_fn(move |job: Job, ctx: JobContext| {
                 let ledger = ledger.clone();
                 *running
                     .lock()
@@ -475,13 +504,21 @@ impl Storm {
                         .delivered(job.id, String::from_utf8_lossy(&job.payload).into_owned());
                 }
                 let first = job.payload.ends_with(b"-long");
+                let fatal = job.payload.ends_with(FATAL.as_bytes());
                 let work = if first { long_work } else { work };
                 async move {
                     ledger.delivered(job.id);
-                    if !work.is_zero() {
-                        tokio::time::sleep(work).await;
+                    if fatal {
+                        return Err(Permanent::boxed("fails for good by design"));
                     }
-                    Ok::<(), Error>(())
+                    if !work.is_zero() {
+                        // A cancelled job stops early, as a handler should.
+                        tokio::select! {
+                            _ = tokio::time::sleep(work) => {}
+                            _ = ctx.cancelled() => {}
+                        }
+                    }
+                    Ok::<(), BoxError>(())
                 }
             }))
             .map(|w| (w, flight))
@@ -512,6 +549,21 @@ impl Storm {
         drop(u);
         self.crashes += 1;
         Ok(())
+    }
+
+    /// Starts an operator on its own handle `b` ([`crate::operator`]):
+    /// it cancels items and pauses and resumes the queue at random until
+    /// the storm settles, then resumes the queue.
+    pub fn operate(&mut self, b: Arc<dyn Backend>, config: OperatorConfig) {
+        let stop = CancellationToken::new();
+        let op = Operator {
+            backend: b,
+            queue: self.queue.clone(),
+            ledger: self.ledger.clone(),
+            config,
+            stop: stop.clone(),
+        };
+        self.operator = Some((stop, tokio::spawn(operator::run(op))));
     }
 
     /// Workers crashed so far.
@@ -588,9 +640,19 @@ impl Storm {
                 Err(_) => return Err("a producer never stopped".into()),
             }
         }
+        if let Some((stop, op)) = self.operator.take() {
+            stop.cancel();
+            match tokio::time::timeout(limit, op).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => return Err(format!("the operator: {e}")),
+                Ok(Err(e)) => return Err(format!("the operator died: {e}")),
+                Err(_) => return Err("the operator never stopped".into()),
+            }
+        }
         let start = Instant::now();
         loop {
-            let drained = matches!(b.stats(&self.queue).await, Ok(s) if s.ready + s.scheduled + s.leased == 0);
+            let drained = matches!(b.stats(&self.queue).await,
+                Ok(s) if s.ready + s.scheduled + s.leased == 0 && !s.paused);
             if drained {
                 break;
             }
@@ -621,7 +683,12 @@ impl Storm {
             .clone();
         let mut unsure = Vec::new();
         for id in self.ledger.open() {
-            match b.item(&self.queue, id).await {
+            let found = b.item(&self.queue, id).await;
+            // Gone after a cancel asked for it: ended Cancelled by a reap.
+            if matches!(found, Err(Error::NotFound { .. })) && self.ledger.gone(id) {
+                continue;
+            }
+            match found {
                 // Dead by a reap or a claim that met its last attempt.
                 Ok(info) if info.state == ItemState::Dead => self.ledger.dead(id),
                 // An ack whose reply was lost: the item is gone, so it was

@@ -20,8 +20,12 @@
 //! enqueue returned Ok was acked exactly once (or Dead), nothing ran after
 //! its ack, and no batch was written twice.
 //!
+//! An operated storm (no faults) adds an operator who cancels items and
+//! pauses and resumes the queue at random
+//! (`leaseq_reliability::operated`).
+//!
 //! `LEASEQ_STORM_SECS=N` holds each fault longer, with N seconds of storm
-//! between faults.
+//! between faults (and runs the operated storm N seconds).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +33,7 @@ use std::time::{Duration, Instant};
 use leaseq_core::{Backend, QueueName};
 use leaseq_postgres::{PgBackend, PgOptions};
 use leaseq_reliability::env;
+use leaseq_reliability::operated::{operated_storm, Handles};
 use leaseq_reliability::storm::{indexes_consistent, Storm, StormConfig};
 use leaseq_testkit::pg_server::PrivatePostgres;
 use sqlx::postgres::PgConnectOptions;
@@ -273,4 +278,22 @@ async fn postgres_survives_restarts_timeouts_terminations_and_full_pools() {
         .await
         .expect("indexes at the end");
     end.assert_nothing_lost(&verdict);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_operator_cancels_pauses_and_resumes_without_losing_an_item() {
+    let server = match PrivatePostgres::start() {
+        Ok(s) => s,
+        Err(e) => return env::skip("a private PostgreSQL server", e),
+    };
+    let url = server.url("");
+    let pool = || pool(&url, &[], options().max_connections(2));
+    let handles = Handles {
+        producers: vec![pool().await, pool().await],
+        workers: vec![pool().await, pool().await],
+        operator: pool().await,
+        observer: pool().await,
+    };
+    let q = QueueName::new("operated").expect("name");
+    operated_storm("postgres", handles, q, Duration::from_secs(10)).await;
 }

@@ -2,12 +2,16 @@
 //! fixed time; prints jobs/s, enqueue-to-ack latency and peak memory.
 //!
 //! `cargo run --release -p leaseq-benches --bin leaseq-load -- --url redis://127.0.0.1:6379 -p 2 -c 8 -d 10`
+//!
+//! `--cancel 200 --lanes 8` measures instead how long a running handler
+//! takes to see its cancellation (see `leaseq_benches::cancel`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use leaseq_benches::cancel::{self, CancelConfig, CancelReport};
 use leaseq_benches::drain::{self, DrainConfig, DrainReport, Runtime};
 use leaseq_benches::load::{self, LoadConfig, LoadReport};
 use leaseq_conformance::BackendFactory;
@@ -84,6 +88,15 @@ struct Args {
     /// worker's default).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Cancel mode: this many times, enqueue one item to a default worker
+    /// whose handler waits on its cancellation, cancel it once the handler
+    /// started, and time until the handler sees it (`--lease-ms` is the
+    /// worker's ttl; its heartbeat is a third of it).
+    #[arg(long)]
+    cancel: Option<u32>,
+    /// Cancel mode: samples taken at once, each on its own item (1 to 8).
+    #[arg(long, default_value_t = 1)]
+    lanes: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -111,6 +124,10 @@ fn main() -> ExitCode {
             print_drain(&report, args.json);
             ExitCode::SUCCESS
         }
+        Ok(Report::Cancel(report)) => {
+            print_cancel(&report, args.json);
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("leaseq-load: {e}");
             ExitCode::FAILURE
@@ -122,6 +139,7 @@ fn main() -> ExitCode {
 enum Report {
     Load(LoadReport),
     Drain(DrainReport),
+    Cancel(CancelReport),
 }
 
 async fn run(args: &Args) -> Result<Report, String> {
@@ -133,6 +151,17 @@ async fn run(args: &Args) -> Result<Report, String> {
     }
     let (name, backend) = connect(&args.url, args.client, args.shards).await?;
     let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
+    if let Some(cancels) = args.cancel {
+        let config = CancelConfig {
+            cancels,
+            lanes: args.lanes,
+            lease: Duration::from_millis(args.lease_ms),
+        };
+        return cancel::run(name, backend, &queue, &config)
+            .await
+            .map(Report::Cancel)
+            .map_err(|e| e.to_string());
+    }
     if let Some(jobs) = args.drain {
         let config = DrainConfig {
             jobs,
@@ -291,13 +320,17 @@ async fn sqlite(url: &str) -> Result<Got, String> {
     }
 }
 
+/// One report as one line of JSON.
+fn print_json(r: &impl serde::Serialize) {
+    match serde_json::to_string(r) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("leaseq-load: cannot encode the report: {e}"),
+    }
+}
+
 fn print(r: &LoadReport, json: bool) {
     if json {
-        match serde_json::to_string(r) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("leaseq-load: cannot encode the report: {e}"),
-        }
-        return;
+        return print_json(r);
     }
     println!("backend      {}", r.backend);
     println!(
@@ -323,13 +356,32 @@ fn print(r: &LoadReport, json: bool) {
     }
 }
 
+fn print_cancel(r: &CancelReport, json: bool) {
+    if json {
+        return print_json(r);
+    }
+    println!("backend      {}", r.backend);
+    println!(
+        "worker       lease ttl {} ms, heartbeat {} ms; {} cancels, {} at once",
+        r.lease_ttl_ms, r.heartbeat_ms, r.cancels, r.lanes
+    );
+    println!(
+        "latency      p50 {} µs, p99 {} µs, max {} µs (cancel call to handler)",
+        r.latency.p50_us, r.latency.p99_us, r.latency.max_us
+    );
+    println!(
+        "within       {} of {} within one heartbeat interval; cancel call p50 {} µs",
+        r.within_heartbeat, r.cancels, r.cancel_call_p50_us
+    );
+    println!(
+        "ended        {} items Cancelled by the worker, in {:.1} s",
+        r.ended_cancelled, r.seconds
+    );
+}
+
 fn print_drain(r: &DrainReport, json: bool) {
     if json {
-        match serde_json::to_string(r) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("leaseq-load: cannot encode the report: {e}"),
-        }
-        return;
+        return print_json(r);
     }
     println!("backend      {}", r.backend);
     println!(
