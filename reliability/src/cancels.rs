@@ -15,8 +15,9 @@ const RECENT: usize = 256;
 /// What the operator did and what became of it.
 #[derive(Debug, Default)]
 pub(crate) struct Cancels {
-    /// Items a cancel answered `Now` for, with the sequence of the answer.
-    pub(crate) now: HashMap<ItemId, u64>,
+    /// Items a cancel answered `Now` for, with the sequence of the answer
+    /// and the state the item was in.
+    pub(crate) now: HashMap<ItemId, (u64, ItemState)>,
     /// `Now` answers by the state the item was in: Ready, Scheduled, Dead.
     now_was: [u64; 3],
     /// Items a cancel answered `Requested` for.
@@ -123,14 +124,20 @@ impl Cancels {
     /// A delivery at sequence `seq`: wrong after a `Now`.
     pub(crate) fn delivered(&mut self, id: ItemId, seq: u64) {
         remember(&mut self.runs, id);
-        if let Some(&at) = self.now.get(&id) {
+        if let Some(&(at, _)) = self.now.get(&id) {
             self.after_now.push((id, seq, at));
         }
     }
 
     pub(crate) fn dead(&mut self, id: ItemId) {
         remember(&mut self.dead, id);
-        if self.now.contains_key(&id) {
+        // A worker's Dead event may reach the ledger after a cancel of the
+        // Dead item answered.
+        if self
+            .now
+            .get(&id)
+            .is_some_and(|(_, was)| *was != ItemState::Dead)
+        {
             self.wrong
                 .push(format!("{id} went Dead after a cancel ended it"));
         }
@@ -175,7 +182,7 @@ impl Cancels {
                     self.wrong
                         .push(format!("{id}: a cancel answered Now after it had ended"));
                 }
-                self.now.entry(id).or_insert(seq);
+                self.now.entry(id).or_insert((seq, *was));
                 match was {
                     ItemState::Scheduled => self.now_was[1] += 1,
                     ItemState::Dead => self.now_was[2] += 1,

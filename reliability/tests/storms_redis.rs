@@ -24,8 +24,13 @@
 //! (after a restart the ids skip ahead), no worker panics, hangs or stops,
 //! and the queue drains once the fault heals. Those figures are printed.
 //!
+//! An operated storm (a durable server, no faults) adds an operator who
+//! cancels items and pauses and resumes the queue at random
+//! (`leaseq_reliability::operated`), on both clients.
+//!
 //! `LEASEQ_STORM_SECS=N` runs every storm on both clients with each fault
-//! held longer and N seconds of storm between faults.
+//! held longer and N seconds of storm between faults (and the operated
+//! storm N seconds).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +39,8 @@ use leaseq_core::{Backend, QueueName};
 use leaseq_redis::RedisOptions;
 use leaseq_reliability::env;
 use leaseq_reliability::factories::RedisClient;
+use leaseq_reliability::operated::{operated_storm, Handles};
+use leaseq_reliability::operator::OperatorConfig;
 use leaseq_reliability::redis_server::PrivateRedis;
 use leaseq_reliability::storm::{indexes_consistent, Ending, Storm, StormConfig};
 
@@ -222,6 +229,12 @@ enum Store {
 }
 
 async fn storm(client: RedisClient, store: Store, schedule: &[Fault]) -> Ending {
+    operated(client, store, schedule, false).await
+}
+
+/// A storm, with an operator who cancels, pauses and resumes when
+/// `operator` is set.
+async fn operated(client: RedisClient, store: Store, schedule: &[Fault], operator: bool) -> Ending {
     let started = match store {
         Store::Durable => PrivateRedis::start(),
         Store::EverySec => PrivateRedis::start_everysec(),
@@ -260,9 +273,14 @@ async fn storm(client: RedisClient, store: Store, schedule: &[Fault]) -> Ending 
         // Where the store loses items they are never acked: the backlog
         // the producers wait on must not count them.
         max_backlog: if strict { 400 } else { u64::MAX / 2 },
+        variety: operator,
         ..StormConfig::default()
     };
-    let storm = Storm::start(producers, workers, q.clone(), cfg).expect("workers build");
+    let mut storm = Storm::start(producers, workers, q.clone(), cfg).expect("workers build");
+    if operator {
+        let b = connect(client, &url, evicting).await;
+        storm.operate(b, OperatorConfig::default());
+    }
     storm
         .progress(RESUMED, Duration::from_secs(30))
         .await
@@ -365,6 +383,18 @@ async fn fred_durable_survives_stalls_sleeps_oom_and_kills_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_faults_with_an_operator_lose_nothing() {
+    let clients: &[RedisClient] = if heavy() {
+        &RedisClient::ALL
+    } else {
+        &[RedisClient::RedisRs]
+    };
+    for &c in clients {
+        operated(c, Store::Durable, &DURABLE, true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everysec_survives_kills() {
     let clients: &[RedisClient] = if heavy() {
         &RedisClient::ALL
@@ -402,5 +432,30 @@ async fn evicting_policies_neither_hang_nor_stop_the_workers() {
             &[Fault::OomVolatileLru, Fault::OomAllKeysLru],
         )
         .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_cancels_pauses_and_resumes_without_losing_an_item() {
+    for client in RedisClient::ALL {
+        let server = match PrivateRedis::start() {
+            Ok(s) => s,
+            Err(e) => return env::skip("a private redis-server", e),
+        };
+        let url = server.url();
+        let handles = Handles {
+            producers: vec![
+                connect(client, &url, false).await,
+                connect(client, &url, false).await,
+            ],
+            workers: vec![
+                connect(client, &url, false).await,
+                connect(client, &url, false).await,
+            ],
+            operator: connect(client, &url, false).await,
+            observer: connect(client, &url, false).await,
+        };
+        let q = QueueName::new("operated").expect("name");
+        operated_storm(client.name(), handles, q, Duration::from_secs(10)).await;
     }
 }
