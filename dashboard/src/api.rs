@@ -22,8 +22,8 @@ const DEFAULT_LIST: usize = 50;
 const MAX_LIST: usize = 500;
 
 #[derive(Clone)]
-struct App {
-    backend: Arc<dyn Backend>,
+pub(crate) struct App {
+    pub(crate) backend: Arc<dyn Backend>,
     guard: Arc<Guard>,
 }
 
@@ -40,6 +40,7 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
         .route("/api/queues/{queue}/items/{id}", get(item).delete(remove))
         .route("/api/queues/{queue}/redrive", post(redrive))
         .route("/api/queues/{queue}/purge", post(purge))
+        .merge(crate::control::routes())
         .fallback(not_found)
         .with_state(app)
         .layer(axum::middleware::from_fn_with_state(
@@ -49,7 +50,7 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
 }
 
 /// A backend or input error, answered with the status its kind calls for.
-struct ApiError(Error);
+pub(crate) struct ApiError(Error);
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -76,7 +77,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-type ApiResult = Result<Response, ApiError>;
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
 async fn page(State(app): State<App>) -> Response {
     crate::assets::page(app.guard.csrf())
@@ -90,11 +91,11 @@ async fn not_found() -> Response {
     error_body(StatusCode::NOT_FOUND, "not_found", "no such page")
 }
 
-fn queue_name(name: &str) -> Result<QueueName, ApiError> {
+pub(crate) fn queue_name(name: &str) -> Result<QueueName, ApiError> {
     Ok(QueueName::new(name)?)
 }
 
-fn item_id(id: &str) -> Result<ItemId, ApiError> {
+pub(crate) fn item_id(id: &str) -> Result<ItemId, ApiError> {
     Ok(id
         .parse()
         .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?)

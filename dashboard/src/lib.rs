@@ -43,6 +43,7 @@
 mod answer;
 mod api;
 mod assets;
+mod control;
 mod guard;
 mod server;
 mod view;
