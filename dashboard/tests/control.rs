@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use leaseq::CancellationToken;
 use leaseq::{
-    handler_fn, Backend, BackendExt as _, ClaimSpec, ItemId, Job, JobContext, MemoryBackend,
-    NewItem, QueueName, Worker,
+    handler_fn, Backend, BackendExt as _, ClaimSpec, ItemId, Job, JobContext, LeaseTtl,
+    MemoryBackend, NewItem, QueueName, Worker,
 };
 use support::http::{csrf, send, start, Reply};
 
@@ -98,11 +98,11 @@ async fn control_writes_without_the_page_csrf_token_are_refused_and_change_nothi
 async fn pause_and_resume_show_on_the_listings_and_gate_claims() {
     let (backend, q, _) = setup().await;
     let (w, _stop) = writer(backend.clone()).await;
-    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
+    let spec = || ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
 
     let r = w.post("/api/queues/jobs/pause", "{}").await;
     assert_eq!((r.status, r.json()["paused"].as_bool()), (200, Some(true)));
-    let claimed = backend.claim(&q, spec.clone()).await.expect("claim");
+    let claimed = backend.claim(&q, spec()).await.expect("claim");
     assert!(claimed.paused && claimed.leases.is_empty(), "{claimed:?}");
     let overview = send(w.addr, "GET", "/api/overview", &[], "").await.json();
     assert_eq!(overview["queues"][0]["paused"], true);
@@ -178,7 +178,10 @@ async fn cancel_ends_a_waiting_item_now_and_asks_a_leased_one_to_stop() {
     assert_eq!(list["items"][0]["cancel_requested"], true);
     assert!(
         backend
-            .extend(&lease.key, Duration::from_secs(60))
+            .extend(
+                &lease.key,
+                LeaseTtl::new(Duration::from_secs(60)).expect("ttl")
+            )
             .await
             .expect("extend")
             .cancel_requested
