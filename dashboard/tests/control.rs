@@ -114,7 +114,7 @@ async fn pause_and_resume_show_on_the_listings_and_gate_claims() {
     let r = w.post("/api/queues/jobs/resume", "{}").await;
     assert_eq!((r.status, r.json()["paused"].as_bool()), (200, Some(false)));
     assert_eq!(
-        backend.claim(&q, spec).await.expect("claim").leases.len(),
+        backend.claim(&q, spec()).await.expect("claim").leases.len(),
         1
     );
     let overview = send(w.addr, "GET", "/api/overview", &[], "").await.json();
