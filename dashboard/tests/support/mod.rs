@@ -3,3 +3,4 @@
 
 pub(crate) mod browser;
 pub(crate) mod http;
+pub(crate) mod page;
