@@ -249,9 +249,10 @@ pub(crate) fn repairs(queue: &QueueName, r: &Reply) -> Result<Vec<Repair>> {
 }
 
 /// `{ id, state, payload, priority, attempts, max, dedup key, due, last
-/// error, enqueued at }`.
+/// error, enqueued at, progress, cancel requested }` (the last two set only
+/// for a Leased item).
 pub(crate) fn item(r: &Reply) -> Result<ItemInfo> {
-    let f = r.tuple(10)?;
+    let f = r.tuple(12)?;
     Ok(ItemInfo {
         id: ItemId::new(f[0].uint()?),
         state: state_of(&f[1])?,
@@ -263,6 +264,11 @@ pub(crate) fn item(r: &Reply) -> Result<ItemInfo> {
         due_at: f[7].opt_uint()?.map(Timestamp::from_millis),
         last_error: opt_lossy(&f[8])?,
         enqueued_at: Timestamp::from_millis(f[9].uint()?),
+        progress: match &f[10] {
+            Reply::Nil => None,
+            p => Some(p.bytes()?),
+        },
+        cancel_requested: f[11].int()? == 1,
     })
 }
 
@@ -378,6 +384,8 @@ mod tests {
             Reply::Nil,
             d("boom"),
             Reply::Int(1_700_000_000_000),
+            Reply::Nil,
+            Reply::Int(0),
         ]);
         let i = item(&r).expect("decodes");
         assert_eq!(i.state, ItemState::Dead);

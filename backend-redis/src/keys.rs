@@ -21,6 +21,8 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:errors` | hash | id → the last failure reason |
 /// | `{p:q}:dedup:keys` | hash | id → its dedup key |
 /// | `{p:q}:unique:for` | hash | id → its unique-for hold (ms) |
+/// | `{p:q}:cancel` | hash | id → the token of the lease an operator asked to cancel ([`leaseq_core::Control::cancel`]); counts only while that token is the item's |
+/// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
@@ -30,7 +32,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:dedup` | hash | dedup key → id of the item holding it |
 /// | `{p:q}:held`, `{p:q}:heldid` | sorted set, hash | unique-for holds: dedup key → held until (ms), and → the acked id |
 /// | `{p:q}:notify` | list | wake-up markers for idle workers (at most 32) |
-/// | `{p:q}:limits` | hash | the queue's global limits: `conc`, `rate`, `per` (ms), and the rate window's `win` (start, ms) and `used` |
+/// | `{p:q}:limits` | hash | the queue's global limits: `conc`, `rate`, `per` (ms), and the rate window's `win` (start, ms) and `used`; and `paused`, present while the queue is paused ([`leaseq_core::Control::pause`]) |
 /// | `{p:q}:req:<request>` | string | the results of one `enqueue_once` request, kept for [`leaseq_core::limits::REQUEST_MEMORY`] (`PX`) |
 /// | `{p:q}:listed` | string | present while the queue is in the registry of queues: the token it was registered under (see [`leaseq_core::Backend::queues`]) |
 /// | `{p:q}:listgen` | string | how many times the queue left the listing (a listing found it empty) |
@@ -167,10 +169,23 @@ impl KeyLayout {
         self.key("notify")
     }
 
-    /// The queue's global limits ([`leaseq_core::QueueLimits`]) and its
-    /// rate window's count. Kept by purge.
+    /// The queue's global limits ([`leaseq_core::QueueLimits`]), its
+    /// rate window's count, and its pause ([`leaseq_core::Control::pause`]),
+    /// all read by the claim in one command. Kept by purge.
     pub fn limits(&self) -> String {
         self.key("limits")
+    }
+
+    /// Cancel requests of leased items (a hash: id, the token of the lease
+    /// an operator asked to cancel).
+    pub fn cancel_requests(&self) -> String {
+        self.key("cancel")
+    }
+
+    /// Progress of leased items (a hash: id, the recording lease's token
+    /// followed by the value).
+    pub fn progress(&self) -> String {
+        self.key("progress")
     }
 
     /// Present while the queue is in the registry of queues: the token
@@ -313,6 +328,8 @@ mod tests {
             k.items(),
             k.lease_tokens(),
             k.attempts(),
+            k.cancel_requests(),
+            k.progress(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");

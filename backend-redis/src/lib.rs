@@ -459,6 +459,7 @@
 mod backend;
 pub mod client;
 mod cluster_url;
+mod control;
 mod decode;
 mod delete;
 mod hooks;
@@ -469,6 +470,7 @@ mod migrate;
 mod ops;
 mod options;
 mod prelude;
+mod registry;
 mod replicas;
 mod reply;
 mod schedules;

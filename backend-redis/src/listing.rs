@@ -125,7 +125,9 @@ fn enqueue_args(
 }
 
 impl<C: ScriptClient> RedisBackend<C> {
-    fn registry_queue() -> Result<QueueName> {
+    /// The pseudo queue whose hash tag the store-wide keys carry (the
+    /// registries of queues and of workers, the index of schedules).
+    pub(crate) fn registry_queue() -> Result<QueueName> {
         QueueName::new(REGISTRY_QUEUE)
     }
 

@@ -9,10 +9,10 @@ use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
 use leaseq_core::{
-    Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId, ItemInfo,
-    ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem, QueueLimits,
-    QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks, Throttles,
-    Timestamp,
+    Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups, ItemId,
+    ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks,
+    Throttles, Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
@@ -41,7 +41,7 @@ fn packed_tokens(tokens: impl ExactSizeIterator<Item = LeaseToken>) -> Bytes {
     Bytes::from(out)
 }
 
-fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
+pub(crate) fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
     vec![arg(lease.id.get()), arg(lease.token)]
 }
 
@@ -196,7 +196,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             let r = self
                 .run_with_keys(&self.scripts.claim, queue, limits_key.clone(), args)
                 .await?;
-            let f = r.tuple(7)?;
+            // An eighth value: the queue is paused, nothing was leased.
+            let f = match r.array()? {
+                f @ [_, _, _, _, _, _, _, paused] => {
+                    out.paused = paused.int()? == 1;
+                    f
+                }
+                _ => r.tuple(7)?,
+            };
             let expires_at = f[6].uint()?;
             let ids = decode::claimed_ids(&f[0])?;
             let records = f[1].array()?;
@@ -256,6 +263,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             leases,
             repairs: decode::repairs(queue, &f[1])?,
             retry_after: None,
+            paused: false,
         })
     }
 
@@ -334,14 +342,18 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         Ok(out)
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         let mut args = lease_args(lease);
         args.push(arg(ttl.as_millis()));
         let r = self.run(&self.scripts.extend, &lease.queue, args).await?;
-        match r.uint()? {
-            0 => Err(Error::LeaseLost { id: lease.id }),
-            exp => Ok(Timestamp::from_millis(exp)),
+        if r == Reply::Int(0) {
+            return Err(Error::LeaseLost { id: lease.id });
         }
+        let f = r.tuple(2)?;
+        Ok(Extended {
+            expires_at: Timestamp::from_millis(f[0].uint()?),
+            cancel_requested: f[1].int()? == 1,
+        })
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
@@ -353,24 +365,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             1 => Ok(Released::Ready),
             2 => Ok(Released::Scheduled),
             3 => Ok(Released::Dead),
+            4 => Ok(Released::Cancelled),
             _ => Err(Error::LeaseLost { id: lease.id }),
         }
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
-        let r = self
-            .run(&self.scripts.give_back, &lease.queue, lease_args(lease))
-            .await?;
-        match r.int()? {
-            1 => Ok(()),
-            2 => {
-                // Settled all the same: the lease is over, the item is in Dead.
-                tracing::warn!(queue = %lease.queue, id = %lease.id,
-                    "leaseq-redis: an item given back had unusable fields: quarantined to Dead");
-                Ok(())
-            }
-            _ => Err(Error::LeaseLost { id: lease.id }),
-        }
+        // Ready, quarantined or cancelled: settled all the same.
+        self.give_back_after(lease, Duration::ZERO).await.map(|_| ())
     }
 
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
@@ -378,7 +380,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         args.push(Bytes::from(clamp_reason(reason).to_owned()));
         let r = self.run(&self.scripts.fail, &lease.queue, args).await?;
         match r.int()? {
-            1 => Ok(()),
+            // Dead, or Cancelled when an operator asked for it.
+            1 | 2 => Ok(()),
             _ => Err(Error::LeaseLost { id: lease.id }),
         }
     }
@@ -391,9 +394,10 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         loop {
             let args = vec![arg(self.config.reap_batch)];
             let r = self.run(&self.scripts.reap, queue, args).await?;
-            let f = r.tuple(4)?;
+            let f = r.tuple(5)?;
             report.requeued += f[0].uint()?;
             report.dead += f[1].uint()?;
+            report.cancelled += f[4].uint()?;
             report.repairs.extend(decode::repairs(queue, &f[2])?);
             if f[3].int()? != 1 {
                 return Ok(report);
@@ -402,13 +406,17 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
     }
 
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
-        let r = self.run(&self.scripts.stats, queue, Vec::new()).await?;
-        let f = r.tuple(4)?;
+        let limits = vec![self.keys(queue)?.limits()];
+        let r = self
+            .run_with_keys(&self.scripts.stats, queue, limits, Vec::new())
+            .await?;
+        let f = r.tuple(5)?;
         Ok(QueueStats {
             ready: f[0].uint()?,
             scheduled: f[1].uint()?,
             leased: f[2].uint()?,
             dead: f[3].uint()?,
+            paused: f[4].int()? == 1,
         })
     }
 
@@ -466,6 +474,8 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .admin(self)
             .throttles(self)
             .schedules(self)
+            .control(self)
+            .registry(self)
             .test_hooks(self.config.test_hooks.then_some(self as &dyn TestHooks))
     }
 }

@@ -4,8 +4,8 @@
 //! (`scripts/enqueue_batch.lua` for the enqueues).
 //!
 //! Every script but the two enqueues (and the scripts that write new data:
-//! `schedule_fire`, which enqueues, `schedule_put`, `schedule_index` and
-//! `queues_register`) starts with the Redis 7 shebang
+//! `schedule_fire`, which enqueues, `schedule_put`, `schedule_index`,
+//! `queues_register` and `workers`, the registry of live workers) starts with the Redis 7 shebang
 //! `#!lua flags=allow-oom`: a server over `maxmemory` (under `noeviction`)
 //! still runs it, so consumers keep draining a full server (claim, extend,
 //! ack, release, give back, fail, reap, redrive, remove, purge and inspection add no data, or a
@@ -130,6 +130,12 @@ pub(crate) struct Scripts {
     pub(crate) queues_registry: Script,
     pub(crate) queues_register: Script,
     pub(crate) migrate: Script,
+    pub(crate) cancel: Script,
+    pub(crate) pause: Script,
+    pub(crate) run_now: Script,
+    pub(crate) run_all_now: Script,
+    pub(crate) progress: Script,
+    pub(crate) workers: Script,
 }
 
 impl Scripts {
@@ -172,6 +178,12 @@ impl Scripts {
             queues_registry: script!("queues_registry"),
             queues_register: script!(grows "queues_register"),
             migrate: script!("migrate"),
+            cancel: script!("cancel"),
+            pause: script!("pause"),
+            run_now: script!("run_now"),
+            run_all_now: script!("run_all_now"),
+            progress: script!("progress"),
+            workers: script!(grows "workers"),
         }
     }
 }
@@ -189,6 +201,11 @@ mod tests {
         let s = Scripts::new();
         for script in [&s.ack, &s.ack_many, &s.release, &s.fail, &s.give_back] {
             assert!(script.source().contains("local function trace_finished"));
+        }
+        // A cancelled lease that its own call ends leaves the same trace.
+        assert!(s.ack.source().contains("local function end_control"));
+        for script in [&s.release, &s.fail, &s.give_back] {
+            assert!(script.source().contains("local function finish_cancelled"));
         }
         assert!(s.lease_fate.source().contains("local function traced"));
     }
@@ -246,6 +263,12 @@ mod tests {
                 &self.queues_registry,
                 &self.queues_register,
                 &self.migrate,
+                &self.cancel,
+                &self.pause,
+                &self.run_now,
+                &self.run_all_now,
+                &self.progress,
+                &self.workers,
             ]
         }
     }
@@ -283,6 +306,7 @@ mod tests {
                     | "schedule_put"
                     | "schedule_index"
                     | "queues_register"
+                    | "workers"
             );
             assert_eq!(
                 !script.source().starts_with(ALLOW_OOM),

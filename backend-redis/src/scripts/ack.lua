@@ -1,4 +1,6 @@
 -- ack: ARGV[2] = id, ARGV[3] = token. Returns 1, or 0 when the lease is lost.
+-- An item an operator asked to cancel ends Cancelled: deleted the same way,
+-- but no unique-for hold starts (see `ack_items`).
 local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
 if bad then return bad end
 local id_s = ARGV[2]

@@ -2,7 +2,8 @@
 -- per slot, 32 hex digits each, end to end, all of one family (one
 -- `ClaimSpec`'s); K_EXTRA = the queue's limits hash (scripts/limits.lua).
 -- Returns { ids, records, attempts, repairs, more, retry after ms or nil,
--- expires at }, ids one text, the decimal ids joined by ',' (one reply
+-- expires at }, or with an eighth value 1 when the queue is paused
+-- (leaseq_core::Control::pause; nothing leased, nothing written); ids one text, the decimal ids joined by ',' (one reply
 -- value instead of one per lease): lease k is item ids[k] with records[k] (its
 -- `enq,max,pri,payload` as stored) on attempt attempts[k], or on its first
 -- attempt when attempts is false (no item of the queue has attempts
@@ -52,8 +53,9 @@ if cur and cur ~= exp then
 end
 -- A group that exists has its id list (read here, before any write).
 local listed = cur and redis.call('HGET', K_GIDS, group)
-local allowed, refused = limits_admit(now, max)
+local allowed, refused, paused = limits_admit(now, max)
 if refused then return refused end
+if paused then return { '', {}, false, {}, 0, false, exp, 1 } end
 max = allowed
 local repairs = {}
 local out_ids, out_recs, out_atts = {}, {}, false

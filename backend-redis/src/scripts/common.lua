@@ -26,6 +26,14 @@
 --   errors        hash  id -> the last failure reason
 --   dedup:keys    hash  id -> its dedup key
 --   unique:for    hash  id -> its unique-for hold (ms)
+--   cancel        hash  id -> the token of the lease an operator asked to
+--                       cancel (leaseq_core::Control::cancel): counts only
+--                       while that token is the item's
+--   progress      hash  id -> the token of the lease that recorded it, then
+--                       the progress value (32 hex digits, then the value):
+--                       shown only while that token is the item's
+--   limits        hash  the queue's throttles (scripts/limits.lua) and its
+--                       pause: field `paused` present while it is paused
 --
 -- A claim's leases form one group, named by their tokens' family (the first
 -- 24 of a token's 32 hex digits): one `lease:groups` member per claim, so a
@@ -53,6 +61,8 @@ local K_ATT = qkey('attempts')
 local K_ERR = qkey('errors')
 local K_DK = qkey('dedup:keys')
 local K_UF = qkey('unique:for')
+local K_CANCEL = qkey('cancel')
+local K_PROG = qkey('progress')
 -- The first key a script adds after the queue's own (limits, a request...).
 local K_EXTRA = KEYS[2]
 -- After `delete_queue`, for as long as its `enqueue_once` records live: the
@@ -398,10 +408,39 @@ local function group_counts(toks, moved)
   return cnt
 end
 
+-- Whether an operator asked to cancel the lease of item `id_s` with token
+-- `token` (leaseq_core::Control::cancel): one read, before any write.
+local function cancel_requested(id_s, token)
+  return redis.call('HGET', K_CANCEL, id_s) == token
+end
+
+-- Before the leases of items `ids` (decimal) with tokens `toks` end:
+-- forgets their cancel requests and progress, and returns the set of
+-- those an operator asked to cancel (false: none). Costs one EXISTS while
+-- no item of the queue has either; refuses (an error) a key of the wrong
+-- type before its first write.
+local function end_control(ids, toks)
+  if redis.call('EXISTS', K_CANCEL, K_PROG) == 0 then return false end
+  local bad = guard(K_CANCEL, K_PROG)
+  if bad then error(bad) end
+  local marks = read_chunked('HMGET', K_CANCEL, ids)
+  local set = false
+  for i = 1, #ids do
+    if marks[i] and marks[i] == toks[i] then
+      set = set or {}
+      set[ids[i]] = true
+    end
+  end
+  call_chunked('HDEL', K_CANCEL, ids)
+  call_chunked('HDEL', K_PROG, ids)
+  return set
+end
+
 -- Ends the lease of item `id_s` (token `token`): out of its group and of
--- the token index. The item is then in no state index: the caller puts it
--- in one.
+-- the token index, its cancel request and progress forgotten. The item is
+-- then in no state index: the caller puts it in one.
 local function end_lease(id_s, token)
+  end_control({ id_s }, { token })
   leave_groups({ [group_of(id_s, token)] = 1 })
   redis.call('HDEL', K_TOK, id_s)
   redis.call('HDEL', K_MOVED, id_s)
@@ -464,14 +503,38 @@ local function to_dead(id, reason)
   redis.call('ZADD', K_DEAD, redis.call('INCR', K_DSEQ), member(id))
 end
 
+-- Deletes the record of item `id_s` and every field kept per item,
+-- releasing its dedup key (no unique-for hold starts). Its index entries
+-- and its lease are the caller's.
+local function drop_record(id_s)
+  local dk = redis.call('HGET', K_DK, id_s)
+  if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
+  for _, k in ipairs({ K_ITEMS, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG }) do redis.call('HDEL', k, id_s) end
+end
+
+-- A finishing call (release, give back, fail, snooze) on the lease of item
+-- `id_s` with token `token`, which it fenced: when an operator asked to
+-- cancel the item (leaseq_core::Control::cancel), the item ends Cancelled
+-- here, gone with every field kept per item (its dedup key freed, no
+-- unique-for hold), the call's finishing trace left, and this returns
+-- `answer`. Else nil, nothing written. An error reply, before any write,
+-- when a key it touches has the wrong type.
+local function finish_cancelled(id_s, token, answer)
+  if not cancel_requested(id_s, token) then return nil end
+  local bad = guard(K_DEDUP, K_DK, K_UF)
+  if bad then return bad end
+  end_lease(id_s, token)
+  drop_record(id_s)
+  trace_finished({ id_s }, { token }, now_ms())
+  return answer
+end
+
 -- Deletes item `id` and every trace of it, releasing its dedup key.
 local function remove_item(id)
   local id_s, m = fmt_int(id), member(id)
-  local dk = redis.call('HGET', K_DK, id_s)
-  if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
   local token = redis.call('HGET', K_TOK, id_s)
   if token then end_lease(id_s, token) end
-  for _, k in ipairs({ K_ITEMS, K_ATT, K_ERR, K_DK, K_UF }) do redis.call('HDEL', k, id_s) end
+  drop_record(id_s)
   redis.call('ZREM', K_READY, m)
   redis.call('ZREM', K_SCHED, m)
   redis.call('ZREM', K_DEAD, m)
@@ -493,6 +556,21 @@ local function guard_holds()
     end
   end
   return nil
+end
+
+-- The queue's limits hash (scripts/limits.lua), which also holds its pause
+-- (leaseq_core::Control::pause): field `paused`, present while paused.
+local K_LIMITS = K_EXTRA
+-- 1 when the queue is paused, else 0 (K_EXTRA must be the limits hash);
+-- refuses a limits key of the wrong type (an error).
+local function paused_flag()
+  local t = key_type(K_LIMITS)
+  if t == 'none' then return 0 end
+  if t ~= 'hash' then
+    error(redis.error_reply('LEASEQ_CORRUPT key ' .. K_LIMITS .. ' holds a ' .. t .. ', expected a hash'))
+  end
+  if redis.call('HEXISTS', K_LIMITS, 'paused') == 1 then return 1 end
+  return 0
 end
 
 -- The listing of queues (src/listing.rs): `{p:q}:listed` holds the token
@@ -555,23 +633,23 @@ end
 
 -- The state of item `id` (with `id_s`, `m` its decimal and member
 -- spellings) and its due time (Scheduled: when due; Leased: the lease's
--- expiry), or nil when the queue holds no record of it. An item no other
--- index holds is Ready.
+-- expiry, and its token), or nil when the queue holds no record of it. An
+-- item no other index holds is Ready.
 local function state_of(id, id_s, m)
   if redis.call('HEXISTS', K_ITEMS, id_s) == 0 then return nil end
   local token = redis.call('HGET', K_TOK, id_s)
-  if token then return 'leased', lease_expiry(id_s, token) end
+  if token then return 'leased', lease_expiry(id_s, token), token end
   if redis.call('ZSCORE', K_DEAD, m) then return 'dead' end
   local due = redis.call('ZSCORE', K_SCHED, m)
   if due then return 'scheduled', tonumber(due) end
   return 'ready'
 end
 
--- Moves due Scheduled items to Ready, at most one bounded batch per call.
--- An entry without a record is dropped, one of a Leased item (a stray) is
--- dropped, and an unusable item is quarantined; each is reported.
-local function promote_due(now, repairs)
-  local ms = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
+-- Moves the Scheduled entries `ms` (members, at most a bounded batch) to
+-- Ready. An entry without a record is dropped, one of a Leased item (a
+-- stray) is dropped, and an unusable item is quarantined; each is
+-- reported. Returns how many moved.
+local function promote(ms, repairs)
   if #ms == 0 then return 0 end
   local bad = guard(K_ITEMS, K_TOK, K_ATT, K_READY, K_DEAD, K_DSEQ, K_ERR)
   if bad then error(bad) end
@@ -611,6 +689,12 @@ local function promote_due(now, repairs)
   return moved
 end
 
+-- Moves due Scheduled items to Ready, at most one bounded batch per call
+-- (see `promote`).
+local function promote_due(now, repairs)
+  return promote(redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH), repairs)
+end
+
 -- The item behind a lease, if `token` is its current token: returns its
 -- decimal id and record, and the attempts made before the lease; else nil.
 local function fenced(id, token)
@@ -621,7 +705,10 @@ local function fenced(id, token)
 end
 
 -- One item as inspection shows it: { id, state, payload, priority, attempts,
--- max attempts, dedup key, due, last error, enqueued at }, every number
+-- max attempts, dedup key, due, last error, enqueued at, progress, cancel
+-- requested } (the last two only for a Leased item: the progress its
+-- lease recorded, or false; 1 when an operator asked to cancel it, else
+-- 0), every number
 -- within the field limits (a field outside them shows as the nearest safe
 -- value: priority 0, attempts 0, max attempts 1, a missing payload as '',
 -- a missing enqueue time as the due time or `now`). Also returns why the
@@ -629,8 +716,14 @@ end
 -- its state as stored (Scheduled even when due). Nil when there is no item.
 local function item_record(id, now)
   local id_s, m = fmt_int(id), member(id)
-  local home, due = state_of(id, id_s, m)
+  local home, due, token = state_of(id, id_s, m)
   if not home then return nil end
+  local progress, cancel = false, 0
+  if token then
+    local p = redis.call('HGET', K_PROG, id_s)
+    if p and string.sub(p, 1, 32) == token then progress = string.sub(p, 33) end
+    if cancel_requested(id_s, token) then cancel = 1 end
+  end
   local rec = redis.call('HGET', K_ITEMS, id_s)
   local a = redis.call('HGET', K_ATT, id_s)
   local problem = nil
@@ -653,7 +746,7 @@ local function item_record(id, now)
   local st = as_read(home, due, now)
   if st ~= 'scheduled' and st ~= 'leased' then due = false end
   return { id, st, payload, pri or 0, att, maxa or 1, redis.call('HGET', K_DK, id_s) or false, due or false,
-           redis.call('HGET', K_ERR, id_s) or false, enq }, problem, home
+           redis.call('HGET', K_ERR, id_s) or false, enq, progress, cancel }, problem, home
 end
 
 -- What inspection does with an item `item_record` found unusable: a Ready
@@ -678,8 +771,10 @@ end
 
 -- Acks the leased items `ids` (decimal, each once) whose current tokens are
 -- `toks`: their leases leave their groups, and the items go with every
--- trace (a dedup key is released, or held for its unique-for time).
+-- trace (a dedup key is released, or held for its unique-for time unless
+-- an operator asked to cancel the item: it ends Cancelled).
 local function ack_items(ids, toks, now)
+  local cancelled = end_control(ids, toks)
   local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
   leave_groups(group_counts(toks, moved))
   if moved then call_chunked('HDEL', K_MOVED, ids) end
@@ -688,7 +783,7 @@ local function ack_items(ids, toks, now)
     for i = 1, #ids do
       local dk = dks[i]
       if dk then
-        hold_after_ack(ids[i], dk, now)
+        if not (cancelled and cancelled[ids[i]]) then hold_after_ack(ids[i], dk, now) end
         if redis.call('HGET', K_DEDUP, dk) == ids[i] then redis.call('HDEL', K_DEDUP, dk) end
       end
     end

@@ -1,5 +1,6 @@
--- extend: ARGV[2] = id, ARGV[3] = token, ARGV[4] = ttl ms. Returns the new
--- expiry, or 0 when lost. A lease alone in its group (or already moved out
+-- extend: ARGV[2] = id, ARGV[3] = token, ARGV[4] = ttl ms. Returns { the new
+-- expiry, 1 when an operator asked to cancel the item (the lease is
+-- extended all the same) else 0 }, or 0 when lost. A lease alone in its group (or already moved out
 -- of its claim's) just rescores the group; any other moves out into a group
 -- of its own, named by its token, so the rest of its claim keeps its expiry.
 local bad = guard_all()
@@ -18,4 +19,5 @@ if g ~= token and (tonumber(redis.call('HGET', K_GLIVE, g)) or 0) > 1 then
   g = token
 end
 redis.call('ZADD', K_GROUPS, exp_s, g)
-return exp
+if cancel_requested(id_s, token) then return { exp, 1 } end
+return { exp, 0 }

@@ -3,10 +3,12 @@
 -- K_EXTRA (KEYS[2]): the queue's limits hash: `conc` (at most this many Leased),
 -- `rate` and `per` (at most `rate` items leased per window of `per` ms),
 -- `win` and `used` (the current window's start in ms and the items leased
--- in it). Windows are fixed: window i covers [i * per, (i + 1) * per) ms
+-- in it), and `paused` (present while the queue is paused,
+-- leaseq_core::Control::pause: read with the limits, so a claim pays
+-- nothing for it, and a queue neither limited nor paused has no key at
+-- all). Windows are fixed: window i covers [i * per, (i + 1) * per) ms
 -- of the server's clock. The arithmetic is leaseq_core::queue_limits::
 -- Admission's, step for step.
-local K_LIMITS = K_EXTRA
 -- leaseq_core::queue_limits::CONCURRENCY_RETRY in ms (a unit test keeps the
 -- two equal).
 local CONCURRENCY_RETRY_MS = 100
@@ -15,7 +17,8 @@ local WINDOW_MAX_MS = 86400000
 local LIM = nil
 
 -- How many items a claim of up to `max` at `now` may lease under the
--- queue's limits; (nil, error reply) when the limits key is not a hash.
+-- queue's limits; (nil, error reply) when the limits key is not a hash;
+-- (0, nil, true) when the queue is paused.
 -- Every Leased item counts (expired ones not yet reaped included): the
 -- token index's HLEN, one O(1) read.
 local function limits_admit(now, max)
@@ -25,7 +28,8 @@ local function limits_admit(now, max)
   if t ~= 'hash' then
     return nil, redis.error_reply('LEASEQ_CORRUPT key ' .. K_LIMITS .. ' holds a ' .. t .. ', expected a hash')
   end
-  local f = redis.call('HMGET', K_LIMITS, 'conc', 'rate', 'per', 'win', 'used')
+  local f = redis.call('HMGET', K_LIMITS, 'conc', 'rate', 'per', 'win', 'used', 'paused')
+  if f[6] then return 0, nil, true end
   local conc = int_field(f[1], 1, LIMIT_MAX)
   local rate, per = int_field(f[2], 1, LIMIT_MAX), int_field(f[3], 1, WINDOW_MAX_MS)
   local allow, conc_left, rate_left = max, nil, nil

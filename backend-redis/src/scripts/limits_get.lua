@@ -1,6 +1,5 @@
 -- limits_get: K_EXTRA = the queue's limits hash. Returns { concurrency,
 -- rate claims, rate window ms }, each false when not set (or unusable).
-local K_LIMITS = K_EXTRA
 if key_type(K_LIMITS) ~= 'hash' then return { false, false, false } end
 local f = redis.call('HMGET', K_LIMITS, 'conc', 'rate', 'per')
 local conc = int_field(f[1], 1, 2147483647)

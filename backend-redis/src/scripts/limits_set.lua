@@ -1,13 +1,13 @@
 -- limits_set: K_EXTRA = the queue's limits hash; ARGV[2] = concurrency,
 -- ARGV[3] = rate claims, ARGV[4] = rate window (ms); '' for a limit not set.
 -- Replaces both limits. The window's count is kept while a rate is set,
--- and dropped with it; no limit at all deletes the key. Returns 1.
-local K_LIMITS = K_EXTRA
+-- and dropped with it; no limit at all deletes the key unless the queue is
+-- paused (its `paused` field is never touched here). Returns 1.
 local t = key_type(K_LIMITS)
 if t ~= 'none' and t ~= 'hash' then redis.call('DEL', K_LIMITS) end
 local conc, rate, per = ARGV[2], ARGV[3], ARGV[4]
 if conc == '' and rate == '' then
-  redis.call('DEL', K_LIMITS)
+  redis.call('HDEL', K_LIMITS, 'conc', 'rate', 'per', 'win', 'used')
   return 1
 end
 if conc == '' then

@@ -1,5 +1,6 @@
 -- purge: ARGV[2] = batch size. Deletes up to a batch of entries per index and
 -- their items; when every index is empty, the dedup keys (held ones too).
+-- The limits hash, and with it a pause (leaseq_core::Control::pause), stays.
 -- Returns { items deleted, more }.
 local bad = guard_all()
 if bad then return bad end

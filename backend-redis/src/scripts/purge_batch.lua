@@ -19,12 +19,12 @@ local function purge_batch(batch)
     redis.call('HDEL', K_GLIVE, g)
   end
   local deleted = call_chunked('HDEL', K_ITEMS, ids)
-  for _, k in ipairs({ K_TOK, K_MOVED, K_ATT, K_ERR, K_DK, K_UF }) do call_chunked('HDEL', k, ids) end
+  for _, k in ipairs({ K_TOK, K_MOVED, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG }) do call_chunked('HDEL', k, ids) end
   local left = redis.call('LLEN', K_FIFO) + redis.call('ZCARD', K_READY) + redis.call('ZCARD', K_SCHED)
     + redis.call('ZCARD', K_DEAD) + redis.call('ZCARD', K_GROUPS)
   if left == 0 then
     deleted = deleted + item_count()
-    redis.call('DEL', K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED, K_ATT, K_ERR, K_DK, K_UF)
+    redis.call('DEL', K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG)
   end
   return deleted, left
 end

@@ -6,7 +6,8 @@
 -- came in since the purge). Answers { items deleted, 'busy' } when the
 -- indexes still hold entries (purge again); { items deleted, 'behind',
 -- last id } when the queue handed out ids above the floor (raise it and
--- call again); else deletes every key of the queue, raises the prune
+-- call again); else deletes every key of the queue (its limits hash
+-- too, and with it a pause), raises the prune
 -- generation on a tombstone that expires (a registration made before this
 -- call no longer lets an enqueue in, see src/listing.rs), and answers
 -- { items deleted, 'deleted', the token `listed` held ('' if none) }.

@@ -1,8 +1,10 @@
 -- reap: ARGV[2] = batch size (lease groups). Reads only groups expired at
 -- the server's now: its cost grows with the expired groups and their ids,
 -- never with the live leases.
--- Returns { requeued, dead, repairs, more } where more = 1 when the batch
--- was full.
+-- Returns { requeued, dead, repairs, more, cancelled } where more = 1 when
+-- the batch was full. An expired lease of an item an operator asked to
+-- cancel (leaseq_core::Control::cancel) ends Cancelled: the item is
+-- deleted (its dedup key freed, no unique-for hold), counted in cancelled.
 -- Every key it reads is read before its first write (a wrong type fails
 -- the read, and the script stops having written nothing), so only the
 -- other keys are guarded.
@@ -26,13 +28,13 @@ end
 local due = #redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, 1) > 0
 local read = { [K_GROUPS] = true, [K_SCHED] = true }
 if #gs == 0 and not due then
-  return guard_unread(read) or { 0, 0, repairs, 0 }
+  return guard_unread(read) or { 0, 0, repairs, 0, 0 }
 end
 
 -- The ids whose lease is in an expired group, each once, with their
 -- records and attempts. A group's list is not pruned on ack or release:
 -- an id whose lease now lives elsewhere (or nowhere) is left out.
-local ids = {}
+local ids, id_toks = {}, {}
 if #gs > 0 then
   local lists = read_chunked('HMGET', K_GIDS, gs)
   local listed, of = {}, {}
@@ -57,6 +59,7 @@ if #gs > 0 then
       if t and not seen[s] and ((x and x == g) or (not x and string.sub(t, 1, 24) == g)) then
         seen[s] = true
         ids[#ids + 1] = s
+        id_toks[#ids] = t
         if far[g] then
           add_repair(repairs, 'leased', tonumber(s),
             'lease expiry is past the lease horizon (a clock that ran ahead?): expired now')
@@ -87,9 +90,17 @@ end
 if #ids > 0 then read[K_ITEMS], read[K_ATT] = true, true end
 local bad = guard_unread(read)
 if bad then return bad end
+-- Cancel requests and progress end with the leases (read and checked
+-- before the first write: a cancelled item's deletion touches the dedup
+-- keys too).
+if #ids > 0 and redis.call('EXISTS', K_CANCEL) == 1 then
+  bad = guard(K_DEDUP, K_DK, K_UF)
+  if bad then return bad end
+end
+local cancel = #ids > 0 and end_control(ids, id_toks)
 
 if due then promote_due(now, repairs) end
-local requeued, dead = 0, 0
+local requeued, dead, cancelled = 0, 0, 0
 if #gs > 0 then
   call_chunked('ZREM', K_GROUPS, gs)
   call_chunked('HDEL', K_GIDS, gs)
@@ -103,6 +114,9 @@ if #ids > 0 then
     local id, f = tonumber(id_s), fate[i]
     if f == 'missing' then
       add_repair(repairs, 'leased', id, 'item is missing')
+    elseif cancel and cancel[id_s] then
+      drop_record(id_s)
+      cancelled = cancelled + 1
     elseif f == 'poison' then
       quarantine(id, 'leased', usable[i], repairs)
     else
@@ -124,4 +138,4 @@ end
 notify(requeued)
 local more = 0
 if #gs >= batch then more = 1 end
-return { requeued, dead, repairs, more }
+return { requeued, dead, repairs, more, cancelled }

@@ -1,11 +1,14 @@
 -- release: ARGV[2] = id, ARGV[3] = token, ARGV[4] = delay ms.
 -- Returns 0 lost, 1 ready, 2 scheduled, 3 dead (attempts exhausted, or
--- quarantined: record or attempts outside the limits, see `unusable`).
+-- quarantined: record or attempts outside the limits, see `unusable`), 4
+-- cancelled (an operator asked to cancel the item: it ends Cancelled).
 local bad = guard_all()
 if bad then return bad end
 local id = int_field(ARGV[2], 1, ID_MAX)
 local id_s, rec, a = fenced(id, ARGV[3])
 if not id_s then return 0 end
+local cancelled = finish_cancelled(id_s, ARGV[3], 4)
+if cancelled then return cancelled end
 end_lease(id_s, ARGV[3])
 trace_finished({ id_s }, { ARGV[3] }, now_ms())
 local problem, r, att = unusable(rec, a)

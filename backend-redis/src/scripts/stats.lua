@@ -1,9 +1,12 @@
--- stats: counts per state. Due Scheduled items are promoted (one bounded
--- batch) and any left over still count as Ready.
+-- stats: K_EXTRA = the queue's limits hash. Counts per state, and 1 when
+-- the queue is paused (leaseq_core::Control::pause) else 0. Due Scheduled
+-- items are promoted (one bounded batch) and any left over still count as
+-- Ready.
 local bad = guard_all()
 if bad then return bad end
 local now = now_ms()
 promote_due(now, {})
 local due = redis.call('ZCOUNT', K_SCHED, '-inf', now)
 return { redis.call('LLEN', K_FIFO) + redis.call('ZCARD', K_READY) + due,
-         redis.call('ZCOUNT', K_SCHED, '(' .. fmt_int(now), '+inf'), leased_count(), redis.call('ZCARD', K_DEAD) }
+         redis.call('ZCOUNT', K_SCHED, '(' .. fmt_int(now), '+inf'), leased_count(), redis.call('ZCARD', K_DEAD),
+         paused_flag() }
