@@ -263,14 +263,14 @@ async function queuePage(name, state) {
 }
 
 async function redriveOne(name, id) {
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { id }));
+  const r = await act(() => api(queuePath(name) + "/redrive", { id }));
   if (r) notice(r.moved ? "Item " + id + " redriven: it is Ready again." : "Item " + id + " was not dead any more.");
   render();
 }
 
 async function redriveAll(name) {
   if (!(await confirmWith("Move every dead item of " + name + " back to ready?"))) return;
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { all: true }));
+  const r = await act(() => api(queuePath(name) + "/redrive", { all: true }));
   if (r) notice(r.moved + " items redriven.");
   render();
 }
@@ -278,7 +278,7 @@ async function redriveAll(name) {
 async function purge(name) {
   const ok = await confirmWith("Delete every item of " + name + " in every state? Type the queue's name to confirm.", name);
   if (!ok) return;
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/purge", { confirm: name }));
+  const r = await act(() => api(queuePath(name) + "/purge", { confirm: name }));
   if (!r) return;
   nextNotice = r.deleted + " items deleted.";
   location.hash = "#/";
