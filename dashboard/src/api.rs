@@ -8,11 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use leaseq_core::{Backend, Error, ItemId, QueueName};
+use leaseq_core::{Backend, Error};
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::answer::error_body;
+use crate::app::{item_id, queue_name, ApiResult, App};
 use crate::guard::Guard;
 use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
@@ -20,12 +21,6 @@ use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LI
 const DEFAULT_LIST: usize = 50;
 /// The most items one list request returns.
 const MAX_LIST: usize = 500;
-
-#[derive(Clone)]
-pub(crate) struct App {
-    pub(crate) backend: Arc<dyn Backend>,
-    guard: Arc<Guard>,
-}
 
 pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
     let app = App {
@@ -49,36 +44,6 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
         ))
 }
 
-/// A backend or input error, answered with the status its kind calls for.
-pub(crate) struct ApiError(Error);
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        ApiError(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, kind) = match &self.0 {
-            Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, "invalid_input"),
-            Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            Error::Unsupported { .. } => (StatusCode::NOT_IMPLEMENTED, "unsupported"),
-            Error::Rejected { .. } => (StatusCode::BAD_GATEWAY, "rejected"),
-            Error::Unavailable { .. } | Error::Full { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-            }
-            _ => (StatusCode::BAD_GATEWAY, "backend"),
-        };
-        // A backend error may quote its URL: never with the password.
-        let message = leaseq_core::redact_secrets(&self.0.to_string());
-        tracing::warn!(error = %message, "dashboard request failed");
-        error_body(status, kind, &message)
-    }
-}
-
-pub(crate) type ApiResult = Result<Response, ApiError>;
-
 async fn page(State(app): State<App>) -> Response {
     crate::assets::page(app.guard.csrf())
 }
@@ -89,16 +54,6 @@ async fn asset(Path(file): Path<String>) -> Response {
 
 async fn not_found() -> Response {
     error_body(StatusCode::NOT_FOUND, "not_found", "no such page")
-}
-
-pub(crate) fn queue_name(name: &str) -> Result<QueueName, ApiError> {
-    Ok(QueueName::new(name)?)
-}
-
-pub(crate) fn item_id(id: &str) -> Result<ItemId, ApiError> {
-    Ok(id
-        .parse()
-        .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?)
 }
 
 async fn overview(State(app): State<App>) -> ApiResult {
@@ -216,25 +171,4 @@ async fn purge(
     }
     let deleted = app.backend.admin()?.purge(&queue).await?;
     Ok(Json(json!({ "deleted": deleted })).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn error_answers_never_show_a_password() {
-        let e = Error::unavailable(
-            "connecting to redis://app:planted-pw@h:1",
-            std::io::Error::other("refused"),
-        );
-        let answer = ApiError(e).into_response();
-        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
-            .await
-            .expect("the body");
-        let text = String::from_utf8_lossy(&body);
-        assert!(!text.contains("planted-pw"), "{text}");
-        assert!(text.contains("redis://app:***@h:1"), "{text}");
-    }
 }

@@ -10,7 +10,7 @@ use leaseq_core::{BackendExt as _, Cancelled, Control, Error, QueueName};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{item_id, queue_name, ApiResult, App};
+use crate::app::{item_id, queue_name, ApiResult, App};
 use crate::view::{state_name, WorkerView};
 
 /// Items one `run_all_now` call moves.

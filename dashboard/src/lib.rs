@@ -42,6 +42,7 @@
 
 mod answer;
 mod api;
+mod app;
 mod assets;
 mod control;
 mod guard;
