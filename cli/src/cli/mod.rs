@@ -66,15 +66,16 @@ impl Cli {
 enum Command {
     /// Producers, workers (some crashing), reapers at once; prints the verdict.
     Demo(demo::DemoArgs),
-    /// Items per state in a queue, as a table; without a queue, one line
-    /// per queue that holds items.
+    /// Items per state in a queue, as a table, and whether it is paused;
+    /// without a queue, one line per queue that holds items.
     Stats(admin::StatsArgs),
     /// Adds items to a queue; prints their ids.
     Enqueue(admin::EnqueueArgs),
     /// Shows items in one state.
     Peek(admin::PeekArgs),
-    /// Shows one item whole: every field, times, the whole payload (exit
-    /// code 3 when the queue holds no such item).
+    /// Shows one item whole: every field, times, the whole payload, and for
+    /// a running job its progress and any cancel request (exit code 3 when
+    /// the queue holds no such item).
     Item(admin::ItemArgs),
     /// Dead items: list them or send them back to Ready.
     #[command(subcommand)]
@@ -113,7 +114,8 @@ enum Command {
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
     /// A web dashboard: queues, items by state, dead letters with redrive
-    /// and purge (loopback only unless --token is set).
+    /// and purge, pause/resume, cancel, run now and the live workers
+    /// (loopback only unless --token is set).
     Dashboard(dashboard::DashboardArgs),
 }
 
