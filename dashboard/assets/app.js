@@ -151,7 +151,7 @@ async function overview() {
         pausedBadge(q.paused)),
       ...STATES.map((s) => el("td", { "data-state": s, class: "num", text: String(q[s]) })),
       el("td", { "data-state": "total", class: "num", text: String(q.total) }),
-      el("td", {}, pauseButton(q.name, q.paused))));
+      el("td", {}, data.control ? pauseButton(q.name, q.paused) : null)));
   const table = el("table", { id: "queues" },
     el("thead", {}, el("tr", {}, el("th", { text: "queue" }),
       ...STATES.map((s) => el("th", { class: "num", text: s })),
@@ -236,17 +236,20 @@ async function queuePage(name, state) {
       buttons.append(el("button", { type: "button", class: "redrive-one",
         onclick: () => redriveOne(name, it.id), text: "Redrive" }));
     }
-    if (state === "scheduled") {
+    if (data.control && state === "scheduled") {
       buttons.append(el("button", { type: "button", class: "run-now-one",
         onclick: () => runNowOne(name, it.id), text: "Run now" }));
     }
-    buttons.append(el("button", { type: "button", class: "cancel-one",
-      onclick: () => cancelOne(name, it.id, state, false), text: "Cancel…" }));
+    if (data.control) {
+      buttons.append(el("button", { type: "button", class: "cancel-one",
+        onclick: () => cancelOne(name, it.id, state, false), text: "Cancel…" }));
+    }
     cells.push(buttons);
     return el("tr", { "data-id": it.id }, ...cells);
   });
-  const actions = el("div", { class: "actions" }, pauseButton(name, data.queue.paused),
-    state === "scheduled" ? el("button", { id: "run-all-now", type: "button",
+  const actions = el("div", { class: "actions" },
+    data.control ? pauseButton(name, data.queue.paused) : null,
+    data.control && state === "scheduled" ? el("button", { id: "run-all-now", type: "button",
       onclick: () => runAllNow(name), text: "Run all now…" }) : null,
     state === "dead" ? el("button", { id: "redrive-all", type: "button",
       onclick: () => redriveAll(name), text: "Redrive all dead" }) : null,
@@ -365,7 +368,7 @@ async function act(call) {
 async function itemPage(name, id) {
   const q = encodeURIComponent(name);
   crumbs(["queues", "#/"], [name, "#/queue/" + q + "/ready"], ["item " + id, null]);
-  const { item, now_ms } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
+  const { item, now_ms, control } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
   const fields = [
     ["id", item.id], ["state", item.state], ["attempts", item.attempts + " of " + item.max_attempts],
     ["priority", String(item.priority)], ["dedup key", item.dedup_key || ""],
@@ -380,10 +383,10 @@ async function itemPage(name, id) {
     [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
-  const runNow = item.state === "scheduled" ? el("button", { id: "run-now-item", type: "button",
-    onclick: () => runNowOne(name, item.id), text: "Run now" }) : null;
-  const cancel = el("button", { id: "cancel-item", type: "button", class: "danger",
-    onclick: () => cancelOne(name, item.id, item.state, true), text: "Cancel this item…" });
+  const runNow = control && item.state === "scheduled" ? el("button", { id: "run-now-item",
+    type: "button", onclick: () => runNowOne(name, item.id), text: "Run now" }) : null;
+  const cancel = control ? el("button", { id: "cancel-item", type: "button", class: "danger",
+    onclick: () => cancelOne(name, item.id, item.state, true), text: "Cancel this item…" }) : null;
   const remove = el("button", { id: "remove-item", type: "button", class: "danger",
     onclick: () => removeOne(name, item.id, item.state), text: "Remove this item…" });
   setMain(

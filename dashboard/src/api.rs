@@ -64,7 +64,12 @@ async fn overview(State(app): State<App>) -> ApiResult {
     for (name, stats) in names.iter().zip(stats) {
         queues.push(QueueView::new(name, &stats?));
     }
-    Ok(Json(json!({ "now_ms": now.as_millis(), "queues": queues })).into_response())
+    Ok(Json(json!({
+        "now_ms": now.as_millis(),
+        "control": app.has_control(),
+        "queues": queues,
+    }))
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,6 +100,7 @@ async fn items(
         .collect();
     Ok(Json(json!({
         "now_ms": now.as_millis(),
+        "control": app.has_control(),
         "queue": QueueView::new(&queue, &stats),
         "items": items,
     }))
@@ -108,6 +114,7 @@ async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>)
     let item = app.backend.item(&queue, id).await?;
     Ok(Json(json!({
         "now_ms": now.as_millis(),
+        "control": app.has_control(),
         "item": ItemView::new(&item, ITEM_PREVIEW),
     }))
     .into_response())

@@ -18,6 +18,14 @@ pub(crate) struct App {
     pub(crate) guard: Arc<Guard>,
 }
 
+impl App {
+    /// The backend offers the Control group: the page shows its buttons
+    /// (pause, cancel, run now) only then.
+    pub(crate) fn has_control(&self) -> bool {
+        self.backend.groups().control.is_some()
+    }
+}
+
 /// A backend or input error, answered with the status its kind calls for.
 pub(crate) struct ApiError(Error);
 

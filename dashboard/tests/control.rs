@@ -1,18 +1,21 @@
 //! The control routes over plain HTTP, on the memory backend: pause and
 //! resume, cancel, run now and the live workers. Each write passes the
 //! CSRF guard as redrive and purge do (refused, and nothing changed,
-//! without the page's token), and answers what the backend did.
+//! without the page's token), and answers what the backend did. A backend
+//! without the groups tells the page so (it shows no control buttons) and
+//! answers `unsupported`.
 
 mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq::CancellationToken;
+use leaseq::layer::LayeredBackend;
 use leaseq::{
     handler_fn, Backend, BackendExt as _, ClaimSpec, ItemId, Job, JobContext, LeaseTtl,
     MemoryBackend, NewItem, QueueName, Worker,
 };
+use leaseq::{CancellationToken, Groups};
 use support::http::{csrf, send, start, Reply};
 
 /// A queue `jobs` with two Ready items and two Scheduled an hour out.
@@ -100,6 +103,8 @@ async fn pause_and_resume_show_on_the_listings_and_gate_claims() {
     let (w, _stop) = writer(backend.clone()).await;
     let spec = || ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
 
+    let overview = send(w.addr, "GET", "/api/overview", &[], "").await.json();
+    assert_eq!(overview["control"], true);
     let r = w.post("/api/queues/jobs/pause", "{}").await;
     assert_eq!((r.status, r.json()["paused"].as_bool()), (200, Some(true)));
     let claimed = backend.claim(&q, spec()).await.expect("claim");
@@ -275,4 +280,58 @@ async fn workers_lists_a_running_worker_with_its_job() {
     running.await.expect("join").expect("worker");
     let after = send(w.addr, "GET", "/api/workers", &[], "").await.json();
     assert_eq!(after["workers"], serde_json::json!([]));
+}
+
+/// Memory without the Control and WorkerRegistry groups, as a backend of
+/// one's own may be.
+#[derive(Debug)]
+struct WithoutControl(MemoryBackend);
+
+impl LayeredBackend for WithoutControl {
+    type Inner = MemoryBackend;
+
+    fn inner(&self) -> &MemoryBackend {
+        &self.0
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none().admin(&self.0)
+    }
+}
+
+#[tokio::test]
+async fn without_the_groups_the_page_is_told_and_the_routes_are_unsupported() {
+    let backend: Arc<dyn Backend> = Arc::new(WithoutControl(MemoryBackend::new()));
+    let q = QueueName::new("jobs").expect("queue");
+    let id = backend
+        .enqueue(&q, vec![NewItem::new("a")])
+        .await
+        .expect("enqueue")[0]
+        .id;
+    let (w, _stop) = writer(backend.clone()).await;
+    for path in [
+        "/api/overview".to_owned(),
+        "/api/queues/jobs/items".to_owned(),
+        format!("/api/queues/jobs/items/{id}"),
+    ] {
+        let r = send(w.addr, "GET", &path, &[], "").await;
+        assert_eq!(r.json()["control"], false, "{path}");
+    }
+    for path in [
+        "/api/queues/jobs/pause".to_owned(),
+        format!("/api/queues/jobs/items/{id}/cancel"),
+    ] {
+        let r = w.post(&path, "{}").await;
+        assert_eq!(
+            (r.status, r.json()["kind"].as_str()),
+            (501, Some("unsupported")),
+            "{path}"
+        );
+    }
+    let r = send(w.addr, "GET", "/api/workers", &[], "").await;
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (501, Some("unsupported"))
+    );
+    assert_eq!(backend.stats(&q).await.expect("stats").ready, 1);
 }
