@@ -23,9 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use leaseq_core::limits::{check_delay, check_progress, millis_ceil};
-use leaseq_core::{
-    Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result,
-};
+use leaseq_core::{Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result};
 
 use crate::backend::arg;
 use crate::ops::lease_args;
@@ -37,7 +35,11 @@ const RUN_ALL_BATCH: usize = 500;
 impl<C: ScriptClient> RedisBackend<C> {
     /// The give-back script with `delay` (zero: back to Ready now), as
     /// `give_back` and `snooze` use it.
-    pub(crate) async fn give_back_after(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+    pub(crate) async fn give_back_after(
+        &self,
+        lease: &LeaseKey,
+        delay: Duration,
+    ) -> Result<Released> {
         let mut args = lease_args(lease);
         args.push(arg(millis_ceil(delay)));
         let r = self
@@ -141,9 +143,7 @@ impl<C: ScriptClient> Control for RedisBackend<C> {
         check_progress(&value)?;
         let mut args = lease_args(lease);
         args.push(value);
-        let r = self
-            .run(&self.scripts.progress, &lease.queue, args)
-            .await?;
+        let r = self.run(&self.scripts.progress, &lease.queue, args).await?;
         match r.int()? {
             1 => Ok(()),
             _ => Err(Error::LeaseLost { id: lease.id }),

@@ -372,7 +372,9 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
         // Ready, quarantined or cancelled: settled all the same.
-        self.give_back_after(lease, Duration::ZERO).await.map(|_| ())
+        self.give_back_after(lease, Duration::ZERO)
+            .await
+            .map(|_| ())
     }
 
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {

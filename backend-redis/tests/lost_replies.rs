@@ -29,6 +29,7 @@ fn stats(ready: u64, scheduled: u64, leased: u64, dead: u64) -> QueueStats {
         scheduled,
         leased,
         dead,
+        paused: false,
     }
 }
 

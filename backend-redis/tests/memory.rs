@@ -155,7 +155,7 @@ async fn full_server_drains(which: Which) {
         )
         .await
         .expect("extend on a full server");
-    assert!(extended > leases[0].expires_at);
+    assert!(extended.expires_at > leases[0].expires_at);
     assert_eq!(
         b.release(&leases[1].key, Duration::ZERO)
             .await

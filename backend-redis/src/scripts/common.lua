@@ -317,6 +317,18 @@ local function guard(...)
   return nil
 end
 
+-- Refuses (an error reply) the first of `kws`, pairs { key, type }, whose
+-- key holds another type; nil when none does (a missing key passes).
+local function guard_types(kws)
+  for _, kw in ipairs(kws) do
+    local got = key_type(kw[1])
+    if got ~= 'none' and got ~= kw[2] then
+      return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
+    end
+  end
+  return nil
+end
+
 -- `guard` of every key that holds items, their state or their leases
 -- (what moving an item between states may touch), and `...`.
 local STATE_KEYS = { K_FIFO, K_READY, K_SCHED, K_GROUPS, K_DEAD, K_DSEQ, K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED,
@@ -549,13 +561,7 @@ local HELD_TRIM = 64
 -- Refuses (before any write) a hold key of the wrong type: an ack writes
 -- them after its leases have left their groups, too late to fail cleanly.
 local function guard_holds()
-  for _, kw in ipairs({ { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } }) do
-    local got = key_type(kw[1])
-    if got ~= 'none' and got ~= kw[2] then
-      return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
-    end
-  end
-  return nil
+  return guard_types({ { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } })
 end
 
 -- The queue's limits hash (scripts/limits.lua), which also holds its pause
@@ -564,13 +570,9 @@ local K_LIMITS = K_EXTRA
 -- 1 when the queue is paused, else 0 (K_EXTRA must be the limits hash);
 -- refuses a limits key of the wrong type (an error).
 local function paused_flag()
-  local t = key_type(K_LIMITS)
-  if t == 'none' then return 0 end
-  if t ~= 'hash' then
-    error(redis.error_reply('LEASEQ_CORRUPT key ' .. K_LIMITS .. ' holds a ' .. t .. ', expected a hash'))
-  end
-  if redis.call('HEXISTS', K_LIMITS, 'paused') == 1 then return 1 end
-  return 0
+  local bad = guard_types({ { K_LIMITS, 'hash' } })
+  if bad then error(bad) end
+  return redis.call('HEXISTS', K_LIMITS, 'paused')
 end
 
 -- The listing of queues (src/listing.rs): `{p:q}:listed` holds the token
