@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// The last id handed out, in any queue (0 is never handed out, so
     /// planted entries can sort before every real one).
     last_id: AtomicU64,
+    /// The live-worker registry: id → (encoded entry, expires at ms).
+    pub(crate) workers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
     /// The stored schedules, by name (see `schedules.rs`).
     pub(crate) schedules: Mutex<
         std::collections::BTreeMap<
@@ -127,6 +129,16 @@ impl MemoryBackend {
     /// The clock's now, in ms.
     pub(crate) fn now_ms(&self) -> u64 {
         self.clock.now().as_millis()
+    }
+
+    /// The live-worker registry, locked.
+    pub(crate) fn worker_entries(
+        &self,
+    ) -> MutexGuard<'_, std::collections::BTreeMap<String, (String, u64)>> {
+        self.shared
+            .workers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `f` on the queue if it exists.

@@ -58,6 +58,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod control;
 mod hash;
 mod hooks;
 mod ops;

@@ -9,10 +9,10 @@ use leaseq_core::limits::{
 };
 use leaseq_core::queue_limits::Admission;
 use leaseq_core::{
-    async_trait, Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks,
-    Throttles, Timestamp,
+    async_trait, Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended,
+    Groups, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl,
+    LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Result,
+    ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
@@ -105,6 +105,13 @@ impl Backend for MemoryBackend {
             let expires = now.saturating_add(spec.ttl().as_millis());
             let mut repairs = Vec::new();
             st.promote_due(now, &mut repairs);
+            if st.paused {
+                return Claimed {
+                    repairs,
+                    paused: true,
+                    ..Claimed::default()
+                };
+            }
             // The queue's limits, in the same critical section as the claim.
             let admission = (!st.limits.is_none()).then(|| {
                 let leased = st.leased.len() as u64;
@@ -129,6 +136,7 @@ impl Backend for MemoryBackend {
                 leases,
                 repairs,
                 retry_after,
+                paused: false,
             }
         });
         Ok(claimed.unwrap_or_default())
@@ -208,9 +216,13 @@ impl Backend for MemoryBackend {
             .existing(&lease.queue, |q| {
                 let mut st = q.lock();
                 match st.fence(id, lease.token) {
-                    Fence::Held(_, expires) => {
+                    Fence::Held(item, expires) => {
                         let now = self.now_ms();
-                        st.remove_leased(id, expires, now);
+                        if item.cancel_requested {
+                            st.cancel_leased(id, expires);
+                        } else {
+                            st.remove_leased(id, expires, now);
+                        }
                         st.finished.record(id, lease.token, now);
                         (Ok(()), st.items.is_empty())
                     }
@@ -241,9 +253,13 @@ impl Backend for MemoryBackend {
                 for i in at {
                     let lease = &leases[i];
                     let id = lease.id.get();
-                    if let Fence::Held(_, expires) = st.fence(id, lease.token) {
+                    if let Fence::Held(item, expires) = st.fence(id, lease.token) {
                         let now = self.now_ms();
-                        st.remove_leased(id, expires, now);
+                        if item.cancel_requested {
+                            st.cancel_leased(id, expires);
+                        } else {
+                            st.remove_leased(id, expires, now);
+                        }
                         st.finished.record(id, lease.token, now);
                         out[i] = Ok(());
                     }
@@ -257,15 +273,19 @@ impl Backend for MemoryBackend {
         Ok(out)
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         let id = lease.id.get();
         self.existing(&lease.queue, |q| {
             let mut st = q.lock();
             let new = self.now_ms().saturating_add(ttl.as_millis());
             match st.fence(id, lease.token) {
-                Fence::Held(_, old) => {
+                Fence::Held(item, old) => {
+                    let cancel_requested = item.cancel_requested;
                     st.set_expiry(id, old, new);
-                    Ok(Timestamp::from_millis(new))
+                    Ok(Extended {
+                        expires_at: Timestamp::from_millis(new),
+                        cancel_requested,
+                    })
                 }
                 Fence::Lost => Err(lost(lease)),
             }
@@ -279,6 +299,11 @@ impl Backend for MemoryBackend {
             let mut st = q.lock();
             let now = self.now_ms();
             let expires = match st.fence(id, lease.token) {
+                Fence::Held(item, expires) if item.cancel_requested => {
+                    st.cancel_leased(id, expires);
+                    st.finished.record(id, lease.token, now);
+                    return Ok(());
+                }
                 Fence::Held(item, expires) => {
                     item.attempts = item.attempts.saturating_sub(1);
                     expires
@@ -300,11 +325,19 @@ impl Backend for MemoryBackend {
         self.existing(&lease.queue, |q| {
             let mut st = q.lock();
             let now = self.now_ms();
-            let (expires, exhausted) = match st.fence(id, lease.token) {
-                Fence::Held(item, expires) => (expires, item.attempts >= item.max_attempts),
+            let (expires, exhausted, cancelled) = match st.fence(id, lease.token) {
+                Fence::Held(item, expires) => (
+                    expires,
+                    item.attempts >= item.max_attempts,
+                    item.cancel_requested,
+                ),
                 Fence::Lost => return Err(lost(lease)),
             };
             st.finished.record(id, lease.token, now);
+            if cancelled {
+                st.cancel_leased(id, expires);
+                return Ok(Released::Cancelled);
+            }
             if exhausted {
                 st.kill_leased(id, expires, "attempts exhausted");
                 return Ok(Released::Dead);
@@ -332,8 +365,12 @@ impl Backend for MemoryBackend {
         self.existing(&lease.queue, |q| {
             let mut st = q.lock();
             match st.fence(id, lease.token) {
-                Fence::Held(_, expires) => {
-                    st.kill_leased(id, expires, reason);
+                Fence::Held(item, expires) => {
+                    if item.cancel_requested {
+                        st.cancel_leased(id, expires);
+                    } else {
+                        st.kill_leased(id, expires, reason);
+                    }
                     st.finished.record(id, lease.token, self.now_ms());
                     Ok(())
                 }
@@ -350,11 +387,10 @@ impl Backend for MemoryBackend {
                 let mut st = q.lock();
                 let now = self.now_ms();
                 let promoted = st.promote_due(now, &mut report.repairs);
-                let (requeued, dead, more) = st.reap_expired(now, REAP_BATCH, &mut report.repairs);
+                let requeued_before = report.requeued;
+                let more = st.reap_expired(now, REAP_BATCH, &mut report);
                 drop(st);
-                report.requeued += requeued;
-                report.dead += dead;
-                if requeued + promoted > 0 {
+                if report.requeued > requeued_before || promoted > 0 {
                     q.wake();
                 }
                 more
@@ -375,6 +411,7 @@ impl Backend for MemoryBackend {
                 scheduled: st.scheduled.len() as u64,
                 leased: st.leased.len() as u64,
                 dead: st.dead.len() as u64,
+                paused: st.paused,
             }
         });
         Ok(stats.unwrap_or_default())
@@ -430,6 +467,8 @@ impl Backend for MemoryBackend {
             .admin(self)
             .throttles(self)
             .schedules(self)
+            .control(self)
+            .registry(self)
             .test_hooks(self.test_hooks.then_some(self as &dyn TestHooks))
     }
 }
@@ -573,6 +612,13 @@ pub(crate) fn info(st: &QueueState, id: u64) -> Option<ItemInfo> {
         due_at,
         last_error: item.last_error.as_deref().map(str::to_owned),
         enqueued_at: Timestamp::from_millis(item.enqueued_at),
+        progress: match (item.slot, &item.progress) {
+            (Slot::Leased { token, .. }, Some((wrote, value))) if *wrote == token => {
+                Some(value.clone())
+            }
+            _ => None,
+        },
+        cancel_requested: item.cancel_requested && matches!(item.slot, Slot::Leased { .. }),
     })
 }
 

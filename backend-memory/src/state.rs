@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{
-    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, Repair, Timestamp,
+    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair, Timestamp,
 };
 
 use crate::hash::IdMap;
@@ -56,6 +56,12 @@ pub(crate) struct Item {
     pub(crate) unique_for: Option<u64>,
     pub(crate) last_error: Option<Box<str>>,
     pub(crate) slot: Slot,
+    /// An operator asked to cancel it while it was leased: whatever ends
+    /// the lease ends the item.
+    pub(crate) cancel_requested: bool,
+    /// The last progress a lease recorded, with that lease's token: shown
+    /// only while that token holds the item.
+    pub(crate) progress: Option<(LeaseToken, Bytes)>,
 }
 
 impl Item {
@@ -124,6 +130,8 @@ pub(crate) struct QueueState {
     pub(crate) limits: leaseq_core::QueueLimits,
     /// The claims counted in the current rate window.
     pub(crate) window: Option<leaseq_core::queue_limits::RateWindow>,
+    /// Paused: claims lease nothing (kept by purge).
+    pub(crate) paused: bool,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once
@@ -265,6 +273,8 @@ impl QueueState {
                 dedup_key: fresh.dedup_key,
                 unique_for: fresh.unique_for,
                 last_error: None,
+                cancel_requested: false,
+                progress: None,
                 slot,
             },
         );
@@ -361,6 +371,16 @@ impl QueueState {
         }
     }
 
+    /// Ends a leased item whose cancel was requested: it leaves the queue
+    /// like a removed item (its dedup key free, no unique-for hold). The
+    /// caller checked the fence.
+    pub(crate) fn cancel_leased(&mut self, id: u64, expires: u64) {
+        self.leased.remove(&(expires, id));
+        if let Some(item) = self.items.remove(&id) {
+            self.drop_dedup(id, &item);
+        }
+    }
+
     /// Moves a leased item's expiry. The caller checked the fence.
     pub(crate) fn set_expiry(&mut self, id: u64, old: u64, new: u64) {
         if let Some(item) = self.items.get_mut(&id) {
@@ -445,25 +465,31 @@ impl QueueState {
     }
 
     /// Recovers up to `budget` leases expired at `now` (expiry <= now), in
-    /// expiry order, after expiring those past the horizon. Returns
-    /// (requeued, dead, whether more may remain).
+    /// expiry order, after expiring those past the horizon, counting them
+    /// into `reaped`. Returns whether more may remain.
     pub(crate) fn reap_expired(
         &mut self,
         now: u64,
         budget: usize,
-        repairs: &mut Vec<Repair>,
-    ) -> (u64, u64, bool) {
+        reaped: &mut ReapReport,
+    ) -> bool {
+        let repairs = &mut reaped.repairs;
         self.expire_past_horizon(now, budget, repairs);
-        let (mut requeued, mut dead) = (0, 0);
         for _ in 0..budget {
             let Some(&(expires, id)) = self.leased.first() else {
-                return (requeued, dead, false);
+                return false;
             };
             if expires > now {
-                return (requeued, dead, false);
+                return false;
             }
             let exhausted = match self.items.get(&id) {
-                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) => {
+                Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) =>
+                {
+                    if item.cancel_requested {
+                        self.cancel_leased(id, expires);
+                        reaped.cancelled += 1;
+                        continue;
+                    }
                     item.attempts >= item.max_attempts
                 }
                 other => {
@@ -475,13 +501,13 @@ impl QueueState {
             };
             if exhausted {
                 self.kill_leased(id, expires, "lease expired on final attempt");
-                dead += 1;
+                reaped.dead += 1;
             } else {
                 self.requeue_leased(id, expires, 0, now);
-                requeued += 1;
+                reaped.requeued += 1;
             }
         }
-        (requeued, dead, true)
+        true
     }
 
     /// Moves up to `limit` Dead items, oldest death first, to Ready with
@@ -567,6 +593,7 @@ impl QueueState {
             && self.requests.is_empty(now)
             && self.finished.is_empty(now)
             && self.limits.is_none()
+            && !self.paused
     }
 
     pub(crate) fn purge(&mut self) -> u64 {
@@ -595,7 +622,7 @@ impl QueueState {
         self.scheduled.first().map(|e| e.0)
     }
 
-    fn drop_dedup(&mut self, id: u64, item: &Item) {
+    pub(crate) fn drop_dedup(&mut self, id: u64, item: &Item) {
         if let Some(key) = &item.dedup_key {
             if self.dedup.get(key) == Some(&id) {
                 self.dedup.remove(key);
@@ -667,9 +694,11 @@ mod tests {
         }
         // A budget of 4 is enough for 3 expired leases among 10,000: the
         // walk ends at the first live one instead of visiting them all.
-        assert_eq!(st.reap_expired(10, 4, &mut repairs), (3, 0, false));
+        let mut reaped = ReapReport::default();
+        assert!(!st.reap_expired(10, 4, &mut reaped));
+        assert_eq!((reaped.requeued, reaped.dead, reaped.cancelled), (3, 0, 0));
         assert_eq!((st.leased.len(), st.ready.len()), (9_997, 3));
-        assert!(repairs.is_empty());
+        assert!(repairs.is_empty() && reaped.repairs.is_empty());
     }
 
     #[test]

@@ -215,7 +215,8 @@ async fn extend_moves_the_expiry_that_reap_honours() {
         .backend
         .extend(&l.key, ttl(Duration::from_secs(60)))
         .await
-        .expect("extend");
+        .expect("extend")
+        .expires_at;
     assert_eq!(
         until,
         f.backend

@@ -162,7 +162,7 @@ async fn run(seed: u64, steps: usize) {
                             .expect("ttl");
                         let until = f.backend.extend(&l.key, ttl).await;
                         if let (Ok(until), Some(m)) = (&until, model.get_mut(&id)) {
-                            m.at = until.as_millis();
+                            m.at = until.expires_at.as_millis();
                             leases.push(l.clone());
                         }
                         until.map(|_| None)

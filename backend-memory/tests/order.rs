@@ -70,7 +70,8 @@ async fn delayed_items_are_scheduled_until_due() {
             ready: 1,
             scheduled: 2,
             leased: 0,
-            dead: 0
+            dead: 0,
+            paused: false,
         }
     );
     assert_eq!(f.claim_ids(10).await, [ids[1]]);

@@ -35,6 +35,10 @@ pub(crate) struct Inner {
     pub(crate) steps: leaseq_core::StepCounter,
     /// The test hooks' statements (beside the hooks, apart from `sql`).
     pub(crate) hook_sql: crate::hooks::HookSql,
+    /// The Control group's statements (beside it).
+    pub(crate) control_sql: crate::control::ControlSql,
+    /// The WorkerRegistry group's statements (beside it).
+    pub(crate) registry_sql: crate::registry::RegistrySql,
     /// When the reaper last looked at the planner's row count.
     pub(crate) planner: crate::planner::PlannerWatch,
 }
@@ -104,6 +108,8 @@ impl PgBackend {
             inner: Arc::new(Inner {
                 sql: Sql::new(&options.schema),
                 hook_sql: crate::hooks::HookSql::new(&options.schema),
+                control_sql: crate::control::ControlSql::new(&options.schema),
+                registry_sql: crate::registry::RegistrySql::new(&options.schema),
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,
                 pool,

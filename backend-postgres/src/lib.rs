@@ -48,7 +48,9 @@
 //! `attempts`, `max_attempts`, `dedup_key`, `token` (uuid), `enqueued_at`
 //! (the server's `now()` at the enqueue, in the first migration: every row
 //! has it; returned as [`leaseq_core::Lease::enqueued_at`]),
-//! `available_at`, `lease_expires_at`, `dead_at`, `last_error`. Acked items
+//! `available_at`, `lease_expires_at`, `dead_at`, `last_error`,
+//! `cancel_requested` (only ever true on a Leased row), `progress` and
+//! `progress_token` (the token of the lease that wrote it). Acked items
 //! are deleted.
 //! Partial indexes serve each access path, so none reads finished or
 //! unrelated rows:
@@ -70,7 +72,11 @@
 //! of at most [`leaseq_core::limits::MAX_REASON_LEN`] bytes (the last three
 //! added `NOT VALID`: rows from before them are not rescanned).
 //!
-//! A second table, `leaseq_requests`, remembers recent
+//! `leaseq_queue_limits` holds, per queue, its global limits and its pause
+//! (both read by the claim statement's one probe of the row), and
+//! `leaseq_workers` the live workers (id, entry as JSON text, expiry).
+//!
+//! A further table, `leaseq_requests`, remembers recent
 //! [`leaseq_core::Backend::enqueue_once`] requests: primary key `(queue,
 //! request)`, the first call's `ids` and `deduplicated` flags (arrays in
 //! batch order), and `expires_at` (`now()` +
@@ -133,6 +139,30 @@
 //!   one row, whose id the others get back. A batch in which no item has a
 //!   dedup key takes a plain `INSERT … SELECT FROM unnest` instead: no
 //!   conflict arbitration, and its ids come back as one array.
+//! - **Control** ([`leaseq_core::Control`]). `cancel` is one statement: it
+//!   locks the row by the primary key (reading its latest version) and
+//!   either deletes it (Ready, Scheduled, Dead: as `remove_item`, no key
+//!   held) or sets `cancel_requested` on a Leased row. Every statement that
+//!   ends a lease then ends the item Cancelled in that same statement: the
+//!   ack's `DELETE` holds no unique-for key when its row has the flag (its
+//!   `RETURNING` reads the version it deleted); release, give_back, fail and
+//!   snooze lock the fenced row first and delete it instead of moving it
+//!   when it has the flag; the reap deletes flagged expired leases in the
+//!   batch that requeues the others, leaving the same takeover trace, and
+//!   counts them in [`leaseq_core::ReapReport::cancelled`]. `extend`
+//!   returns the flag. `pause` and `resume` write `paused` on the queue's
+//!   limits row, which the claim statement already reads by its primary
+//!   key: on a paused queue its heads lock nothing and it answers
+//!   [`leaseq_core::Claimed::paused`]; an unpaused claim reads nothing
+//!   more than before. `progress` is a fenced `UPDATE`; `item` and `peek`
+//!   show it only while the row is Leased under the token that wrote it,
+//!   and the statements that end a lease clear it. `run_now` locks its row
+//!   by the primary key; `run_all_now` walks the scheduled index from the
+//!   earliest due time in keyset batches, as promotion does.
+//! - **Live workers** ([`leaseq_core::WorkerRegistry`]). `register` is one
+//!   upsert that also deletes expired entries (through the expiry index,
+//!   skipping rows another call is deleting); `workers` deletes them the
+//!   same way and lists the rest. Their cost follows the number of workers.
 //! - **Lost replies.** `recover_claim` is one `SELECT` of the queue's live
 //!   leases (`lease_expires_at > now()`, through the leased index) whose
 //!   token lies in the spec's family: uuids compare as big-endian bytes, so
@@ -180,7 +210,8 @@
 //!   items behind them are claimed by the same statement.
 //!
 //! # Wake-ups
-//! Enqueue, release, reap, redrive and `redrive_item` send
+//! Enqueue, release, reap, redrive, `redrive_item`, snooze, `resume`,
+//! `run_now` and `run_all_now` send
 //! `pg_notify('leaseq_<schema>', queue)` inside their own statement, once
 //! per statement, only when something became claimable. Each backend (all its clones) keeps one
 //! `LISTEN` connection, started on the first
@@ -245,12 +276,14 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod control;
 mod hooks;
 mod limits;
 mod notify;
 mod ops;
 mod options;
 mod planner;
+mod registry;
 mod rows;
 mod schedules;
 mod sql;

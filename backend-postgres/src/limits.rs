@@ -7,6 +7,12 @@
 //! counts the claim in the row's rate window. Claims on one limited queue
 //! take turns on the row; the plain claim statement sees the row and hands
 //! over (`Sql::claim`'s gate), so no claim escapes the count.
+//!
+//! The row also holds the queue's pause (`paused`, migration 0015, see
+//! [`crate::control`]): a row may hold a pause without limits. Clearing
+//! the limits clears their columns in one statement (never deleting the
+//! row, which would take a pause set meanwhile with it) and then deletes
+//! the row if it holds nothing.
 
 use leaseq_core::queue_limits::{Admission, RateWindow, CONCURRENCY_RETRY};
 use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
@@ -41,12 +47,15 @@ impl PgBackend {
         limits.check()?;
         let t = self.limits_table();
         if limits.is_none() {
-            sqlx::query(&format!("DELETE FROM {t} WHERE queue = $1"))
-                .bind(queue.as_str())
-                .execute(&self.inner.pool)
-                .await
-                .map_err(db("clearing queue limits"))?;
-            return Ok(());
+            sqlx::query(&format!(
+                "UPDATE {t} SET concurrency = NULL, rate = NULL, per_ms = NULL, \
+                   window_start = NULL, window_used = 0 WHERE queue = $1"
+            ))
+            .bind(queue.as_str())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db("clearing queue limits"))?;
+            return self.forget_empty_limits(queue).await;
         }
         sqlx::query(&format!(
             "INSERT INTO {t} AS l (queue, concurrency, rate, per_ms) VALUES ($1, $2, $3, $4) \
@@ -133,7 +142,7 @@ impl PgBackend {
         spec: &ClaimSpec,
     ) -> Result<Option<Claimed>> {
         let row = sqlx::query(&format!(
-            "SELECT concurrency, rate, per_ms, window_start, window_used, {now} \
+            "SELECT concurrency, rate, per_ms, window_start, window_used, {now}, paused \
              FROM {t} WHERE queue = $1 FOR UPDATE",
             now = epoch_ms("clock_timestamp()"),
         ))
@@ -142,6 +151,13 @@ impl PgBackend {
         .await
         .map_err(db("claim: locking the queue's limits"))?;
         let Some(row) = row else { return Ok(None) };
+        if col::<bool>(&row, 6)? {
+            // Paused while this claim waited for the row.
+            return Ok(Some(Claimed {
+                paused: true,
+                ..Claimed::default()
+            }));
+        }
         let limits = stored(col(&row, 0)?, col(&row, 1)?, col(&row, 2)?)?;
         let window = match (col::<Option<i64>>(&row, 3)?, col::<i64>(&row, 4)?) {
             (Some(start), used) => Some(RateWindow {

@@ -9,9 +9,9 @@ use leaseq_core::limits::{
     REQUEST_MEMORY,
 };
 use leaseq_core::{
-    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl, LimitScope,
-    NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups,
+    ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl,
+    LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
     ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
@@ -40,7 +40,10 @@ const DEDUP_ROUNDS: usize = 8;
 impl PgBackend {
     /// The pool, for one statement on `queues` (counted for
     /// [`TestHooks::steps`] once per distinct queue).
-    fn statement_on<'a>(&self, queues: impl IntoIterator<Item = &'a QueueName>) -> &PgPool {
+    pub(crate) fn statement_on<'a>(
+        &self,
+        queues: impl IntoIterator<Item = &'a QueueName>,
+    ) -> &PgPool {
         if !self.inner.steps.is_enabled() {
             return &self.inner.pool;
         }
@@ -366,9 +369,16 @@ impl PgBackend {
         let mut out = Claimed::default();
         let mut limited = false;
         for row in &rows {
-            if col::<Option<String>>(row, 8)?.as_deref() == Some("limited") {
-                limited = true;
-                continue;
+            match col::<Option<String>>(row, 8)?.as_deref() {
+                Some("limited") => {
+                    limited = true;
+                    continue;
+                }
+                Some("paused") => {
+                    out.paused = true;
+                    continue;
+                }
+                _ => {}
             }
             let id = item_id(col(row, 0)?)?;
             if let Some(was) = col::<Option<String>>(row, 7)? {
@@ -406,6 +416,69 @@ impl PgBackend {
         out.leases
             .sort_by_key(|l| (std::cmp::Reverse(l.priority), l.key.id));
         Ok((out, limited))
+    }
+
+    /// Walks `sql`, a [`crate::sql::to_ready_walk`] statement, until it
+    /// moved `n` rows or found no more; answers how many moved.
+    pub(crate) async fn move_up_to(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        n: usize,
+        what: &'static str,
+    ) -> Result<u64> {
+        let [moved, ..] = self.walk(sql, queue, REAP_BATCH, limit(n), what).await?;
+        Ok(u64::try_from(moved).unwrap_or(0))
+    }
+
+    /// Runs `sql` ($1 queue, $2 id, and with `notify` $3 the notify
+    /// channel), which answers a row only when the item `id` exists: that
+    /// row, or [`Error::NotFound`].
+    pub(crate) async fn item_row(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        id: ItemId,
+        notify: bool,
+        what: &'static str,
+    ) -> Result<PgRow> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let mut query = sqlx::query(sql).bind(queue.as_str()).bind(raw);
+        if notify {
+            query = query.bind(&self.inner.channel);
+        }
+        query
+            .fetch_optional(self.statement_on([queue]))
+            .await
+            .map_err(db(what))?
+            .ok_or(Error::NotFound { id })
+    }
+
+    /// Runs `sql`, a release or a snooze of `lease` ($4 delay, $5 notify
+    /// channel), and reads where the item went.
+    pub(crate) async fn put_back(
+        &self,
+        sql: &str,
+        lease: &LeaseKey,
+        delay: Duration,
+        what: &'static str,
+    ) -> Result<Released> {
+        check_delay(delay)?;
+        let row = sqlx::query(sql)
+            .bind(fenced_id(lease))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(millis(delay))
+            .bind(&self.inner.channel)
+            .fetch_optional(self.statement_on([&lease.queue]))
+            .await
+            .map_err(db(what))?;
+        match row {
+            Some(row) => released(&col::<String>(&row, 0)?),
+            None => Err(Self::lost(lease)),
+        }
     }
 
     /// Forgets `enqueue_once` requests whose memory ran out, in batches,
@@ -452,22 +525,23 @@ impl PgBackend {
         }
     }
 
-    /// Runs one of the keyset batch statements (reap, promote, redrive) on
-    /// `queue` until a batch locks fewer than `batch` rows or `limit` rows
-    /// were counted, each batch starting after the key where the last one
-    /// stopped; returns the sums of the statement's two counts.
-    async fn walk(
+    /// Runs one of the keyset batch statements (reap, promote, redrive,
+    /// run_all_now) on `queue` until a batch locks fewer than `batch` rows
+    /// or `limit` rows were counted, each batch starting after the key
+    /// where the last one stopped; returns the sums of the statement's
+    /// three counts.
+    pub(crate) async fn walk(
         &self,
         sql: &str,
         queue: &QueueName,
         batch: i64,
         limit: i64,
         what: &'static str,
-    ) -> Result<(i64, i64)> {
-        let (mut a, mut b) = (0i64, 0i64);
+    ) -> Result<[i64; 3]> {
+        let mut sums = [0i64; 3];
         let mut after: (String, i64) = (WALK_START.0.to_owned(), WALK_START.1);
-        while a + b < limit {
-            let n = batch.min(limit - a - b);
+        while sums.iter().sum::<i64>() < limit {
+            let n = batch.min(limit - sums.iter().sum::<i64>());
             let row = sqlx::query(sql)
                 .bind(queue.as_str())
                 .bind(n)
@@ -478,17 +552,18 @@ impl PgBackend {
                 .await
                 .map_err(db(what))?;
             let locked: i64 = col(&row, 0)?;
-            a += col::<i64>(&row, 1)?;
-            b += col::<i64>(&row, 2)?;
+            for (i, sum) in sums.iter_mut().enumerate() {
+                *sum += col::<i64>(&row, i + 1)?;
+            }
             match (
-                col::<Option<String>>(&row, 3)?,
-                col::<Option<i64>>(&row, 4)?,
+                col::<Option<String>>(&row, 4)?,
+                col::<Option<i64>>(&row, 5)?,
             ) {
                 (Some(at), Some(id)) if locked >= n => after = (at, id),
                 _ => break,
             }
         }
-        Ok((a, b))
+        Ok(sums)
     }
 }
 
@@ -675,7 +750,7 @@ impl Backend for PgBackend {
             .collect())
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         let row = sqlx::query(&self.inner.sql.extend)
             .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
@@ -685,33 +760,17 @@ impl Backend for PgBackend {
             .await
             .map_err(db("extend"))?;
         match row {
-            Some(row) => Ok(ts(col(&row, 0)?)),
+            Some(row) => Ok(Extended {
+                expires_at: ts(col(&row, 0)?),
+                cancel_requested: col(&row, 1)?,
+            }),
             None => Err(Self::lost(lease)),
         }
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        check_delay(delay)?;
-        let row = sqlx::query(&self.inner.sql.release)
-            .bind(fenced_id(lease))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(millis(delay))
-            .bind(&self.inner.channel)
-            .fetch_optional(self.statement_on([&lease.queue]))
+        self.put_back(&self.inner.sql.release, lease, delay, "release")
             .await
-            .map_err(db("release"))?;
-        let Some(row) = row else {
-            return Err(Self::lost(lease));
-        };
-        match state(&col::<String>(&row, 0)?)? {
-            ItemState::Ready => Ok(Released::Ready),
-            ItemState::Scheduled => Ok(Released::Scheduled),
-            ItemState::Dead => Ok(Released::Dead),
-            ItemState::Leased => Err(Error::Corrupt {
-                what: "release left the item leased".into(),
-            }),
-        }
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
@@ -733,15 +792,15 @@ impl Backend for PgBackend {
         // PostgreSQL `text` cannot hold a NUL character: it is stored as
         // U+FFFD, so a failure is never refused for its wording.
         let reason = reason.replace('\0', "\u{FFFD}");
-        let done = sqlx::query(&self.inner.sql.fail)
+        let row = sqlx::query(&self.inner.sql.fail)
             .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(clamp_reason(&reason))
-            .execute(self.statement_on([&lease.queue]))
+            .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("fail"))?;
-        if done.rows_affected() == 0 {
+        if col::<i64>(&row, 0)? == 0 {
             return Err(Self::lost(lease));
         }
         Ok(())
@@ -750,12 +809,14 @@ impl Backend for PgBackend {
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
         self.keep_planner_informed().await;
         let repairs = self.expire_past_horizon(queue).await?;
-        let (requeued, dead) = self
+        let [requeued, dead, cancelled] = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")
             .await?;
+        let n = |c: i64| u64::try_from(c).unwrap_or(0);
         let report = ReapReport {
-            requeued: u64::try_from(requeued).unwrap_or(0),
-            dead: u64::try_from(dead).unwrap_or(0),
+            requeued: n(requeued),
+            dead: n(dead),
+            cancelled: n(cancelled),
             repairs,
         };
         self.walk(
@@ -793,6 +854,7 @@ impl Backend for PgBackend {
             *c = col(&row, i)?;
         }
         let pages: Option<i64> = col(&row, 5)?;
+        let paused: bool = col(&row, 6)?;
         if counts.iter().any(|&n| n >= cap) {
             // Whole pages, about STATS_SAMPLE_PAGES of them, scaled up by
             // the rate; a bucket is never put below what was counted.
@@ -818,6 +880,7 @@ impl Backend for PgBackend {
             scheduled: n(counts[2]),
             leased: n(counts[3]),
             dead: n(counts[4]),
+            paused,
         })
     }
 
@@ -854,19 +917,10 @@ impl Backend for PgBackend {
     }
 
     async fn item(&self, queue: &QueueName, id: ItemId) -> Result<ItemInfo> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.statement_on([queue]))
-            .await
-            .map_err(db("item"))?;
-        match row {
-            Some(row) => info(&row),
-            None => Err(Error::NotFound { id }),
-        }
+        let row = self
+            .item_row(&self.inner.sql.item, queue, id, false, "item")
+            .await?;
+        info(&row)
     }
 
     async fn wait_for_work(&self, queue: &QueueName, timeout: Duration) {
@@ -878,6 +932,8 @@ impl Backend for PgBackend {
             .admin(self)
             .throttles(self)
             .schedules(self)
+            .control(self)
+            .registry(self)
             .test_hooks(
                 self.inner
                     .options
@@ -890,29 +946,20 @@ impl Backend for PgBackend {
 #[async_trait]
 impl Admin for PgBackend {
     async fn redrive(&self, queue: &QueueName, n: usize) -> Result<u64> {
-        let (moved, _) = self
-            .walk(
-                &self.inner.sql.redrive,
-                queue,
-                REAP_BATCH,
-                limit(n),
-                "redrive",
-            )
-            .await?;
-        Ok(u64::try_from(moved).unwrap_or(0))
+        self.move_up_to(&self.inner.sql.redrive, queue, n, "redrive")
+            .await
     }
 
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.redrive_item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .bind(&self.inner.channel)
-            .fetch_one(self.statement_on([queue]))
-            .await
-            .map_err(db("redrive_item"))?;
+        let row = self
+            .item_row(
+                &self.inner.sql.redrive_item,
+                queue,
+                id,
+                true,
+                "redrive_item",
+            )
+            .await?;
         let moved: i64 = col(&row, 0)?;
         let was: Option<String> = col(&row, 1)?;
         match (moved, was) {
@@ -929,19 +976,10 @@ impl Admin for PgBackend {
     // it: every fence names the row, and a queue's limits count its Leased
     // rows.
     async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let row = sqlx::query(&self.inner.sql.remove_item)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.statement_on([queue]))
-            .await
-            .map_err(db("remove_item"))?;
-        match row {
-            Some(row) => state(&col::<String>(&row, 0)?),
-            None => Err(Error::NotFound { id }),
-        }
+        let row = self
+            .item_row(&self.inner.sql.remove_item, queue, id, false, "remove_item")
+            .await?;
+        state(&col::<String>(&row, 0)?)
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
@@ -1008,8 +1046,24 @@ enum Recalled {
 /// The id of a fenced call as stored: an id over `i64::MAX` names no row
 /// (ids are never negative), so the call finds nothing and the lease is
 /// lost, as for any other unknown id.
-fn fenced_id(lease: &LeaseKey) -> i64 {
+pub(crate) fn fenced_id(lease: &LeaseKey) -> i64 {
     sql_id(lease.id).unwrap_or(-1)
+}
+
+/// What a release or a snooze answers, from the state its statement
+/// returned ('cancelled': the item ended Cancelled).
+pub(crate) fn released(st: &str) -> Result<Released> {
+    if st == "cancelled" {
+        return Ok(Released::Cancelled);
+    }
+    match state(st)? {
+        ItemState::Ready => Ok(Released::Ready),
+        ItemState::Scheduled => Ok(Released::Scheduled),
+        ItemState::Dead => Ok(Released::Dead),
+        ItemState::Leased => Err(Error::Corrupt {
+            what: "a release left the item leased".into(),
+        }),
+    }
 }
 
 /// A row of the lease columns (claim, recover_claim: the lease's seven,

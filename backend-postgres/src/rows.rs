@@ -155,6 +155,7 @@ pub(crate) fn sql_token(t: LeaseToken) -> uuid::Uuid {
 pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
     let payload: Option<Vec<u8>> = col(row, 2)?;
     let due: Option<i64> = col(row, 7)?;
+    let progress: Option<Vec<u8>> = col(row, 10)?;
     Ok(ItemInfo {
         id: item_id(col(row, 0)?)?,
         state: state(&col::<String>(row, 1)?)?,
@@ -166,6 +167,8 @@ pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
         due_at: due.map(ts),
         last_error: col(row, 8)?,
         enqueued_at: ts(col(row, 9)?),
+        progress: progress.map(Bytes::from),
+        cancel_requested: col(row, 11)?,
     })
 }
 

@@ -42,6 +42,8 @@ pub(crate) struct Sql {
     pub(crate) release: String,
     pub(crate) give_back: String,
     pub(crate) fail: String,
+    pub(crate) snooze: String,
+    pub(crate) progress: String,
     pub(crate) reap: String,
     pub(crate) forget_takeovers: String,
     pub(crate) lease_horizon: String,
@@ -60,14 +62,18 @@ pub(crate) struct Sql {
     pub(crate) items_table: String,
 }
 
-/// The columns and effective state inspection returns.
+/// The columns and effective state inspection returns. A lease's
+/// progress shows only while the row is Leased under the token that wrote
+/// it, so no claim has to clear it.
 fn info_columns() -> String {
     format!(
         "id, CASE WHEN state = 'scheduled' AND available_at <= now() THEN 'ready' ELSE state END \
          AS state, payload, priority, attempts, max_attempts, dedup_key, \
          CASE WHEN state = 'scheduled' AND available_at > now() THEN {avail} \
               WHEN state = 'leased' THEN {lease} END AS due_ms, last_error, \
-         {enq} AS enqueued_ms",
+         {enq} AS enqueued_ms, \
+         CASE WHEN state = 'leased' AND progress_token = token THEN progress END AS progress, \
+         (state = 'leased' AND cancel_requested) AS cancel_requested",
         avail = ms("available_at"),
         lease = ms("lease_expires_at"),
         enq = ms("enqueued_at"),
@@ -104,6 +110,33 @@ fn queues(t: &str) -> String {
         walk("s", "scheduled"),
         walk("l", "leased"),
         walk("d", "dead"),
+    )
+}
+
+/// One batch of a keyset walk (see [`Sql::reap`]) that moves rows of a
+/// queue to Ready: up to $2 rows matching `filter`, in `(key, id)` order
+/// after the key ($4 as text, $5) where the last batch stopped, locked
+/// (`SKIP LOCKED`) and updated by id alone with `set`. $1 queue, $3 notify
+/// channel (one notification when any moved). Returns the rows locked, the
+/// rows moved, two zero counts (the walk sums three) and the key of the
+/// last row locked.
+pub(crate) fn to_ready_walk(t: &str, key: &str, filter: &str, set: &str) -> String {
+    format!(
+        "WITH c AS MATERIALIZED ( \
+           SELECT id, {key} AS at FROM {t} \
+           WHERE queue = $1 AND {filter} AND ({key}, id) > ($4::timestamptz, $5::bigint) \
+           ORDER BY {key}, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ), r AS ( \
+           UPDATE {t} i SET {set} \
+           WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
+         ), hint AS ( \
+           SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
+         ), last AS ( \
+           SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
+         ) \
+         SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
+                0::bigint, (SELECT at::text FROM last), (SELECT id FROM last) \
+         FROM r CROSS JOIN hint"
     )
 }
 
@@ -145,6 +178,46 @@ impl Sql {
         // left in it, to find one row. Without it only the primary key
         // serves.
         let fence = "id = $1 AND queue = $2 AND token = $3 AND lease_expires_at IS NOT NULL";
+        // The unique-for hold an ack's deleted row asks for: none for an
+        // item with a cancel request (it ends Cancelled, not acked).
+        let held_ms =
+            "CASE WHEN cancel_requested THEN NULL ELSE unique_for_ms END AS unique_for_ms";
+        // The head of a statement that ends a lease other than by an ack:
+        // the held row, locked, with its cancel request as of its latest
+        // version (a cancel that committed while this waited for the lock
+        // is seen). `gone` deletes the row when a cancel was requested (the
+        // item ends Cancelled); the statement's UPDATE moves it otherwise
+        // (`FROM held WHERE ... AND NOT held.cancel`). Both find the row by
+        // id and, should it have changed since the statement's snapshot,
+        // re-check on its latest version with `held`'s answer.
+        let ending = format!(
+            "held AS MATERIALIZED ( \
+               SELECT id, cancel_requested AS cancel FROM {t} WHERE {fence} FOR UPDATE \
+             ), gone AS ( \
+               DELETE FROM {t} g USING held WHERE g.id = held.id AND held.cancel \
+               RETURNING g.id \
+             )"
+        );
+        // What a lease's end clears besides the lease: its progress.
+        let unleased =
+            "token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL";
+        // A release or a snooze: $4 delay (ms), $5 notify channel; `set`
+        // says where the item goes. One row when the fence held: the state
+        // the item went to, or 'cancelled'.
+        let put_back = |set: &str| {
+            format!(
+                "WITH {ending}, r AS ( \
+                   UPDATE {t} i SET {set}, \
+                     available_at = now() + $4 * interval '1 millisecond', {unleased} \
+                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($5, $2)) AS n \
+                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
+                 ) \
+                 SELECT r.state FROM r CROSS JOIN hint \
+                 UNION ALL SELECT 'cancelled' FROM gone"
+            )
+        };
         let info = info_columns();
         // A row whose attempts reached its maximum (at most
         // `ATTEMPTS_LIMIT`) is not leased: it is poison.
@@ -262,6 +335,11 @@ impl Sql {
             // row) and returns one row of kind 'limited': the caller claims
             // again under the lock.
             //
+            // A pause (`Control::pause`) is stored on the same row, read by
+            // the same probe of its primary key: on a paused queue the
+            // heads lock no row and the statement returns one row of kind
+            // 'paused'. A paused queue is never 'limited'.
+            //
             // A lease under a token a reap took from an earlier lease of the
             // same item (a claim sent again after a lost reply reuses its
             // tokens) drops that takeover trace (`untraced`), which would
@@ -274,18 +352,22 @@ impl Sql {
             // stamped before it would predate an item the claim sees.
             claim: format!(
                 "WITH gate AS MATERIALIZED ( \
-                   SELECT (NOT $5::bool AND EXISTS (SELECT 1 FROM {lim} WHERE queue = $1)) AS limited \
+                   SELECT coalesce(bool_or(paused), false) AS paused, \
+                          coalesce(bool_or(NOT $5::bool AND NOT paused \
+                                           AND (concurrency IS NOT NULL OR rate IS NOT NULL)), \
+                                   false) AS limited \
+                   FROM {lim} WHERE queue = $1 \
                  ), clock AS MATERIALIZED ( \
                    SELECT clock_timestamp() AS at \
                  ), ready AS MATERIALIZED ( \
                    SELECT id, priority FROM {t} \
                    WHERE queue = $1 AND state = 'ready' AND {healthy} \
-                     AND NOT (SELECT limited FROM gate) \
+                     AND NOT (SELECT limited OR paused FROM gate) \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), due AS MATERIALIZED ( \
                    SELECT id, priority FROM {t} \
                    WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() AND {healthy} \
-                     AND NOT (SELECT limited FROM gate) \
+                     AND NOT (SELECT limited OR paused FROM gate) \
                    ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED \
                  ), pick AS MATERIALIZED ( \
                    SELECT id, (row_number() OVER (ORDER BY priority DESC, id))::int AS slot \
@@ -336,7 +418,9 @@ impl Sql {
                  SELECT id, NULL, NULL, attempts, max_attempts, 0, 0, state, 'quarantined', 0 \
                  FROM quarantined \
                  UNION ALL \
-                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'limited', 0 FROM gate WHERE limited",
+                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'limited', 0 FROM gate WHERE limited \
+                 UNION ALL \
+                 SELECT 0, NULL, NULL, 0, 0, 0, 0, NULL, 'paused', 0 FROM gate WHERE paused",
                 exp = ms("i.lease_expires_at"),
                 enq = ms("i.enqueued_at"),
                 lim = crate::limits::table(schema),
@@ -432,11 +516,14 @@ impl Sql {
                         (SELECT max(at)::text FROM c)"
             ),
             // $1 id, $2 queue, $3 token. One row when the fence held. A
-            // unique-for key is held from now on (`{hold}`).
+            // unique-for key is held from now on (`{hold}`), unless a cancel
+            // was requested: the item ends Cancelled, its key free at once.
+            // RETURNING reads the version deleted, so a cancel that
+            // committed while the ack waited for the row is seen.
             ack: format!(
                 "WITH d AS ( \
                    DELETE FROM {t} WHERE {fence} \
-                   RETURNING id, queue, dedup_key, unique_for_ms \
+                   RETURNING id, queue, dedup_key, {held_ms} \
                  ), {hold} \
                  SELECT count(*) FROM d"
             ),
@@ -448,52 +535,55 @@ impl Sql {
                      AS l(id, queue, token) \
                    WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
                      AND i.lease_expires_at IS NOT NULL \
-                   RETURNING i.id, i.queue, i.token, i.dedup_key, i.unique_for_ms \
+                   RETURNING i.id, i.queue, i.token, i.dedup_key, {held_ms} \
                  ), {hold} \
                  SELECT id, queue, token FROM d"
             ),
-            // ... $4 ttl (ms).
+            // ... $4 ttl (ms). Also whether a cancel was requested.
             extend: format!(
                 "UPDATE {t} SET lease_expires_at = now() + $4 * interval '1 millisecond' \
-                 WHERE {fence} RETURNING {exp}",
+                 WHERE {fence} RETURNING {exp}, cancel_requested",
                 exp = ms("lease_expires_at"),
             ),
-            // ... $4 delay (ms), $5 notify channel.
-            release: format!(
-                "WITH r AS ( \
-                   UPDATE {t} SET \
-                     state = CASE WHEN attempts >= max_attempts THEN 'dead' \
-                                  WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
-                     available_at = now() + $4 * interval '1 millisecond', \
-                     dead_at = CASE WHEN attempts >= max_attempts THEN now() END, \
-                     last_error = CASE WHEN attempts >= max_attempts THEN 'attempts exhausted' \
-                                       ELSE last_error END, \
-                     token = NULL, lease_expires_at = NULL \
-                   WHERE {fence} RETURNING state \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($5, $2)) AS n \
-                   FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
-                 ) \
-                 SELECT r.state FROM r CROSS JOIN hint"
+            // ... $4 delay (ms), $5 notify channel. One row when the fence
+            // held: the state the item went to, or 'cancelled'.
+            release: put_back(
+                "state = CASE WHEN i.attempts >= i.max_attempts THEN 'dead' \
+                              WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
+                 dead_at = CASE WHEN i.attempts >= i.max_attempts THEN now() END, \
+                 last_error = CASE WHEN i.attempts >= i.max_attempts \
+                                   THEN 'attempts exhausted' ELSE i.last_error END",
             ),
             // ... $4 notify channel. Back to Ready (at its place: the Ready
             // index orders by priority and id) with the claim's attempt
             // taken back; one row when the fence held.
             give_back: format!(
-                "WITH r AS ( \
-                   UPDATE {t} SET state = 'ready', attempts = greatest(attempts - 1, 0), \
-                     available_at = now(), token = NULL, lease_expires_at = NULL \
-                   WHERE {fence} RETURNING id \
+                "WITH {ending}, r AS ( \
+                   UPDATE {t} i SET state = 'ready', attempts = greatest(i.attempts - 1, 0), \
+                     available_at = now(), {unleased} \
+                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($4, $2)) AS n FROM r \
                  ) \
-                 SELECT count(*) FROM r CROSS JOIN hint"
+                 SELECT count(*) + (SELECT count(*) FROM gone) FROM r CROSS JOIN hint"
             ),
-            // ... $4 reason.
+            // ... $4 reason. One row: 1 when the fence held.
             fail: format!(
-                "UPDATE {t} SET state = 'dead', dead_at = now(), last_error = $4, \
-                   token = NULL, lease_expires_at = NULL \
-                 WHERE {fence}"
+                "WITH {ending}, r AS ( \
+                   UPDATE {t} i SET state = 'dead', dead_at = now(), last_error = $4, {unleased} \
+                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
+                 ) \
+                 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM gone)"
+            ),
+            // ... $4 delay (ms), $5 notify channel. As `release`, but the
+            // claim's attempt is taken back and the item never goes Dead.
+            snooze: put_back(
+                "state = CASE WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
+                 attempts = greatest(i.attempts - 1, 0)",
+            ),
+            // ... $4 value.
+            progress: format!(
+                "UPDATE {t} SET progress = $4, progress_token = token WHERE {fence}"
             ),
             // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
             // (lease_expires_at as text, id) after which this batch starts
@@ -512,13 +602,16 @@ impl Sql {
             // leased index would serve the UPDATE too, and a planner that
             // underestimates it (a table never analyzed) walks that whole
             // index, every queue's expired leases and leftovers, for 500
-            // rows. Each lease taken leaves its takeover trace (`taken`) in
-            // the same statement, for `lease_fate`. Returns the rows locked,
-            // the counts, and the key of the last row locked (the next
+            // rows. A lease whose item has a cancel request is deleted
+            // instead (`gone`: the item ends Cancelled), found and
+            // re-checked the same way. Each lease taken leaves its takeover
+            // trace (`taken`) in the same statement, for `lease_fate`.
+            // Returns the rows locked, the counts (requeued, dead,
+            // cancelled), and the key of the last row locked (the next
             // batch's start).
             reap: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT id, token, lease_expires_at AS at FROM {t} \
+                   SELECT id, token, lease_expires_at AS at, cancel_requested AS cancel FROM {t} \
                    WHERE queue = $1 AND state = 'leased' AND lease_expires_at <= now() \
                      AND (lease_expires_at, id) > ($4::timestamptz, $5::bigint) \
                    ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
@@ -528,12 +621,20 @@ impl Sql {
                      dead_at = CASE WHEN i.attempts >= i.max_attempts THEN now() END, \
                      last_error = CASE WHEN i.attempts >= i.max_attempts \
                                        THEN 'lease expired on final attempt' ELSE i.last_error END, \
-                     available_at = now(), token = NULL, lease_expires_at = NULL \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) AND i.lease_expires_at <= now() \
+                     available_at = now(), {unleased} \
+                   WHERE i.id = ANY(ARRAY(SELECT id FROM c WHERE NOT cancel)) \
+                     AND i.lease_expires_at <= now() \
                    RETURNING i.id, i.state \
+                 ), gone AS ( \
+                   DELETE FROM {t} i \
+                   WHERE i.id = ANY(ARRAY(SELECT id FROM c WHERE cancel)) \
+                     AND i.lease_expires_at <= now() \
+                   RETURNING i.id, 'cancelled'::text AS state \
+                 ), ended AS ( \
+                   SELECT id, state FROM r UNION ALL SELECT id, state FROM gone \
                  ), taken AS ( \
                    INSERT INTO {k} (id, token, queue, taken_at) \
-                   SELECT c.id, c.token, $1, now() FROM c JOIN r ON r.id = c.id \
+                   SELECT c.id, c.token, $1, now() FROM c JOIN ended e ON e.id = c.id \
                    ON CONFLICT (id, token) DO UPDATE SET taken_at = EXCLUDED.taken_at \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, $1)) AS n \
@@ -542,10 +643,11 @@ impl Sql {
                    SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
                  ) \
                  SELECT (SELECT count(*) FROM c) AS locked, \
-                        count(*) FILTER (WHERE r.state = 'ready') AS requeued, \
-                        count(*) FILTER (WHERE r.state = 'dead') AS dead, \
+                        count(*) FILTER (WHERE e.state = 'ready') AS requeued, \
+                        count(*) FILTER (WHERE e.state = 'dead') AS dead, \
+                        count(*) FILTER (WHERE e.state = 'cancelled') AS cancelled, \
                         (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+                 FROM ended e CROSS JOIN hint"
             ),
             // $1 queue, $2 the traces' memory (ms). Through the age index:
             // the cost follows the traces that ran out.
@@ -573,23 +675,11 @@ impl Sql {
             // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
             // (available_at as text, id) to start after, as for reap; the
             // rows locked in `c` are updated by id alone, as for reap.
-            promote: format!(
-                "WITH c AS MATERIALIZED ( \
-                   SELECT id, available_at AS at FROM {t} \
-                   WHERE queue = $1 AND state = 'scheduled' AND available_at <= now() \
-                     AND (available_at, id) > ($4::timestamptz, $5::bigint) \
-                   ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
-                 ), r AS ( \
-                   UPDATE {t} i SET state = 'ready' \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
-                 ), last AS ( \
-                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
-                        (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+            promote: to_ready_walk(
+                &t,
+                "available_at",
+                "state = 'scheduled' AND available_at <= now()",
+                "state = 'ready'",
             ),
             // $1 queue, $2 the cap (one more than the exact limit). Each
             // bucket counted through its own state index, up to the cap: the
@@ -618,7 +708,9 @@ impl Sql {
                       AND payload IS NOT NULL ORDER BY lease_expires_at, id LIMIT $2) x), \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'dead' \
                       AND payload IS NOT NULL ORDER BY dead_at, id LIMIT $2) x), \
-                   pg_relation_size('{t}') / current_setting('block_size')::bigint"
+                   pg_relation_size('{t}') / current_setting('block_size')::bigint, \
+                   (SELECT coalesce(bool_or(paused), false) FROM {lim} WHERE queue = $1)",
+                lim = crate::limits::table(schema),
             ),
             // $1 queue, $2 the percentage of the table's pages to read
             // (`TABLESAMPLE SYSTEM`: whole pages, each taken with that
@@ -644,23 +736,11 @@ impl Sql {
             // $1 queue, $2 limit, $3 notify channel, $4 and $5 the key
             // (dead_at as text, id) to start after, as for reap; the rows
             // locked in `c` are updated by id alone, as for reap.
-            redrive: format!(
-                "WITH c AS MATERIALIZED ( \
-                   SELECT id, dead_at AS at FROM {t} WHERE queue = $1 AND state = 'dead' \
-                     AND (dead_at, id) > ($4::timestamptz, $5::bigint) \
-                   ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
-                 ), r AS ( \
-                   UPDATE {t} i SET state = 'ready', attempts = 0, dead_at = NULL, \
-                          available_at = now() \
-                   WHERE i.id = ANY(ARRAY(SELECT id FROM c)) RETURNING i.id \
-                 ), hint AS ( \
-                   SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM r LIMIT 1) x \
-                 ), last AS ( \
-                   SELECT at, id FROM c ORDER BY at DESC, id DESC LIMIT 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c) AS locked, count(*) AS moved, 0::bigint, \
-                        (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM r CROSS JOIN hint"
+            redrive: to_ready_walk(
+                &t,
+                "dead_at",
+                "state = 'dead'",
+                "state = 'ready', attempts = 0, dead_at = NULL, available_at = now()",
             ),
             // $1 queue, $2 id, $3 notify channel. One row always: how many
             // rows moved (0 or 1), and the row's state as the statement

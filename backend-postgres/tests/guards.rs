@@ -18,6 +18,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::plans::{
+    by_primary_key, no_table_scan, nodes, plan, prepared, uses, walks_once_from, OneConnection,
+    STATE_INDEXES,
+};
 use leaseq_core::layer::shard::Sharded;
 use leaseq_core::limits::{MAX_DEDUP_KEY_LEN, MAX_REASON_LEN};
 use leaseq_core::{
@@ -27,14 +31,6 @@ use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection, Row};
 
 const LONG: Duration = Duration::from_secs(60);
-
-/// The partial index of each state.
-const STATE_INDEXES: [&str; 4] = [
-    "leaseq_items_ready",
-    "leaseq_items_scheduled",
-    "leaseq_items_leased",
-    "leaseq_items_dead",
-];
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
@@ -514,139 +510,11 @@ async fn reap_promote_and_redrive_walk_many_batches_once() {
     let _ = c.close().await;
 }
 
-/// One node of an `EXPLAIN (FORMAT JSON)` plan: its type and the relation,
-/// index and index condition it names.
-#[derive(Debug, Default)]
-struct Node {
-    kind: String,
-    relation: Option<String>,
-    index: Option<String>,
-    cond: Option<String>,
-}
-
-/// The JSON string after `"key": ` in `text`, unescaped.
-fn field(text: &str, key: &str) -> Option<String> {
-    let start = text.find(&format!("\"{key}\": \""))? + key.len() + 5;
-    let mut out = String::new();
-    let mut chars = text[start..].chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return Some(out),
-            '\\' => out.extend(chars.next()),
-            c => out.push(c),
-        }
-    }
-    None
-}
-
-/// Every node of the plan. A node's own fields come before its children
-/// (`"Plans"`), so the text from one `"Node Type"` to the next is that
-/// node's.
-fn nodes(plan: &str) -> Vec<Node> {
-    let marker = "\"Node Type\": ";
-    let starts: Vec<usize> = plan.match_indices(marker).map(|(i, _)| i).collect();
-    starts
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| {
-            let chunk = &plan[i..starts.get(k + 1).copied().unwrap_or(plan.len())];
-            Node {
-                kind: field(chunk, "Node Type").unwrap_or_default(),
-                relation: field(chunk, "Relation Name"),
-                index: field(chunk, "Index Name"),
-                cond: field(chunk, "Index Cond"),
-            }
-        })
-        .collect()
-}
-
-/// A backend on a pool of one connection, so the statements it prepared
-/// can be read back from that session's `pg_prepared_statements`.
-struct OneConnection {
-    backend: PgBackend,
-    schema: String,
-}
-
-impl Drop for OneConnection {
-    fn drop(&mut self) {
-        common::drop_schema_blocking(self.schema.clone());
-    }
-}
-
-/// The text of the statement the backend prepared that contains `marker`.
-async fn prepared(b: &PgBackend, marker: &str) -> String {
-    let rows =
-        sqlx::query("SELECT statement FROM pg_prepared_statements WHERE strpos(statement, $1) > 0")
-            .bind(marker)
-            .fetch_all(b.pool())
-            .await
-            .expect("pg_prepared_statements");
-    assert_eq!(rows.len(), 1, "statements containing {marker:?}");
-    rows[0].get(0)
-}
-
-/// The plan of `sql` (prepared with `types`, executed with `args`) under
-/// `mode` (`force_custom_plan` or `force_generic_plan`).
-async fn plan(c: &mut PgConnection, sql: &str, types: &str, args: &str, mode: &str) -> Vec<Node> {
-    sqlx::raw_sql(&format!(
-        "SET plan_cache_mode = {mode}; PREPARE guard({types}) AS {sql}"
-    ))
-    .execute(&mut *c)
-    .await
-    .expect("prepare");
-    let row = sqlx::raw_sql(&format!("EXPLAIN (FORMAT JSON) EXECUTE guard({args})"))
-        .fetch_one(&mut *c)
-        .await
-        .expect("explain");
-    let json: String = row.try_get_unchecked(0).expect("plan text");
-    sqlx::raw_sql("DEALLOCATE guard")
-        .execute(&mut *c)
-        .await
-        .expect("deallocate");
-    let found = nodes(&json);
-    assert!(!found.is_empty(), "no nodes in {json}");
-    found
-}
-
-fn no_table_scan(found: &[Node], what: &str) {
-    assert!(
-        !found
-            .iter()
-            .any(|n| n.kind == "Seq Scan" && n.relation.as_deref() == Some("leaseq_items")),
-        "{what} scans all of leaseq_items: {found:#?}"
-    );
-}
-
-/// Fails unless `index` is walked exactly once, with a condition that
-/// starts the walk where the last batch stopped (`from`).
-fn walks_once_from(found: &[Node], index: &str, from: &str, what: &str) {
-    let walks: Vec<&Node> = found
-        .iter()
-        .filter(|n| n.index.as_deref() == Some(index))
-        .collect();
-    assert!(
-        walks.len() == 1 && walks[0].cond.as_deref().is_some_and(|c| c.contains(from)),
-        "{what}: {index} is not walked once from the last batch's key ({from}): {found:#?}"
-    );
-}
-
-fn uses(found: &[Node], index: &str, what: &str) {
-    assert!(
-        found.iter().any(|n| n.index.as_deref() == Some(index)),
-        "{what} does not use {index}: {found:#?}"
-    );
-}
-
 #[tokio::test]
 async fn stats_reap_and_claim_plans_use_the_state_indexes() {
-    if !common::server_or_skip().await {
+    let Some(db) = OneConnection::new("gplan").await else {
         return;
-    }
-    let schema = common::fresh_schema("gplan");
-    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
-        .await
-        .expect("connect");
-    let db = OneConnection { backend, schema };
+    };
     let b = &db.backend;
     let t = table(&db.schema);
     // 20,000 rows over 500 queues, a quarter in each state; one queue of
@@ -816,14 +684,7 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             ] {
                 let what = format!("{what}, {phase} ({mode})");
                 let found = plan(&mut c, sql, types, &args, mode).await;
-                no_table_scan(&found, &what);
-                uses(&found, "leaseq_items_pkey", &what);
-                assert!(
-                    !found
-                        .iter()
-                        .any(|n| n.index.as_deref() == Some("leaseq_items_leased")),
-                    "{what} walks the leased index: {found:#?}"
-                );
+                by_primary_key(&found, &["leaseq_items_leased"], &what);
             }
 
             // redrive_item finds its row by the primary key, never by
@@ -837,28 +698,14 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
                 mode,
             )
             .await;
-            no_table_scan(&found, &what);
-            uses(&found, "leaseq_items_pkey", &what);
-            assert!(
-                !found
-                    .iter()
-                    .any(|n| n.index.as_deref() == Some("leaseq_items_dead")),
-                "{what} walks the dead index: {found:#?}"
-            );
+            by_primary_key(&found, &["leaseq_items_dead"], &what);
 
             // remove_item too, whatever the queue holds: no state index.
             for queue in ["big", "bigdead"] {
                 let what = format!("remove_item of {queue}, {phase} ({mode})");
                 let args = format!("'{queue}', 1");
                 let found = plan(&mut c, &remove_item, "text, int8", &args, mode).await;
-                no_table_scan(&found, &what);
-                uses(&found, "leaseq_items_pkey", &what);
-                for index in STATE_INDEXES {
-                    assert!(
-                        !found.iter().any(|n| n.index.as_deref() == Some(index)),
-                        "{what} walks {index}: {found:#?}"
-                    );
-                }
+                by_primary_key(&found, &STATE_INDEXES, &what);
             }
 
             // On a big queue too: its poison probe once scanned the table,
@@ -893,14 +740,9 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
 /// entry of an index, whatever the planner knows of the table.
 #[tokio::test]
 async fn the_queue_listing_seeks_each_state_index_queue_by_queue() {
-    if !common::server_or_skip().await {
+    let Some(db) = OneConnection::new("lplan").await else {
         return;
-    }
-    let schema = common::fresh_schema("lplan");
-    let backend = PgBackend::connect(&common::url(), common::options(&schema).max_connections(1))
-        .await
-        .expect("connect");
-    let db = OneConnection { backend, schema };
+    };
     let b = &db.backend;
     let t = table(&db.schema);
     // 500 queues, a quarter of each one's rows in each state, and one

@@ -281,6 +281,15 @@ impl SqliteBackend {
         what: &'static str,
     ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         self.count([queue]);
+        self.begin_write(what).await
+    }
+
+    /// A write transaction (`BEGIN IMMEDIATE`) on no queue; `what` names
+    /// the failure.
+    pub(crate) async fn begin_write(
+        &self,
+        what: &'static str,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         self.inner
             .writer
             .begin_with("BEGIN IMMEDIATE")

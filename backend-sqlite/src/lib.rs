@@ -160,12 +160,16 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod control;
+mod control_sql;
 mod enqueue;
 mod hooks;
 mod limits;
 mod notify;
 mod ops;
 mod options;
+mod pause;
+mod registry;
 mod rows;
 mod schedules;
 mod sql;

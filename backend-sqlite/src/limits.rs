@@ -7,10 +7,16 @@
 //! by that same clock, and counts the claim in the row's rate window. The
 //! plain claim statement leases nothing on a queue with a row, so no claim
 //! escapes the count, in this process or another.
+//!
+//! The row also holds the queue's pause (migration 0015, [`crate::pause`]):
+//! a paused queue's claim reads it here and leases nothing. A row holds
+//! limits, a pause, or both; it is deleted when it holds neither, so a
+//! queue without either pays nothing on its claims.
 
 use leaseq_core::queue_limits::{Admission, RateWindow};
 use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
 
+use crate::pause::Half;
 use crate::rows::{col, db};
 use crate::SqliteBackend;
 
@@ -19,12 +25,10 @@ impl SqliteBackend {
     pub(crate) async fn write_limits(&self, queue: &QueueName, limits: QueueLimits) -> Result<()> {
         limits.check()?;
         if limits.is_none() {
-            sqlx::query("DELETE FROM leaseq_queue_limits WHERE queue = ?1")
-                .bind(queue.as_str())
-                .execute(self.write_on([queue]))
-                .await
-                .map_err(db("clearing queue limits"))?;
-            return Ok(());
+            // The row goes unless it holds a pause, which stays.
+            return self
+                .clear_row(queue, Half::Limits, "clearing queue limits")
+                .await;
         }
         sqlx::query(
             "INSERT INTO leaseq_queue_limits (queue, concurrency, rate, per_ms) \
@@ -84,7 +88,7 @@ impl SqliteBackend {
             .begin_on(queue, "claim: beginning a transaction")
             .await?;
         let read = format!(
-            "SELECT concurrency, rate, per_ms, window_start, window_used, {} \
+            "SELECT concurrency, rate, per_ms, window_start, window_used, {}, paused \
              FROM leaseq_queue_limits WHERE queue = ?1",
             crate::sql::NOW_MS
         );
@@ -93,6 +97,18 @@ impl SqliteBackend {
             .fetch_optional(&mut *tx)
             .await
             .map_err(unapplied("claim: reading the queue's limits"))?;
+        if let Some(row) = &row {
+            if col::<bool>(row, 6)? {
+                // Nothing written: give the lock back at once.
+                if let Err(e) = tx.rollback().await {
+                    tracing::debug!(error = %e, "leaseq-sqlite: paused claim: rollback failed");
+                }
+                return Ok(Claimed {
+                    paused: true,
+                    ..Claimed::default()
+                });
+            }
+        }
         let limits = match &row {
             Some(row) => QueueLimits::from_stored(col(row, 0)?, col(row, 1)?, col(row, 2)?)?,
             None => QueueLimits::NONE,

@@ -10,9 +10,9 @@ use leaseq_core::limits::{
 };
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{
-    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl, LimitScope,
-    NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups,
+    ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl,
+    LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
     ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
@@ -33,7 +33,7 @@ use crate::SqliteBackend;
 const BATCH: i64 = 500;
 
 impl SqliteBackend {
-    fn lost(key: &LeaseKey) -> Error {
+    pub(crate) fn lost(key: &LeaseKey) -> Error {
         Error::LeaseLost { id: key.id }
     }
 
@@ -64,7 +64,7 @@ impl SqliteBackend {
     /// Runs one of the batch statements (reap, promote, redrive) until a
     /// batch comes back short or `most` rows moved; returns the states the
     /// rows moved to (only the count, for statements returning ids).
-    async fn batches(
+    pub(crate) async fn batches(
         &self,
         text: &str,
         queue: &QueueName,
@@ -189,6 +189,55 @@ impl SqliteBackend {
             tracing::warn!(queue = %queue, %repair, "leaseq-sqlite: moved a corrupt row aside");
         }
         Ok(repairs)
+    }
+
+    /// Whether item `id` (`raw` as stored) of `queue` exists: `Ok` or
+    /// [`Error::NotFound`].
+    pub(crate) async fn exists(
+        &self,
+        queue: &QueueName,
+        raw: i64,
+        id: ItemId,
+        what: &'static str,
+    ) -> Result<()> {
+        let found = sqlx::query(sql::ITEM)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.read_on(queue))
+            .await
+            .map_err(db(what))?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(Error::NotFound { id }),
+        }
+    }
+
+    /// The answer of a statement that ends a lease and returns (new state,
+    /// cancel requested) — release and snooze: `row` is `None` when the
+    /// fence did not hold. Wakes consumers when the item is Ready.
+    pub(crate) fn released(
+        &self,
+        lease: &LeaseKey,
+        row: Option<&SqliteRow>,
+        op: &str,
+    ) -> Result<Released> {
+        let Some(row) = row else {
+            return Err(Self::lost(lease));
+        };
+        if col::<bool>(row, 1)? {
+            return Ok(Released::Cancelled);
+        }
+        match state(&col::<String>(row, 0)?)? {
+            ItemState::Ready => {
+                self.inner.wakeups.wake(lease.queue.as_str());
+                Ok(Released::Ready)
+            }
+            ItemState::Scheduled => Ok(Released::Scheduled),
+            ItemState::Dead => Ok(Released::Dead),
+            ItemState::Leased => Err(Error::Corrupt {
+                what: format!("{op} left the item leased"),
+            }),
+        }
     }
 
     /// One batch of the reap, in one write transaction: the takeover
@@ -343,9 +392,11 @@ impl Backend for SqliteBackend {
         if !poison.is_empty() {
             out.repairs = self.move_aside(queue, &poison).await?;
         }
-        // A short claim may be a queue with limits, which the plain
-        // statement leaves alone: claim again under them.
-        if out.leases.len() < spec.max() as usize && self.has_limits(queue).await? {
+        // An empty claim may be a queue with limits or a pause, which the
+        // plain statement leaves alone: claim again under them. (A claim
+        // that leased some found no limits row: it is short because the
+        // queue ran out, and its leases must be answered.)
+        if out.leases.is_empty() && self.has_limits(queue).await? {
             let mut limited = self.claim_limited(queue, &spec).await?;
             out.repairs.append(&mut limited.repairs);
             limited.repairs = out.repairs;
@@ -495,7 +546,7 @@ impl Backend for SqliteBackend {
             .collect())
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         let row = sqlx::query(sql::EXTEND)
             .bind(fenced_id(lease.id))
             .bind(lease.queue.as_str())
@@ -505,7 +556,10 @@ impl Backend for SqliteBackend {
             .await
             .map_err(db("extend"))?;
         match row {
-            Some(row) => Ok(ts(col(&row, 0)?)),
+            Some(row) => Ok(Extended {
+                expires_at: ts(col(&row, 0)?),
+                cancel_requested: col(&row, 1)?,
+            }),
             None => Err(Self::lost(lease)),
         }
     }
@@ -520,20 +574,7 @@ impl Backend for SqliteBackend {
             .fetch_optional(self.write_on([&lease.queue]))
             .await
             .map_err(db("release"))?;
-        let Some(row) = row else {
-            return Err(Self::lost(lease));
-        };
-        match state(&col::<String>(&row, 0)?)? {
-            ItemState::Ready => {
-                self.inner.wakeups.wake(lease.queue.as_str());
-                Ok(Released::Ready)
-            }
-            ItemState::Scheduled => Ok(Released::Scheduled),
-            ItemState::Dead => Ok(Released::Dead),
-            ItemState::Leased => Err(Error::Corrupt {
-                what: "release left the item leased".into(),
-            }),
-        }
+        self.released(lease, row.as_ref(), "release")
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
@@ -582,6 +623,10 @@ impl Backend for SqliteBackend {
             ..ReapReport::default()
         };
         for row in &rows {
+            if col::<bool>(row, 1)? {
+                report.cancelled += 1;
+                continue;
+            }
             match col::<String>(row, 0)?.as_str() {
                 "dead" => report.dead += 1,
                 _ => report.requeued += 1,
@@ -626,6 +671,7 @@ impl Backend for SqliteBackend {
             scheduled: n(1)?,
             leased: n(2)?,
             dead: n(3)?,
+            paused: col(&row, 4)?,
         })
     }
 
@@ -687,6 +733,8 @@ impl Backend for SqliteBackend {
             .admin(self)
             .throttles(self)
             .schedules(self)
+            .control(self)
+            .registry(self)
             .test_hooks(
                 self.inner
                     .options
@@ -726,16 +774,9 @@ impl Admin for SqliteBackend {
         // item is in another state or there is none. This read only tells
         // the two apart (ids are never reused, so an item it finds existed,
         // not Dead, when the update ran).
-        let found = sqlx::query(sql::ITEM)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.read_on(queue))
+        self.exists(queue, raw, id, "redrive_item: reading the item")
             .await
-            .map_err(db("redrive_item: reading the item"))?;
-        match found {
-            Some(_) => Ok(false),
-            None => Err(Error::NotFound { id }),
-        }
+            .map(|()| false)
     }
 
     // One transaction: the hold cleared, then the row deleted, so the

@@ -146,6 +146,7 @@ pub(crate) fn sql_token(t: LeaseToken) -> Vec<u8> {
 pub(crate) fn info(row: &SqliteRow) -> Result<ItemInfo> {
     let payload: Option<Vec<u8>> = col(row, 2)?;
     let due: Option<i64> = col(row, 7)?;
+    let progress: Option<Vec<u8>> = col(row, 10)?;
     Ok(ItemInfo {
         id: item_id(col(row, 0)?)?,
         state: state(&col::<String>(row, 1)?)?,
@@ -157,6 +158,8 @@ pub(crate) fn info(row: &SqliteRow) -> Result<ItemInfo> {
         due_at: due.map(ts),
         last_error: col(row, 8)?,
         enqueued_at: ts(col(row, 9)?),
+        progress: progress.map(Bytes::from),
+        cancel_requested: col(row, 11)?,
     })
 }
 

@@ -44,20 +44,35 @@ macro_rules! fence {
         "id = ?1 AND queue = ?2 AND token = ?3 AND lease_expires_at IS NOT NULL"
     };
 }
+pub(crate) use fence;
+
+/// An item's effective state: a due Scheduled item is Ready.
+macro_rules! effective_state {
+    () => {
+        concat!(
+            "CASE WHEN state = 'scheduled' AND available_at <= ",
+            now!(),
+            " THEN 'ready' ELSE state END"
+        )
+    };
+}
+pub(crate) use effective_state;
 
 /// The inspection columns: id, effective state, payload, priority,
 /// attempts, max attempts, dedup key, due time (ms), last error, enqueue
-/// time (ms).
+/// time (ms), progress (only the current lease's: it is stored with the
+/// token that wrote it), cancel requested.
 macro_rules! info {
     () => {
         concat!(
-            "id, CASE WHEN state = 'scheduled' AND available_at <= ",
-            now!(),
-            " THEN 'ready' ELSE state END, payload, priority, attempts, max_attempts, dedup_key, \
+            "id, ",
+            effective_state!(),
+            ", payload, priority, attempts, max_attempts, dedup_key, \
              CASE WHEN state = 'scheduled' AND available_at > ",
             now!(),
             " THEN available_at WHEN state = 'leased' THEN lease_expires_at END, last_error, \
-             enqueued_at"
+             enqueued_at, CASE WHEN state = 'leased' AND progress_token = token THEN progress END, \
+             state = 'leased' AND cancel_requested = 1"
         )
     };
 }
@@ -220,16 +235,18 @@ pub(crate) const REAP_REQUESTS: &str = concat!(
 /// `?1` id, `?2` queue, `?3` token.
 pub(crate) const ACK: &str = concat!("DELETE FROM leaseq_items WHERE ", fence!());
 
-/// ... `?4` ttl (ms). The new expiry.
+/// ... `?4` ttl (ms). The new expiry, and whether a cancel was requested.
 pub(crate) const EXTEND: &str = concat!(
     "UPDATE leaseq_items SET lease_expires_at = ",
     now!(),
     " + ?4 WHERE ",
     fence!(),
-    " RETURNING lease_expires_at"
+    " RETURNING lease_expires_at, cancel_requested"
 );
 
-/// ... `?4` delay (ms). The state the item went to.
+/// ... `?4` delay (ms). The state the item went to, and whether a cancel
+/// was requested (then the trigger `leaseq_cancelled_end` of migration 0015
+/// deleted it in this statement).
 pub(crate) const RELEASE: &str = concat!(
     "UPDATE leaseq_items SET ",
     "state = CASE WHEN attempts >= max_attempts THEN 'dead' ",
@@ -244,11 +261,12 @@ pub(crate) const RELEASE: &str = concat!(
     "                  ELSE last_error END, ",
     "token = NULL, lease_expires_at = NULL WHERE ",
     fence!(),
-    " RETURNING state"
+    " RETURNING state, cancel_requested"
 );
 
 /// Back to Ready at its place (the Ready index orders by priority and id)
-/// with the claim's attempt taken back.
+/// with the claim's attempt taken back (deleted instead when a cancel was
+/// requested, by the trigger `leaseq_cancelled_end`).
 pub(crate) const GIVE_BACK: &str = concat!(
     "UPDATE leaseq_items SET state = 'ready', attempts = max(attempts - 1, 0), ",
     "available_at = ",
@@ -257,7 +275,8 @@ pub(crate) const GIVE_BACK: &str = concat!(
     fence!()
 );
 
-/// ... `?4` reason.
+/// ... `?4` reason. (A cancel-requested item is deleted instead, by the
+/// trigger `leaseq_cancelled_end`.)
 pub(crate) const FAIL: &str = concat!(
     "UPDATE leaseq_items SET state = 'dead', dead_at = ",
     now!(),
@@ -280,8 +299,10 @@ pub(crate) const TAKE_EXPIRED: &str = concat!(
 
 /// `?1` queue, `?2` batch, `?3` the clock [`TAKE_EXPIRED`] judged by, in
 /// the same transaction (so the same leases). Back to Ready, or to Dead on
-/// their final attempt. The writer lock makes each batch see the last
-/// one's work: a lease is recovered once.
+/// their final attempt; a cancel-requested item is deleted instead (the
+/// trigger `leaseq_cancelled_end`), and comes back with its flag. The
+/// writer lock makes each batch see the last one's work: a lease is
+/// recovered once.
 pub(crate) const REAP: &str = concat!(
     "UPDATE leaseq_items SET ",
     "state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'ready' END, ",
@@ -294,7 +315,7 @@ pub(crate) const REAP: &str = concat!(
     now!(),
     ", token = NULL, lease_expires_at = NULL ",
     "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
-    "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state"
+    "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state, cancel_requested"
 );
 
 /// `?1` queue, `?2` the traces' memory (ms). Through the age index.
@@ -356,12 +377,12 @@ pub(crate) const REMOVE_ITEM_UNHOLD: &str = "UPDATE leaseq_items SET unique_for_
 /// its effective state, as [`ITEM`] shows it.
 pub(crate) const REMOVE_ITEM: &str = concat!(
     "DELETE FROM leaseq_items WHERE id = ?2 AND queue = ?1 AND payload IS NOT NULL ",
-    "RETURNING CASE WHEN state = 'scheduled' AND available_at <= ",
-    now!(),
-    " THEN 'ready' ELSE state END"
+    "RETURNING ",
+    effective_state!()
 );
 
-/// `?1` queue. Each count through its own partial index.
+/// `?1` queue. Each count through its own partial index; the pause from
+/// the limits row.
 pub(crate) const STATS: &str = concat!(
     "SELECT ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'ready' ",
@@ -377,7 +398,8 @@ pub(crate) const STATS: &str = concat!(
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
     " AND payload IS NOT NULL), ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'dead' ",
-    " AND payload IS NOT NULL)"
+    " AND payload IS NOT NULL), ",
+    "coalesce((SELECT paused FROM leaseq_queue_limits WHERE queue = ?1), 0)"
 );
 
 /// A walk over the queues of one state's partial index: each step seeks

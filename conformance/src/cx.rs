@@ -52,6 +52,10 @@ pub(crate) struct Needs {
     pub(crate) unique_for: bool,
     /// Operator actions (the [`leaseq_core::Admin`] group).
     pub(crate) admin: bool,
+    /// Control of running work (the [`leaseq_core::Control`] group).
+    pub(crate) control: bool,
+    /// Live workers (the [`leaseq_core::WorkerRegistry`] group).
+    pub(crate) registry: bool,
 }
 
 impl Needs {
@@ -67,6 +71,8 @@ impl Needs {
         schedules: false,
         unique_for: false,
         admin: false,
+        control: false,
+        registry: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -105,6 +111,14 @@ impl Needs {
         admin: true,
         ..Needs::NONE
     };
+    pub(crate) const CONTROL: Needs = Needs {
+        control: true,
+        ..Needs::NONE
+    };
+    pub(crate) const REGISTRY: Needs = Needs {
+        registry: true,
+        ..Needs::NONE
+    };
     pub(crate) const DELETE_QUEUE: Needs = Needs::ADMIN;
     pub(crate) const REMOVE_ITEM: Needs = Needs::ADMIN;
     pub(crate) const UNIQUE_FOR: Needs = Needs {
@@ -127,6 +141,8 @@ impl Needs {
             schedules: self.schedules || other.schedules,
             unique_for: self.unique_for || other.unique_for,
             admin: self.admin || other.admin,
+            control: self.control || other.control,
+            registry: self.registry || other.registry,
         }
     }
 
@@ -144,6 +160,12 @@ impl Needs {
         }
         if self.schedules && groups.schedules.is_none() {
             return Some(group_missing("schedules"));
+        }
+        if self.control && groups.control.is_none() {
+            return Some(group_missing("control"));
+        }
+        if self.registry && groups.registry.is_none() {
+            return Some(group_missing("registry"));
         }
         let counts = QueueName::new("_")
             .ok()
@@ -193,6 +215,8 @@ pub(crate) fn group_missing(name: &str) -> String {
         "admin" => "operator actions (redrive, remove, purge, delete queue)",
         "throttles" => "queue limits",
         "schedules" => "periodic schedules",
+        "control" => "control of running work (cancel, pause, snooze, run now, progress)",
+        "registry" => "live workers",
         _ => "test hooks",
     };
     format!(
@@ -571,6 +595,7 @@ impl Cx {
             }
             total.requeued += r.requeued;
             total.dead += r.dead;
+            total.cancelled += r.cancelled;
             total.repairs.extend(r.repairs);
         }
         let snapshot = match self.hooks() {

@@ -4,8 +4,11 @@
 //! (`Needs`), so a backend without one skips them before any call here.
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+use std::time::Duration;
+
 use leaseq_core::{
-    async_trait, Backend, BackendExt, ItemId, ItemState, NewItem, QueueLimits, QueueName, Result,
+    async_trait, Backend, BackendExt, Bytes, Cancelled, ItemId, ItemState, LeaseKey, NewItem,
+    QueueLimits, QueueName, Released, Result,
 };
 
 /// Group operations on any backend handle.
@@ -43,6 +46,30 @@ pub(crate) trait Groupwise: Backend {
     }
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.schedule_store()?.fire_schedule(tick, item).await
+    }
+    async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
+        self.control()?.cancel(queue, id).await
+    }
+    async fn pause(&self, queue: &QueueName) -> Result<()> {
+        self.control()?.pause(queue).await
+    }
+    async fn resume(&self, queue: &QueueName) -> Result<()> {
+        self.control()?.resume(queue).await
+    }
+    async fn is_paused(&self, queue: &QueueName) -> Result<bool> {
+        self.control()?.is_paused(queue).await
+    }
+    async fn snooze(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
+        self.control()?.snooze(lease, delay).await
+    }
+    async fn run_now(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
+        self.control()?.run_now(queue, id).await
+    }
+    async fn run_all_now(&self, queue: &QueueName, limit: usize) -> Result<u64> {
+        self.control()?.run_all_now(queue, limit).await
+    }
+    async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {
+        self.control()?.progress(lease, value).await
     }
 }
 

@@ -147,6 +147,17 @@ macro_rules! __with_checks {
             remove::remove_item_loses_its_lease
             remove::remove_item_frees_its_dedup_key
             remove::racing_removes_settle_each_item_once
+            control::cancel_ends_waiting_items_at_once
+            control::cancelled_lease_ends_whatever_it_reports
+            control::cancel_races_claims
+            control::cancel_races_ack_and_reap
+            control::racing_cancels_answer_once
+            control::pause_holds_every_claim
+            control::pause_races_claims
+            control::snooze_spends_no_attempt
+            control::run_now_moves_waiting_items
+            control::progress_is_fenced_and_per_lease
+            registry::registry_lists_live_workers
             lifecycle::delayed_item_waits
             lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired

@@ -78,7 +78,8 @@ pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::TypedQueue;
 pub use worker::{
     handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
-    JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Worker, WorkerBuilder, WorkerMetrics,
+    JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Snooze, Worker, WorkerBuilder,
+    WorkerMetrics,
 };
 
 pub use async_trait::async_trait;

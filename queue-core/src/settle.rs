@@ -335,6 +335,19 @@ impl Settle {
             .await
     }
 
+    /// [`crate::Control::snooze`], settled; [`Error::Unsupported`] on a
+    /// backend without the Control group.
+    pub async fn snooze(
+        &self,
+        b: &dyn Backend,
+        lease: &Held,
+        delay: Duration,
+    ) -> Result<Released> {
+        let control = crate::BackendExt::control(b)?;
+        self.fenced(b, lease, || control.snooze(&lease.key, delay), released_as)
+            .await
+    }
+
     /// [`Backend::ack_many`], settled: after an unknown outcome each lease's
     /// fate decides its slot, and only the leases still held are sent again.
     pub async fn ack_many(&self, b: &dyn Backend, leases: &[Held]) -> Result<Vec<Result<()>>> {

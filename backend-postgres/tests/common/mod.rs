@@ -2,6 +2,8 @@
 //! and its removal, and the loud skip when no server is reachable.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod plans;
+
 use std::time::Duration;
 
 use leaseq_postgres::{PgBackend, PgOptions};

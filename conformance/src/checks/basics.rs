@@ -328,7 +328,13 @@ pub async fn extend_moves_expiry<F: BackendFactory>(factory: &F) -> CheckResult 
             let lease = cx.claim_one(SHORT).await?;
             let before = cx.now().await?;
             let ttl = LeaseTtl::new(LONG).or_fail(rule, "ttl")?;
-            let until = cx.b.extend(&lease.key, ttl).await.or_fail(rule, "extend")?;
+            let extended = cx.b.extend(&lease.key, ttl).await.or_fail(rule, "extend")?;
+            let until = extended.expires_at;
+            ensure!(
+                !extended.cancel_requested,
+                rule,
+                "extend of a lease nobody cancelled answered cancel_requested"
+            );
             let after = cx.now().await?;
             ensure!(
                 before.saturating_add(LONG) <= until && until <= after.saturating_add(LONG),

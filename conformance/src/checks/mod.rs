@@ -4,6 +4,7 @@
 pub mod basics;
 pub mod batch;
 pub mod clock;
+pub mod control;
 pub mod dedup;
 pub mod delete;
 pub mod fencing;
@@ -17,6 +18,7 @@ pub mod ordering;
 pub mod reap_cost;
 pub mod recovery;
 pub mod redrive;
+pub mod registry;
 pub mod remove;
 pub mod replies;
 pub mod schedules;

@@ -195,6 +195,12 @@ impl Run {
                 self.window().await?;
                 self.model.give_back(&key, &got)
             }
+            Verb::Snooze(delay) => {
+                let ms = self.timing.delay_ms(delay);
+                let got = b.snooze(&key, Duration::from_millis(ms)).await;
+                let now = self.window().await?;
+                self.model.snooze(&key, ms, now, &got)
+            }
             Verb::Fail(long) => {
                 let reason = if long {
                     "é".repeat(MAX_REASON_LEN / 2 + 7)
@@ -235,6 +241,24 @@ impl Run {
             Op::Redrive(_) | Op::RedriveItem(_) | Op::RemoveItem(_) | Op::Purge
         );
         if admin_op && self.tb.backend.groups().admin.is_none() {
+            return Ok(());
+        }
+        // So is control.
+        let control_op = matches!(
+            op,
+            Op::Cancel(_)
+                | Op::Pause(_)
+                | Op::RunNow(_)
+                | Op::Fenced {
+                    verb: Verb::Snooze(_),
+                    ..
+                }
+                | Op::Forged {
+                    verb: Verb::Snooze(_),
+                    ..
+                }
+        );
+        if control_op && self.tb.backend.groups().control.is_none() {
             return Ok(());
         }
         match op {
@@ -398,6 +422,31 @@ impl Run {
                 let got = b.purge(&q).await;
                 self.window().await?;
                 self.model.purge(&got)
+            }
+            Op::Cancel(pick) => {
+                let Some(id) = self.known_id(*pick) else {
+                    return Ok(());
+                };
+                let got = b.cancel(&q, id).await;
+                let now = self.window().await?;
+                self.model.cancel(id, now, &got)
+            }
+            Op::Pause(pause) => {
+                let got = if *pause {
+                    b.pause(&q).await
+                } else {
+                    b.resume(&q).await
+                };
+                self.window().await?;
+                self.model.pause(*pause, &got)
+            }
+            Op::RunNow(pick) => {
+                let Some(id) = self.known_id(*pick) else {
+                    return Ok(());
+                };
+                let got = b.run_now(&q, id).await;
+                let now = self.window().await?;
+                self.model.run_now(id, now, &got)
             }
         }
     }

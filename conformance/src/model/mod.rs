@@ -63,6 +63,7 @@
 //! assert_eq!(verdict, Ok(Outcome::Passed));
 //! ```
 
+mod control;
 mod driver;
 mod fate;
 mod hooks;

@@ -27,7 +27,10 @@ impl Model {
 
     /// Counts per state at `now`.
     pub fn expected_stats(&self, now: Window) -> Result<QueueStats, Violation> {
-        let mut s = QueueStats::default();
+        let mut s = QueueStats {
+            paused: self.paused,
+            ..QueueStats::default()
+        };
         for e in self.items.values() {
             match Self::shown(e, now)? {
                 ItemState::Ready => s.ready += 1,
@@ -116,6 +119,7 @@ impl Model {
             info.attempts,
             info.max_attempts,
             info.dedup_key.as_deref(),
+            info.cancel_requested,
         );
         let want = (
             id,
@@ -125,6 +129,7 @@ impl Model {
             e.attempts,
             e.max_attempts,
             e.dedup.as_deref(),
+            e.cancel_requested && matches!(e.slot, Slot::Leased { .. }),
         );
         ensure!(
             seen == want,

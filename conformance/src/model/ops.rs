@@ -43,6 +43,8 @@ pub enum Verb {
     Fail(bool),
     /// `give_back`: Ready again without spending the attempt.
     GiveBack,
+    /// `snooze` for the delay (Control group).
+    Snooze(Option<Span>),
 }
 
 /// One step of a run. Leases are picked by index (modulo the number of
@@ -111,6 +113,13 @@ pub enum Op {
     RemoveItem(u16),
     /// `purge`.
     Purge,
+    /// `cancel` of an id picked (modulo) from every id the queue handed
+    /// out, live or gone (Control group).
+    Cancel(u16),
+    /// `pause` (`true`) or `resume` (Control group).
+    Pause(bool),
+    /// `run_now` of an id picked as for [`Op::Cancel`] (Control group).
+    RunNow(u16),
 }
 
 /// Milliseconds for each [`Span`] on one kind of clock.
@@ -188,6 +197,7 @@ fn verb() -> impl Strategy<Value = Verb> {
         3 => prop::option::weighted(0.4, span()).prop_map(Verb::Release),
         1 => any::<bool>().prop_map(Verb::Fail),
         1 => Just(Verb::GiveBack),
+        1 => prop::option::weighted(0.6, span()).prop_map(Verb::Snooze),
     ]
 }
 
@@ -218,6 +228,9 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => any::<u16>().prop_map(Op::RedriveItem),
         2 => any::<u16>().prop_map(Op::RemoveItem),
         1 => Just(Op::Purge),
+        2 => any::<u16>().prop_map(Op::Cancel),
+        1 => any::<bool>().prop_map(Op::Pause),
+        1 => any::<u16>().prop_map(Op::RunNow),
     ]
 }
 

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use leaseq_core::limits::clamp_reason;
 use leaseq_core::{
-    Bytes, Claimed, Enqueued, Error, ItemId, ItemState, Lease, LeaseKey, LeaseToken, NewItem,
-    ReapReport, Released, Result, Timestamp,
+    Bytes, Claimed, Enqueued, Error, Extended, ItemId, ItemState, Lease, LeaseKey, LeaseToken,
+    NewItem, ReapReport, Released, Result,
 };
 
 use super::window::Window;
@@ -81,6 +81,9 @@ pub struct Entry {
     pub note: Note,
     /// Its state.
     pub slot: Slot,
+    /// A cancel was requested while it was leased: whatever ends the
+    /// lease ends the item.
+    pub cancel_requested: bool,
 }
 
 impl Entry {
@@ -136,6 +139,8 @@ pub struct Model {
     /// the items a claim, peek or redrive may take is not judged by order,
     /// only by membership and count.
     per_shard: bool,
+    /// The queue is paused: claims lease nothing.
+    pub(crate) paused: bool,
 }
 
 fn contract(what: &'static str, msg: impl Into<String>) -> Violation {
@@ -273,6 +278,7 @@ impl Model {
                     fifo: delay == 0,
                     note: Note::Is(None),
                     slot,
+                    cancel_requested: false,
                 },
             );
         }
@@ -296,9 +302,16 @@ impl Model {
             "a claim on a sound queue reported repairs: {:?}",
             got.repairs
         );
+        ensure!(
+            got.paused == self.paused,
+            Rule::Contract("pause"),
+            "a claim answered paused {} on a queue that is {}paused",
+            got.paused,
+            if self.paused { "" } else { "not " }
+        );
         let mut candidates = Vec::new();
         for (id, e) in &self.items {
-            if Self::claimable(e, now)? {
+            if !self.paused && Self::claimable(e, now)? {
                 candidates.push(*id);
             }
         }
@@ -425,7 +438,7 @@ impl Model {
     }
 
     /// Fails unless a fenced call with a stale token said `LeaseLost`.
-    fn expect_lost<T: std::fmt::Debug>(
+    pub(crate) fn expect_lost<T: std::fmt::Debug>(
         key: &LeaseKey,
         what: &str,
         got: &Result<T>,
@@ -443,7 +456,7 @@ impl Model {
     }
 
     /// Fails unless a fenced call with the current token succeeded.
-    fn expect_ok<'a, T: std::fmt::Debug>(
+    pub(crate) fn expect_ok<'a, T: std::fmt::Debug>(
         key: &LeaseKey,
         what: &'static str,
         got: &'a Result<T>,
@@ -515,12 +528,21 @@ impl Model {
         key: &LeaseKey,
         ttl_ms: u64,
         now: Window,
-        got: &Result<Timestamp>,
+        got: &Result<Extended>,
     ) -> Result<(), Violation> {
         if !self.is_current(key) {
             return Self::expect_lost(key, "extend", got);
         }
-        let until = Self::expect_ok(key, "extend", got)?.as_millis();
+        let extended = *Self::expect_ok(key, "extend", got)?;
+        let until = extended.expires_at.as_millis();
+        let requested = self.entry_mut(key.id)?.cancel_requested;
+        ensure!(
+            extended.cancel_requested == requested,
+            Rule::Contract("cancel"),
+            "extend of {} answered cancel_requested {}; the model says {requested}",
+            key.id,
+            extended.cancel_requested
+        );
         ensure!(
             now.plus(ttl_ms).contains(until),
             Rule::Contract("extend"),
@@ -544,6 +566,9 @@ impl Model {
         }
         Self::expect_ok(key, "give_back", got)?;
         self.traces.insert((key.id, key.token), self.at);
+        if self.end_if_cancelled(key.id) {
+            return Ok(());
+        }
         let e = self.entry_mut(key.id)?;
         e.attempts = e.attempts.saturating_sub(1);
         e.slot = Slot::Ready;
@@ -564,6 +589,9 @@ impl Model {
         }
         let released = *Self::expect_ok(key, "release", got)?;
         self.traces.insert((key.id, key.token), now);
+        if self.end_if_cancelled(key.id) {
+            return Self::answered_cancelled(key, "release", released);
+        }
         let e = self.entry_mut(key.id)?;
         let want = if e.attempts >= e.max_attempts {
             Released::Dead
@@ -606,6 +634,9 @@ impl Model {
         }
         Self::expect_ok(key, "fail", got)?;
         self.traces.insert((key.id, key.token), self.at);
+        if self.end_if_cancelled(key.id) {
+            return Ok(());
+        }
         self.kill(key.id, Note::Is(Some(clamp_reason(reason).to_owned())))
     }
 
@@ -624,6 +655,7 @@ impl Model {
         self.next_epoch += 1;
         let epoch = self.next_epoch;
         let (mut requeued, mut dead) = (0, 0);
+        let mut cancelled = Vec::new();
         for (id, e) in self.items.iter_mut() {
             let Slot::Leased { expires, token } = e.slot else {
                 continue;
@@ -635,7 +667,9 @@ impl Model {
                 continue;
             }
             self.taken.insert((*id, token));
-            if e.attempts >= e.max_attempts {
+            if e.cancel_requested {
+                cancelled.push(*id);
+            } else if e.attempts >= e.max_attempts {
                 e.slot = Slot::Dead { epoch };
                 e.note = Note::Some;
                 dead += 1;
@@ -646,12 +680,19 @@ impl Model {
             }
         }
         ensure!(
-            (got.requeued, got.dead) == (requeued, dead),
+            (got.requeued, got.dead, got.cancelled) == (requeued, dead, cancelled.len() as u64),
             Rule::Inv4,
-            "reap at {now} answered requeued {}, dead {}; expected {requeued}, {dead}",
+            "reap at {now} answered requeued {}, dead {}, cancelled {}; expected {requeued}, \
+             {dead}, {}",
             got.requeued,
-            got.dead
+            got.dead,
+            got.cancelled,
+            cancelled.len()
         );
+        for id in cancelled {
+            self.items.remove(&id);
+            self.gone.insert(id);
+        }
         Ok(())
     }
 

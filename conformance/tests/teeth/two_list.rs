@@ -20,9 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
 use leaseq_core::{
-    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Groups,
-    IndexSnapshot, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl,
-    NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Extended,
+    Groups, IndexSnapshot, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
+    LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
 };
 
 #[derive(Debug, Clone)]
@@ -112,6 +112,8 @@ impl TwoList {
             due_at,
             last_error: r.last_error.clone(),
             enqueued_at: r.enqueued_at,
+            progress: None,
+            cancel_requested: false,
         })
     }
 
@@ -217,6 +219,7 @@ impl Backend for TwoList {
             leases,
             repairs: Vec::new(),
             retry_after: None,
+            paused: false,
         })
     }
 
@@ -230,14 +233,14 @@ impl Backend for TwoList {
         Ok(())
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         self.exists(lease)?;
         let exp = self.cmd(&lease.queue, |k, now| {
             let exp = now + ttl.as_millis();
             k.leases.insert(lease.id.get(), (exp, lease.token));
             exp
         });
-        Ok(Timestamp::from_millis(exp))
+        Ok(Extended::until(Timestamp::from_millis(exp)))
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
@@ -325,6 +328,7 @@ impl Backend for TwoList {
                 scheduled: 0,
                 leased: leased as u64,
                 dead: k.dead.len() as u64,
+                paused: false,
             }
         }))
     }

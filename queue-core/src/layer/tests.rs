@@ -67,7 +67,7 @@ impl Backend for Recorder {
     async fn ack_many(&self, _: &[LeaseKey]) -> Result<Vec<Result<()>>> {
         self.hit("ack_many")
     }
-    async fn extend(&self, _: &LeaseKey, _: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, _: &LeaseKey, _: LeaseTtl) -> Result<crate::Extended> {
         self.hit("extend")
     }
     async fn release(&self, _: &LeaseKey, _: Duration) -> Result<Released> {

@@ -5,12 +5,13 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::{BoxError, ItemId, Lease, LeaseKey, QueueName};
+use crate::{Backend, BackendExt, BoxError, ItemId, Lease, LeaseKey, QueueName};
 
 /// One delivery of an item to a handler.
 #[derive(Debug, Clone)]
@@ -75,6 +76,9 @@ impl<T> Job<T> {
 pub struct JobContext {
     lease: LeaseKey,
     signal: Arc<Signal>,
+    /// The worker's backend, for [`JobContext::progress`]; `None` in a
+    /// context made for a unit test.
+    backend: Option<Arc<dyn Backend>>,
 }
 
 /// A job's stop signal. Most handlers never ask for a token, so it is made
@@ -111,7 +115,34 @@ impl JobContext {
         JobContext {
             lease,
             signal: Arc::default(),
+            backend: None,
         }
+    }
+
+    /// The context a worker gives a job it runs on `backend`.
+    pub(crate) fn on(lease: LeaseKey, backend: Arc<dyn Backend>) -> Self {
+        JobContext {
+            lease,
+            signal: Arc::default(),
+            backend: Some(backend),
+        }
+    }
+
+    /// Records how far the job has got (a percentage, a step name, a small
+    /// JSON object; at most [`crate::limits::MAX_PROGRESS_LEN`] bytes),
+    /// shown by [`crate::Backend::item`] while the job runs
+    /// ([`crate::Control::progress`]).
+    ///
+    /// Fenced by the job's lease: once the lease is lost this is
+    /// [`crate::Error::LeaseLost`] and writes nothing. A backend without the
+    /// Control group answers [`crate::Error::Unsupported`], as does a
+    /// context made with [`JobContext::new`].
+    pub async fn progress(&self, value: impl Into<Bytes>) -> crate::Result<()> {
+        let backend = self
+            .backend
+            .as_ref()
+            .ok_or_else(|| crate::Error::unsupported("progress outside a worker"))?;
+        backend.control()?.progress(&self.lease, value.into()).await
     }
 
     /// The lease the job runs under (for logging; the worker acks for you).
@@ -250,6 +281,43 @@ impl std::error::Error for Permanent {
         self.0.source()
     }
 }
+
+/// A handler's answer "run me again in `delay`": the item waits that
+/// long, Scheduled, without spending the attempt (a rate-limited call, a
+/// resource not ready yet). Return it as the handler's error:
+///
+/// ```
+/// use leaseq_core::{handler_fn, Job, JobContext, Snooze};
+/// use std::time::Duration;
+/// let handler = handler_fn(|_job: Job, _ctx: JobContext| async move {
+///     let ready = false;
+///     if !ready {
+///         return Err(Snooze::boxed(Duration::from_secs(30)));
+///     }
+///     Ok(())
+/// });
+/// # let _ = handler;
+/// ```
+///
+/// On a backend without the Control group the item is released with the
+/// delay instead, which spends the attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snooze(pub Duration);
+
+impl Snooze {
+    /// "Run me again in `delay`", boxed, ready to return from a handler.
+    pub fn boxed(delay: Duration) -> BoxError {
+        Box::new(Snooze(delay))
+    }
+}
+
+impl fmt::Display for Snooze {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "snoozed for {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Snooze {}
 
 /// The text recorded for a failed job: the error and its sources.
 pub(crate) fn error_text(err: &(dyn std::error::Error + 'static)) -> String {

@@ -22,7 +22,10 @@ use super::handler::JobContext;
 use super::metrics::Counter;
 use super::shared::Shared;
 use crate::settle::Held;
-use crate::{Error, Extended, LeaseKey, Result, Timestamp};
+use crate::{
+    BackendExt, Error, Extended, LeaseKey, LeaseToken, Result, RunningJob, Timestamp, WorkerEntry,
+};
+use std::time::Duration;
 
 /// The jobs' side of the scheduler; clones share one scheduler.
 #[derive(Debug, Clone)]
@@ -44,6 +47,10 @@ pub(crate) struct Lease {
     span: tracing::Span,
     /// The latest expiry the backend gave, in milliseconds.
     until: AtomicU64,
+    /// The claim's expiry, in milliseconds: the claim's time plus the ttl.
+    claimed_until: u64,
+    /// The item's attempt this lease runs.
+    attempt: u32,
     lost: AtomicBool,
     /// The handler ended: results of extends still on their way no longer
     /// count (the job may have acked already).
@@ -93,14 +100,17 @@ impl Beats {
         &self,
         key: LeaseKey,
         until: Timestamp,
+        attempt: u32,
         ctx: JobContext,
         span: tracing::Span,
     ) -> Beat {
         let lease = Arc::new(Lease {
             key,
+            attempt,
             ctx,
             span,
             until: AtomicU64::new(until.as_millis()),
+            claimed_until: until.as_millis(),
             lost: AtomicBool::new(false),
             over: AtomicBool::new(false),
         });
@@ -158,18 +168,39 @@ impl Schedule {
 }
 
 /// Runs the scheduler until every [`Beats`] handle and [`Beat`] is gone.
+/// On a backend with the live-worker registry it also registers the worker
+/// once per heartbeat interval, with the jobs it keeps alive, and removes
+/// the entry when it ends.
 pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Registration>) {
     let every = shared.heartbeat;
     let mut schedule = Schedule::default();
     let mut on_their_way = FuturesUnordered::new();
+    let mut presence = Presence::start(&shared).await;
+    let mut registering = FuturesUnordered::new();
+    let mut next_register = Instant::now();
     loop {
         let wake = schedule.first_due();
+        let register_at = presence.as_ref().map(|_| next_register);
         tokio::select! {
             message = queue.recv() => match message {
                 Some(Registration::Keep(n, lease)) => schedule.keep(n, Instant::now() + every, lease),
                 Some(Registration::Forget(n)) => schedule.forget(n),
-                None => return,
+                None => {
+                    if let Some(p) = presence.take() {
+                        p.leave(&shared).await;
+                    }
+                    return;
+                }
             },
+            Some(()) = registering.next() => {}
+            _ = sleep_until(register_at) => {
+                next_register = Instant::now() + every;
+                if let (Some(p), true) = (&mut presence, registering.is_empty()) {
+                    let entry = p.entry(&shared, &schedule);
+                    let shared = &*shared;
+                    registering.push(async move { Presence::register(shared, entry).await });
+                }
+            }
             Some((n, keep_going)) = on_their_way.next() => {
                 if keep_going {
                     schedule.again(n, Instant::now() + every);
@@ -250,6 +281,65 @@ async fn beat(shared: &Shared, lease: &Lease) -> bool {
             shared.metrics.inc(Counter::BackendErrors);
             tracing::warn!(parent: &lease.span, error = %e, "heartbeat failed; trying again at the next beat");
             true
+        }
+    }
+}
+
+/// This worker's entry in the live-worker registry.
+struct Presence {
+    entry: WorkerEntry,
+}
+
+impl Presence {
+    /// `None` on a backend without the registry.
+    async fn start(shared: &Shared) -> Option<Presence> {
+        shared.backend.registry().ok()?;
+        let started = shared
+            .backend
+            .now()
+            .await
+            .unwrap_or_else(|_| Timestamp::now_system());
+        let id = format!("{}-{}", shared.queue, LeaseToken::random());
+        Some(Presence {
+            entry: WorkerEntry::new(id, &shared.queue, shared.concurrency, started),
+        })
+    }
+
+    /// The entry now: the jobs the scheduler keeps alive, oldest first.
+    fn entry(&mut self, shared: &Shared, schedule: &Schedule) -> WorkerEntry {
+        let ttl = shared.ttl.as_millis();
+        let mut jobs: Vec<RunningJob> = schedule
+            .leases
+            .values()
+            .map(|(_, lease)| RunningJob {
+                id: lease.key.id,
+                attempt: lease.attempt,
+                started_at: lease.claimed_until.saturating_sub(ttl),
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.started_at);
+        jobs.truncate(WorkerEntry::MAX_JOBS);
+        self.entry.jobs = jobs;
+        self.entry.clone()
+    }
+
+    async fn register(shared: &Shared, entry: WorkerEntry) {
+        let ttl = shared.heartbeat.saturating_mul(3).max(Duration::from_secs(1));
+        let Ok(registry) = shared.backend.registry() else {
+            return;
+        };
+        let res = tokio::time::timeout(shared.heartbeat, registry.register(&entry, ttl)).await;
+        if let Ok(Err(e)) = res {
+            tracing::debug!(error = %e, "could not register the worker; trying again at the next beat");
+        }
+    }
+
+    async fn leave(self, shared: &Shared) {
+        if let Ok(registry) = shared.backend.registry() {
+            let gone = registry.deregister(&self.entry.id);
+            if let Ok(Err(e)) = tokio::time::timeout(shared.heartbeat, gone).await {
+                tracing::debug!(error = %e, "could not deregister the worker; its entry expires");
+            }
         }
     }
 }

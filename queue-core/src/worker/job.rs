@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::acker::{Acker, Finished};
 use super::ending::JobTag;
-use super::handler::{error_text, Job, JobContext, Permanent};
+use super::handler::{error_text, Job, JobContext, Permanent, Snooze};
 use super::heartbeat::{Beat, Beats};
 use super::metrics::{Counter, JobOutcome};
 use super::shared::Shared;
@@ -128,7 +128,7 @@ fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
     async move {
         let shared = &*crew.shared;
         let lease = &job.lease;
-        let ctx = JobContext::new(lease.key.clone());
+        let ctx = JobContext::on(lease.key.clone(), shared.backend.clone());
         // A free slot is taken at once; a job claimed ahead waits for one with
         // its lease kept alive, and gives it back if shutdown comes first. The
         // wait is boxed: most jobs never wait, and its state would size every
@@ -185,6 +185,10 @@ fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
             tag.lease_lost(shared);
             return;
         }
+        if ctx.cancel_requested() {
+            // Whatever the handler returned, the item ends Cancelled.
+            return Box::pin(record_cancel(shared, &job, held_until)).await;
+        }
         match ran {
             Ran::Done(Ok(Ok(()))) => {
                 // The batcher frees the lease room of a whole batch at once, so
@@ -213,6 +217,7 @@ fn keep_alive(crew: &Crew, job: &Claimed, ctx: &JobContext) -> Beat {
     crew.beats.keep(
         lease.key.clone(),
         lease.expires_at,
+        lease.attempts,
         ctx.clone(),
         job.span.clone(),
     )
@@ -272,6 +277,9 @@ async fn record_failure(
     let held = job.held(held_until);
     let b = shared.backend.as_ref();
     let (id, attempts) = (lease.id(), lease.attempts);
+    if let Some(&Snooze(delay)) = err.downcast_ref::<Snooze>() {
+        return record_snooze(shared, job, &held, delay).await;
+    }
     let text = error_text(&*err);
     let permanent = err.downcast_ref::<Permanent>().is_some();
     if permanent || shared.retry.is_exhausted(attempts, lease.max_attempts) {
@@ -308,6 +316,11 @@ async fn record_failure(
                     .events
                     .emit(id, attempts, JobOutcome::Dead { reason });
             }
+            // Cancelled between the last heartbeat and the release.
+            Ok(Released::Cancelled) => {
+                shared.metrics.inc(Counter::Cancelled);
+                shared.events.emit(id, attempts, JobOutcome::Cancelled);
+            }
             Ok(_) => {
                 shared.metrics.inc(Counter::Retried);
                 tracing::info!(error = %text, ?delay, "job failed; retrying");
@@ -318,6 +331,66 @@ async fn record_failure(
         }
     }
     // The lease room goes with `job`, after the outcome is recorded.
+}
+
+/// Ends the item of a job an operator cancelled while it ran: a fail,
+/// which the backend turns into Cancelled for a cancel-requested item.
+async fn record_cancel(shared: &Shared, job: &Claimed, held_until: Timestamp) {
+    let lease = &job.lease;
+    let span = spans::settle("fail", &lease.key.queue, lease.id());
+    let res = shared
+        .settle
+        .fail(shared.backend.as_ref(), &job.held(held_until), "cancelled")
+        .instrument(span.clone())
+        .await;
+    match spans::outcome(&span, res) {
+        Ok(()) => {
+            shared.metrics.inc(Counter::Cancelled);
+            tracing::info!("job cancelled by an operator; item ended Cancelled");
+            shared
+                .events
+                .emit(lease.id(), lease.attempts, JobOutcome::Cancelled);
+        }
+        Err(e) => job.tag().unrecorded(shared, e),
+    }
+}
+
+/// Puts the item back to wait `delay` without spending the attempt; a
+/// backend without the Control group gets a release (which spends it).
+async fn record_snooze(shared: &Shared, job: &Claimed, held: &Held, delay: Duration) {
+    let lease = &job.lease;
+    let b = shared.backend.as_ref();
+    let span = spans::settle("snooze", &lease.key.queue, lease.id());
+    let res = match shared.settle.snooze(b, held, delay).instrument(span.clone()).await {
+        Err(Error::Unsupported { .. }) => {
+            shared
+                .settle
+                .release(b, held, delay)
+                .instrument(span.clone())
+                .await
+        }
+        other => other,
+    };
+    let (id, attempts) = (lease.id(), lease.attempts);
+    match spans::outcome(&span, res) {
+        Ok(Released::Cancelled) => {
+            shared.metrics.inc(Counter::Cancelled);
+            shared.events.emit(id, attempts, JobOutcome::Cancelled);
+        }
+        Ok(Released::Dead) => {
+            shared.metrics.inc(Counter::Dead);
+            let reason = "attempts exhausted".to_string();
+            shared.events.emit(id, attempts, JobOutcome::Dead { reason });
+        }
+        Ok(_) => {
+            shared.metrics.inc(Counter::Snoozed);
+            tracing::info!(?delay, "job snoozed");
+            shared
+                .events
+                .emit(id, attempts, JobOutcome::Snoozed { delay });
+        }
+        Err(e) => job.tag().unrecorded(shared, e),
+    }
 }
 
 /// Gives an unfinished job's lease back at shutdown.

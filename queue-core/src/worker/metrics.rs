@@ -33,6 +33,10 @@ pub mod names {
     pub const RELEASED: &str = "leaseq_jobs_released_total";
     /// Counter: backend calls that failed.
     pub const BACKEND_ERRORS: &str = "leaseq_backend_errors_total";
+    /// Counter: jobs an operator cancelled while they ran.
+    pub const CANCELLED: &str = "leaseq_jobs_cancelled_total";
+    /// Counter: jobs their handler snoozed.
+    pub const SNOOZED: &str = "leaseq_jobs_snoozed_total";
     /// Gauge: handlers running now.
     pub const IN_FLIGHT: &str = "leaseq_jobs_in_flight";
     /// Histogram: handler run time, seconds.
@@ -62,6 +66,8 @@ pub mod names {
         PANICKED,
         RELEASED,
         BACKEND_ERRORS,
+        CANCELLED,
+        SNOOZED,
         IN_FLIGHT,
         DURATION,
         WAIT,
@@ -84,6 +90,8 @@ struct Exported {
     panicked: metrics::Counter,
     released: metrics::Counter,
     backend_errors: metrics::Counter,
+    cancelled: metrics::Counter,
+    snoozed: metrics::Counter,
     in_flight: metrics::Gauge,
     duration: metrics::Histogram,
     wait: metrics::Histogram,
@@ -105,6 +113,8 @@ impl Exported {
             panicked: c(names::PANICKED),
             released: c(names::RELEASED),
             backend_errors: c(names::BACKEND_ERRORS),
+            cancelled: c(names::CANCELLED),
+            snoozed: c(names::SNOOZED),
             in_flight: metrics::gauge!(names::IN_FLIGHT, "queue" => q.clone()),
             duration: metrics::histogram!(names::DURATION, "queue" => q.clone()),
             wait: metrics::histogram!(names::WAIT, "queue" => q.clone()),
@@ -125,6 +135,8 @@ struct Counters {
     panicked: AtomicU64,
     released: AtomicU64,
     backend_errors: AtomicU64,
+    cancelled: AtomicU64,
+    snoozed: AtomicU64,
     exported: std::sync::OnceLock<Exported>,
 }
 
@@ -161,6 +173,10 @@ pub struct MetricsSnapshot {
     pub released: u64,
     /// Backend calls that failed with a server or connection error.
     pub backend_errors: u64,
+    /// Jobs an operator cancelled while they ran ([`crate::Control::cancel`]).
+    pub cancelled: u64,
+    /// Jobs their handler snoozed ([`crate::Snooze`]).
+    pub snoozed: u64,
 }
 
 /// Which counter to bump.
@@ -177,6 +193,8 @@ pub(crate) enum Counter {
     Panicked,
     Released,
     BackendErrors,
+    Cancelled,
+    Snoozed,
 }
 
 impl WorkerMetrics {
@@ -196,6 +214,8 @@ impl WorkerMetrics {
             panicked: get(&c.panicked),
             released: get(&c.released),
             backend_errors: get(&c.backend_errors),
+            cancelled: get(&c.cancelled),
+            snoozed: get(&c.snoozed),
         }
     }
 
@@ -213,6 +233,8 @@ impl WorkerMetrics {
             Counter::Panicked => &c.panicked,
             Counter::Released => &c.released,
             Counter::BackendErrors => &c.backend_errors,
+            Counter::Cancelled => &c.cancelled,
+            Counter::Snoozed => &c.snoozed,
         };
         a.fetch_add(n, Ordering::Relaxed);
         if let Some(e) = c.exported.get() {
@@ -228,6 +250,8 @@ impl WorkerMetrics {
                 Counter::Panicked => &e.panicked,
                 Counter::Released => &e.released,
                 Counter::BackendErrors => &e.backend_errors,
+                Counter::Cancelled => &e.cancelled,
+                Counter::Snoozed => &e.snoozed,
             };
             h.increment(n);
         }
@@ -294,6 +318,16 @@ pub enum JobOutcome {
     LeaseLost,
     /// Shutdown's deadline passed first; the lease was given back.
     Released,
+    /// An operator cancelled the item while the handler ran
+    /// ([`crate::Control::cancel`]): the handler's context was cancelled
+    /// and the item ended Cancelled, whatever the handler returned.
+    Cancelled,
+    /// The handler asked to run again later ([`crate::Snooze`]): the item
+    /// waits `delay`, without spending the attempt.
+    Snoozed {
+        /// How long it waits.
+        delay: Duration,
+    },
     /// The result could not be recorded because the backend failed; the
     /// lease will expire and a reaper will recover the item.
     Unrecorded {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::WorkerBuilder;
-pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent};
+pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent, Snooze};
 pub use metrics::{names as metric_names, JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
 pub use retry::RetryPolicy;
 pub use timeout::JobTimedOut;

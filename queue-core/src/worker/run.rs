@@ -164,6 +164,18 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
         if claimed.leases.is_empty() {
             drop(span);
             drop(permits);
+            if claimed.paused {
+                // Woken by the resume (or by enqueues, which are not
+                // enough: claims stay spaced out while the pause lasts).
+                let spaced = tokio::time::Instant::now() + PAUSED_CLAIM_GAP;
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = async {
+                        shared.backend.wait_for_work(&shared.queue, shared.idle_wait).await;
+                        tokio::time::sleep_until(spaced).await;
+                    } => continue,
+                }
+            }
             if let Some(wait) = limited {
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
@@ -210,6 +222,10 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
         }
     }
 }
+
+/// The least time between two claims of a worker on a paused queue, so
+/// enqueues into it do not make the worker poll.
+const PAUSED_CLAIM_GAP: Duration = Duration::from_millis(250);
 
 /// The longest a worker waits on one `retry_after` before claiming again
 /// (so limits raised or cleared meanwhile are seen within it).
