@@ -110,6 +110,16 @@
 //! queue whose layout 1 indexes are gone (empty, or purged) is used as is,
 //! its id counter going on where it was.
 //!
+//! The Control group ([Control of running work](#control-of-running-work))
+//! adds keys and fields no earlier version reads. Its scripts run beside an
+//! earlier version's (each script is loaded by its own SHA1), but that
+//! version's processes ignore a pause (they claim from a paused queue),
+//! move a cancel-requested item on as before when they end its lease (a
+//! cancel request names its lease's token, so it never touches a later
+//! lease), and delete the limits hash, and the pause with it, when they
+//! clear a queue's limits. So upgrade every process of a store before
+//! pausing or cancelling.
+//!
 //! # Ids
 //! An id is never given to two items, even when the counter is lost or
 //! taken back. The counter (`{p:q}:seq`) and its copy
