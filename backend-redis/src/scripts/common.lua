@@ -560,9 +560,7 @@ local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
 local HELD_TRIM = 64
 -- Refuses (before any write) a hold key of the wrong type: an ack writes
 -- them after its leases have left their groups, too late to fail cleanly.
-local function guard_holds()
-  return guard_types({ { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } })
-end
+local HOLD_TYPES = { { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } }
 
 -- The queue's limits hash (scripts/limits.lua), which also holds its pause
 -- (leaseq_core::Control::pause): field `paused`, present while paused.
@@ -647,11 +645,14 @@ local function state_of(id, id_s, m)
   return 'ready'
 end
 
--- Moves the Scheduled entries `ms` (members, at most a bounded batch) to
--- Ready. An entry without a record is dropped, one of a Leased item (a
--- stray) is dropped, and an unusable item is quarantined; each is
--- reported. Returns how many moved.
-local function promote(ms, repairs)
+-- Moves due Scheduled items to Ready, at most one bounded batch per call;
+-- or, given `ms`, those Scheduled entries (members, at most a bounded
+-- batch), due or not (run now). An entry without a record is dropped, one
+-- of a Leased item (a stray) is dropped, and an unusable item is
+-- quarantined; each is reported. Returns how many moved. (One function,
+-- not two: each costs the claim a definition per call.)
+local function promote_due(now, repairs, ms)
+  ms = ms or redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
   if #ms == 0 then return 0 end
   local bad = guard(K_ITEMS, K_TOK, K_ATT, K_READY, K_DEAD, K_DSEQ, K_ERR)
   if bad then error(bad) end
@@ -689,12 +690,6 @@ local function promote(ms, repairs)
   zadd_batch(K_READY, ready)
   notify(moved)
   return moved
-end
-
--- Moves due Scheduled items to Ready, at most one bounded batch per call
--- (see `promote`).
-local function promote_due(now, repairs)
-  return promote(redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH), repairs)
 end
 
 -- The item behind a lease, if `token` is its current token: returns its
