@@ -60,7 +60,10 @@ async fn a_cancel_stops_the_running_handler_at_its_next_heartbeat() {
     stop.cancel();
     run.await.expect("join").expect("run");
     assert_eq!(metrics.snapshot().cancelled, 1);
-    assert!(backend.item(&q, id).await.is_err(), "the cancelled item is still there");
+    assert!(
+        backend.item(&q, id).await.is_err(),
+        "the cancelled item is still there"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -98,7 +101,10 @@ async fn a_snoozed_job_runs_again_without_spending_its_attempt() {
         }
     );
     let info = backend.item(&q, id).await.expect("item");
-    assert_eq!((info.state, info.attempts), (leaseq::ItemState::Scheduled, 0));
+    assert_eq!(
+        (info.state, info.attempts),
+        (leaseq::ItemState::Scheduled, 0)
+    );
     let second = events.next().await;
     assert_eq!(second.outcome, JobOutcome::Acked);
     stop.cancel();
@@ -158,7 +164,11 @@ async fn a_paused_queue_holds_the_worker_without_polling_until_the_resume() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let s = backend.stats(&q).await.expect("stats");
-    assert_eq!((s.ready, s.paused), (100, true), "the worker took items of a paused queue");
+    assert_eq!(
+        (s.ready, s.paused),
+        (100, true),
+        "the worker took items of a paused queue"
+    );
     // At most one claim per spacing interval (250 ms), not one per enqueue.
     let claims = counting.claims();
     assert!(claims <= 41, "{claims} claims in 10 s on a paused queue");

@@ -70,7 +70,7 @@ impl leaseq::LayeredBackend for Extends {
         &self,
         lease: &leaseq::LeaseKey,
         ttl: leaseq::LeaseTtl,
-    ) -> leaseq::Result<leaseq::Timestamp> {
+    ) -> leaseq::Result<leaseq::Extended> {
         *self
             .by_item
             .lock()

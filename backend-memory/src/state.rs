@@ -408,6 +408,9 @@ impl QueueState {
         let Some(item) = self.items.get_mut(&id) else {
             return ItemState::Ready;
         };
+        // The lease's progress ends with it: a claim sent again under the
+        // same token must not find it.
+        item.progress = None;
         if due > now {
             item.slot = Slot::Scheduled { due };
             self.scheduled.insert((due, item.seq, id));
@@ -426,6 +429,7 @@ impl QueueState {
         self.next_death += 1;
         let death = self.next_death;
         if let Some(item) = self.items.get_mut(&id) {
+            item.progress = None;
             item.slot = Slot::Dead { death };
             item.last_error = Some(reason.into());
             self.dead.insert((death, id));

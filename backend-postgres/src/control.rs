@@ -50,13 +50,18 @@ impl ControlSql {
             // $1 queue, $2 id. One row when the item exists: its effective
             // state as it was, and how many rows changed (1). A Leased row
             // gets its cancel request; any other is deleted, as
-            // `remove_item` does (no key held).
+            // `remove_item` does (no key held). The flag is written as
+            // `state = 'leased'`, not `true`: when a claim leased the row
+            // after this statement's snapshot, the UPDATE first builds its
+            // row from the Ready version it saw, and PostgreSQL checks
+            // `leaseq_items_cancel_leased` on that row before it redoes the
+            // update on the Leased one (the suite's `cancel_races_claims`).
             cancel: format!(
                 "WITH {c}, gone AS ( \
                    DELETE FROM {t} i USING c WHERE i.id = c.id AND c.state <> 'leased' \
                    RETURNING i.id \
                  ), asked AS ( \
-                   UPDATE {t} i SET cancel_requested = true \
+                   UPDATE {t} i SET cancel_requested = (i.state = 'leased') \
                    FROM c WHERE i.id = c.id AND c.state = 'leased' RETURNING i.id \
                  ) \
                  SELECT CASE WHEN c.state = 'scheduled' AND c.due THEN 'ready' ELSE c.state END, \

@@ -66,6 +66,11 @@ impl WorkerRegistry for PgBackend {
     async fn register(&self, entry: &WorkerEntry, ttl: Duration) -> Result<Timestamp> {
         WorkerEntry::check_ttl(ttl)?;
         let text = entry.encode()?;
+        if entry.id.contains('\0') {
+            return Err(leaseq_core::Error::invalid(
+                "a worker id with a NUL character cannot be stored in PostgreSQL",
+            ));
+        }
         let row = sqlx::query(&self.inner.registry_sql.register)
             .bind(&entry.id)
             .bind(&text)
@@ -77,6 +82,10 @@ impl WorkerRegistry for PgBackend {
     }
 
     async fn deregister(&self, id: &str) -> Result<bool> {
+        if id.contains('\0') {
+            // `text` cannot hold it, so no entry has it.
+            return Ok(false);
+        }
         let row = sqlx::query(&self.inner.registry_sql.deregister)
             .bind(id)
             .fetch_optional(&self.inner.pool)

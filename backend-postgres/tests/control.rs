@@ -14,15 +14,36 @@ use common::plans::{
     STATE_INDEXES,
 };
 use leaseq_core::{
-    Backend, BackendExt, Cancelled, ClaimSpec, Error, ItemId, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, NewItem, QueueLimits, QueueName, Released,
+    Backend, BackendExt, Cancelled, ClaimSpec, Error, ItemId, Lease, LeaseFate, LeaseKey,
+    LeaseToken, LeaseTtl, NewItem, QueueLimits, QueueName, Released,
 };
+use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection};
 
 const TTL: Duration = Duration::from_secs(30);
 
 fn q(name: &str) -> QueueName {
     QueueName::new(name).expect("queue name")
+}
+
+/// The lease of a new item with dedup key "k", held for 10 minutes after
+/// an ack (`unique_for`).
+async fn keyed_lease(b: &PgBackend, queue: &QueueName, ttl: Duration) -> (ItemId, Lease) {
+    let id = b
+        .enqueue_one(
+            queue,
+            NewItem::new("x")
+                .dedup_key("k")
+                .unique_for(Duration::from_secs(600)),
+        )
+        .await
+        .expect("push");
+    let lease = b
+        .claim_one(queue, ttl)
+        .await
+        .expect("claim")
+        .expect("a lease");
+    (id, lease)
 }
 
 #[tokio::test]
@@ -90,20 +111,7 @@ async fn a_reaped_cancel_request_ends_cancelled_and_leaves_its_takeover_trace() 
     let b = &db.backend;
     let control = b.control().expect("control");
     let queue = q("reaped");
-    let id = b
-        .enqueue_one(
-            &queue,
-            NewItem::new("x")
-                .dedup_key("k")
-                .unique_for(Duration::from_secs(600)),
-        )
-        .await
-        .expect("push");
-    let lease = b
-        .claim_one(&queue, Duration::from_millis(200))
-        .await
-        .expect("claim")
-        .expect("a lease");
+    let (id, lease) = keyed_lease(b, &queue, Duration::from_millis(200)).await;
     assert_eq!(
         control.cancel(&queue, id).await.expect("cancel"),
         Cancelled::Requested
@@ -267,7 +275,7 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
     let by_id = [
         (
             "cancel",
-            prepared(b, "SET cancel_requested = true").await,
+            prepared(b, "SET cancel_requested = (i.state").await,
             "",
             "",
         ),
@@ -325,4 +333,61 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
         }
     }
     let _ = c.close().await;
+}
+
+/// A cancel request that commits while an ack or a release waits for the
+/// row's lock (the statement's snapshot is older than the request) is
+/// seen: the ack holds no key, the release ends the item Cancelled.
+#[tokio::test]
+async fn endings_see_a_cancel_that_committed_while_they_waited() {
+    let Some(db) = common::TestDb::new("ctlwait").await else {
+        return;
+    };
+    let b = &db.backend;
+    let t = format!("\"{}\".leaseq_items", db.schema);
+    let queue = q("waited");
+    for ending in ["ack", "release"] {
+        let (id, lease) = keyed_lease(b, &queue, TTL).await;
+        // The request, written the way `cancel` writes it, held open.
+        let mut other = PgConnection::connect(&common::url())
+            .await
+            .expect("connect");
+        sqlx::raw_sql(&format!(
+            "BEGIN; UPDATE {t} SET cancel_requested = true WHERE id = {}",
+            id.get()
+        ))
+        .execute(&mut other)
+        .await
+        .expect("flag");
+        let (b2, key) = (b.clone(), lease.key.clone());
+        let call = tokio::spawn(async move {
+            match ending {
+                "ack" => b2.ack(&key).await.map(|()| None),
+                _ => b2.release(&key, Duration::ZERO).await.map(Some),
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!call.is_finished(), "{ending} did not wait for the row");
+        sqlx::raw_sql("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("commit");
+        let got = call.await.expect("join").expect(ending);
+        if ending == "release" {
+            assert_eq!(got, Some(Released::Cancelled));
+        }
+        assert_eq!(b.stats(&queue).await.expect("stats").total(), 0);
+        // No hold: the key is free at once.
+        let again = b
+            .enqueue_one(&queue, NewItem::new("y").dedup_key("k"))
+            .await
+            .expect("push");
+        assert_ne!(again, id, "{ending}");
+        b.admin()
+            .expect("admin")
+            .purge(&queue)
+            .await
+            .expect("purge");
+        let _ = other.close().await;
+    }
 }

@@ -9,13 +9,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::limits::{check_delay, check_progress};
+use leaseq_core::limits::check_progress;
 use leaseq_core::{
     Bytes, Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result,
 };
 
 use crate::control_sql as sql;
-use crate::rows::{col, db, fenced_id, limit, millis, sql_id, sql_token, state};
+use crate::rows::{col, db, fenced_id, limit, sql_id, sql_token, state};
 use crate::SqliteBackend;
 
 #[async_trait]
@@ -52,38 +52,11 @@ impl Control for SqliteBackend {
     }
 
     async fn snooze(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        check_delay(delay)?;
-        let row = sqlx::query(sql::SNOOZE)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(millis(delay))
-            .fetch_optional(self.write_on([&lease.queue]))
-            .await
-            .map_err(db("snooze"))?;
-        self.released(lease, row.as_ref(), "snooze")
+        self.put_back(sql::SNOOZE, lease, delay, "snooze").await
     }
 
     async fn run_now(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let moved = sqlx::query(sql::RUN_NOW)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.write_on([queue]))
-            .await
-            .map_err(db("run_now"))?;
-        if moved.is_some() {
-            self.inner.wakeups.wake(queue.as_str());
-            return Ok(true);
-        }
-        // The update is the whole transition, and it changed nothing; this
-        // read only tells "another state" from "no item" (ids are never
-        // reused), as for `redrive_item`.
-        self.exists(queue, raw, id, "run_now: reading the item")
-            .await
-            .map(|()| false)
+        self.move_to_ready(sql::RUN_NOW, queue, id, "run_now").await
     }
 
     async fn run_all_now(&self, queue: &QueueName, most: usize) -> Result<u64> {

@@ -70,11 +70,8 @@ pub(crate) const REGISTER: &str = concat!(
     "expires_at = excluded.expires_at RETURNING expires_at"
 );
 
-/// `?1` id. Returns whether the entry had not expired.
-pub(crate) const DEREGISTER: &str = concat!(
-    "DELETE FROM leaseq_workers WHERE id = ?1 RETURNING expires_at > ",
-    now!()
-);
+/// `?1` id.
+pub(crate) const DEREGISTER: &str = "DELETE FROM leaseq_workers WHERE id = ?1";
 
 /// The unexpired entries, by id.
 pub(crate) const WORKERS: &str = concat!(

@@ -63,8 +63,9 @@
 //! big-endian), `enqueued_at` (SQLite's clock at the enqueue, in the first
 //! migration: every row has it; returned as
 //! [`leaseq_core::Lease::enqueued_at`]), `available_at`,
-//! `lease_expires_at`, `dead_at` (epoch milliseconds), `last_error`. Acked
-//! items are deleted.
+//! `lease_expires_at`, `dead_at` (epoch milliseconds), `last_error`,
+//! `cancel_requested`, and `progress` with the `progress_token` of the
+//! lease that wrote it (migration 0015). Acked items are deleted.
 //! Checks hold the core's limits (queue name, dedup key and reason
 //! lengths, counters within `i32`, a token exactly when Leased). Partial
 //! indexes serve each access path, so none reads finished or unrelated
@@ -82,7 +83,9 @@
 //! A second table, `leaseq_requests`, remembers recent
 //! [`leaseq_core::Backend::enqueue_once`] requests (their results, until
 //! [`leaseq_core::limits::REQUEST_MEMORY`] passes), indexed by expiry for
-//! the reaper.
+//! the reaper. `leaseq_queue_limits` holds a row per queue with limits or a
+//! pause; `leaseq_workers` one per live worker
+//! ([`leaseq_core::WorkerRegistry`]), indexed by expiry.
 //!
 //! # How each operation keeps the contract
 //! SQLite has one writer per file and no `SKIP LOCKED`. Every write
@@ -126,6 +129,20 @@
 //!   any state) and returns the state it found. The delete trigger that
 //!   holds an acked item's key so sees nothing to hold: a removed item's
 //!   key is free at once.
+//! - **Control** ([`leaseq_core::Control`]) is one statement per call.
+//!   `cancel` sets `cancel_requested` on the row: a Leased row keeps its
+//!   lease (and `extend` returns the flag); any other row is deleted by
+//!   the trigger `leaseq_cancelled_end` in the same statement. That trigger
+//!   also deletes a cancel-requested row in whatever statement moves it out
+//!   of Leased (release, give_back, fail, snooze, reap), which returns the
+//!   flag for its answer; an ack deletes it anyway, and the ack trigger
+//!   holds no `unique_for` key for it. The reap writes its takeover traces
+//!   first, as for every expired lease. `pause` sets `paused` in the
+//!   queue's limits row: the plain claim leases nothing on a queue with a
+//!   row, and the claim under the row answers `paused` inside its
+//!   transaction, so a queue without limits or pause pays nothing for it.
+//!   `progress` stores the value with the writing lease's token, and
+//!   inspection shows it only while that token holds the item.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;
@@ -145,9 +162,9 @@
 //!   `Unavailable` too. Anything else is [`leaseq_core::Error::OutcomeUnknown`].
 //!
 //! # Wake-ups
-//! Enqueue, release, give_back, reap, redrive and `redrive_item` wake the
-//! waiters of their queue in this process at once (through every handle on
-//! the same file).
+//! Enqueue, release, give_back, reap, redrive, `redrive_item`, resume,
+//! snooze (to Ready), `run_now` and `run_all_now` wake the waiters of their
+//! queue in this process at once (through every handle on the same file).
 //! SQLite cannot signal another process: waiters also wake after
 //! [`SqliteOptions::poll_interval`] (250 ms by default), which bounds how
 //! late work enqueued by another process is seen.

@@ -191,15 +191,34 @@ impl SqliteBackend {
         Ok(repairs)
     }
 
-    /// Whether item `id` (`raw` as stored) of `queue` exists: `Ok` or
-    /// [`Error::NotFound`].
-    pub(crate) async fn exists(
+    /// Moves item `id` of `queue` to Ready with `text` (`?1` queue, `?2`
+    /// id; returns a row when it moved, which only one state allows) and
+    /// wakes consumers: `redrive_item` and `run_now`. Answers whether it
+    /// moved; [`Error::NotFound`] when there is no such item.
+    pub(crate) async fn move_to_ready(
         &self,
+        text: &str,
         queue: &QueueName,
-        raw: i64,
         id: ItemId,
         what: &'static str,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let Ok(raw) = sql_id(id) else {
+            return Err(Error::NotFound { id });
+        };
+        let moved = sqlx::query(text)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(self.write_on([queue]))
+            .await
+            .map_err(db(what))?;
+        if moved.is_some() {
+            self.inner.wakeups.wake(queue.as_str());
+            return Ok(true);
+        }
+        // The update is the whole transition, and it changed nothing: the
+        // item is in another state or there is none. This read only tells
+        // the two apart (ids are never reused, so an item it finds existed,
+        // in another state, when the update ran).
         let found = sqlx::query(sql::ITEM)
             .bind(queue.as_str())
             .bind(raw)
@@ -207,27 +226,38 @@ impl SqliteBackend {
             .await
             .map_err(db(what))?;
         match found {
-            Some(_) => Ok(()),
+            Some(_) => Ok(false),
             None => Err(Error::NotFound { id }),
         }
     }
 
-    /// The answer of a statement that ends a lease and returns (new state,
-    /// cancel requested) — release and snooze: `row` is `None` when the
-    /// fence did not hold. Wakes consumers when the item is Ready.
-    pub(crate) fn released(
+    /// Ends `lease` with `text` (`?1` id, `?2` queue, `?3` token, `?4`
+    /// `delay` in ms; returns the new state and whether a cancel was
+    /// requested): release and snooze. Wakes consumers when the item is
+    /// Ready.
+    pub(crate) async fn put_back(
         &self,
+        text: &str,
         lease: &LeaseKey,
-        row: Option<&SqliteRow>,
-        op: &str,
+        delay: Duration,
+        what: &'static str,
     ) -> Result<Released> {
+        check_delay(delay)?;
+        let row = sqlx::query(text)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token))
+            .bind(millis(delay))
+            .fetch_optional(self.write_on([&lease.queue]))
+            .await
+            .map_err(db(what))?;
         let Some(row) = row else {
             return Err(Self::lost(lease));
         };
-        if col::<bool>(row, 1)? {
+        if col::<bool>(&row, 1)? {
             return Ok(Released::Cancelled);
         }
-        match state(&col::<String>(row, 0)?)? {
+        match state(&col::<String>(&row, 0)?)? {
             ItemState::Ready => {
                 self.inner.wakeups.wake(lease.queue.as_str());
                 Ok(Released::Ready)
@@ -235,15 +265,16 @@ impl SqliteBackend {
             ItemState::Scheduled => Ok(Released::Scheduled),
             ItemState::Dead => Ok(Released::Dead),
             ItemState::Leased => Err(Error::Corrupt {
-                what: format!("{op} left the item leased"),
+                what: format!("{what} left the item leased"),
             }),
         }
     }
 
     /// One batch of the reap, in one write transaction: the takeover
     /// traces of up to [`BATCH`] expired leases, then those leases back to
-    /// Ready (or Dead), judged by the clock the first statement read.
-    /// Returns each reaped row's new state.
+    /// Ready (or Dead, or deleted when a cancel was requested), judged by
+    /// the clock the first statement read. Returns each reaped row's new
+    /// state and cancel flag.
     async fn reap_batch(&self, queue: &QueueName) -> Result<Vec<SqliteRow>> {
         let mut tx = self
             .begin_on(queue, "reap: beginning a transaction")
@@ -565,16 +596,7 @@ impl Backend for SqliteBackend {
     }
 
     async fn release(&self, lease: &LeaseKey, delay: Duration) -> Result<Released> {
-        check_delay(delay)?;
-        let row = sqlx::query(sql::RELEASE)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(millis(delay))
-            .fetch_optional(self.write_on([&lease.queue]))
-            .await
-            .map_err(db("release"))?;
-        self.released(lease, row.as_ref(), "release")
+        self.put_back(sql::RELEASE, lease, delay, "release").await
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
@@ -757,26 +779,8 @@ impl Admin for SqliteBackend {
     }
 
     async fn redrive_item(&self, queue: &QueueName, id: ItemId) -> Result<bool> {
-        let Ok(raw) = sql_id(id) else {
-            return Err(Error::NotFound { id });
-        };
-        let moved = sqlx::query(sql::REDRIVE_ITEM)
-            .bind(queue.as_str())
-            .bind(raw)
-            .fetch_optional(self.write_on([queue]))
+        self.move_to_ready(sql::REDRIVE_ITEM, queue, id, "redrive_item")
             .await
-            .map_err(db("redrive_item"))?;
-        if moved.is_some() {
-            self.inner.wakeups.wake(queue.as_str());
-            return Ok(true);
-        }
-        // The update is the whole transition, and it changed nothing: the
-        // item is in another state or there is none. This read only tells
-        // the two apart (ids are never reused, so an item it finds existed,
-        // not Dead, when the update ran).
-        self.exists(queue, raw, id, "redrive_item: reading the item")
-            .await
-            .map(|()| false)
     }
 
     // One transaction: the hold cleared, then the row deleted, so the

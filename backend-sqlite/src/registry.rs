@@ -41,15 +41,12 @@ impl WorkerRegistry for SqliteBackend {
     }
 
     async fn deregister(&self, id: &str) -> Result<bool> {
-        let row = sqlx::query(sql::DEREGISTER)
+        let done = sqlx::query(sql::DEREGISTER)
             .bind(id)
-            .fetch_optional(&self.inner.writer)
+            .execute(&self.inner.writer)
             .await
             .map_err(db("deregister"))?;
-        match row {
-            Some(row) => col(&row, 0),
-            None => Ok(false),
-        }
+        Ok(done.rows_affected() > 0)
     }
 
     async fn workers(&self) -> Result<Vec<WorkerEntry>> {

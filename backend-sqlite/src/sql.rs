@@ -301,6 +301,9 @@ pub(crate) const TAKE_EXPIRED: &str = concat!(
 /// the same transaction (so the same leases). Back to Ready, or to Dead on
 /// their final attempt; a cancel-requested item is deleted instead (the
 /// trigger `leaseq_cancelled_end`), and comes back with its flag. The
+/// progress goes: a claim sent again after a lost reply may lease the item
+/// under the token the reaped lease had, and that new lease starts with
+/// none. The
 /// writer lock makes each batch see the last one's work: a lease is
 /// recovered once.
 pub(crate) const REAP: &str = concat!(
@@ -313,7 +316,7 @@ pub(crate) const REAP: &str = concat!(
     "                  THEN 'lease expired on final attempt' ELSE last_error END, ",
     "available_at = ",
     now!(),
-    ", token = NULL, lease_expires_at = NULL ",
+    ", token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL ",
     "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
     "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state, cancel_requested"
 );
@@ -676,7 +679,8 @@ mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 16] = [
+        use crate::control_sql as control;
+        let cases: [(&str, &str); 22] = [
             (
                 super::TAKE_EXPIRED,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -709,6 +713,18 @@ mod tests {
                 "leaseq_requests_expiry (queue=? AND expires_at<?)",
             ),
             (super::PEEK[0], "leaseq_items_ready (queue=?)"),
+            (control::CANCEL, "INTEGER PRIMARY KEY"),
+            (control::SNOOZE, "INTEGER PRIMARY KEY"),
+            (control::RUN_NOW, "INTEGER PRIMARY KEY"),
+            (
+                control::RUN_ALL_NOW,
+                "leaseq_items_scheduled (queue=? AND available_at>?)",
+            ),
+            (control::PROGRESS, "INTEGER PRIMARY KEY"),
+            (
+                control::SWEEP_WORKERS,
+                "leaseq_workers_expiry (expires_at<?)",
+            ),
         ];
         for (text, expected) in cases {
             let p = plan(text).await;

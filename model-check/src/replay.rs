@@ -361,7 +361,7 @@ impl<'a, B: Backend> Replay<'a, B> {
             Action::Extend { worker } => {
                 let ttl = LeaseTtl::new(self.ttl()).map_err(err("ttl"))?;
                 let key = self.key(first(worker)?)?;
-                match b.extend(&key, ttl).await {
+                match b.extend(&key, ttl).await.map(|e| e.expires_at) {
                     Ok(t) => {
                         self.told.insert((key.id, key.token), t);
                         Ok(if self.exact() {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo, ItemState, LeaseFate,
-    LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result,
-    Timestamp,
+    Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo, ItemState,
+    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
+    Released, Result, Timestamp,
 };
 
 /// The storage contract. Every method is one atomic step per item: no

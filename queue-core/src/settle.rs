@@ -337,12 +337,7 @@ impl Settle {
 
     /// [`crate::Control::snooze`], settled; [`Error::Unsupported`] on a
     /// backend without the Control group.
-    pub async fn snooze(
-        &self,
-        b: &dyn Backend,
-        lease: &Held,
-        delay: Duration,
-    ) -> Result<Released> {
+    pub async fn snooze(&self, b: &dyn Backend, lease: &Held, delay: Duration) -> Result<Released> {
         let control = crate::BackendExt::control(b)?;
         self.fenced(b, lease, || control.snooze(&lease.key, delay), released_as)
             .await

@@ -130,10 +130,12 @@ pub async fn cancelled_lease_ends_whatever_it_reports<F: BackendFactory>(
             Ending::Reap,
         ];
         let ids = cx.push_n(endings.len() + 1).await?;
-        let bystander = ids[endings.len()];
         let mut leases = cx.claim(ids.len() as u32, LONG).await?;
         ensure!(leases.len() == ids.len(), CANCEL, "claimed {} of {}", leases.len(), ids.len());
         leases.sort_by_key(Lease::id);
+        // The last lease in id order is nobody's to cancel (behind a
+        // sharding layer ids do not follow the push order).
+        let bystander = leases[endings.len()].id();
         let ttl = LeaseTtl::new(LONG).or_fail(CANCEL, "ttl")?;
         for lease in &leases[..endings.len()] {
             let id = lease.id();

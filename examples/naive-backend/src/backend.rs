@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use leaseq_core::limits::{self, REQUEST_MEMORY};
 use leaseq_core::{
-    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Groups, ItemId,
-    ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats,
-    ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
+    async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Extended,
+    Groups, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem,
+    QueueName, QueueStats, ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
 };
 
 use crate::queue::{Item, Queue};
@@ -335,7 +335,7 @@ impl Backend for NaiveBackend {
             .collect())
     }
 
-    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Timestamp> {
+    async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
         self.fenced(lease, |q, _, now| {
             let id = lease.id.get();
             q.unindex(id);
@@ -344,7 +344,8 @@ impl Backend for NaiveBackend {
                 i.due = Some(at);
             }
             q.leased.insert((at, id), ());
-            at
+            // No Control group: nobody can ask to cancel.
+            Extended::until(at)
         })
     }
 

@@ -262,6 +262,8 @@ impl Queue {
             due_at: i.due,
             last_error: i.last_error.clone(),
             enqueued_at: i.enqueued_at,
+            progress: None,
+            cancel_requested: false,
         })
     }
 

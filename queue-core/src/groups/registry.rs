@@ -80,7 +80,12 @@ impl WorkerEntry {
 
     /// An entry for a worker of `queue` on this host and process, with no
     /// jobs yet.
-    pub fn new(id: impl Into<String>, queue: &QueueName, concurrency: usize, started_at: Timestamp) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        queue: &QueueName,
+        concurrency: usize,
+        started_at: Timestamp,
+    ) -> Self {
         WorkerEntry {
             id: id.into(),
             host: hostname(),
@@ -146,4 +151,3 @@ fn hostname() -> String {
         })
         .unwrap_or_else(|| "unknown".to_owned())
 }
-

@@ -69,9 +69,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo, ItemState,
-    LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats, ReapReport,
-    Released, Result, Timestamp,
+    Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Extended, Groups, ItemId, ItemInfo,
+    ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem, QueueName, QueueStats,
+    ReapReport, Released, Result, Timestamp,
 };
 
 /// A backend that wraps an inner backend (what OpenDAL calls a layered

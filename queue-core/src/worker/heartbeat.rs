@@ -324,7 +324,10 @@ impl Presence {
     }
 
     async fn register(shared: &Shared, entry: WorkerEntry) {
-        let ttl = shared.heartbeat.saturating_mul(3).max(Duration::from_secs(1));
+        let ttl = shared
+            .heartbeat
+            .saturating_mul(3)
+            .max(Duration::from_secs(1));
         let Ok(registry) = shared.backend.registry() else {
             return;
         };

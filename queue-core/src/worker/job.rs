@@ -361,7 +361,12 @@ async fn record_snooze(shared: &Shared, job: &Claimed, held: &Held, delay: Durat
     let lease = &job.lease;
     let b = shared.backend.as_ref();
     let span = spans::settle("snooze", &lease.key.queue, lease.id());
-    let res = match shared.settle.snooze(b, held, delay).instrument(span.clone()).await {
+    let res = match shared
+        .settle
+        .snooze(b, held, delay)
+        .instrument(span.clone())
+        .await
+    {
         Err(Error::Unsupported { .. }) => {
             shared
                 .settle
@@ -380,7 +385,9 @@ async fn record_snooze(shared: &Shared, job: &Claimed, held: &Held, delay: Durat
         Ok(Released::Dead) => {
             shared.metrics.inc(Counter::Dead);
             let reason = "attempts exhausted".to_string();
-            shared.events.emit(id, attempts, JobOutcome::Dead { reason });
+            shared
+                .events
+                .emit(id, attempts, JobOutcome::Dead { reason });
         }
         Ok(_) => {
             shared.metrics.inc(Counter::Snoozed);

@@ -97,10 +97,9 @@ use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
 use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use crate::{
     Admin, Backend, BackendExt, Cancelled, Capabilities, ClaimSpec, Claimed, Control, Enqueued,
-    Error, Extended, Groups, ItemId,
-    ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope,
-    NewItem, Order, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
-    ScheduleStore, TestHooks, Throttles, Timestamp,
+    Error, Extended, Groups, ItemId, ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey,
+    LeaseToken, LeaseTtl, LimitScope, NewItem, Order, QueueLimits, QueueName, QueueStats,
+    ReapReport, Released, Repair, Result, ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 
 /// The most shards one logical queue may have.
