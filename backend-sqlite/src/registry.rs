@@ -25,9 +25,7 @@ impl WorkerRegistry for SqliteBackend {
         sqlx::query(sql::SWEEP_WORKERS)
             .execute(&mut *tx)
             .await
-            .map_err(crate::rows::unapplied(
-                "register: deleting expired workers",
-            ))?;
+            .map_err(crate::rows::unapplied("register: deleting expired workers"))?;
         let row = sqlx::query(sql::REGISTER)
             .bind(&entry.id)
             .bind(text)
