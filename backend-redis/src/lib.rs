@@ -110,6 +110,16 @@
 //! queue whose layout 1 indexes are gone (empty, or purged) is used as is,
 //! its id counter going on where it was.
 //!
+//! The Control group ([Control of running work](#control-of-running-work))
+//! adds keys and fields no earlier version reads. Its scripts run beside an
+//! earlier version's (each script is loaded by its own SHA1), but that
+//! version's processes ignore a pause (they claim from a paused queue),
+//! move a cancel-requested item on as before when they end its lease (a
+//! cancel request names its lease's token, so it never touches a later
+//! lease), and delete the limits hash, and the pause with it, when they
+//! clear a queue's limits. So upgrade every process of a store before
+//! pausing or cancelling.
+//!
 //! # Ids
 //! An id is never given to two items, even when the counter is lost or
 //! taken back. The counter (`{p:q}:seq`) and its copy
@@ -168,6 +178,32 @@
 //!
 //! No script unpacks or walks an unbounded set: every batch is bounded
 //! (the one walk over live leases, `recover_claim`'s, goes page by page).
+//!
+//! # Control of running work
+//! [`leaseq_core::Control`] and [`leaseq_core::WorkerRegistry`] are offered
+//! on both clients and on Redis Cluster, each operation one script in one
+//! slot:
+//! - cancel: a Ready, Scheduled or Dead item is deleted as `remove_item`
+//!   deletes it; a Leased one gets its lease's token recorded in
+//!   `{p:q}:cancel`, and every script that ends a lease (ack, `ack_many`,
+//!   release, give back, fail, snooze, reap) reads that in the same step
+//!   and deletes the item (dedup key freed, no unique-for hold) instead of
+//!   moving it on; extend reports it. A queue where no item has a request
+//!   pays one `EXISTS` per ack (none per `ack_many`);
+//! - pause: the field `paused` of the queue's limits hash, which the claim
+//!   reads with its limits (one `HMGET`): a queue neither limited nor
+//!   paused has no such key and its claims pay nothing. Purge keeps the
+//!   hash, `delete_queue` deletes it; a resume pushes wake-up markers for
+//!   the queue's Ready items;
+//! - snooze is the give-back script with a delay (attempts as before the
+//!   lease, never Dead); run now moves Scheduled entries to Ready as a due
+//!   time would;
+//! - progress: the lease's token and the value in `{p:q}:progress`, shown
+//!   only while that token is the item's (a new lease starts with none,
+//!   and the claim clears nothing);
+//! - live workers: a hash and a sorted set of expiries in the slot of the
+//!   `_` pseudo queue (`src/registry.rs`); every call first deletes a
+//!   bounded batch of expired entries.
 //!
 //! # Lost replies
 //! A call whose reply is lost is settled by its own identity
@@ -286,7 +322,7 @@
 //! that never saw them. Steps and races: `src/delete.rs`.
 //!
 //! # Waiting for work
-//! Enqueue, release, reap, redrive and `redrive_item` push a marker onto
+//! Enqueue, release, reap, redrive, `redrive_item`, run now and resume push a marker onto
 //! the queue's notify list (at most 32 kept); idle workers `BLPOP` it on a
 //! dedicated connection. A lost marker delays work by at most the caller's poll
 //! interval (the wait's timeout).
@@ -329,12 +365,17 @@
 //!   refuses, before any item (a registration in the listing, when the
 //!   queue needs one, is refused the same way); `enqueue_once` still
 //!   answers a request it already wrote (that path only reads);
+//! - the registration of a live worker is refused the same way (a
+//!   listing or a deregistration of workers only deletes, and runs);
 //! - every other script (claim, extend, ack, `ack_many`, release, fail,
 //!   reap, redrive, `redrive_item`, `remove_item`, purge, stats, peek, item, `recover_claim`,
-//!   `lease_fate`, the listing's) carries the Redis 7 script flag
+//!   `lease_fate`, the listing's, and the Control group's: cancel, pause,
+//!   snooze, run now, progress) carries the Redis 7 script flag
 //!   `#!lua flags=allow-oom` and keeps running: none adds an item, and what
 //!   they add (a token and an expiry per lease, a reason per death, a
-//!   wake-up marker, a listing's count of prunes) is a few bytes against
+//!   wake-up marker, a listing's count of prunes, a cancel request, a
+//!   progress value of at most [`leaseq_core::limits::MAX_PROGRESS_LEN`]
+//!   bytes per lease) is a few bytes against
 //!   the payloads acks free. Consumers drain a full server
 //!   while producers get `Full`; once memory is freed, enqueues work again.
 //!

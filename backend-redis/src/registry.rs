@@ -18,14 +18,13 @@ use leaseq_core::limits::millis_ceil;
 use leaseq_core::{Error, Result, Timestamp, WorkerEntry, WorkerRegistry};
 
 use crate::backend::arg;
-use crate::{RedisBackend, Reply, ScriptClient};
+use crate::{KeyLayout, RedisBackend, Reply, ScriptClient};
 
 impl<C: ScriptClient> RedisBackend<C> {
     /// The keys of the registry of live workers: the entries (a hash) and
     /// their expiries (a sorted set), under this backend's prefix.
     pub fn worker_registry_keys(&self) -> Result<[String; 2]> {
-        let tag = self.keys(&Self::registry_queue()?)?.tag().to_owned();
-        Ok([format!("{tag}:workers"), format!("{tag}:workers:expiry")])
+        Ok(registry_keys(&self.keys(&Self::registry_queue()?)?))
     }
 
     async fn on_workers(&self, args: Vec<bytes::Bytes>) -> Result<Reply> {
@@ -33,6 +32,13 @@ impl<C: ScriptClient> RedisBackend<C> {
         self.run_with_keys(&self.scripts.workers, &Self::registry_queue()?, keys, args)
             .await
     }
+}
+
+/// The registry's keys under the hash tag of `layout` (the `_` pseudo
+/// queue's): one slot.
+fn registry_keys(layout: &KeyLayout) -> [String; 2] {
+    let tag = layout.tag();
+    [format!("{tag}:workers"), format!("{tag}:workers:expiry")]
 }
 
 #[async_trait]
@@ -81,5 +87,22 @@ impl<C: ScriptClient> WorkerRegistry for RedisBackend<C> {
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::key_slot;
+
+    #[test]
+    fn the_registry_keys_share_one_slot() {
+        let layout =
+            KeyLayout::new("p", &leaseq_core::QueueName::new("_").expect("name")).expect("layout");
+        let keys = registry_keys(&layout);
+        assert_eq!(keys[0], "{p:_}:workers");
+        for k in keys {
+            assert_eq!(key_slot(k.as_bytes()), layout.slot(), "{k}");
+        }
     }
 }

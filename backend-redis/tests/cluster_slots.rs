@@ -36,6 +36,8 @@ fn every_key(layout: &KeyLayout) -> Vec<String> {
         layout.items(),
         layout.lease_tokens(),
         layout.attempts(),
+        layout.cancel_requests(),
+        layout.progress(),
         layout.seq(),
         layout.id_mark(),
         layout.id_run(),
@@ -75,7 +77,7 @@ fn every_key_of_a_queue_hashes_to_one_slot() {
     ] {
         let layout = KeyLayout::new(prefix, &QueueName::new(queue).expect("name")).expect("layout");
         let keys = every_key(&layout);
-        assert_eq!(keys.len(), 1 + 19 + 10 + 4);
+        assert_eq!(keys.len(), 1 + 21 + 10 + 4);
         for key in &keys {
             assert_eq!(key_slot(key.as_bytes()), layout.slot(), "{key}");
             #[cfg(feature = "fred")]

@@ -1,7 +1,8 @@
 //! A private server at its `maxmemory` under `noeviction`, on both
 //! clients: enqueues are refused with `Error::Full` and write nothing,
-//! while claim, extend, release, ack, ack_many, fail, reap, redrive and
-//! inspection keep working (their scripts carry `#!lua flags=allow-oom`)
+//! while claim, extend, release, ack, ack_many, fail, reap, redrive,
+//! inspection and the Control group keep working (their scripts carry
+//! `#!lua flags=allow-oom`)
 //! until the whole backlog is drained; then enqueues work again.
 #![cfg(any(feature = "redis-rs", feature = "fred"))]
 
@@ -14,7 +15,8 @@ use std::time::Duration;
 use common::server::PrivateServer;
 use common::Which;
 use leaseq_core::{
-    Backend, BackendExt, Error, ItemState, LeaseToken, NewItem, QueueName, Released,
+    Backend, BackendExt, Cancelled, Error, ItemState, LeaseToken, NewItem, QueueName, Released,
+    WorkerEntry,
 };
 use leaseq_redis::keys::KeyLayout;
 use leaseq_redis::RedisOptions;
@@ -197,6 +199,35 @@ async fn full_server_drains(which: Which) {
         b.peek(&q, ItemState::Ready, 3).await.expect("peek").len(),
         3
     );
+
+    // Control over the limit: pause and resume, progress, snooze, run now,
+    // and a cancel request that the lease's ack carries out. A worker's
+    // registration adds data and is refused; the listing runs.
+    let control = b.control().expect("control");
+    control.pause(&q).await.expect("pause on a full server");
+    assert!(b.claim_up_to(&q, 1, TTL).await.expect("claim").paused);
+    control.resume(&q).await.expect("resume on a full server");
+    let l = b.claim_up_to(&q, 2, TTL).await.expect("claim").leases;
+    assert_eq!(l.len(), 2);
+    control
+        .progress(&l[0].key, "half".into())
+        .await
+        .expect("progress on a full server");
+    let snoozed = control
+        .snooze(&l[0].key, Duration::from_secs(600))
+        .await
+        .expect("snooze on a full server");
+    assert_eq!(snoozed, Released::Scheduled);
+    assert!(control.run_now(&q, l[0].id()).await.expect("run now"));
+    let asked = control.cancel(&q, l[1].id()).await.expect("cancel");
+    assert_eq!(asked, Cancelled::Requested);
+    b.ack(&l[1].key).await.expect("ack of a cancelled lease");
+    *acked.entry(name_of(&l[1].payload)).or_insert(0) += 1;
+    let registry = b.registry().expect("registry");
+    let entry = WorkerEntry::new("w1", &q, 1, b.now().await.expect("now"));
+    let refused = registry.register(&entry, TTL).await;
+    assert!(matches!(refused, Err(Error::Full { .. })), "{refused:?}");
+    assert!(registry.workers().await.expect("workers").is_empty());
 
     let mut rounds = 0;
     loop {

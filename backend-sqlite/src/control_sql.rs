@@ -79,3 +79,28 @@ pub(crate) const WORKERS: &str = concat!(
     now!(),
     " ORDER BY id"
 );
+
+#[cfg(test)]
+mod tests {
+    use crate::sql::tests::{no_full_scan, plan};
+
+    #[tokio::test]
+    async fn every_statement_goes_through_an_index() {
+        let cases: [(&str, &str); 6] = [
+            (super::CANCEL, "INTEGER PRIMARY KEY"),
+            (super::SNOOZE, "INTEGER PRIMARY KEY"),
+            (super::RUN_NOW, "INTEGER PRIMARY KEY"),
+            (
+                super::RUN_ALL_NOW,
+                "leaseq_items_scheduled (queue=? AND available_at>?)",
+            ),
+            (super::PROGRESS, "INTEGER PRIMARY KEY"),
+            (super::SWEEP_WORKERS, "leaseq_workers_expiry (expires_at<?)"),
+        ];
+        for (text, expected) in cases {
+            let p = plan(text).await;
+            assert!(p.contains(expected), "{text}\nexpected {expected}:\n{p}");
+            no_full_scan(&p);
+        }
+    }
+}

@@ -17,7 +17,7 @@ use leaseq_core::queue_limits::{Admission, RateWindow};
 use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
 
 use crate::pause::Half;
-use crate::rows::{col, db};
+use crate::rows::{col, db, unapplied};
 use crate::SqliteBackend;
 
 impl SqliteBackend {
@@ -181,10 +181,4 @@ impl SqliteBackend {
         }
         Ok(out)
     }
-}
-
-/// An error inside a transaction that was not committed: rolled back, so
-/// nothing of the call was applied.
-pub(crate) fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::unavailable(format!("sqlite: {what}"), e)
 }

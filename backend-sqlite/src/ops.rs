@@ -19,7 +19,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Connection;
 
 use crate::enqueue::Recalled;
-use crate::limits::unapplied;
+use crate::rows::unapplied;
 use crate::rows::{
     col, count, db, fenced_id, info, item_id, limit, millis, priority, refused, sql_id, sql_token,
     state, token, ts,

@@ -68,13 +68,13 @@ impl SqliteBackend {
             .bind(queue.as_str())
             .execute(&mut *tx)
             .await
-            .map_err(crate::limits::unapplied(what))?;
+            .map_err(crate::rows::unapplied(what))?;
         if deleted.rows_affected() == 0 {
             sqlx::query(clear)
                 .bind(queue.as_str())
                 .execute(&mut *tx)
                 .await
-                .map_err(crate::limits::unapplied(what))?;
+                .map_err(crate::rows::unapplied(what))?;
         }
         tx.commit().await.map_err(db(what))
     }

@@ -25,16 +25,14 @@ impl WorkerRegistry for SqliteBackend {
         sqlx::query(sql::SWEEP_WORKERS)
             .execute(&mut *tx)
             .await
-            .map_err(crate::limits::unapplied(
-                "register: deleting expired workers",
-            ))?;
+            .map_err(crate::rows::unapplied("register: deleting expired workers"))?;
         let row = sqlx::query(sql::REGISTER)
             .bind(&entry.id)
             .bind(text)
             .bind(millis(ttl))
             .fetch_one(&mut *tx)
             .await
-            .map_err(crate::limits::unapplied("register"))?;
+            .map_err(crate::rows::unapplied("register"))?;
         let expires = ts(col(&row, 0)?);
         tx.commit().await.map_err(db("register: commit"))?;
         Ok(expires)

@@ -199,3 +199,9 @@ mod tests {
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
     }
 }
+
+/// An error inside a transaction that was not committed: rolled back, so
+/// nothing of the call was applied.
+pub(crate) fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::unavailable(format!("sqlite: {what}"), e)
+}

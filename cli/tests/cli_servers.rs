@@ -253,6 +253,72 @@ fn admin_round_trip(url: &str) {
         .stdout(is_match(r"(?m)^ready\s+1$").expect("regex"));
 }
 
+/// `cancel`, `pause`/`resume`, `run-now` and `workers` on a server.
+fn control_round_trip(url: &str) {
+    if !reachable(url) {
+        return;
+    }
+    let ns = Namespace::new(url, "cli_control");
+    ns.leaseq().arg("migrate").assert().success();
+    let queue = format!("cli-control-{}", std::process::id());
+    let enqueue = |args: &[&str]| -> String {
+        let out = ns
+            .leaseq()
+            .args(["enqueue", &queue])
+            .args(args)
+            .output()
+            .expect("run");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned()
+    };
+    let (now, later) = (enqueue(&["a"]), enqueue(&["b", "--delay-ms", "3600000"]));
+
+    ns.leaseq().args(["pause", &queue]).assert().success();
+    ns.leaseq()
+        .args(["stats", &queue])
+        .assert()
+        .success()
+        .stdout(contains(format!(
+            "paused: claims get nothing until `leaseq resume {queue}`"
+        )));
+    ns.leaseq()
+        .arg("stats")
+        .assert()
+        .success()
+        .stdout(is_match(format!(r"(?m)^{queue}\s+1\s+1\s+0\s+0\s+2  paused$")).expect("regex"));
+    ns.leaseq().args(["resume", &queue]).assert().success();
+    ns.leaseq()
+        .args(["stats", &queue])
+        .assert()
+        .success()
+        .stdout(contains("paused").not());
+
+    ns.leaseq()
+        .args(["run-now", &queue, "--id", &later])
+        .assert()
+        .success()
+        .stdout(contains(format!("moved item {later} of {queue} to ready")));
+    ns.leaseq()
+        .args(["run-now", &queue, "--all"])
+        .assert()
+        .success()
+        .stdout(contains("moved 0 scheduled items"));
+    ns.leaseq()
+        .args(["cancel", &queue, "--id", &now])
+        .assert()
+        .success()
+        .stdout(contains(format!(
+            "cancelled item {now} of {queue} now (it was ready)"
+        )));
+    ns.leaseq()
+        .args(["cancel", &queue, "--id", &now])
+        .assert()
+        .code(3);
+    ns.leaseq().arg("workers").assert().success();
+}
+
 /// `leaseq --backend URL` with no namespace flag.
 fn leaseq_plain(url: &str) -> Command {
     leaseq(url)
@@ -294,6 +360,12 @@ fn postgres_url() -> String {
 #[test]
 fn admin_commands_on_redis() {
     admin_round_trip(&redis_url());
+}
+
+#[cfg(any(feature = "redis", feature = "fred"))]
+#[test]
+fn control_commands_on_redis() {
+    control_round_trip(&redis_url());
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]
@@ -373,6 +445,12 @@ fn demo_on_redis_loses_nothing_and_acks_nothing_twice() {
 #[test]
 fn admin_commands_on_postgres() {
     admin_round_trip(&postgres_url());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn control_commands_on_postgres() {
+    control_round_trip(&postgres_url());
 }
 
 #[cfg(feature = "postgres")]

@@ -74,11 +74,15 @@ function relative(ms, now) {
   return s >= 0 ? "in " + s + " s" : -s + " s ago";
 }
 
-function confirmWith(text, typed) {
+// Asks in the page's modal; `typed` is text to type again, `labels` the
+// buttons' words ({ yes, no }) when "Confirm" and "Cancel" would mislead.
+function confirmWith(text, typed, labels) {
   return new Promise((resolve) => {
     const modal = document.getElementById("modal");
     const input = document.getElementById("modal-input");
     document.getElementById("modal-text").textContent = text;
+    document.getElementById("modal-confirm").textContent = (labels && labels.yes) || "Confirm";
+    document.getElementById("modal-cancel").textContent = (labels && labels.no) || "Cancel";
     input.hidden = typed === undefined;
     input.value = "";
     input.placeholder = typed || "";
@@ -107,6 +111,20 @@ function crumbs(...parts) {
   }
 }
 
+function queuePath(name) {
+  return "/api/queues/" + encodeURIComponent(name);
+}
+
+function pausedBadge(paused) {
+  return paused ? el("span", { class: "badge", "data-paused": "true", text: "paused" }) : null;
+}
+
+function pauseButton(name, paused) {
+  return paused
+    ? el("button", { type: "button", class: "resume", onclick: () => resumeQueue(name), text: "Resume" })
+    : el("button", { type: "button", class: "pause", onclick: () => pauseQueue(name), text: "Pause…" });
+}
+
 function payloadCell(p) {
   const pre = el("pre", { class: "payload", text: p.text });
   const meta = p.bytes + " bytes" + (p.encoding === "hex" ? ", not UTF-8: hex" : "") +
@@ -129,13 +147,15 @@ async function overview() {
 
   const rows = data.queues.map((q) =>
     el("tr", { "data-queue": q.name },
-      el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) + "/ready", text: q.name })),
+      el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) + "/ready", text: q.name }),
+        pausedBadge(q.paused)),
       ...STATES.map((s) => el("td", { "data-state": s, class: "num", text: String(q[s]) })),
-      el("td", { "data-state": "total", class: "num", text: String(q.total) })));
+      el("td", { "data-state": "total", class: "num", text: String(q.total) }),
+      el("td", {}, data.control ? pauseButton(q.name, q.paused) : null)));
   const table = el("table", { id: "queues" },
     el("thead", {}, el("tr", {}, el("th", { text: "queue" }),
       ...STATES.map((s) => el("th", { class: "num", text: s })),
-      el("th", { class: "num", text: "total" }))),
+      el("th", { class: "num", text: "total" }), el("th", { text: "" }))),
     el("tbody", {}, ...rows));
   const empty = data.queues.length === 0
     ? el("p", { class: "muted", text: "No queue holds items." }) : null;
@@ -198,31 +218,47 @@ async function queuePage(name, state) {
       "data-state": s, text: s + " (" + data.queue[s] + ")" })));
   const head = ["id", "attempts", "priority", state === "leased" ? "lease expires" : "due",
     "last error", "payload"];
-  if (state === "dead") head.push("");
+  if (state === "leased") head.push("progress");
+  head.push("");
   const rows = data.items.map((it) => {
     const cells = [
       el("td", {}, el("a", { href: "#/queue/" + q + "/item/" + it.id, text: it.id })),
       el("td", { class: "num", text: it.attempts + "/" + it.max_attempts }),
       el("td", { class: "num", text: String(it.priority) }),
-      el("td", { text: relative(it.due_at_ms, data.now_ms) }),
+      el("td", {}, relative(it.due_at_ms, data.now_ms), it.cancel_requested
+        ? el("span", { class: "badge", "data-cancel-requested": "true", text: "cancel requested" }) : null),
       el("td", { class: "err", text: it.last_error || "" }),
       el("td", {}, payloadCell(it.payload)),
     ];
+    if (state === "leased") cells.push(el("td", {}, it.progress ? payloadCell(it.progress) : null));
+    const buttons = el("td", { class: "buttons" });
     if (state === "dead") {
-      cells.push(el("td", {}, el("button", { type: "button", class: "redrive-one",
-        onclick: () => redriveOne(name, it.id), text: "Redrive" })));
+      buttons.append(el("button", { type: "button", class: "redrive-one",
+        onclick: () => redriveOne(name, it.id), text: "Redrive" }));
     }
+    if (data.control && state === "scheduled") {
+      buttons.append(el("button", { type: "button", class: "run-now-one",
+        onclick: () => runNowOne(name, it.id), text: "Run now" }));
+    }
+    if (data.control) {
+      buttons.append(el("button", { type: "button", class: "cancel-one",
+        onclick: () => cancelOne(name, it.id, state, false), text: "Cancel…" }));
+    }
+    cells.push(buttons);
     return el("tr", { "data-id": it.id }, ...cells);
   });
-  const actions = state === "dead" ? el("div", { class: "actions" },
-    el("button", { id: "redrive-all", type: "button", onclick: () => redriveAll(name),
-      text: "Redrive all dead" }),
-    el("button", { id: "purge", type: "button", class: "danger", onclick: () => purge(name),
-      text: "Purge queue…" })) : null;
+  const actions = el("div", { class: "actions" },
+    data.control ? pauseButton(name, data.queue.paused) : null,
+    data.control && state === "scheduled" ? el("button", { id: "run-all-now", type: "button",
+      onclick: () => runAllNow(name), text: "Run all now…" }) : null,
+    state === "dead" ? el("button", { id: "redrive-all", type: "button",
+      onclick: () => redriveAll(name), text: "Redrive all dead" }) : null,
+    state === "dead" ? el("button", { id: "purge", type: "button", class: "danger",
+      onclick: () => purge(name), text: "Purge queue…" }) : null);
   const more = data.items.length < data.queue[state]
     ? el("p", { class: "muted", text: "Showing the first " + data.items.length + " of " + data.queue[state] + "." }) : null;
   setMain(
-    el("h1", { text: name }), tabs, actions,
+    el("h1", {}, name, pausedBadge(data.queue.paused)), tabs, actions,
     el("table", { id: "items" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
     data.items.length === 0 ? el("p", { class: "muted", text: "No " + state + " items." }) : null,
@@ -230,14 +266,14 @@ async function queuePage(name, state) {
 }
 
 async function redriveOne(name, id) {
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { id }));
+  const r = await act(() => api(queuePath(name) + "/redrive", { id }));
   if (r) notice(r.moved ? "Item " + id + " redriven: it is Ready again." : "Item " + id + " was not dead any more.");
   render();
 }
 
 async function redriveAll(name) {
   if (!(await confirmWith("Move every dead item of " + name + " back to ready?"))) return;
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/redrive", { all: true }));
+  const r = await act(() => api(queuePath(name) + "/redrive", { all: true }));
   if (r) notice(r.moved + " items redriven.");
   render();
 }
@@ -245,7 +281,7 @@ async function redriveAll(name) {
 async function purge(name) {
   const ok = await confirmWith("Delete every item of " + name + " in every state? Type the queue's name to confirm.", name);
   if (!ok) return;
-  const r = await act(() => api("/api/queues/" + encodeURIComponent(name) + "/purge", { confirm: name }));
+  const r = await act(() => api(queuePath(name) + "/purge", { confirm: name }));
   if (!r) return;
   nextNotice = r.deleted + " items deleted.";
   location.hash = "#/";
@@ -259,6 +295,61 @@ async function removeOne(name, id, state) {
   if (!r) return;
   nextNotice = "Item " + id + " removed (it was " + r.removed + ").";
   location.hash = "#/queue/" + q + "/" + r.removed;
+}
+
+async function pauseQueue(name) {
+  const ok = await confirmWith("Pause " + name + "? Workers claim nothing from it until it is " +
+    "resumed; enqueues go on and jobs already running finish.", undefined, { yes: "Pause" });
+  if (!ok) return;
+  const r = await act(() => api(queuePath(name) + "/pause", {}));
+  if (r) notice(name + " paused: workers claim nothing from it until it is resumed.");
+  render();
+}
+
+async function resumeQueue(name) {
+  const r = await act(() => api(queuePath(name) + "/resume", {}));
+  if (r) notice(name + " resumed.");
+  render();
+}
+
+// `leave`: from the item's own page, which a cancelled item no longer has.
+async function cancelOne(name, id, state, leave) {
+  const what = state === "leased"
+    ? " A worker is running it: it is asked to stop, and the item ends cancelled when its lease ends."
+    : " It leaves the queue for good.";
+  const ok = await confirmWith("Cancel item " + id + " of " + name + "?" + what, undefined,
+    { yes: "Cancel item", no: "Keep it" });
+  if (!ok) return;
+  const r = await act(() => api(queuePath(name) + "/items/" + encodeURIComponent(id) + "/cancel", {}));
+  if (!r) return;
+  if (r.cancelled === "requested") {
+    notice("Cancel requested for item " + id + ": its worker stops it at its next heartbeat.");
+    render();
+    return;
+  }
+  const message = "Item " + id + " cancelled" + (r.was ? " (it was " + r.was + ")." : ".");
+  if (!leave) {
+    notice(message);
+    render();
+    return;
+  }
+  nextNotice = message;
+  location.hash = "#/queue/" + encodeURIComponent(name) + "/" + (r.was || "ready");
+}
+
+async function runNowOne(name, id) {
+  const r = await act(() => api(queuePath(name) + "/run-now", { id }));
+  if (r) notice(r.moved ? "Item " + id + " is ready now." : "Item " + id + " was not scheduled any more.");
+  render();
+}
+
+async function runAllNow(name) {
+  const ok = await confirmWith("Run every scheduled item of " + name + " now? Delayed jobs and " +
+    "retries waiting out their backoff become ready at once.", undefined, { yes: "Run all now" });
+  if (!ok) return;
+  const r = await act(() => api(queuePath(name) + "/run-now", { all: true }));
+  if (r) notice(r.moved + " scheduled items moved to ready.");
+  render();
 }
 
 async function act(call) {
@@ -277,22 +368,59 @@ async function act(call) {
 async function itemPage(name, id) {
   const q = encodeURIComponent(name);
   crumbs(["queues", "#/"], [name, "#/queue/" + q + "/ready"], ["item " + id, null]);
-  const { item, now_ms } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
+  const { item, now_ms, control } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
   const fields = [
     ["id", item.id], ["state", item.state], ["attempts", item.attempts + " of " + item.max_attempts],
     ["priority", String(item.priority)], ["dedup key", item.dedup_key || ""],
     [item.state === "leased" ? "lease expires" : "due", relative(item.due_at_ms, now_ms)],
     ["last error", item.last_error || ""],
   ];
+  if (item.state === "leased") {
+    fields.push(["progress", item.progress ? item.progress.text : ""],
+      ["cancel requested", item.cancel_requested ? "yes: the item ends cancelled when its lease ends" : "no"]);
+  }
   const dl = el("dl", { id: "item" }, ...fields.flatMap(([k, v]) =>
     [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
+  const runNow = control && item.state === "scheduled" ? el("button", { id: "run-now-item",
+    type: "button", onclick: () => runNowOne(name, item.id), text: "Run now" }) : null;
+  const cancel = control ? el("button", { id: "cancel-item", type: "button", class: "danger",
+    onclick: () => cancelOne(name, item.id, item.state, true), text: "Cancel this item…" }) : null;
   const remove = el("button", { id: "remove-item", type: "button", class: "danger",
     onclick: () => removeOne(name, item.id, item.state), text: "Remove this item…" });
   setMain(
-    el("h1", { text: "Item " + item.id }), dl, el("div", { class: "actions" }, redrive, remove),
+    el("h1", { text: "Item " + item.id }), dl,
+    el("div", { class: "actions" }, redrive, runNow, cancel, remove),
     el("h2", { text: "Payload" }), payloadCell(item.payload));
+}
+
+// ---- live workers --------------------------------------------------------
+
+async function workersPage() {
+  crumbs(["workers", null]);
+  const data = await api("/api/workers");
+  const itemLink = (queue, id) =>
+    el("a", { href: "#/queue/" + encodeURIComponent(queue) + "/item/" + encodeURIComponent(id), text: "item " + id });
+  const rows = data.workers.map((w) => el("tr", { "data-worker": w.id },
+    el("td", { text: w.id }),
+    el("td", { text: w.host }),
+    el("td", { class: "num", text: String(w.pid) }),
+    el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(w.queue) + "/leased", text: w.queue })),
+    el("td", { class: "num", "data-field": "running", text: w.jobs.length + " of " + w.concurrency }),
+    el("td", {}, w.jobs.length === 0 ? el("span", { class: "muted", text: "idle" })
+      : el("ul", { class: "jobs" }, ...w.jobs.map((j) => el("li", { "data-id": j.id },
+        itemLink(w.queue, j.id),
+        " (attempt " + j.attempt + ", started " + relative(j.started_at_ms, data.now_ms) + ")")))),
+    el("td", { text: relative(w.expires_at_ms, data.now_ms) })));
+  const head = ["id", "host", "pid", "queue", "running", "jobs", "entry expires"];
+  setMain(
+    el("h1", { text: "Live workers" }),
+    el("table", { id: "workers" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...rows)),
+    data.workers.length === 0 ? el("p", { class: "muted", text: "No live workers." }) : null,
+    el("p", { class: "muted", text: "Each worker renews its entry at every heartbeat; a worker " +
+      "that dies leaves the list when its entry expires." }));
 }
 
 // ---- routing -------------------------------------------------------------
@@ -301,7 +429,8 @@ async function render() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   route = location.hash;
   try {
-    if (parts[0] === "queue" && parts[2] === "item" && parts[3]) await itemPage(parts[1], parts[3]);
+    if (parts[0] === "workers") await workersPage();
+    else if (parts[0] === "queue" && parts[2] === "item" && parts[3]) await itemPage(parts[1], parts[3]);
     else if (parts[0] === "queue" && parts[1]) await queuePage(parts[1], STATES.includes(parts[2]) ? parts[2] : "ready");
     else await overview();
     showError("");

@@ -8,11 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use leaseq_core::{Backend, Error, ItemId, QueueName};
+use leaseq_core::{Backend, Error};
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::answer::error_body;
+use crate::app::{item_id, queue_name, ApiResult, App};
 use crate::guard::Guard;
 use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
@@ -20,12 +21,6 @@ use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LI
 const DEFAULT_LIST: usize = 50;
 /// The most items one list request returns.
 const MAX_LIST: usize = 500;
-
-#[derive(Clone)]
-struct App {
-    backend: Arc<dyn Backend>,
-    guard: Arc<Guard>,
-}
 
 pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
     let app = App {
@@ -40,6 +35,7 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
         .route("/api/queues/{queue}/items/{id}", get(item).delete(remove))
         .route("/api/queues/{queue}/redrive", post(redrive))
         .route("/api/queues/{queue}/purge", post(purge))
+        .merge(crate::control::routes())
         .fallback(not_found)
         .with_state(app)
         .layer(axum::middleware::from_fn_with_state(
@@ -47,36 +43,6 @@ pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
             crate::guard::check,
         ))
 }
-
-/// A backend or input error, answered with the status its kind calls for.
-struct ApiError(Error);
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        ApiError(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, kind) = match &self.0 {
-            Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, "invalid_input"),
-            Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            Error::Unsupported { .. } => (StatusCode::NOT_IMPLEMENTED, "unsupported"),
-            Error::Rejected { .. } => (StatusCode::BAD_GATEWAY, "rejected"),
-            Error::Unavailable { .. } | Error::Full { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-            }
-            _ => (StatusCode::BAD_GATEWAY, "backend"),
-        };
-        // A backend error may quote its URL: never with the password.
-        let message = leaseq_core::redact_secrets(&self.0.to_string());
-        tracing::warn!(error = %message, "dashboard request failed");
-        error_body(status, kind, &message)
-    }
-}
-
-type ApiResult = Result<Response, ApiError>;
 
 async fn page(State(app): State<App>) -> Response {
     crate::assets::page(app.guard.csrf())
@@ -90,16 +56,6 @@ async fn not_found() -> Response {
     error_body(StatusCode::NOT_FOUND, "not_found", "no such page")
 }
 
-fn queue_name(name: &str) -> Result<QueueName, ApiError> {
-    Ok(QueueName::new(name)?)
-}
-
-fn item_id(id: &str) -> Result<ItemId, ApiError> {
-    Ok(id
-        .parse()
-        .map_err(|_| Error::invalid(format!("item id {id:?} is not a number")))?)
-}
-
 async fn overview(State(app): State<App>) -> ApiResult {
     let now = app.backend.now().await?;
     let names = app.backend.queues().await?;
@@ -108,7 +64,12 @@ async fn overview(State(app): State<App>) -> ApiResult {
     for (name, stats) in names.iter().zip(stats) {
         queues.push(QueueView::new(name, &stats?));
     }
-    Ok(Json(json!({ "now_ms": now.as_millis(), "queues": queues })).into_response())
+    Ok(Json(json!({
+        "now_ms": now.as_millis(),
+        "control": app.has_control(),
+        "queues": queues,
+    }))
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,6 +100,7 @@ async fn items(
         .collect();
     Ok(Json(json!({
         "now_ms": now.as_millis(),
+        "control": app.has_control(),
         "queue": QueueView::new(&queue, &stats),
         "items": items,
     }))
@@ -152,6 +114,7 @@ async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>)
     let item = app.backend.item(&queue, id).await?;
     Ok(Json(json!({
         "now_ms": now.as_millis(),
+        "control": app.has_control(),
         "item": ItemView::new(&item, ITEM_PREVIEW),
     }))
     .into_response())
@@ -215,25 +178,4 @@ async fn purge(
     }
     let deleted = app.backend.admin()?.purge(&queue).await?;
     Ok(Json(json!({ "deleted": deleted })).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn error_answers_never_show_a_password() {
-        let e = Error::unavailable(
-            "connecting to redis://app:planted-pw@h:1",
-            std::io::Error::other("refused"),
-        );
-        let answer = ApiError(e).into_response();
-        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
-            .await
-            .expect("the body");
-        let text = String::from_utf8_lossy(&body);
-        assert!(!text.contains("planted-pw"), "{text}");
-        assert!(text.contains("redis://app:***@h:1"), "{text}");
-    }
 }

@@ -1,6 +1,8 @@
 //! A web dashboard for any leaseq backend: every queue with its counts per
-//! state and a live chart, items by state with their payloads, and dead
-//! letters with redrive and purge. The page talks to a JSON API under
+//! state and a live chart, items by state with their payloads, dead
+//! letters with redrive and purge, control of running work (pause and
+//! resume a queue, cancel an item, run a Scheduled item now, a job's
+//! progress) and the live workers. The page talks to a JSON API under
 //! `/api`, which other tools may use too.
 //!
 //! ```
@@ -27,9 +29,11 @@
 //! - Without a token, requests must name a loopback host (`Host:
 //!   127.0.0.1:…`, `localhost:…`, `[::1]:…`), so a web page elsewhere cannot
 //!   reach the dashboard through DNS rebinding.
-//! - Every action that changes the store is a `POST` with a JSON body, the
-//!   page's CSRF token in the `x-csrf-token` header and, when the browser
-//!   sends one, an `Origin` of this dashboard.
+//! - Every action that changes the store is a `POST` (or `DELETE`) with a
+//!   JSON body, the page's CSRF token in the `x-csrf-token` header and,
+//!   when the browser sends one, an `Origin` of this dashboard; the
+//!   destructive ones (purge, remove, cancel, pause, run all now) ask for
+//!   confirmation on the page first.
 //! - Payloads travel as text or hex inside JSON and the page only ever sets
 //!   them as text; a strict Content-Security-Policy forbids inline scripts.
 //!   Previews are cut at [`LIST_PREVIEW`] bytes in lists and
@@ -42,7 +46,9 @@
 
 mod answer;
 mod api;
+mod app;
 mod assets;
+mod control;
 mod guard;
 mod server;
 mod view;

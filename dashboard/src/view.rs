@@ -1,7 +1,7 @@
 //! Items as the page shows them: ids as strings (JavaScript numbers lose
 //! digits past 2^53), payloads as text or hex, cut to a preview.
 
-use leaseq_core::{ItemInfo, ItemState, QueueName, QueueStats};
+use leaseq_core::{ItemInfo, ItemState, QueueName, QueueStats, WorkerEntry};
 use serde::Serialize;
 
 /// Payload bytes shown per item in a list.
@@ -18,6 +18,8 @@ pub(crate) struct QueueView {
     leased: u64,
     dead: u64,
     total: u64,
+    /// Claims get nothing until it is resumed.
+    paused: bool,
 }
 
 impl QueueView {
@@ -29,6 +31,7 @@ impl QueueView {
             leased: stats.leased,
             dead: stats.dead,
             total: stats.total(),
+            paused: stats.paused,
         }
     }
 }
@@ -46,6 +49,10 @@ pub(crate) struct ItemView {
     due_at_ms: Option<u64>,
     last_error: Option<String>,
     payload: PayloadView,
+    /// Leased: what its handler recorded with `JobContext::progress`.
+    progress: Option<PayloadView>,
+    /// Leased: an operator asked to cancel it.
+    cancel_requested: bool,
 }
 
 /// A payload the page can only show as text: UTF-8 as it is, anything
@@ -70,6 +77,8 @@ impl ItemView {
             due_at_ms: item.due_at.map(|t| t.as_millis()),
             last_error: item.last_error.clone(),
             payload: PayloadView::new(&item.payload, preview),
+            progress: item.progress.as_ref().map(|p| PayloadView::new(p, preview)),
+            cancel_requested: item.cancel_requested,
         }
     }
 }
@@ -92,6 +101,50 @@ impl PayloadView {
             encoding,
             text,
             truncated,
+        }
+    }
+}
+
+/// One live worker, item ids as strings.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorkerView {
+    id: String,
+    host: String,
+    pid: u32,
+    queue: String,
+    concurrency: usize,
+    started_at_ms: u64,
+    expires_at_ms: u64,
+    jobs: Vec<RunningJobView>,
+}
+
+/// One job a worker runs.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunningJobView {
+    id: String,
+    attempt: u32,
+    started_at_ms: u64,
+}
+
+impl WorkerView {
+    pub(crate) fn new(w: &WorkerEntry) -> Self {
+        Self {
+            id: w.id.clone(),
+            host: w.host.clone(),
+            pid: w.pid,
+            queue: w.queue.clone(),
+            concurrency: w.concurrency,
+            started_at_ms: w.started_at,
+            expires_at_ms: w.expires_at,
+            jobs: w
+                .jobs
+                .iter()
+                .map(|j| RunningJobView {
+                    id: j.id.to_string(),
+                    attempt: j.attempt,
+                    started_at_ms: j.started_at,
+                })
+                .collect(),
         }
     }
 }

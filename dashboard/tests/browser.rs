@@ -10,93 +10,18 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use leaseq::layer::fault::{Fault, Faults, Op};
 use leaseq::{
     handler_fn, Backend, CancellationToken, ClaimSpec, ItemId, ItemState, Job, JobContext,
     MemoryBackend, NewItem, QueueName, Worker,
 };
-use leaseq_dashboard::Dashboard;
 use leaseq_testkit::env;
-use leaseq_testkit::redis_prefix::PrefixGuard;
-use support::browser::Browser;
+use support::page::{browser, click, redis, serve, wait_contains, wait_text};
 
 const XSS: &str = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">";
 const NOT_UTF8: &[u8] = &[0xff, 0xfe, b'<'];
 const JOBS: usize = 20;
-
-async fn browser() -> Option<Browser> {
-    match Browser::start().await {
-        Ok(b) => Some(b),
-        Err(why) if env::in_ci() => panic!("the dashboard browser test needs Chromium: {why}"),
-        Err(why) => {
-            env::skip("the dashboard browser test", why);
-            None
-        }
-    }
-}
-
-/// Serves a dashboard over `backend` on a free loopback port.
-async fn serve(backend: Arc<dyn Backend>, stop: &CancellationToken) -> String {
-    let bound = Dashboard::new(backend)
-        .bind("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("bind");
-    let base = format!("http://{}", bound.local_addr());
-    tokio::spawn(bound.serve(stop.clone()));
-    base
-}
-
-/// Waits until the element's text is `want`.
-async fn wait_text(c: &Client, css: &str, want: &str) {
-    wait_for(c, css, &format!("{want:?}"), |t| t == want).await;
-}
-
-/// Waits until the element's text contains `part`; returns the text.
-async fn wait_contains(c: &Client, css: &str, part: &str) -> String {
-    wait_for(c, css, &format!("text containing {part:?}"), |t| {
-        t.contains(part)
-    })
-    .await
-}
-
-/// Waits until the element's text satisfies `ok`; returns the text.
-async fn wait_for(c: &Client, css: &str, wanted: &str, ok: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await {
-            if let Ok(t) = e.text().await {
-                if ok(&t) {
-                    return t;
-                }
-                last = t;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{css}: wanted {wanted}, the page showed {last:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Finds and clicks the element, finding it again when the page's refresh
-/// replaced it between the find and the click (a stale element reference).
-async fn click(c: &Client, css: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let last = match c.find(Locator::Css(css)).await {
-            Ok(e) => match e.click().await {
-                Ok(_) => return,
-                Err(e) => format!("clicking {css}: {e}"),
-            },
-            Err(e) => format!("{css} never appeared: {e}"),
-        };
-        assert!(Instant::now() < deadline, "{last}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Enqueues the hostile, the binary and the huge payload, and a plain one,
 /// each allowed one attempt, and kills them all. Returns their ids.
@@ -297,16 +222,10 @@ async fn the_dashboard_works_in_a_browser_on_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_works_in_a_browser_on_redis() {
-    let url = env::redis_url();
-    let prefix = format!("dash-{}", env::tag());
-    let options = leaseq::ConnectOptions::new().namespace(prefix.clone());
-    let backend = leaseq::connect_with(&url, &options).await;
-    let probe = backend.as_ref().map(|_| ()).map_err(|e| e.to_string());
-    if !env::require_server("Redis", &url, probe) {
+    let Some((backend, _guard)) = redis("dash").await else {
         return;
-    }
-    let _guard = PrefixGuard { url, prefix };
-    walk(backend.expect("checked above"), "redis").await;
+    };
+    walk(backend, "redis").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

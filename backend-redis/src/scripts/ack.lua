@@ -1,7 +1,7 @@
 -- ack: ARGV[2] = id, ARGV[3] = token. Returns 1, or 0 when the lease is lost.
 -- An item an operator asked to cancel ends Cancelled: deleted the same way,
 -- but no unique-for hold starts (see `ack_items`).
-local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
+local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_types(HOLD_TYPES)
 if bad then return bad end
 local id_s = ARGV[2]
 local token = redis.call('HGET', K_TOK, id_s)

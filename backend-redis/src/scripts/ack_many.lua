@@ -28,7 +28,7 @@ if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_
   trace_finished({ unpack(ARGV, 3, n + 2) }, toks, now_ms())
   return lost
 end
-local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_holds()
+local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_types(HOLD_TYPES)
 if bad then return bad end
 local ok, ok_tok, j = {}, {}, 1
 for k = 1, n do

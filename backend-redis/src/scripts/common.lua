@@ -317,6 +317,18 @@ local function guard(...)
   return nil
 end
 
+-- Refuses (an error reply) the first of `kws`, pairs { key, type }, whose
+-- key holds another type; nil when none does (a missing key passes).
+local function guard_types(kws)
+  for _, kw in ipairs(kws) do
+    local got = key_type(kw[1])
+    if got ~= 'none' and got ~= kw[2] then
+      return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
+    end
+  end
+  return nil
+end
+
 -- `guard` of every key that holds items, their state or their leases
 -- (what moving an item between states may touch), and `...`.
 local STATE_KEYS = { K_FIFO, K_READY, K_SCHED, K_GROUPS, K_DEAD, K_DSEQ, K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED,
@@ -548,15 +560,7 @@ local K_HELD, K_HELD_ID = QUEUE_TAG .. 'held', QUEUE_TAG .. 'heldid'
 local HELD_TRIM = 64
 -- Refuses (before any write) a hold key of the wrong type: an ack writes
 -- them after its leases have left their groups, too late to fail cleanly.
-local function guard_holds()
-  for _, kw in ipairs({ { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } }) do
-    local got = key_type(kw[1])
-    if got ~= 'none' and got ~= kw[2] then
-      return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
-    end
-  end
-  return nil
-end
+local HOLD_TYPES = { { K_HELD, 'zset' }, { K_HELD_ID, 'hash' } }
 
 -- The queue's limits hash (scripts/limits.lua), which also holds its pause
 -- (leaseq_core::Control::pause): field `paused`, present while paused.
@@ -564,13 +568,9 @@ local K_LIMITS = K_EXTRA
 -- 1 when the queue is paused, else 0 (K_EXTRA must be the limits hash);
 -- refuses a limits key of the wrong type (an error).
 local function paused_flag()
-  local t = key_type(K_LIMITS)
-  if t == 'none' then return 0 end
-  if t ~= 'hash' then
-    error(redis.error_reply('LEASEQ_CORRUPT key ' .. K_LIMITS .. ' holds a ' .. t .. ', expected a hash'))
-  end
-  if redis.call('HEXISTS', K_LIMITS, 'paused') == 1 then return 1 end
-  return 0
+  local bad = guard_types({ { K_LIMITS, 'hash' } })
+  if bad then error(bad) end
+  return redis.call('HEXISTS', K_LIMITS, 'paused')
 end
 
 -- The listing of queues (src/listing.rs): `{p:q}:listed` holds the token
@@ -645,11 +645,14 @@ local function state_of(id, id_s, m)
   return 'ready'
 end
 
--- Moves the Scheduled entries `ms` (members, at most a bounded batch) to
--- Ready. An entry without a record is dropped, one of a Leased item (a
--- stray) is dropped, and an unusable item is quarantined; each is
--- reported. Returns how many moved.
-local function promote(ms, repairs)
+-- Moves due Scheduled items to Ready, at most one bounded batch per call;
+-- or, given `ms`, those Scheduled entries (members, at most a bounded
+-- batch), due or not (run now). An entry without a record is dropped, one
+-- of a Leased item (a stray) is dropped, and an unusable item is
+-- quarantined; each is reported. Returns how many moved. (One function,
+-- not two: each costs the claim a definition per call.)
+local function promote_due(now, repairs, ms)
+  ms = ms or redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH)
   if #ms == 0 then return 0 end
   local bad = guard(K_ITEMS, K_TOK, K_ATT, K_READY, K_DEAD, K_DSEQ, K_ERR)
   if bad then error(bad) end
@@ -687,12 +690,6 @@ local function promote(ms, repairs)
   zadd_batch(K_READY, ready)
   notify(moved)
   return moved
-end
-
--- Moves due Scheduled items to Ready, at most one bounded batch per call
--- (see `promote`).
-local function promote_due(now, repairs)
-  return promote(redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH), repairs)
 end
 
 -- The item behind a lease, if `token` is its current token: returns its

@@ -13,12 +13,8 @@
 -- (OOM) at its write, while a list or a deregistration (deletes only) runs.
 local PRUNE = 1000
 local K_WORKERS, K_WEXP = K_EXTRA, KEYS[3]
-for _, kw in ipairs({ { K_WORKERS, 'hash' }, { K_WEXP, 'zset' } }) do
-  local got = key_type(kw[1])
-  if got ~= 'none' and got ~= kw[2] then
-    return redis.error_reply('LEASEQ_CORRUPT key ' .. kw[1] .. ' holds a ' .. got .. ', expected a ' .. kw[2])
-  end
-end
+local bad = guard_types({ { K_WORKERS, 'hash' }, { K_WEXP, 'zset' } })
+if bad then return bad end
 local now = now_ms()
 local gone = redis.call('ZRANGEBYSCORE', K_WEXP, '-inf', now, 'LIMIT', 0, PRUNE)
 if #gone > 0 then

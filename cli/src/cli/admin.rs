@@ -122,7 +122,10 @@ pub(crate) struct PurgeArgs {
 
 /// Connects without touching the schema: admin commands read and change
 /// items only, so a role without `CREATE` can run them.
-async fn open(url: &Target, queue: &str) -> Result<(Arc<dyn Backend>, QueueName), CliError> {
+pub(crate) async fn open(
+    url: &Target,
+    queue: &str,
+) -> Result<(Arc<dyn Backend>, QueueName), CliError> {
     let queue = QueueName::new(queue)?;
     url.shared_only()?;
     let backend = url.connect(false).await?;
@@ -130,13 +133,14 @@ async fn open(url: &Target, queue: &str) -> Result<(Arc<dyn Backend>, QueueName)
 }
 
 /// Opens the queue and checks that it holds something (unless allowed not to).
-async fn open_known(
+pub(crate) async fn open_known(
     url: &Target,
     q: &QueueArgs,
 ) -> Result<(Arc<dyn Backend>, QueueName, leaseq::QueueStats), CliError> {
     let (backend, queue) = open(url, &q.queue).await?;
     let stats = backend.stats(&queue).await?;
-    if stats.total() == 0 && !q.allow_empty {
+    // A paused queue is known even when empty: its pause is stored.
+    if stats.total() == 0 && !stats.paused && !q.allow_empty {
         return Err(CliError::UnknownQueue(queue.to_string()));
     }
     Ok((backend, queue, stats))
@@ -156,6 +160,9 @@ pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError>
         return Ok(());
     }
     println!("queue {queue}");
+    if stats.paused {
+        println!("paused: claims get nothing until `leaseq resume {queue}`");
+    }
     println!("{:<10} {:>12}", "state", "items");
     for state in ItemState::ALL {
         println!("{:<10} {:>12}", state.as_str(), stats.get(state));
@@ -199,7 +206,8 @@ async fn all_stats(url: &Target, out: Output) -> Result<(), CliError> {
         for state in ItemState::ALL {
             print!(" {:>10}", stats.get(state));
         }
-        println!(" {:>10}", stats.total());
+        let paused = if stats.paused { "  paused" } else { "" };
+        println!(" {:>10}{paused}", stats.total());
     }
     if queues.is_empty() {
         println!("(no queues hold items)");
@@ -276,11 +284,7 @@ pub(crate) async fn item(url: &Target, args: ItemArgs) -> Result<(), CliError> {
             show::item(queue.as_str(), &info, backend.now().await?, args.out);
             Ok(())
         }
-        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
-            queue: queue.to_string(),
-            id: args.id.get(),
-        }),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(CliError::about_item(e, &queue, args.id)),
     }
 }
 
@@ -306,17 +310,14 @@ pub(crate) async fn dead_redrive(url: &Target, args: RedriveArgs) -> Result<(), 
                 .await
                 .ok()
                 .map(|info| info.state.as_str().to_owned());
-            Err(CliError::NotDead {
+            Err(CliError::WrongState {
                 queue: queue.to_string(),
                 id: id.get(),
+                wanted: "dead",
                 state,
             })
         }
-        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
-            queue: queue.to_string(),
-            id: id.get(),
-        }),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(CliError::about_item(e, &queue, id)),
     }
 }
 
@@ -365,11 +366,7 @@ pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliErro
             println!("removed item {} of {queue} (it was {state})", args.id);
             Ok(())
         }
-        Err(leaseq::Error::NotFound { .. }) => Err(CliError::UnknownItem {
-            queue: queue.to_string(),
-            id: args.id.get(),
-        }),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(CliError::about_item(e, &queue, args.id)),
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::process::ExitCode;
 
-use leaseq::ConnectError;
+use leaseq::{ConnectError, ItemId, QueueName};
 
 /// A command's failure.
 #[derive(Debug)]
@@ -15,11 +15,13 @@ pub(crate) enum CliError {
     /// The queue holds no item of the id named: 3, like an unknown queue
     /// (the thing named does not exist).
     UnknownItem { queue: String, id: u64 },
-    /// The item named is not Dead (its state, if known), so a command for
-    /// Dead items changed nothing: 4.
-    NotDead {
+    /// The item named is not in the state the command acts on (`wanted`:
+    /// Dead for a redrive, Scheduled for run-now), so it changed nothing;
+    /// its state, if known: 4.
+    WrongState {
         queue: String,
         id: u64,
+        wanted: &'static str,
         state: Option<String>,
     },
     /// The backend failed or could not be reached: 1.
@@ -31,11 +33,23 @@ pub(crate) enum CliError {
 }
 
 impl CliError {
+    /// `e` from an action on the item `id`: `NotFound` means the queue holds
+    /// no such item (exit code 3).
+    pub(crate) fn about_item(e: leaseq::Error, queue: &QueueName, id: ItemId) -> Self {
+        match e {
+            leaseq::Error::NotFound { .. } => CliError::UnknownItem {
+                queue: queue.to_string(),
+                id: id.get(),
+            },
+            other => other.into(),
+        }
+    }
+
     pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Usage(_) => ExitCode::from(2),
             CliError::UnknownQueue(_) | CliError::UnknownItem { .. } => ExitCode::from(3),
-            CliError::NotDead { .. } => ExitCode::from(4),
+            CliError::WrongState { .. } => ExitCode::from(4),
             CliError::Backend(_) | CliError::Verdict(_) => ExitCode::FAILURE,
             CliError::Interrupted(_) => ExitCode::from(130),
         }
@@ -64,21 +78,34 @@ impl CliError {
                  (pass --allow-empty to accept an empty queue)"
             ),
             CliError::UnknownItem { queue, id } => format!(
-                "item {id} not found in queue {queue:?} (acked, purged, or never enqueued there)"
+                "item {id} not found in queue {queue:?} (acked, cancelled, removed, purged, or never enqueued there)"
             ),
-            CliError::NotDead { queue, id, state } => match state.as_deref() {
-                // It died between the refusal and the look at its state.
-                Some("dead") => format!(
-                    "item {id} of queue {queue:?} was not dead when asked and is dead now: \
+            CliError::WrongState {
+                queue,
+                id,
+                wanted,
+                state,
+            } => match state.as_deref() {
+                // It got there between the refusal and the look at its state.
+                Some(now) if now == *wanted => format!(
+                    "item {id} of queue {queue:?} was not {wanted} when asked and is {wanted} now: \
                      nothing changed; run the command again"
                 ),
                 Some(state) => format!(
-                    "item {id} of queue {queue:?} is {state}, not dead: nothing changed \
-                     (`leaseq dead list {queue}` shows the dead items)"
+                    "item {id} of queue {queue:?} is {state}, not {wanted}: nothing changed{}",
+                    state_hint(queue, wanted)
                 ),
-                None => format!("item {id} of queue {queue:?} is not dead: nothing changed"),
+                None => format!("item {id} of queue {queue:?} is not {wanted}: nothing changed"),
             },
         }
+    }
+}
+
+/// Where to see the items in the state a command wanted.
+fn state_hint(queue: &str, wanted: &str) -> String {
+    match wanted {
+        "dead" => format!(" (`leaseq dead list {queue}` shows the dead items)"),
+        _ => format!(" (`leaseq peek {queue} --state {wanted}` shows the {wanted} items)"),
     }
 }
 

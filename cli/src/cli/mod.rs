@@ -1,6 +1,7 @@
 //! The command line: arguments (clap) and dispatch.
 
 mod admin;
+mod control;
 mod dashboard;
 mod demo;
 mod error;
@@ -8,6 +9,7 @@ mod limits;
 mod schedules;
 mod show;
 mod signals;
+mod workers;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -64,15 +66,16 @@ impl Cli {
 enum Command {
     /// Producers, workers (some crashing), reapers at once; prints the verdict.
     Demo(demo::DemoArgs),
-    /// Items per state in a queue, as a table; without a queue, one line
-    /// per queue that holds items.
+    /// Items per state in a queue, as a table, and whether it is paused;
+    /// without a queue, one line per queue that holds items.
     Stats(admin::StatsArgs),
     /// Adds items to a queue; prints their ids.
     Enqueue(admin::EnqueueArgs),
     /// Shows items in one state.
     Peek(admin::PeekArgs),
-    /// Shows one item whole: every field, times, the whole payload (exit
-    /// code 3 when the queue holds no such item).
+    /// Shows one item whole: every field, times, the whole payload, and for
+    /// a running job its progress and any cancel request (exit code 3 when
+    /// the queue holds no such item).
     Item(admin::ItemArgs),
     /// Dead items: list them or send them back to Ready.
     #[command(subcommand)]
@@ -84,6 +87,22 @@ enum Command {
     Remove(admin::RemoveArgs),
     /// Deletes every item of a queue (asks first unless --yes).
     Purge(admin::PurgeArgs),
+    /// Cancels one item: a waiting or dead one ends at once; a leased one's
+    /// worker is asked to stop it, and it ends when its lease ends (exit
+    /// code 3 when the queue holds no such item).
+    Cancel(control::CancelArgs),
+    /// Pauses a queue: claims get nothing until `leaseq resume`; enqueues go
+    /// on and jobs already running finish.
+    Pause(control::PauseArgs),
+    /// Resumes a paused queue.
+    Resume(control::PauseArgs),
+    /// Moves Scheduled items (delayed, or retries waiting out their backoff)
+    /// to Ready now: the one --id names, or --all (exit code 3 when the
+    /// queue holds no such item, 4 when it is not Scheduled).
+    RunNow(control::RunNowArgs),
+    /// The live workers: host, pid, queue, concurrency and the jobs each is
+    /// running.
+    Workers(workers::WorkersArgs),
     /// Creates or upgrades the PostgreSQL or SQLite schema, or converts
     /// the Redis queues still in key layout 1 (the only command that does;
     /// admin commands never do).
@@ -95,7 +114,8 @@ enum Command {
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
     /// A web dashboard: queues, items by state, dead letters with redrive
-    /// and purge (loopback only unless --token is set).
+    /// and purge, pause/resume, cancel, run now and the live workers
+    /// (loopback only unless --token is set).
     Dashboard(dashboard::DashboardArgs),
 }
 
@@ -237,6 +257,11 @@ async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError
         Command::Reap(q) => admin::reap(url, q).await,
         Command::Remove(args) => admin::remove(url, args).await,
         Command::Purge(args) => admin::purge(url, args).await,
+        Command::Cancel(args) => control::cancel(url, args).await,
+        Command::Pause(args) => control::pause(url, args).await,
+        Command::Resume(args) => control::resume(url, args).await,
+        Command::RunNow(args) => control::run_now(url, args).await,
+        Command::Workers(args) => workers::workers(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
         Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) => Err(CliError::Usage(

@@ -78,7 +78,7 @@ pub(crate) fn when(t: Timestamp, now: Timestamp) -> String {
 }
 
 /// A time as JSON: RFC 3339 and epoch milliseconds side by side.
-fn time_json(t: Option<Timestamp>) -> (Value, Value) {
+pub(crate) fn time_json(t: Option<Timestamp>) -> (Value, Value) {
     match t {
         Some(t) => (json!(rfc3339(t)), json!(t.as_millis())),
         None => (Value::Null, Value::Null),
@@ -98,9 +98,10 @@ fn due_label(state: ItemState) -> &'static str {
 pub(crate) fn item_json(it: &ItemInfo) -> Value {
     let (enqueued, enqueued_ms) = time_json(Some(it.enqueued_at));
     let (due, due_ms) = time_json(it.due_at);
-    let (payload, payload_hex) = match std::str::from_utf8(&it.payload) {
-        Ok(text) => (json!(text), Value::Null),
-        Err(_) => (Value::Null, json!(hex(&it.payload))),
+    let (payload, payload_hex) = text_or_hex(&it.payload);
+    let (progress, progress_hex) = match &it.progress {
+        Some(p) => text_or_hex(p),
+        None => (Value::Null, Value::Null),
     };
     json!({
         "id": it.id.to_string(),
@@ -116,7 +117,18 @@ pub(crate) fn item_json(it: &ItemInfo) -> Value {
         "due_at_ms": due_ms,
         "payload": payload,
         "payload_hex": payload_hex,
+        "progress": progress,
+        "progress_hex": progress_hex,
+        "cancel_requested": it.cancel_requested,
     })
+}
+
+/// Bytes as JSON: as text when UTF-8, else as hex (the other one null).
+fn text_or_hex(bytes: &[u8]) -> (Value, Value) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (json!(text), Value::Null),
+        Err(_) => (Value::Null, json!(hex(bytes))),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -176,6 +188,24 @@ pub(crate) fn item(queue: &str, it: &ItemInfo, now: Timestamp, out: Output) {
     if let Some(e) = &it.last_error {
         println!("{:<14} {e}", "last error");
     }
+    if let Some(p) = &it.progress {
+        match std::str::from_utf8(p) {
+            Ok(text) => println!("{:<14} {text}", "progress"),
+            Err(_) => println!(
+                "{:<14} ({} bytes, not UTF-8, as hex) {}",
+                "progress",
+                p.len(),
+                hex(p)
+            ),
+        }
+    }
+    if it.cancel_requested {
+        println!(
+            "{:<14} requested: its worker stops the handler, and the item ends cancelled \
+             when the lease ends",
+            "cancel"
+        );
+    }
     match std::str::from_utf8(&it.payload) {
         Ok(text) => println!("{:<14} ({} bytes)\n{text}", "payload", it.payload.len()),
         Err(_) => println!(
@@ -189,7 +219,7 @@ pub(crate) fn item(queue: &str, it: &ItemInfo, now: Timestamp, out: Output) {
 
 /// A queue's counts as JSON.
 pub(crate) fn stats_json(queue: &str, stats: &QueueStats) -> Value {
-    let mut v = json!({ "queue": queue, "total": stats.total() });
+    let mut v = json!({ "queue": queue, "total": stats.total(), "paused": stats.paused });
     for state in ItemState::ALL {
         v[state.as_str()] = json!(stats.get(state));
     }

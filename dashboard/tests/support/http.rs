@@ -1,0 +1,100 @@
+//! Plain HTTP against a dashboard: one request per connection, as the API
+//! tests send them, and the CSRF token the page carries.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use leaseq::{Backend, CancellationToken};
+use leaseq_dashboard::Dashboard;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A reply: status, head and body as text.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: String,
+}
+
+impl Reply {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request with the given extra header lines.
+pub(crate) async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> Reply {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+pub(crate) async fn start(
+    backend: Arc<dyn Backend>,
+    token: Option<&str>,
+) -> (SocketAddr, CancellationToken) {
+    let mut d = Dashboard::new(backend);
+    if let Some(t) = token {
+        d = d.token(t);
+    }
+    let bound = d
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = bound.local_addr();
+    let stop = CancellationToken::new();
+    tokio::spawn(bound.serve(stop.clone()));
+    (addr, stop)
+}
+
+/// The CSRF token the page carries.
+pub(crate) async fn csrf(addr: SocketAddr, headers: &[&str]) -> String {
+    let page = send(addr, "GET", "/", headers, "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let start = page
+        .body
+        .find("name=\"csrf-token\" content=\"")
+        .expect("meta")
+        + 27;
+    page.body[start..]
+        .split('"')
+        .next()
+        .expect("token")
+        .to_owned()
+}
