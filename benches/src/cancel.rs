@@ -8,7 +8,10 @@
 //!
 //! The worker learns of a cancel at the lease's next heartbeat, which runs
 //! one interval after the handler started: a cancel sent right after the
-//! start waits most of an interval, the worst case for this path.
+//! start waits most of an interval, the worst case for this path. With
+//! `spread`, each cancel is sent instead at a point spread evenly over one
+//! interval after the start (the fractional parts of multiples of the
+//! golden ratio), as operators' cancels arrive at any time.
 //!
 //! Samples run in `lanes` independent sequences at once (each its own
 //! item, one at a time), so 200 samples of a ~10 s interval take minutes
@@ -39,6 +42,9 @@ pub struct CancelConfig {
     pub lanes: usize,
     /// The worker's lease ttl; its heartbeat is the default, a third of it.
     pub lease: Duration,
+    /// Cancel at points spread over one heartbeat interval after the
+    /// handler started, not right after it.
+    pub spread: bool,
 }
 
 impl Default for CancelConfig {
@@ -47,6 +53,7 @@ impl Default for CancelConfig {
             cancels: 200,
             lanes: 1,
             lease: Duration::from_secs(30),
+            spread: false,
         }
     }
 }
@@ -65,17 +72,25 @@ pub struct CancelReport {
     /// The worker's heartbeat interval (a third of the ttl), in
     /// milliseconds.
     pub heartbeat_ms: u64,
+    /// Whether cancels were spread over an interval after the start.
+    pub spread: bool,
     /// Cancel call start to the handler seeing its cancellation.
     pub latency: Latency,
     /// The cancel call alone (its reply), median.
     pub cancel_call_p50_us: u64,
     /// Samples whose latency was within one heartbeat interval.
     pub within_heartbeat: u32,
+    /// How far the slowest sample went past one heartbeat interval (0 if
+    /// none did): the heartbeat's own extend call, and timer lag.
+    pub max_over_heartbeat_us: u64,
     /// Items the worker ended with the `Cancelled` outcome.
     pub ended_cancelled: u64,
     /// Seconds the run took.
     pub seconds: f64,
 }
+
+/// Spreads the cancels' points over an interval.
+const GOLDEN: f64 = 0.618_033_988_749_895;
 
 /// The two moments of one sample, told by its handler.
 struct Probe {
@@ -130,11 +145,15 @@ pub async fn run(
         let n = per_lane.min(config.cancels.saturating_sub(per_lane * lane as u32));
         let (b, q, p) = (backend.clone(), queue.clone(), probes.clone());
         let limit = config.lease * 2;
+        let heartbeat = config.spread.then_some(config.lease / 3);
         tasks.push(tokio::spawn(async move {
             let mut samples = Vec::new();
             for k in 0..n {
-                samples
-                    .push(sample(b.as_ref(), &q, &p, format!("cancel-{lane}-{k}"), limit).await?);
+                let key = format!("cancel-{lane}-{k}");
+                let wait = heartbeat.map_or(Duration::ZERO, |h| {
+                    h.mul_f64((f64::from(k * lanes as u32 + lane as u32) * GOLDEN).fract())
+                });
+                samples.push(sample(b.as_ref(), &q, &p, key, wait, limit).await?);
             }
             Ok::<_, Error>(samples)
         }));
@@ -179,6 +198,7 @@ async fn sample(
     q: &QueueName,
     probes: &Probes,
     key: String,
+    wait: Duration,
     limit: Duration,
 ) -> Result<(Duration, Duration)> {
     let (started_tx, started) = oneshot::channel();
@@ -197,6 +217,7 @@ async fn sample(
         .await
         .map_err(|_| waited("its handler never started"))?
         .map_err(|_| waited("its handler ended before it started"))?;
+    tokio::time::sleep(wait).await;
     let t0 = Instant::now();
     let answer = b.control()?.cancel(q, id).await?;
     let call = t0.elapsed();
@@ -241,6 +262,7 @@ fn report(
         lanes,
         lease_ttl_ms: config.lease.as_millis() as u64,
         heartbeat_ms: heartbeat.as_millis() as u64,
+        spread: config.spread,
         latency: Latency {
             p50_us: seen.value_at_quantile(0.5),
             p99_us: seen.value_at_quantile(0.99),
@@ -248,6 +270,9 @@ fn report(
         },
         cancel_call_p50_us: calls.value_at_quantile(0.5),
         within_heartbeat: samples.iter().filter(|s| s.0 <= heartbeat).count() as u32,
+        max_over_heartbeat_us: Duration::from_micros(seen.max())
+            .saturating_sub(heartbeat)
+            .as_micros() as u64,
         ended_cancelled: ended,
         seconds,
     })

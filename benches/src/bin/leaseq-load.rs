@@ -94,6 +94,10 @@ struct Args {
     /// worker's ttl; its heartbeat is a third of it).
     #[arg(long)]
     cancel: Option<u32>,
+    /// Cancel mode: cancel at points spread over one heartbeat interval
+    /// after the handler started, not right after it.
+    #[arg(long)]
+    spread: bool,
     /// Cancel mode: samples taken at once, each on its own item (1 to 8).
     #[arg(long, default_value_t = 1)]
     lanes: usize,
@@ -156,6 +160,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             cancels,
             lanes: args.lanes,
             lease: Duration::from_millis(args.lease_ms),
+            spread: args.spread,
         };
         return cancel::run(name, backend, &queue, &config)
             .await
@@ -362,16 +367,25 @@ fn print_cancel(r: &CancelReport, json: bool) {
     }
     println!("backend      {}", r.backend);
     println!(
-        "worker       lease ttl {} ms, heartbeat {} ms; {} cancels, {} at once",
-        r.lease_ttl_ms, r.heartbeat_ms, r.cancels, r.lanes
+        "worker       lease ttl {} ms, heartbeat {} ms; {} cancels, {} at once, {}",
+        r.lease_ttl_ms,
+        r.heartbeat_ms,
+        r.cancels,
+        r.lanes,
+        if r.spread {
+            "spread over an interval after the start"
+        } else {
+            "right after the start"
+        }
     );
     println!(
         "latency      p50 {} µs, p99 {} µs, max {} µs (cancel call to handler)",
         r.latency.p50_us, r.latency.p99_us, r.latency.max_us
     );
     println!(
-        "within       {} of {} within one heartbeat interval; cancel call p50 {} µs",
-        r.within_heartbeat, r.cancels, r.cancel_call_p50_us
+        "within       {} of {} within one heartbeat interval (the slowest {} µs past it); \
+         cancel call p50 {} µs",
+        r.within_heartbeat, r.cancels, r.max_over_heartbeat_us, r.cancel_call_p50_us
     );
     println!(
         "ended        {} items Cancelled by the worker, in {:.1} s",
