@@ -163,6 +163,12 @@ pub(crate) fn info(row: &SqliteRow) -> Result<ItemInfo> {
     })
 }
 
+/// An error inside a transaction that was not committed: rolled back, so
+/// nothing of the call was applied.
+pub(crate) fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::unavailable(format!("sqlite: {what}"), e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,10 +204,4 @@ mod tests {
         let e = db("testing")(sqlx::Error::PoolTimedOut);
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
     }
-}
-
-/// An error inside a transaction that was not committed: rolled back, so
-/// nothing of the call was applied.
-pub(crate) fn unapplied(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::unavailable(format!("sqlite: {what}"), e)
 }
