@@ -62,14 +62,16 @@ pub async fn operated_storm(name: &str, h: Handles, queue: QueueName, length: Du
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let (f, c) = (end.figures, end.figures.cancels);
-    // Each item once: Dead items a cancel ended later count as cancelled.
+    // Each item once: Dead items a cancel ended later, and Requested items
+    // whose handler failed for good (the fail ended them), count as
+    // cancelled.
     let verdict = format!(
         "{name} operated storm, {}s: {failures} failed calls; {f}; ended: {} acked + {} dead + \
          {} cancelled + {} unsure + {} lost of {} enqueued",
         length.as_secs(),
         f.acked,
-        f.dead as u64 - c.now_dead,
-        c.now() as usize + c.requested_cancelled + c.requested_reaped,
+        f.dead as u64 - c.now_dead - c.requested_failed as u64,
+        c.now() as usize + c.requested_cancelled + c.requested_reaped + c.requested_failed,
         f.unsure,
         f.lost,
         f.enqueued
