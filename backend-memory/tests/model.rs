@@ -11,15 +11,17 @@ use std::time::Duration;
 use common::fixture;
 use leaseq_core::{Backend, ClaimSpec, ItemState, Lease, LeaseTtl, NewItem, QueueStats, Released};
 
-/// xorshift64*: deterministic, good enough to pick operations.
-struct Rng(u64);
+/// Seeded, so a failing seed replays.
+struct Rng(rand::rngs::StdRng);
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        use rand::SeedableRng;
+        Rng(rand::rngs::StdRng::seed_from_u64(seed))
+    }
+
     fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+        rand::Rng::random_range(&mut self.0, 0..n.max(1))
     }
 }
 
@@ -40,7 +42,7 @@ struct Model {
 async fn run(seed: u64, steps: usize) {
     let f = fixture();
     let hooks = f.backend.test_hooks().expect("hooks");
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     let mut model: BTreeMap<u64, Model> = BTreeMap::new();
     let mut leases: Vec<Lease> = Vec::new();
     let now = |f: &common::Fixture| {

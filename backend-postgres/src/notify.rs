@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use leaseq_core::backoff::Backoff;
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -113,24 +114,22 @@ impl Drop for Wakeups {
 /// and every lost connection it wakes everyone, since notifications sent
 /// meanwhile are gone.
 async fn listen(pool: PgPool, channel: String, registry: Arc<Registry>) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::debug!(error = %e, "leaseq-postgres: listener cannot connect");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.next_wait()).await;
                 continue;
             }
         };
         if let Err(e) = listener.listen(&channel).await {
             tracing::debug!(error = %e, "leaseq-postgres: LISTEN failed");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            tokio::time::sleep(backoff.next_wait()).await;
             continue;
         }
-        backoff = Duration::from_millis(50);
+        backoff.reset();
         registry.wake_all();
         loop {
             match listener.try_recv().await {
@@ -140,7 +139,7 @@ async fn listen(pool: PgPool, channel: String, registry: Arc<Registry>) {
                 Err(e) => {
                     tracing::debug!(error = %e, "leaseq-postgres: listener failed");
                     registry.wake_all();
-                    tokio::time::sleep(backoff).await;
+                    tokio::time::sleep(backoff.next_wait()).await;
                     break;
                 }
             }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leaseq_core::BackendExt as _;
 use leaseq_core::{
-    Backend, ClaimSpec, Error, ItemId, ItemInfo, ItemState, Lease, LeaseToken, NewItem, Order,
-    QueueName, QueueStats, ReapReport, TestHooks, Timestamp,
+    Backend, ClaimSpec, Error, ItemId, ItemInfo, ItemState, Lease, NewItem, Order, QueueName,
+    QueueStats, ReapReport, TestHooks, Timestamp,
 };
 use tokio::task::JoinHandle;
 
@@ -766,29 +766,24 @@ pub(crate) fn expect_lost_of<T: std::fmt::Debug>(
     }
 }
 
-/// A small, fast pseudo-random source (xorshift), seeded at random.
+/// A pseudo-random source for the checks, seeded from the OS.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(rand::rngs::StdRng);
 
 impl Rng {
-    /// Seeded from a fresh random token.
+    /// Seeded at random.
     pub(crate) fn seeded() -> Self {
-        let raw = LeaseToken::random().as_u128();
-        Rng((raw as u64) ^ ((raw >> 64) as u64) | 1)
+        use rand::SeedableRng;
+        Rng(rand::rngs::StdRng::from_os_rng())
     }
 
     /// The next 64 random bits.
     pub(crate) fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+        rand::RngCore::next_u64(&mut self.0)
     }
 
     /// A number in `0..n` (`n` > 0).
     pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        rand::Rng::random_range(&mut self.0, 0..n.max(1))
     }
 }

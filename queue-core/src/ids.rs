@@ -132,7 +132,9 @@ pub struct LeaseToken(u128);
 impl LeaseToken {
     /// A fresh random token.
     pub fn random() -> Self {
-        LeaseToken(uuid::Uuid::new_v4().as_u128())
+        // The thread's generator is a CSPRNG seeded from the OS: tokens
+        // cannot be guessed.
+        LeaseToken(rand::random::<u128>())
     }
 
     /// Rebuilds a token from its raw bits (as stored by a backend).

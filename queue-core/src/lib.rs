@@ -32,6 +32,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+pub mod backoff;
 mod capabilities;
 mod clock;
 mod codec;

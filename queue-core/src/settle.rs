@@ -128,8 +128,7 @@ impl Settle {
         if try_no + 1 >= budget {
             return;
         }
-        let factor = 2u32.saturating_pow(try_no.min(16));
-        let d = self.first_pause.saturating_mul(factor).min(self.max_pause);
+        let d = crate::backoff::grown(self.first_pause, 2.0, try_no, self.max_pause);
         tokio::time::sleep(d).await;
     }
 

@@ -90,14 +90,12 @@ impl RetryPolicy {
     /// The delay before the next attempt, without jitter, after `attempts`
     /// attempts failed.
     pub fn base_delay(&self, attempts: u32) -> Duration {
-        let exp = attempts.saturating_sub(1).min(64) as i32;
-        let secs = self.base.as_secs_f64() * self.factor.powi(exp);
-        let cap = self.max_delay.as_secs_f64();
-        if !secs.is_finite() || secs >= cap {
-            self.max_delay
-        } else {
-            Duration::from_secs_f64(secs.max(0.0))
-        }
+        crate::backoff::grown(
+            self.base,
+            self.factor,
+            attempts.saturating_sub(1),
+            self.max_delay,
+        )
     }
 
     /// The delay before the next attempt, with jitter, after `attempts`
@@ -127,8 +125,7 @@ impl Default for RetryPolicy {
 
 /// A random number in `[0, 1)`.
 fn unit_random() -> f64 {
-    let bits = uuid::Uuid::new_v4().as_u128() as u64 >> 11;
-    bits as f64 / (1u64 << 53) as f64
+    rand::random::<f64>()
 }
 
 #[cfg(test)]

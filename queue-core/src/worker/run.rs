@@ -15,6 +15,7 @@ use super::metrics::Counter;
 use super::shared::Shared;
 use super::slots::{Slots, GATHER_TURNS};
 use super::{job, reaper};
+use crate::backoff::Backoff;
 use crate::spans;
 use crate::{ClaimSpec, Error, Result};
 use tracing::Instrument;
@@ -90,7 +91,7 @@ fn log_job_task_failure(res: std::result::Result<(), tokio::task::JoinError>) {
 
 async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
     let (shared, slots, shutdown) = (&crew.shared, &crew.slots, &crew.shutdown);
-    let mut backoff = Backoff::default();
+    let mut backoff = CLAIM_BACKOFF;
     let mut inline = Inline::default();
     loop {
         while let Some(res) = jobs.try_join_next() {
@@ -143,7 +144,7 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
             Err(e @ Error::InvalidInput { .. }) => return Err(e),
             Err(e) => {
                 shared.metrics.inc(Counter::BackendErrors);
-                let wait = backoff.next();
+                let wait = backoff.next_wait();
                 tracing::warn!(queue = %shared.queue, error = %e, ?wait, "claim failed; trying again");
                 // The claim's span ends with the claim, not after the wait.
                 drop(span);
@@ -154,7 +155,7 @@ async fn claim_loop(crew: &Arc<Crew>, jobs: &mut JoinSet<()>) -> Result<()> {
                 }
             }
         };
-        backoff = Backoff::default();
+        backoff.reset();
         shared
             .metrics
             .add(Counter::Repaired, claimed.repairs.len() as u64);
@@ -241,19 +242,4 @@ impl Drop for AbortOnDrop {
 }
 
 /// Growing waits between failed claims: 100 ms doubling to 5 s.
-#[derive(Debug)]
-struct Backoff(Duration);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff(Duration::from_millis(100))
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let now = self.0;
-        self.0 = (self.0 * 2).min(Duration::from_secs(5));
-        now
-    }
-}
+const CLAIM_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
