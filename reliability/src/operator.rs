@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{Backend, BackendExt as _, CancellationToken, QueueName};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 
 use crate::ledger::Ledger;
 
@@ -35,21 +37,6 @@ impl Default for OperatorConfig {
     }
 }
 
-/// A xorshift generator: the operator's choices need no more.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 /// The operator's task; see [`run`].
 #[derive(Debug)]
 pub struct Operator {
@@ -70,10 +57,11 @@ pub struct Operator {
 /// Control group or the final resume never went through.
 pub async fn run(op: Operator) -> Result<(), String> {
     let control = op.backend.control().map_err(|e| e.to_string())?;
-    let mut rng = Rng(op.config.seed | 1);
+    // Seeded, so a failing storm's choices can be replayed.
+    let mut rng = StdRng::seed_from_u64(op.config.seed);
     let mut paused_at: Option<Instant> = None;
     while !op.stop.is_cancelled() {
-        let r = rng.next();
+        let r: u64 = rng.random();
         let overdue = paused_at.is_some_and(|t| t.elapsed() >= op.config.longest_pause);
         if overdue || r.is_multiple_of(op.config.pause_one_in.max(1)) {
             if paused_at.is_some() {
