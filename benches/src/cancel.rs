@@ -1,8 +1,8 @@
 //! Cancel-to-handler latency: a [`Worker`] at its defaults (lease ttl,
 //! heartbeat a third of it) runs handlers that wait on
 //! [`JobContext::cancelled`]; for each sample one item is enqueued, and once
-//! its handler has started it is cancelled with [`Control::cancel`]
-//! (`leaseq_core::Control`). The sample is the time from the cancel call's
+//! its handler has started it is cancelled with [`Control::cancel`](leaseq_core::Control::cancel).
+//! The sample is the time from the cancel call's
 //! start to the handler seeing its context cancelled with
 //! [`JobContext::cancel_requested`] set.
 //!
