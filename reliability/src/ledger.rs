@@ -296,3 +296,67 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+mod cancel_tests {
+    use leaseq_core::{Cancelled, Error, ItemId, ItemState};
+
+    use super::Ledger;
+
+    fn now(was: ItemState) -> Result<Cancelled, Error> {
+        Ok(Cancelled::Now { was })
+    }
+
+    #[test]
+    fn each_item_ends_once_acked_dead_or_cancelled() {
+        let l = Ledger::default();
+        let ids: Vec<ItemId> = (1..=5).map(ItemId::new).collect();
+        l.enqueued(&ids);
+        l.cancel_answered(ids[0], &now(ItemState::Ready));
+        // Requested, then whatever ended the lease.
+        l.delivered(ids[1]);
+        l.cancel_answered(ids[1], &Ok(Cancelled::Requested));
+        l.acked(ids[1]);
+        l.delivered(ids[2]);
+        l.cancel_answered(ids[2], &Ok(Cancelled::Requested));
+        l.cancelled(ids[2]);
+        // Dead, then cancelled; its Dead event may come after the answer.
+        l.cancel_answered(ids[3], &now(ItemState::Dead));
+        l.dead(ids[3]);
+        // Requested, then reaped: gone at the end.
+        l.delivered(ids[4]);
+        l.cancel_answered(ids[4], &Ok(Cancelled::Requested));
+        assert!(l.gone(ids[4]));
+        assert!(l.verdict().is_ok(), "{:?}", l.verdict());
+        let c = l.figures().cancels;
+        assert_eq!((c.now(), c.requested, c.now_dead), (2, 3, 1));
+    }
+
+    #[test]
+    fn a_delivery_after_now_or_a_second_end_fails_the_verdict() {
+        let l = Ledger::default();
+        let (a, b, c) = (ItemId::new(1), ItemId::new(2), ItemId::new(3));
+        l.enqueued(&[a, b, c]);
+        l.cancel_answered(a, &now(ItemState::Ready));
+        l.delivered(a);
+        assert!(l.interim().is_err() && l.verdict().is_err());
+        let l = Ledger::default();
+        l.enqueued(&[b, c]);
+        l.cancel_answered(b, &now(ItemState::Scheduled));
+        l.acked(b);
+        l.cancelled(c); // no cancel asked for it
+        let e = l.verdict().expect_err("ended twice or wrongly");
+        assert!(
+            e.contains("after it had ended") && e.contains("no cancel asked"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_open_item_with_no_cancel_stays_lost() {
+        let l = Ledger::default();
+        l.enqueued(&[ItemId::new(7)]);
+        assert!(!l.gone(ItemId::new(7)));
+        assert!(l.verdict().is_err());
+    }
+}
