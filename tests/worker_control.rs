@@ -1,5 +1,6 @@
 //! The worker under an operator's control, on the memory backend with time
-//! under control: a cancel stops a running handler at the next heartbeat,
+//! under control: a cancel stops a running handler at once through the
+//! backend's cancel signal (and at the next heartbeat without one),
 //! a snooze spends no attempt, progress shows while the job runs, a paused
 //! queue holds the worker without polling, and each worker is listed with
 //! its running jobs while it lives.
@@ -64,6 +65,50 @@ async fn a_cancel_stops_the_running_handler_at_its_next_heartbeat() {
         backend.item(&q, id).await.is_err(),
         "the cancelled item is still there"
     );
+}
+
+/// With the cancel signal the handler stops long before the next beat:
+/// the heartbeat here is an hour away, in paused time, so only the signal
+/// can have brought the cancel.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_reaches_the_handler_before_the_next_heartbeat() {
+    const SLOW_BEAT: Duration = Duration::from_secs(3600);
+    let backend = tokio_backend();
+    let q = queue("cancel-signal");
+    let id = backend.push(&q, "long job").await.expect("enqueue");
+    let (on_event, mut events) = events();
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker::builder(backend.clone(), q.as_str())
+        .lease_ttl(SLOW_BEAT * 3)
+        .heartbeat_interval(SLOW_BEAT)
+        .on_event(on_event)
+        .build(handler_fn(move |_job: Job, ctx: JobContext| {
+            let started = started_tx.clone();
+            async move {
+                let _ = started.send(());
+                tokio::select! {
+                    _ = ctx.cancelled() => {}
+                    _ = tokio::time::sleep(SLOW_BEAT * 10) => {}
+                }
+                Ok::<_, std::io::Error>(())
+            }
+        }))
+        .expect("worker");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    started.recv().await.expect("the handler started");
+    let asked = tokio::time::Instant::now();
+    let answer = backend.control().expect("control").cancel(&q, id).await;
+    assert_eq!(answer.expect("cancel"), Cancelled::Requested);
+    let ev = events.next().await;
+    assert_eq!(ev.outcome, JobOutcome::Cancelled);
+    assert!(
+        asked.elapsed() < SLOW_BEAT,
+        "the cancel reached the handler only after {:?}, at a heartbeat: the cancel signal did not",
+        asked.elapsed()
+    );
+    stop.cancel();
+    run.await.expect("join").expect("run");
 }
 
 #[tokio::test(start_paused = true)]

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     /// The live-worker registry: id → (encoded entry, expires at ms).
     pub(crate) workers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
     /// The stored schedules, by name (see `schedules.rs`).
+    /// Cancel requests on leases, for the workers holding them.
+    pub(crate) cancels: leaseq_core::signal::SignalHub,
     pub(crate) schedules: Mutex<
         std::collections::BTreeMap<
             leaseq_core::schedule::ScheduleName,

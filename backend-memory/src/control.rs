@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use leaseq_core::limits::{check_delay, check_progress};
+use leaseq_core::signal::Signal;
 use leaseq_core::{
     async_trait, Bytes, Cancelled, Control, Error, ItemId, ItemState, LeaseKey, QueueName,
     Released, Result, Timestamp, WorkerEntry, WorkerRegistry,
@@ -65,7 +66,11 @@ impl Control for MemoryBackend {
             st.cancel(id.get())
         });
         self.forget_if_idle(queue);
-        done.flatten().ok_or(Error::NotFound { id })
+        let done = done.flatten().ok_or(Error::NotFound { id })?;
+        if done == Cancelled::Requested {
+            self.shared.cancels.fire(queue.as_str());
+        }
+        Ok(done)
     }
 
     async fn pause(&self, queue: &QueueName) -> Result<()> {
@@ -157,6 +162,11 @@ impl Control for MemoryBackend {
             Fence::Lost => Err(Error::LeaseLost { id: lease.id }),
         })
         .unwrap_or(Err(Error::LeaseLost { id: lease.id }))
+    }
+
+    /// In-process: a handle and its clones share one hub.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<Signal> {
+        Ok(self.shared.cancels.subscribe(queue.as_str()))
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::check_progress;
+use leaseq_core::signal::Signal;
 use leaseq_core::{
     Bytes, Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result,
 };
@@ -47,9 +48,12 @@ impl ControlSql {
             )
         };
         ControlSql {
-            // $1 queue, $2 id. One row when the item exists: its effective
-            // state as it was, and how many rows changed (1). A Leased row
-            // gets its cancel request; any other is deleted, as
+            // $1 queue, $2 id, $3 notify channel. One row when the item
+            // exists: its effective state as it was, and how many rows
+            // changed (1). A Leased row gets its cancel request, and the
+            // workers of the queue a `cancel <queue>` notification (no queue
+            // name holds a space, so it is never a work wake-up); any other
+            // row is deleted, as
             // `remove_item` does (no key held). The flag is written as
             // `state = 'leased'`, not `true`: when a claim leased the row
             // after this statement's snapshot, the UPDATE first builds its
@@ -63,10 +67,12 @@ impl ControlSql {
                  ), asked AS ( \
                    UPDATE {t} i SET cancel_requested = (i.state = 'leased') \
                    FROM c WHERE i.id = c.id AND c.state = 'leased' RETURNING i.id \
+                 ), hint AS ( \
+                   SELECT count(pg_notify($3, 'cancel ' || $1)) AS n FROM asked \
                  ) \
                  SELECT CASE WHEN c.state = 'scheduled' AND c.due THEN 'ready' ELSE c.state END, \
                         (SELECT count(*) FROM gone) + (SELECT count(*) FROM asked) \
-                 FROM c",
+                 FROM c, hint",
                 c = locked("id, state, available_at <= now() AS due", "UPDATE"),
             ),
             // $1 queue, $2 id, $3 notify channel. One row: rows moved (0 or
@@ -135,7 +141,7 @@ impl PgBackend {
 impl Control for PgBackend {
     async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
         let row = self
-            .item_row(&self.inner.control_sql.cancel, queue, id, false, "cancel")
+            .item_row(&self.inner.control_sql.cancel, queue, id, true, "cancel")
             .await?;
         let was = state(&col::<String>(&row, 0)?)?;
         let changed: i64 = col(&row, 1)?;
@@ -210,5 +216,11 @@ impl Control for PgBackend {
             return Err(Error::LeaseLost { id: lease.id });
         }
         Ok(())
+    }
+
+    /// Fed by the backend's `LISTEN` connection: a cancel made by any
+    /// process on the database fires it.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<Signal> {
+        Ok(self.inner.wakeups.cancel_signal(queue.as_str()))
     }
 }

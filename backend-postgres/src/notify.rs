@@ -1,12 +1,16 @@
 //! Wake-ups: one `LISTEN` connection per backend (shared by all its clones
 //! and workers) fans notifications out to per-queue [`Notify`]s. A
 //! notification is a hint; the bounded poll in `wait` is the source of truth.
+//!
+//! The same connection carries cancel requests: a `cancel <queue>` payload
+//! (no queue name holds a space) fires the queue's [`Signal`] instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use leaseq_core::backoff::Backoff;
+use leaseq_core::signal::{Signal, SignalHub};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -59,6 +63,7 @@ pub(crate) struct Wakeups {
     channel: String,
     poll: Duration,
     registry: Arc<Registry>,
+    cancels: Arc<SignalHub>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -69,6 +74,7 @@ impl Wakeups {
             channel,
             poll,
             registry: Arc::default(),
+            cancels: Arc::default(),
             task: Mutex::new(None),
         }
     }
@@ -84,6 +90,12 @@ impl Wakeups {
         let _ = tokio::time::timeout(timeout.min(self.poll), notified).await;
     }
 
+    /// Subscribes to cancel requests on `queue`'s leases, from any process.
+    pub(crate) fn cancel_signal(&self, queue: &str) -> Signal {
+        self.start();
+        self.cancels.subscribe(queue)
+    }
+
     /// Starts the listener task on first use, or again if it ended (e.g. its
     /// runtime went away).
     fn start(&self) {
@@ -96,8 +108,11 @@ impl Wakeups {
         };
         let pool = self.pool.clone();
         let channel = self.channel.clone();
-        let registry = Arc::clone(&self.registry);
-        *task = Some(handle.spawn(listen(pool, channel, registry)));
+        let fanout = Fanout {
+            work: Arc::clone(&self.registry),
+            cancels: Arc::clone(&self.cancels),
+        };
+        *task = Some(handle.spawn(listen(pool, channel, fanout)));
     }
 }
 
@@ -110,10 +125,31 @@ impl Drop for Wakeups {
     }
 }
 
+/// Where the listener sends what it hears.
+struct Fanout {
+    work: Arc<Registry>,
+    cancels: Arc<SignalHub>,
+}
+
+impl Fanout {
+    fn heard(&self, payload: &str) {
+        match payload.strip_prefix("cancel ") {
+            Some(queue) => self.cancels.fire(queue),
+            None => self.work.wake(payload),
+        }
+    }
+
+    /// Notifications may have been missed: everyone looks for themselves.
+    fn everyone(&self) {
+        self.work.wake_all();
+        self.cancels.fire_all();
+    }
+}
+
 /// The listener loop: (re)connects with backoff; after every (re)connect
 /// and every lost connection it wakes everyone, since notifications sent
 /// meanwhile are gone.
-async fn listen(pool: PgPool, channel: String, registry: Arc<Registry>) {
+async fn listen(pool: PgPool, channel: String, fanout: Fanout) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
@@ -130,15 +166,15 @@ async fn listen(pool: PgPool, channel: String, registry: Arc<Registry>) {
             continue;
         }
         backoff.reset();
-        registry.wake_all();
+        fanout.everyone();
         loop {
             match listener.try_recv().await {
-                Ok(Some(n)) => registry.wake(n.payload()),
+                Ok(Some(n)) => fanout.heard(n.payload()),
                 // The connection was lost; the next try_recv reconnects.
-                Ok(None) => registry.wake_all(),
+                Ok(None) => fanout.everyone(),
                 Err(e) => {
                     tracing::debug!(error = %e, "leaseq-postgres: listener failed");
-                    registry.wake_all();
+                    fanout.everyone();
                     tokio::time::sleep(backoff.next_wait()).await;
                     break;
                 }

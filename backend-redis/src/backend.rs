@@ -29,6 +29,9 @@ pub struct RedisBackend<C: ScriptClient> {
     /// [`RedisBackend::verify_server`] (a backend built on a client alone
     /// checks nothing).
     pub(crate) policy: Option<Arc<PolicyWatch>>,
+    /// The workers' cancel signals, fed from each queue's cancel stream
+    /// (see `cancel_feed.rs`).
+    pub(crate) cancels: Arc<leaseq_core::signal::SignalHub>,
 }
 
 /// The highest item id a backend handle has seen per queue (handed out by
@@ -79,6 +82,7 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             floors: Arc::clone(&self.floors),
             durable: self.durable,
             policy: self.policy.clone(),
+            cancels: Arc::clone(&self.cancels),
         }
     }
 }
@@ -106,6 +110,7 @@ impl<C: ScriptClient> RedisBackend<C> {
             floors: Arc::new(IdFloors::default()),
             durable: false,
             policy: None,
+            cancels: Arc::default(),
         })
     }
 

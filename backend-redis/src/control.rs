@@ -149,6 +149,12 @@ impl<C: ScriptClient> Control for RedisBackend<C> {
             _ => Err(Error::LeaseLost { id: lease.id }),
         }
     }
+
+    /// Fed from the queue's cancel stream: a cancel made by any process
+    /// fires it (see `cancel_feed.rs`).
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<leaseq_core::signal::Signal> {
+        self.subscribe_cancels(queue)
+    }
 }
 
 fn bad_answer(op: &str, r: &Reply) -> Error {

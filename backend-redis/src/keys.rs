@@ -22,6 +22,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:dedup:keys` | hash | id → its dedup key |
 /// | `{p:q}:unique:for` | hash | id → its unique-for hold (ms) |
 /// | `{p:q}:cancel` | hash | id → the token of the lease an operator asked to cancel ([`leaseq_core::Control::cancel`]); counts only while that token is the item's |
+/// | `{p:q}:cancels` | stream | one entry (`id`) per cancel request, for the workers' cancel signal ([`leaseq_core::Control::cancel_signal`]); at most about 64 entries |
 /// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
@@ -167,6 +168,11 @@ impl KeyLayout {
     /// The wake-up list.
     pub fn notify(&self) -> String {
         self.key("notify")
+    }
+
+    /// The stream of cancel requests the workers' cancel signal reads.
+    pub fn cancel_stream(&self) -> String {
+        self.key("cancels")
     }
 
     /// The queue's global limits ([`leaseq_core::QueueLimits`]), its
@@ -329,6 +335,7 @@ mod tests {
             k.lease_tokens(),
             k.attempts(),
             k.cancel_requests(),
+            k.cancel_stream(),
             k.progress(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');

@@ -498,6 +498,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod cancel_feed;
 pub mod client;
 mod cluster_url;
 mod control;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::check_progress;
+use leaseq_core::signal::Signal;
 use leaseq_core::{
     Bytes, Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result,
 };
@@ -34,7 +35,10 @@ impl Control for SqliteBackend {
             return Err(Error::NotFound { id });
         };
         match state(&col::<String>(&row, 0)?)? {
-            leaseq_core::ItemState::Leased => Ok(Cancelled::Requested),
+            leaseq_core::ItemState::Leased => {
+                self.inner.wakeups.cancel_requested(queue.as_str());
+                Ok(Cancelled::Requested)
+            }
             was => Ok(Cancelled::Now { was }),
         }
     }
@@ -83,5 +87,11 @@ impl Control for SqliteBackend {
             Some(_) => Ok(()),
             None => Err(Self::lost(lease)),
         }
+    }
+
+    /// In-process only: SQLite cannot signal another process, whose
+    /// cancels reach the worker at its next heartbeat.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<Signal> {
+        Ok(self.inner.wakeups.cancel_signal(queue.as_str()))
     }
 }

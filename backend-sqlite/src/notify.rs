@@ -3,11 +3,16 @@
 //! queue) shared by every handle on that database in the process. SQLite
 //! cannot signal another process, so waiters also wake after the poll
 //! interval: that bounds how late work from another process is seen.
+//!
+//! Cancel requests travel the same way, through one process-wide
+//! [`SignalHub`]: a worker in this process learns of a cancel made in this
+//! process at once, and of one made in another at its next heartbeat.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
+use leaseq_core::signal::{Signal, SignalHub};
 use tokio::sync::Notify;
 
 /// Waiters per (database, queue). Entries are weak, so a queue nobody
@@ -18,6 +23,12 @@ type Waiters = Mutex<HashMap<(String, String), Weak<Notify>>>;
 fn registry() -> &'static Waiters {
     static REGISTRY: OnceLock<Waiters> = OnceLock::new();
     REGISTRY.get_or_init(Mutex::default)
+}
+
+/// Cancel requests of the whole process, by database and queue.
+fn cancels() -> &'static SignalHub {
+    static CANCELS: OnceLock<SignalHub> = OnceLock::new();
+    CANCELS.get_or_init(SignalHub::default)
 }
 
 /// The wake-ups of one database.
@@ -57,6 +68,21 @@ impl Wakeups {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let _ = tokio::time::timeout(timeout.min(self.poll), notified).await;
+    }
+
+    fn cancel_key(&self, queue: &str) -> String {
+        format!("{}\0{queue}", self.db)
+    }
+
+    /// Subscribes to cancel requests on `queue`'s leases made in this
+    /// process.
+    pub(crate) fn cancel_signal(&self, queue: &str) -> Signal {
+        cancels().subscribe(&self.cancel_key(queue))
+    }
+
+    /// Tells this process's workers on `queue` that a cancel was requested.
+    pub(crate) fn cancel_requested(&self, queue: &str) {
+        cancels().fire(&self.cancel_key(queue));
     }
 
     /// Wakes every waiter of `queue` in this process.

@@ -152,6 +152,7 @@ macro_rules! __with_checks {
             control::cancel_races_claims
             control::cancel_races_ack_and_reap
             control::racing_cancels_answer_once
+            control::cancel_signal_reaches_the_holder
             control::pause_holds_every_claim
             control::pause_races_claims
             control::snooze_spends_no_attempt

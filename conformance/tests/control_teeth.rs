@@ -146,6 +146,14 @@ fn a_registry_that_never_expires_is_caught() {
     );
 }
 
+#[test]
+fn a_silent_cancel_signal_is_caught() {
+    let f = FaultyFactory(Fault::CancelSignalSilent);
+    caught("a cancel signal that never fires", CANCEL, || {
+        control::cancel_signal_reaches_the_holder(&f)
+    });
+}
+
 fn passes(what: &str, result: CheckResult) {
     assert_eq!(result, Ok(Outcome::Passed), "{what}");
 }
@@ -172,6 +180,10 @@ fn the_wrapper_without_a_fault_passes_every_control_check() {
     passes(
         "racing_cancels_answer_once",
         block_on(control::racing_cancels_answer_once(&f)),
+    );
+    passes(
+        "cancel_signal_reaches_the_holder",
+        block_on(control::cancel_signal_reaches_the_holder(&f)),
     );
     passes(
         "pause_holds_every_claim",

@@ -50,6 +50,7 @@ pub mod redact;
 mod report;
 pub mod schedule;
 pub mod settle;
+pub mod signal;
 pub mod spans;
 pub mod stored;
 mod typed;

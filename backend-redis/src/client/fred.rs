@@ -21,12 +21,12 @@ use bytes::Bytes;
 use fred::clients::Pipeline;
 use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
-    Options, ReconnectPolicy, ServerConfig, Value,
+    Options, ReconnectPolicy, ServerConfig, StreamsInterface, Value,
 };
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
-use super::{block_secs, replicas_acked, IdlePool, NodeReply};
+use super::{block_secs, replicas_acked, IdlePool, NodeReply, STREAM_BATCH};
 use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `fred` crate.
@@ -566,31 +566,61 @@ impl ScriptClient for FredClient {
         key: &str,
         timeout: Duration,
     ) -> std::result::Result<bool, ClientError> {
-        let client = match self.idle.take() {
-            Some(c) => c,
-            None => {
-                // No command timeout: the server ends the pop; the guard
-                // below covers a server that stopped answering.
-                let c = build(
-                    &self.base,
-                    Duration::ZERO,
-                    self.connect_timeout,
-                    self.nodelay,
-                )
-                .map_err(ClientError::transport)?;
-                start(&c, self.connect_timeout)
-                    .await
-                    .map_err(client_error)?;
-                c
-            }
-        };
+        let client = self.dedicated().await?;
         let pop = client.blpop::<Value, _>(key, block_secs(timeout));
-        match tokio::time::timeout(timeout + Duration::from_secs(1), pop).await {
+        let v = self.finish_wait(client.clone(), timeout, pop).await?;
+        Ok(!matches!(v, Value::Null))
+    }
+
+    async fn wait_stream(
+        &self,
+        key: &str,
+        after: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Reply, ClientError> {
+        let client = self.dedicated().await?;
+        let block = u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX);
+        let read =
+            client.xread::<Value, _, _>(Some(u64::from(STREAM_BATCH)), Some(block), key, after);
+        convert(self.finish_wait(client.clone(), timeout, read).await?)
+    }
+}
+
+impl FredClient {
+    /// An idle connection for a blocking wait, or a new one.
+    async fn dedicated(&self) -> std::result::Result<fred::clients::Client, ClientError> {
+        if let Some(c) = self.idle.take() {
+            return Ok(c);
+        }
+        // No command timeout: the server ends the wait; the guard in
+        // `finish_wait` covers a server that stopped answering.
+        let c = build(
+            &self.base,
+            Duration::ZERO,
+            self.connect_timeout,
+            self.nodelay,
+        )
+        .map_err(ClientError::transport)?;
+        start(&c, self.connect_timeout)
+            .await
+            .map_err(client_error)?;
+        Ok(c)
+    }
+
+    /// Awaits the blocking `wait` sent on `client`: the connection goes
+    /// back to the idle pool when it answered, and is closed otherwise.
+    async fn finish_wait(
+        &self,
+        client: fred::clients::Client,
+        timeout: Duration,
+        wait: impl std::future::Future<Output = std::result::Result<Value, FredError>>,
+    ) -> std::result::Result<Value, ClientError> {
+        match tokio::time::timeout(timeout + Duration::from_secs(1), wait).await {
             Ok(Ok(v)) => {
                 if let Some(extra) = self.idle.give_back(client) {
                     let _ = extra.quit().await;
                 }
-                Ok(!matches!(v, Value::Null))
+                Ok(v)
             }
             Ok(Err(e)) => {
                 let _ = client.quit().await;
@@ -598,7 +628,9 @@ impl ScriptClient for FredClient {
             }
             Err(_) => {
                 let _ = client.quit().await;
-                Err(ClientError::transport("blocking pop got no answer in time"))
+                Err(ClientError::transport(
+                    "a blocking wait got no answer in time",
+                ))
             }
         }
     }

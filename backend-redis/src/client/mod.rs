@@ -153,7 +153,30 @@ pub trait ScriptClient: Send + Sync + fmt::Debug + 'static {
             "this client adapter runs no admin commands",
         ))
     }
+
+    /// Reads up to [`STREAM_BATCH`] entries of the stream `key` after the
+    /// entry id `after` (`XREAD ... BLOCK`), waiting up to `timeout` on a
+    /// connection of its own, as [`ScriptClient::wait_marker`] does.
+    /// Answers the reply as the server gave it ([`Reply::Nil`] on timeout).
+    /// Feeds the workers' cancel signal (`src/cancel_feed.rs`).
+    ///
+    /// The default reads nothing and fails: cancels then reach workers at
+    /// their heartbeat only.
+    async fn wait_stream(
+        &self,
+        key: &str,
+        after: &str,
+        timeout: Duration,
+    ) -> Result<Reply, ClientError> {
+        let _ = (key, after, timeout);
+        Err(ClientError::unsent(
+            "this client adapter cannot read streams",
+        ))
+    }
 }
+
+/// The most stream entries one [`ScriptClient::wait_stream`] reads.
+pub const STREAM_BATCH: u32 = 64;
 
 /// What `WAIT` answered, as the count of replicas that acknowledged.
 #[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]

@@ -25,7 +25,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, RedisError, Value};
 
-use super::{block_secs, replicas_acked, IdlePool, NodeReply};
+use super::{block_secs, replicas_acked, IdlePool, NodeReply, STREAM_BATCH};
 use crate::{ClientError, RedisBackend, RedisOptions, Reply, Script, ScriptClient};
 
 /// A [`RedisBackend`] on the `redis` crate.
@@ -465,6 +465,35 @@ impl ScriptClient for RedisRsClient {
         key: &str,
         timeout: Duration,
     ) -> std::result::Result<bool, ClientError> {
+        let v = self.wait_on(pop(key, timeout), timeout).await?;
+        Ok(!matches!(v, Value::Nil))
+    }
+
+    async fn wait_stream(
+        &self,
+        key: &str,
+        after: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Reply, ClientError> {
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT")
+            .arg(STREAM_BATCH)
+            .arg("BLOCK")
+            .arg(u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX))
+            .arg("STREAMS")
+            .arg(key)
+            .arg(after);
+        convert(self.wait_on(cmd, timeout).await?)
+    }
+}
+
+impl RedisRsClient {
+    /// Runs the blocking `cmd` on a dedicated connection (see [`blocking`]).
+    async fn wait_on(
+        &self,
+        cmd: Cmd,
+        timeout: Duration,
+    ) -> std::result::Result<Value, ClientError> {
         match &self.inner {
             Inner::Single {
                 client,
@@ -479,37 +508,45 @@ impl ScriptClient for RedisRsClient {
                         .await
                         .map_err(client_error)?,
                 };
-                blocking_pop(conn, idle, key, timeout).await
+                blocking(conn, idle, cmd, timeout).await
             }
             Inner::Cluster { waits, idle, .. } => {
                 let conn = match idle.take() {
                     Some(c) => c,
                     None => waits.get_async_connection().await.map_err(client_error)?,
                 };
-                blocking_pop(conn, idle, key, timeout).await
+                blocking(conn, idle, cmd, timeout).await
             }
         }
     }
 }
 
-/// `BLPOP key timeout` on a dedicated connection, kept for the next waiter
-/// when it answered. The server ends the pop at `timeout`; the guard covers
-/// a server that stopped answering. A connection that timed out is dropped.
-async fn blocking_pop<C: redis::aio::ConnectionLike + Send>(
-    mut conn: C,
-    idle: &IdlePool<C>,
-    key: &str,
-    timeout: Duration,
-) -> std::result::Result<bool, ClientError> {
+/// `BLPOP key timeout`.
+fn pop(key: &str, timeout: Duration) -> Cmd {
     let mut cmd = redis::cmd("BLPOP");
     cmd.arg(key).arg(block_secs(timeout));
-    let pop = cmd.query_async::<Value>(&mut conn);
-    match tokio::time::timeout(timeout + Duration::from_secs(1), pop).await {
+    cmd
+}
+
+/// A blocking command (`BLPOP`, `XREAD BLOCK`) on a dedicated connection,
+/// kept for the next waiter when it answered. The server ends the wait at
+/// `timeout`; the guard covers a server that stopped answering. A
+/// connection that timed out is dropped.
+async fn blocking<C: redis::aio::ConnectionLike + Send>(
+    mut conn: C,
+    idle: &IdlePool<C>,
+    cmd: Cmd,
+    timeout: Duration,
+) -> std::result::Result<Value, ClientError> {
+    let wait = cmd.query_async::<Value>(&mut conn);
+    match tokio::time::timeout(timeout + Duration::from_secs(1), wait).await {
         Ok(Ok(v)) => {
             drop(idle.give_back(conn));
-            Ok(!matches!(v, Value::Nil))
+            Ok(v)
         }
         Ok(Err(e)) => Err(client_error(e)),
-        Err(_) => Err(ClientError::transport("blocking pop got no answer in time")),
+        Err(_) => Err(ClientError::transport(
+            "a blocking wait got no answer in time",
+        )),
     }
 }

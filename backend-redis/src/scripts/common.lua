@@ -62,6 +62,8 @@ local K_ERR = qkey('errors')
 local K_DK = qkey('dedup:keys')
 local K_UF = qkey('unique:for')
 local K_CANCEL = qkey('cancel')
+-- A stream the workers' cancel signal reads (src/cancel_feed.rs).
+local K_CANCELS = qkey('cancels')
 local K_PROG = qkey('progress')
 -- The first key a script adds after the queue's own (limits, a request...).
 local K_EXTRA = KEYS[2]

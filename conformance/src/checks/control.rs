@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{
-    Bytes, Cancelled, Error, ItemId, ItemState, Lease, LeaseKey, LeaseToken, LeaseTtl, NewItem,
-    Order, Released,
+    BackendExt, Bytes, Cancelled, Error, ItemId, ItemState, Lease, LeaseKey, LeaseToken, LeaseTtl,
+    NewItem, Order, Released,
 };
 
 use crate::cx::{expect_lost, run, Cx, Needs, LONG, SHORT};
@@ -353,6 +353,34 @@ pub async fn racing_cancels_answer_once<F: BackendFactory>(factory: &F) -> Check
             }
             cx.b.ack(&lease.key).await.or_fail(CANCEL, "ack")?;
             ensure!(cx.item(id).await?.is_none(), CANCEL, "round {round}: the acked cancel-requested item {id} is still there");
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// How long a cancel signal may take to arrive: generous, since the check
+/// asks whether it comes at all, not how fast.
+const SIGNAL_WAIT: Duration = Duration::from_secs(5);
+
+/// A cancel request reaches the worker that holds the lease through the
+/// cancel signal, not only at its next heartbeat: a subscription fires
+/// after a cancel answered `Requested`, and again for the next one.
+pub async fn cancel_signal_reaches_the_holder<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "cancel_signal_reaches_the_holder", CANCEL, Needs::CONTROL, |cx| async move {
+        let control = cx.b.control().or_fail(CANCEL, "control")?;
+        let mut signal = control.cancel_signal(&cx.q).await.or_fail(CANCEL, "cancel_signal")?;
+        let ids = cx.push_n(2).await?;
+        let leases = cx.claim(2, LONG).await?;
+        ensure!(leases.len() == 2, CANCEL, "claimed {} of 2", leases.len());
+        for (round, id) in ids.into_iter().enumerate() {
+            let got = cancel(&cx, id).await?;
+            ensure!(got == Some(Cancelled::Requested), CANCEL, "cancel of the leased item {id} answered {got:?}");
+            let fired = tokio::time::timeout(SIGNAL_WAIT, signal.changed()).await.is_ok();
+            ensure!(fired, CANCEL, "cancel {round}: the cancel signal did not fire within {SIGNAL_WAIT:?} of a cancel request on item {id}; a worker would learn of it only at its next heartbeat");
+        }
+        for lease in &leases {
+            cx.b.ack(&lease.key).await.or_fail(CANCEL, "ack")?;
         }
         Ok(())
     })

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use leaseq_core::signal::Signal;
 use leaseq_core::{
     Backend, BackendExt, Bytes, Cancelled, ClaimSpec, Claimed, Control, Error, Extended, Groups,
     ItemId, ItemInfo, ItemState, LayeredBackend, LeaseKey, LeaseTtl, QueueName, QueueStats,
@@ -42,6 +43,9 @@ pub(crate) enum Fault {
     RunAllNowUnbounded,
     /// The registry is a list the wrapper keeps: entries never expire.
     RegistryNeverExpires,
+    /// The cancel signal never fires: workers learn of a cancel only at
+    /// their next heartbeat.
+    CancelSignalSilent,
 }
 
 /// `inner` with `fault`.
@@ -292,6 +296,13 @@ impl Control for Faulty {
             return Ok(());
         }
         self.inner.control()?.progress(lease, value).await
+    }
+
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<Signal> {
+        if self.fault == Fault::CancelSignalSilent {
+            return Ok(Signal::never());
+        }
+        self.inner.control()?.cancel_signal(queue).await
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::signal::Signal;
 use crate::{Cancelled, ItemId, LeaseKey, QueueName, Released, Result};
 
 /// What an operator (or a handler, for its own lease) does to running and
@@ -117,4 +118,22 @@ pub trait Control: Send + Sync {
     /// - Over [`crate::limits::MAX_PROGRESS_LEN`] bytes is
     ///   [`crate::Error::InvalidInput`] and nothing is written.
     async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()>;
+
+    /// Subscribes to `queue`'s cancel requests: the returned [`Signal`]
+    /// fires when a cancel may have been requested for a lease of `queue`,
+    /// so a worker stops the handler at once instead of at its next
+    /// heartbeat. A hint: the worker learns which lease through
+    /// [`Backend::extend`](crate::Backend::extend).
+    ///
+    /// # Contract
+    /// - Fires after a [`Control::cancel`] of a Leased item of `queue`
+    ///   returned [`Cancelled::Requested`] through this handle (or a clone
+    ///   of it). Each backend documents whether a cancel from another
+    ///   process fires it too; one that cannot leaves those to the
+    ///   heartbeat.
+    /// - May fire without a cancel (a reconnect after which the backend
+    ///   cannot know what it missed).
+    /// - Costs nothing on the lease's hot path: no claim, ack or extend
+    ///   does more work because someone subscribes.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<Signal>;
 }

@@ -409,4 +409,9 @@ impl<B: Backend> Control for Faults<B> {
         let control = self.inner.control()?;
         self.run(Op::Progress, control.progress(lease, value)).await
     }
+    /// Passed through: a signal is a hint, and a lost one only falls back
+    /// to the heartbeat.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<crate::signal::Signal> {
+        self.inner.control()?.cancel_signal(queue).await
+    }
 }

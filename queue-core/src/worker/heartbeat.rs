@@ -8,7 +8,9 @@
 //! and, when an extend finds the lease gone, marks the job lost and cancels
 //! its handler's context; when an extend says an operator asked to cancel
 //! the item, it cancels the handler's context and keeps the lease alive
-//! while the handler winds down.
+//! while the handler winds down. The backend's cancel signal (see
+//! [`crate::Control::cancel_signal`]) makes every kept lease beat at once,
+//! so a cancel reaches its handler without waiting for the next beat.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use super::handler::JobContext;
 use super::metrics::Counter;
 use super::shared::Shared;
 use crate::settle::Held;
+use crate::signal::Signal;
 use crate::{
     BackendExt, Error, Extended, LeaseKey, LeaseToken, Result, RunningJob, Timestamp, WorkerEntry,
 };
@@ -162,6 +165,16 @@ impl Schedule {
         }
     }
 
+    /// Takes every lease whose extend is not on its way: a cancel may have
+    /// been requested for one of them, and only an extend tells which.
+    fn take_all(&mut self) -> Vec<(u64, Arc<Lease>)> {
+        self.due.clear();
+        self.leases
+            .iter_mut()
+            .filter_map(|(n, entry)| entry.0.take().map(|_| (*n, entry.1.clone())))
+            .collect()
+    }
+
     fn first_due(&self) -> Option<Instant> {
         self.due.first().map(|(at, _)| *at)
     }
@@ -178,6 +191,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     let mut presence = Presence::start(&shared).await;
     let mut registering = FuturesUnordered::new();
     let mut next_register = Instant::now();
+    let mut cancels = cancel_signal(&shared).await;
     loop {
         let wake = schedule.first_due();
         let register_at = presence.as_ref().map(|_| next_register);
@@ -208,15 +222,35 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
                     schedule.forget(n);
                 }
             }
+            () = cancels.changed() => {
+                for (n, lease) in schedule.take_all() {
+                    on_their_way.push(numbered_beat(&shared, n, lease));
+                }
+            }
             _ = sleep_until(wake) => {
                 let now = Instant::now();
                 while let Some((n, lease)) = schedule.next_due(now) {
-                    let shared = &*shared;
-                    on_their_way.push(async move { (n, beat(shared, &lease).await) });
+                    on_their_way.push(numbered_beat(&shared, n, lease));
                 }
             }
         }
     }
+}
+
+/// The backend's signal of cancel requests on this worker's queue, so a
+/// cancelled handler stops at once rather than at its next beat; one that
+/// never fires without the Control group (or if subscribing failed).
+async fn cancel_signal(shared: &Shared) -> Signal {
+    let Ok(control) = shared.backend.control() else {
+        return Signal::never();
+    };
+    control
+        .cancel_signal(&shared.queue)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "no cancel signal; cancels are seen at the next heartbeat");
+            Signal::never()
+        })
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -224,6 +258,11 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// [`beat`], answering with the lease's number in the schedule.
+async fn numbered_beat(shared: &Shared, n: u64, lease: Arc<Lease>) -> (u64, bool) {
+    (n, beat(shared, &lease).await)
 }
 
 /// One heartbeat for `lease`; false once it is lost (no more beats).

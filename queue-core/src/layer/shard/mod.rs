@@ -954,4 +954,14 @@ impl<B: Backend> Control for Sharded<B> {
         })
         .await
     }
+
+    /// One signal over every shard's: a lease of `queue` may be on any.
+    async fn cancel_signal(&self, queue: &QueueName) -> Result<crate::signal::Signal> {
+        let control = self.inner.control()?;
+        let mut signals = Vec::new();
+        for shard in self.all() {
+            signals.push(control.cancel_signal(&self.shard(queue, shard)?).await?);
+        }
+        Ok(crate::signal::Signal::merge(signals))
+    }
 }

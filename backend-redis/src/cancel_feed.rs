@@ -1,0 +1,115 @@
+//! The workers' cancel signal on Redis. A cancel request adds an entry to
+//! the queue's `cancels` stream (`scripts/cancel.lua`); one task per queue
+//! and backend handle reads it with `XREAD BLOCK` and fires the queue's
+//! [`Signal`] for every subscriber in the process. A stream, not the
+//! wake-up list: every worker must hear every cancel, and a list hands
+//! each marker to one. The task ends once nobody subscribes.
+//!
+//! The task reads from the stream's start, so a cancel made between the
+//! subscription and its first read is not missed; entries older than the
+//! subscription fire the signal once more, which only costs a heartbeat.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_core::backoff::Backoff;
+use leaseq_core::signal::{Signal, SignalHub};
+use leaseq_core::{QueueName, Result};
+
+use crate::{RedisBackend, Reply, ScriptClient};
+
+/// How long one read blocks: also how soon the task notices that nobody
+/// subscribes any more.
+const READ_WAIT: Duration = Duration::from_secs(1);
+
+impl<C: ScriptClient> RedisBackend<C> {
+    /// Subscribes to `queue`'s cancel requests, starting its feed if this
+    /// handle has none.
+    pub(crate) fn subscribe_cancels(&self, queue: &QueueName) -> Result<Signal> {
+        let key = self.keys(queue)?.cancel_stream();
+        let (signal, first) = self.cancels.subscribe_first(queue.as_str());
+        if first {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let client = Arc::clone(&self.client);
+                let hub = Arc::clone(&self.cancels);
+                runtime.spawn(feed(client, hub, queue.as_str().to_owned(), key));
+            }
+        }
+        Ok(signal)
+    }
+}
+
+/// Reads `key` and fires `queue`'s signal on `hub` until nobody subscribes.
+async fn feed<C: ScriptClient>(client: Arc<C>, hub: Arc<SignalHub>, queue: String, key: String) {
+    let mut after = "0-0".to_owned();
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
+    while !hub.unwatched(&queue) {
+        match client.wait_stream(&key, &after, READ_WAIT).await {
+            Ok(Reply::Nil) => {}
+            Ok(reply) => match last_entry(&reply) {
+                Some(id) => {
+                    after = id;
+                    hub.fire(&queue);
+                }
+                None => tracing::debug!(
+                    queue,
+                    ?reply,
+                    "leaseq-redis: unreadable cancel stream reply"
+                ),
+            },
+            Err(e) => {
+                // Cancels may have been missed: the workers look for
+                // themselves, then the read is tried again.
+                tracing::debug!(queue, error = %e, "leaseq-redis: reading the cancel stream failed");
+                hub.fire(&queue);
+                tokio::time::sleep(backoff.next_wait()).await;
+                continue;
+            }
+        }
+        backoff.reset();
+    }
+}
+
+/// The id of the last entry in an `XREAD` reply for one stream:
+/// `[[key, [[id, [field, value]], ...]]]`.
+fn last_entry(reply: &Reply) -> Option<String> {
+    let Reply::Array(streams) = reply else {
+        return None;
+    };
+    let Some(Reply::Array(stream)) = streams.first() else {
+        return None;
+    };
+    let Some(Reply::Array(entries)) = stream.get(1) else {
+        return None;
+    };
+    let Some(Reply::Array(entry)) = entries.last() else {
+        return None;
+    };
+    match entry.first() {
+        Some(Reply::Data(id)) => String::from_utf8(id.to_vec()).ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn data(s: &str) -> Reply {
+        Reply::Data(Bytes::from(s.to_owned()))
+    }
+
+    #[test]
+    fn the_last_entry_of_a_read_is_found() {
+        let entry =
+            |id: &str| Reply::Array(vec![data(id), Reply::Array(vec![data("id"), data("7")])]);
+        let reply = Reply::Array(vec![Reply::Array(vec![
+            data("{p:q}:cancels"),
+            Reply::Array(vec![entry("1-0"), entry("2-5")]),
+        ])]);
+        assert_eq!(last_entry(&reply).as_deref(), Some("2-5"));
+        assert_eq!(last_entry(&Reply::Array(vec![])), None);
+        assert_eq!(last_entry(&data("x")), None);
+    }
+}
