@@ -142,4 +142,32 @@ mod readme_tests {
             );
         }
     }
+
+    /// README stays a guide a newcomer reads through: short, with what
+    /// they need first; detail lives in docs/.
+    #[test]
+    fn the_readme_is_a_short_guide_with_what_a_newcomer_needs() {
+        let readme = include_str!("../README.md");
+        let lines = readme.lines().count();
+        assert!(
+            lines <= 300,
+            "README.md has {lines} lines (at most 300): move detail into docs/"
+        );
+        for needed in [
+            "## Quickstart",
+            "## Connecting to a real backend",
+            "leaseq::connect(",
+            "## Installing the tool",
+            // .ci/run runs the same command.
+            "cargo test --workspace --all-features",
+            "cargo doc --open",
+            "(docs/production.md)",
+            "(docs/operations.md)",
+            "(docs/testing.md)",
+            "(docs/performance.md)",
+            "(benches/RESULTS.md)",
+        ] {
+            assert!(readme.contains(needed), "README.md lacks {needed:?}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Runs `examples/metrics_prometheus.rs` on a free port and scrapes it over
-//! HTTP: every documented metric is there, with the values the jobs it ran
-//! must have left. Its own test binary: the example installs the process's
-//! one global recorder.
+//! HTTP: every documented metric is there, with its help text and the
+//! values the jobs it ran must have left. Its own test binary: the example
+//! installs the process's one global recorder.
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/metrics_prometheus.rs"]
@@ -82,6 +82,13 @@ async fn a_scrape_shows_every_documented_metric_with_the_jobs_values() {
         assert!(
             body.lines().any(|l| l.starts_with(name)),
             "{name} is missing from the scrape:\n{body}"
+        );
+        // The help text the worker gave the recorder (describe_metrics).
+        let help = format!("# HELP {name} ");
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with(&help) && l.len() > help.len() + 10),
+            "{name} has no help text in the scrape:\n{body}"
         );
     }
     let count = |name: &str| sample(&body, name, &queue);

@@ -4,8 +4,7 @@
 
 const CSRF = document.querySelector('meta[name="csrf-token"]').content;
 const STATES = ["ready", "scheduled", "leased", "dead"];
-const HISTORY = 120; // samples kept for the charts (one per second)
-const history = []; // {t, ready, scheduled, leased, dead, total}
+const PAGE = 100; // items per page of a queue's state
 let timer = null;
 let route = "";
 let nextNotice = ""; // shown after the next navigation (e.g. after a purge)
@@ -15,6 +14,7 @@ let nextNotice = ""; // shown after the next navigation (e.g. after a purge)
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined) continue; // an attribute left off
     if (k === "class") node.className = v;
     else if (k === "text") node.textContent = v;
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
@@ -63,15 +63,34 @@ async function api(path, body, method) {
     throw new Error("the dashboard answered " + response.status + " without JSON");
   }
   if (!response.ok) {
-    throw new Error((data && data.error) || "request failed with " + response.status);
+    const err = new Error((data && data.error) || "request failed with " + response.status);
+    err.kind = data && data.kind; // "not_found", "invalid_input", …
+    throw err;
   }
   return data;
 }
 
+// "in 3 min 20 s", "5 s ago": a time relative to the backend's now.
 function relative(ms, now) {
   if (ms === null || ms === undefined) return "";
-  const s = Math.round((ms - now) / 1000);
-  return s >= 0 ? "in " + s + " s" : -s + " s ago";
+  return ms >= now ? "in " + duration(ms - now) : duration(now - ms) + " ago";
+}
+
+// "2025-06-01 14:03:20", local time.
+function localTime(ms) {
+  const d = new Date(ms);
+  return d.getFullYear() + "-" + pad2(d.getMonth() + 1) + "-" + pad2(d.getDate()) + " " +
+    pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + ":" + pad2(d.getSeconds());
+}
+
+// A time as "5 s ago" over its local date and time; the exact instant
+// (UTC) in `datetime` and the tooltip.
+function timeCell(ms, now) {
+  if (ms === null || ms === undefined) return null;
+  const iso = new Date(ms).toISOString();
+  return el("span", { class: "when" },
+    el("time", { datetime: iso, title: iso, "data-ms": String(ms), text: relative(ms, now) }),
+    el("small", { class: "muted", text: localTime(ms) }));
 }
 
 // Asks in the page's modal; `typed` is text to type again, `labels` the
@@ -129,21 +148,14 @@ function payloadCell(p) {
   const pre = el("pre", { class: "payload", text: p.text });
   const meta = p.bytes + " bytes" + (p.encoding === "hex" ? ", not UTF-8: hex" : "") +
     (p.truncated ? ", cut" : "");
-  return el("div", {}, pre, el("small", { class: "muted", text: meta }));
+  return el("div", {}, pre, el("small", { class: "muted payload-meta", text: meta }));
 }
 
 // ---- overview ------------------------------------------------------------
 
 async function overview() {
   crumbs(["queues", null]);
-  const data = await api("/api/overview");
-  const sum = { t: Date.now(), ready: 0, scheduled: 0, leased: 0, dead: 0, total: 0 };
-  for (const q of data.queues) {
-    for (const s of STATES) sum[s] += q[s];
-    sum.total += q.total;
-  }
-  history.push(sum);
-  while (history.length > HISTORY) history.shift();
+  const [data, history] = await Promise.all([api("/api/overview"), loadHistory("")]);
 
   const rows = data.queues.map((q) =>
     el("tr", { "data-queue": q.name },
@@ -162,71 +174,36 @@ async function overview() {
   setMain(
     el("h1", { text: "Queues" }), table, empty,
     el("h2", { text: "Items per state, all queues" }),
-    chart("depth", STATES, (p, s) => p[s]),
+    chart("depth", history, STATES, stateCount),
     el("h2", { text: "Throughput: items leaving the queues per second (net of new ones)" }),
-    chart("throughput", ["drained"], drainRate));
-}
-
-// Net items leaving per second between two samples: enqueues hide
-// completions, so this is a lower bound of the completion rate.
-function drainRate(p, _s, i) {
-  if (i === 0) return 0;
-  const prev = history[i - 1];
-  const dt = (p.t - prev.t) / 1000;
-  return dt > 0 ? Math.max(0, (prev.total - p.total) / dt) : 0;
-}
-
-function chart(id, series, value) {
-  const w = 720, h = 160, pad = 30;
-  const canvas = el("canvas", { id: "chart-" + id, width: String(w), height: String(h) });
-  const ctx = canvas.getContext("2d");
-  if (!ctx) return canvas;
-  let max = 1;
-  history.forEach((p, i) => series.forEach((s) => { max = Math.max(max, value(p, s, i)); }));
-  ctx.fillStyle = "#fff";
-  ctx.fillRect(0, 0, w, h);
-  ctx.strokeStyle = "#ccc";
-  ctx.strokeRect(pad, 5, w - pad - 5, h - pad);
-  ctx.fillStyle = "#555";
-  ctx.font = "11px sans-serif";
-  ctx.fillText(String(Math.round(max)), 2, 14);
-  ctx.fillText("0", 2, h - pad + 4);
-  const colors = { ready: "#2a7", scheduled: "#888", leased: "#27c", dead: "#c33", drained: "#a50" };
-  series.forEach((s, k) => {
-    ctx.strokeStyle = colors[s] || "#000";
-    ctx.beginPath();
-    history.forEach((p, i) => {
-      const x = pad + (w - pad - 5) * (i / Math.max(1, HISTORY - 1));
-      const y = 5 + (h - pad) * (1 - value(p, s, i) / max);
-      if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
-    });
-    ctx.stroke();
-    ctx.fillStyle = colors[s] || "#000";
-    ctx.fillText(s, pad + 8 + k * 80, h - 8);
-  });
-  return canvas;
+    chart("throughput", history, ["drained"], drainRate),
+    el("p", { id: "chart-caption", class: "muted", text: chartCaption(history) }));
 }
 
 // ---- one queue -----------------------------------------------------------
 
-async function queuePage(name, state) {
+async function queuePage(name, state, offset) {
   const q = encodeURIComponent(name);
   crumbs(["queues", "#/"], [name, null], [state, null]);
-  const data = await api("/api/queues/" + q + "/items?state=" + state + "&limit=100");
+  const [data, history] = await Promise.all([
+    api("/api/queues/" + q + "/items?state=" + state + "&offset=" + offset + "&limit=" + PAGE),
+    loadHistory(name)]);
   const tabs = el("div", { class: "tabs" }, ...STATES.map((s) =>
     el("a", { href: "#/queue/" + q + "/" + s, class: s === state ? "tab on" : "tab",
       "data-state": s, text: s + " (" + data.queue[s] + ")" })));
-  const head = ["id", "attempts", "priority", state === "leased" ? "lease expires" : "due",
-    "last error", "payload"];
+  const dueHead = { scheduled: "due", leased: "lease expires" }[state];
+  const head = ["id", "enqueued", dueHead, "attempts", "priority", "last error", "payload"]
+    .filter((h) => h);
   if (state === "leased") head.push("progress");
   head.push("");
   const rows = data.items.map((it) => {
     const cells = [
-      el("td", {}, el("a", { href: "#/queue/" + q + "/item/" + it.id, text: it.id })),
+      el("td", {}, el("a", { href: "#/queue/" + q + "/item/" + it.id, text: it.id }), it.cancel_requested
+        ? el("span", { class: "badge", "data-cancel-requested": "true", text: "cancel requested" }) : null),
+      el("td", { "data-field": "enqueued" }, timeCell(it.enqueued_at_ms, data.now_ms)),
+      dueHead ? el("td", { "data-field": "due" }, timeCell(it.due_at_ms, data.now_ms)) : null,
       el("td", { class: "num", text: it.attempts + "/" + it.max_attempts }),
       el("td", { class: "num", text: String(it.priority) }),
-      el("td", {}, relative(it.due_at_ms, data.now_ms), it.cancel_requested
-        ? el("span", { class: "badge", "data-cancel-requested": "true", text: "cancel requested" }) : null),
       el("td", { class: "err", text: it.last_error || "" }),
       el("td", {}, payloadCell(it.payload)),
     ];
@@ -245,7 +222,7 @@ async function queuePage(name, state) {
         onclick: () => cancelOne(name, it.id, state, false), text: "Cancel…" }));
     }
     cells.push(buttons);
-    return el("tr", { "data-id": it.id }, ...cells);
+    return el("tr", { "data-id": it.id }, ...cells.filter((c) => c));
   });
   const actions = el("div", { class: "actions" },
     data.control ? pauseButton(name, data.queue.paused) : null,
@@ -255,14 +232,35 @@ async function queuePage(name, state) {
       onclick: () => redriveAll(name), text: "Redrive all dead" }) : null,
     state === "dead" ? el("button", { id: "purge", type: "button", class: "danger",
       onclick: () => purge(name), text: "Purge queue…" }) : null);
-  const more = data.items.length < data.queue[state]
-    ? el("p", { class: "muted", text: "Showing the first " + data.items.length + " of " + data.queue[state] + "." }) : null;
+  const chartBox = history.tracked
+    ? chart("queue", history, STATES, stateCount)
+    : el("p", { class: "muted", text: "No history is kept for this queue: the dashboard keeps it for 100 queues." });
   setMain(
     el("h1", {}, name, pausedBadge(data.queue.paused)), tabs, actions,
+    pager(name, state, data),
     el("table", { id: "items" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
-    data.items.length === 0 ? el("p", { class: "muted", text: "No " + state + " items." }) : null,
-    more);
+    data.items.length === 0 ? el("p", { class: "muted", text: "No " + state + " items" +
+      (data.offset > 0 ? " from " + (data.offset + 1) + " on." : ".") }) : null,
+    el("h2", { text: "Items per state over time" }), chartBox);
+}
+
+// "Items 101–200 of 523" between Previous and Next. The count is the
+// store's (an estimate on PostgreSQL past its exact limit); Next shows
+// while a peek finds more.
+function pager(name, state, data) {
+  const base = "#/queue/" + encodeURIComponent(name) + "/" + state + "/";
+  const first = data.offset + 1, last = data.offset + data.items.length;
+  const range = data.items.length ? "Items " + first + "–" + last + " of " + data.queue[state] : "";
+  const capped = !data.more && last >= data.max_offset && data.queue[state] > last
+    ? " (paging stops at " + data.max_offset + ", the most one peek returns)" : "";
+  const go = (offset) => () => { location.hash = base + Math.max(0, offset); };
+  return el("div", { class: "pager" },
+    el("button", { id: "page-prev", type: "button", onclick: go(data.offset - data.limit),
+      disabled: data.offset > 0 ? null : "", text: "← Previous" }),
+    el("span", { id: "page-range", text: range + capped }),
+    el("button", { id: "page-next", type: "button", onclick: go(data.offset + data.limit),
+      disabled: data.more ? null : "", text: "Next →" }));
 }
 
 async function redriveOne(name, id) {
@@ -368,19 +366,33 @@ async function act(call) {
 async function itemPage(name, id) {
   const q = encodeURIComponent(name);
   crumbs(["queues", "#/"], [name, "#/queue/" + q + "/ready"], ["item " + id, null]);
-  const { item, now_ms, control } = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
+  let answer;
+  try {
+    answer = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
+  } catch (e) {
+    if (e.kind !== "not_found") throw e;
+    // Acked, removed, or never there: ids are not reused, so it is gone.
+    setMain(el("h1", { text: "Item " + id }), el("p", { id: "not-found", class: "muted",
+      text: "Queue " + name + " holds no item " + id + ": it was never there, or it is done " +
+        "(acked, cancelled or removed)." }));
+    return;
+  }
+  const { item, now_ms, control } = answer;
   const fields = [
     ["id", item.id], ["state", item.state], ["attempts", item.attempts + " of " + item.max_attempts],
     ["priority", String(item.priority)], ["dedup key", item.dedup_key || ""],
-    [item.state === "leased" ? "lease expires" : "due", relative(item.due_at_ms, now_ms)],
-    ["last error", item.last_error || ""],
+    ["enqueued", timeCell(item.enqueued_at_ms, now_ms)],
   ];
+  if (item.state === "scheduled") fields.push(["due", timeCell(item.due_at_ms, now_ms)]);
+  if (item.state === "leased") fields.push(["lease expires", timeCell(item.due_at_ms, now_ms)]);
+  fields.push(["last error", item.last_error || ""]);
   if (item.state === "leased") {
     fields.push(["progress", item.progress ? item.progress.text : ""],
       ["cancel requested", item.cancel_requested ? "yes: the item ends cancelled when its lease ends" : "no"]);
   }
   const dl = el("dl", { id: "item" }, ...fields.flatMap(([k, v]) =>
-    [el("dt", { text: k }), el("dd", { "data-field": k, text: v })]));
+    [el("dt", { text: k }), typeof v === "string" ? el("dd", { "data-field": k, text: v })
+      : el("dd", { "data-field": k }, v)]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
   const runNow = control && item.state === "scheduled" ? el("button", { id: "run-now-item",
@@ -431,13 +443,40 @@ async function render() {
   try {
     if (parts[0] === "workers") await workersPage();
     else if (parts[0] === "queue" && parts[2] === "item" && parts[3]) await itemPage(parts[1], parts[3]);
-    else if (parts[0] === "queue" && parts[1]) await queuePage(parts[1], STATES.includes(parts[2]) ? parts[2] : "ready");
+    else if (parts[0] === "queue" && parts[1]) {
+      const offset = /^\d+$/.test(parts[3] || "") ? Number(parts[3]) : 0;
+      await queuePage(parts[1], STATES.includes(parts[2]) ? parts[2] : "ready", offset);
+    }
     else await overview();
     showError("");
     document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
     showError(e.message);
   }
+}
+
+// The header's "find item" form opens an item's page by queue and id.
+function findItem(event) {
+  event.preventDefault();
+  const queue = document.getElementById("find-queue").value.trim();
+  const id = document.getElementById("find-id").value.trim();
+  if (!queue) {
+    showError("Name the queue to look in.");
+    return;
+  }
+  if (!/^\d+$/.test(id)) {
+    showError("An item id is a whole number; " + JSON.stringify(id) + " is not.");
+    return;
+  }
+  document.getElementById("find-id").value = ""; // the crumbs show it now
+  location.hash = "#/queue/" + encodeURIComponent(queue) + "/item/" + id;
+}
+
+// On a queue's pages the form looks in that queue, unless one is typed.
+function fillFindQueue() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const input = document.getElementById("find-queue");
+  if (parts[0] === "queue" && parts[1] && document.activeElement !== input) input.value = parts[1];
 }
 
 function schedule() {
@@ -451,8 +490,11 @@ function schedule() {
 window.addEventListener("hashchange", () => {
   notice(nextNotice);
   nextNotice = "";
+  fillFindQueue();
   render();
   schedule();
 });
+document.getElementById("find").addEventListener("submit", findItem);
+fillFindQueue();
 render();
 schedule();

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::answer::error_body;
 use crate::app::{item_id, queue_name, ApiResult, App};
+use crate::collector::Collector;
 use crate::guard::Guard;
 use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
 
@@ -21,16 +22,24 @@ use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LI
 const DEFAULT_LIST: usize = 50;
 /// The most items one list request returns.
 const MAX_LIST: usize = 500;
+/// Paging reaches this far into a state: the most one `peek` returns.
+const MAX_OFFSET: usize = leaseq_core::limits::MAX_PEEK;
 
-pub(crate) fn router(backend: Arc<dyn Backend>, guard: Arc<Guard>) -> Router {
+pub(crate) fn router(
+    backend: Arc<dyn Backend>,
+    guard: Arc<Guard>,
+    collector: Arc<Collector>,
+) -> Router {
     let app = App {
         backend,
         guard: guard.clone(),
+        collector,
     };
     Router::new()
         .route("/", get(page))
         .route("/assets/{file}", get(asset))
         .route("/api/overview", get(overview))
+        .route("/api/history", get(history))
         .route("/api/queues/{queue}/items", get(items))
         .route("/api/queues/{queue}/items/{id}", get(item).delete(remove))
         .route("/api/queues/{queue}/redrive", post(redrive))
@@ -72,9 +81,35 @@ async fn overview(State(app): State<App>) -> ApiResult {
     .into_response())
 }
 
+/// `?queue=emails` for one queue's samples (all queues together without
+/// it), `&after_ms=T` for only those taken after `T`.
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    queue: Option<String>,
+    after_ms: Option<u64>,
+}
+
+/// The collector's samples, oldest first: `{"every_ms", "capacity",
+/// "tracked", "samples": [{"t_ms", "ready", "scheduled", "leased",
+/// "dead"}]}`. `tracked` is false for a queue with no history kept.
+async fn history(State(app): State<App>, Query(q): Query<HistoryQuery>) -> ApiResult {
+    app.collector.start(&app.backend);
+    let queue = q.queue.as_deref().map(queue_name).transpose()?;
+    let samples = app.collector.after(queue.as_ref(), q.after_ms);
+    Ok(Json(json!({
+        "every_ms": u64::try_from(app.collector.every().as_millis()).unwrap_or(u64::MAX),
+        "capacity": app.collector.capacity(),
+        "tracked": samples.is_some(),
+        "samples": samples.unwrap_or_default(),
+    }))
+    .into_response())
+}
+
+/// `?state=dead&offset=100&limit=100`: a page of one state's items.
 #[derive(Debug, Deserialize)]
 struct ListQuery {
     state: Option<String>,
+    offset: Option<usize>,
     limit: Option<usize>,
 }
 
@@ -90,18 +125,37 @@ async fn items(
             "unknown state {state_name:?}: ready, scheduled, leased or dead"
         ))
     })?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIST).min(MAX_LIST);
+    let limit = q.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST);
+    let offset = q.offset.unwrap_or(0);
+    if offset >= MAX_OFFSET {
+        return Err(Error::invalid(format!(
+            "the dashboard pages through the first {MAX_OFFSET} items of a state \
+             (the most one peek returns)"
+        ))
+        .into());
+    }
     let now = app.backend.now().await?;
     let stats = app.backend.stats(&queue).await?;
-    let items = app.backend.peek(&queue, state, limit).await?;
-    let items: Vec<_> = items
+    // `peek` has no cursor: a page is the tail of a longer peek, with one
+    // item more to tell whether a next page exists.
+    let want = (offset + limit + 1).min(MAX_OFFSET);
+    let peeked = app.backend.peek(&queue, state, want).await?;
+    let more = peeked.len() > offset + limit;
+    let items: Vec<_> = peeked
         .iter()
+        .skip(offset)
+        .take(limit)
         .map(|i| ItemView::new(i, LIST_PREVIEW))
         .collect();
     Ok(Json(json!({
         "now_ms": now.as_millis(),
         "control": app.has_control(),
         "queue": QueueView::new(&queue, &stats),
+        "offset": offset,
+        "limit": limit,
+        "more": more,
+        // Paging stops here even when the state holds more.
+        "max_offset": MAX_OFFSET,
         "items": items,
     }))
     .into_response())

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use leaseq_core::{Backend, Error, ItemId, QueueName};
 
 use crate::answer::error_body;
+use crate::collector::Collector;
 use crate::guard::Guard;
 
 /// The routes' state.
@@ -16,6 +17,7 @@ use crate::guard::Guard;
 pub(crate) struct App {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) guard: Arc<Guard>,
+    pub(crate) collector: Arc<Collector>,
 }
 
 impl App {

@@ -142,12 +142,27 @@ fn login(guard: &Guard, req: &Request) -> Option<Response> {
             "wrong dashboard token",
         ));
     }
-    let cookie = format!("{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict");
+    // Behind a TLS proxy the cookie is kept to HTTPS. The header only
+    // ever narrows where the cookie goes, so trusting it costs nothing.
+    let secure = if forwarded_https(req.headers()) {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict{secure}");
     let mut response = Redirect::to("/").into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     Some(response)
+}
+
+/// A proxy says the browser came over HTTPS (`X-Forwarded-Proto: https`).
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
 fn with_headers(mut response: Response) -> Response {

@@ -1,9 +1,14 @@
 //! A web dashboard for any leaseq backend: every queue with its counts per
-//! state and a live chart, items by state with their payloads, dead
-//! letters with redrive and purge, control of running work (pause and
-//! resume a queue, cancel an item, run a Scheduled item now, a job's
-//! progress) and the live workers. The page talks to a JSON API under
-//! `/api`, which other tools may use too.
+//! state and charts over time, items by state in pages with their times
+//! and payloads, an item found by id, dead letters with redrive and purge,
+//! control of running work (pause and resume a queue, cancel an item, run
+//! a Scheduled item now, a job's progress) and the live workers. The page
+//! talks to a JSON API under `/api`, which other tools may use too.
+//!
+//! The charts draw a history the server keeps: a collector samples every
+//! queue's counts at an interval ([`Dashboard::sample_every`]) into a
+//! bounded window ([`Dashboard::history_len`]), so a page that opens or
+//! reloads shows the past, on a time axis.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -39,6 +44,15 @@
 //!   Previews are cut at [`LIST_PREVIEW`] bytes in lists and
 //!   [`ITEM_PREVIEW`] bytes on an item's page.
 //! - A backend error is a JSON error with its kind, shown on the page.
+//!
+//! # Beyond one machine
+//! The dashboard speaks plain HTTP. With a token, put a TLS proxy in
+//! front of it (docs/operations.md has nginx and Caddy examples) so that
+//! the token and the pages travel encrypted; the proxy must pass the
+//! browser's `Host` on (the CSRF check compares it with `Origin`) and
+//! may send `X-Forwarded-Proto: https`, which keeps the login cookie to
+//! HTTPS. [`Dashboard::bind`] logs a warning when a token guards a
+//! non-loopback address.
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.
@@ -48,8 +62,10 @@ mod answer;
 mod api;
 mod app;
 mod assets;
+mod collector;
 mod control;
 mod guard;
+mod history;
 mod server;
 mod view;
 

@@ -45,6 +45,9 @@ pub(crate) struct ItemView {
     attempts: u32,
     max_attempts: u32,
     dedup_key: Option<String>,
+    /// When it was enqueued (ms since the epoch, the backend's clock);
+    /// kept across retries and redrives.
+    enqueued_at_ms: u64,
     /// Scheduled: due time; Leased: lease expiry (ms, the backend's clock).
     due_at_ms: Option<u64>,
     last_error: Option<String>,
@@ -74,6 +77,7 @@ impl ItemView {
             attempts: item.attempts,
             max_attempts: item.max_attempts,
             dedup_key: item.dedup_key.clone(),
+            enqueued_at_ms: item.enqueued_at.as_millis(),
             due_at_ms: item.due_at.map(|t| t.as_millis()),
             last_error: item.last_error.clone(),
             payload: PayloadView::new(&item.payload, preview),

@@ -11,17 +11,9 @@ use std::time::Duration;
 use leaseq::layer::fault::{Fault, Faults, Op};
 use leaseq::{Backend, ClaimSpec, Error, MemoryBackend, NewItem, QueueName};
 use leaseq_dashboard::{BindError, Dashboard};
-use support::http::{csrf, send, start};
+use support::http::{csrf, send, start, with_items};
 
 const TOKEN: &str = "a-token-long-enough-1234";
-
-async fn with_items(n: usize) -> (Arc<dyn Backend>, QueueName) {
-    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
-    let q = QueueName::new("jobs").expect("queue");
-    let items = (0..n).map(|i| NewItem::new(format!("item {i}"))).collect();
-    backend.enqueue(&q, items).await.expect("enqueue");
-    (backend, q)
-}
 
 #[tokio::test]
 async fn a_non_loopback_address_needs_a_long_enough_token() {

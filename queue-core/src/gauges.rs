@@ -38,6 +38,7 @@ pub async fn export_queue_gauges(
     every: Duration,
     stop: CancellationToken,
 ) {
+    crate::describe_metrics();
     let every_queue = queues.is_empty();
     // Every-queue mode: the queues sampled at the last tick.
     let mut last: BTreeSet<QueueName> = BTreeSet::new();

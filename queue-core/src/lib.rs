@@ -79,9 +79,9 @@ pub use redact::{redact_secrets, redact_url};
 pub use report::{Claimed, QueueStats, ReapReport, Repair};
 pub use typed::TypedQueue;
 pub use worker::{
-    handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent, JobOutcome,
-    JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Snooze, Worker, WorkerBuilder,
-    WorkerMetrics,
+    describe_metrics, handler_fn, metric_names, Handler, HandlerFn, Job, JobContext, JobEvent,
+    JobOutcome, JobTimedOut, MetricsSnapshot, Permanent, RetryPolicy, Snooze, Worker,
+    WorkerBuilder, WorkerMetrics,
 };
 
 pub use async_trait::async_trait;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use leaseq::{Backend, CancellationToken};
+use leaseq::{Backend, CancellationToken, MemoryBackend, NewItem, QueueName};
 use leaseq_dashboard::Dashboard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -65,6 +65,17 @@ pub(crate) async fn send(
     }
 }
 
+/// A memory backend whose queue `jobs` holds `n` items, `item 0` on.
+pub(crate) async fn with_items(n: usize) -> (Arc<dyn Backend>, QueueName) {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let q = QueueName::new("jobs").expect("queue");
+    let items = (0..n).map(|i| NewItem::new(format!("item {i}"))).collect();
+    backend.enqueue(&q, items).await.expect("enqueue");
+    (backend, q)
+}
+
+/// Serves a dashboard over `backend` on a free loopback port, with
+/// `token` if given.
 pub(crate) async fn start(
     backend: Arc<dyn Backend>,
     token: Option<&str>,
@@ -73,7 +84,12 @@ pub(crate) async fn start(
     if let Some(t) = token {
         d = d.token(t);
     }
-    let bound = d
+    serve(d).await
+}
+
+/// Serves `dashboard` on a free loopback port until the token is cancelled.
+pub(crate) async fn serve(dashboard: Dashboard) -> (SocketAddr, CancellationToken) {
+    let bound = dashboard
         .bind("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("bind");

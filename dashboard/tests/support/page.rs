@@ -41,9 +41,11 @@ pub(crate) async fn redis(name: &str) -> Option<(Arc<dyn Backend>, PrefixGuard)>
     Some((backend.ok()?, PrefixGuard { url, prefix }))
 }
 
-/// Serves a dashboard over `backend` on a free loopback port.
+/// Serves a dashboard over `backend` on a free loopback port, sampling
+/// for its charts every 200 ms so they fill within a test.
 pub(crate) async fn serve(backend: Arc<dyn Backend>, stop: &CancellationToken) -> String {
     let bound = Dashboard::new(backend)
+        .sample_every(Duration::from_millis(200))
         .bind("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("bind");

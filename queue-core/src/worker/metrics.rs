@@ -99,6 +99,7 @@ struct Exported {
 
 impl Exported {
     fn new(queue: &str) -> Self {
+        super::metric_help::describe_metrics();
         let q = queue.to_owned();
         let c = |name: &'static str| metrics::counter!(name, "queue" => q.clone());
         Exported {

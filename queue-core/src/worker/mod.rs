@@ -18,6 +18,7 @@ mod handler;
 mod heartbeat;
 mod inline;
 mod job;
+mod metric_help;
 mod metrics;
 mod reaper;
 mod retry;
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use builder::WorkerBuilder;
 pub use handler::{handler_fn, Handler, HandlerFn, Job, JobContext, Permanent, Snooze};
+pub use metric_help::describe_metrics;
 pub use metrics::{names as metric_names, JobEvent, JobOutcome, MetricsSnapshot, WorkerMetrics};
 pub use retry::RetryPolicy;
 pub use timeout::JobTimedOut;
