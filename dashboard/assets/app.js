@@ -321,7 +321,7 @@ async function cancelOne(name, id, state, leave) {
   const r = await act(() => api(queuePath(name) + "/items/" + encodeURIComponent(id) + "/cancel", {}));
   if (!r) return;
   if (r.cancelled === "requested") {
-    notice("Cancel requested for item " + id + ": its worker stops it at its next heartbeat.");
+    notice("Cancel requested for item " + id + ": its worker stops it now.");
     render();
     return;
   }

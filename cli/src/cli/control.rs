@@ -50,7 +50,7 @@ pub(crate) async fn cancel(url: &Target, args: CancelArgs) -> Result<(), CliErro
         }
         Ok(Cancelled::Requested) => println!(
             "cancel requested for item {id} of {queue}: it is leased; its worker stops the \
-             handler at its next heartbeat, and the item ends cancelled when the lease ends"
+             handler, and the item ends cancelled when the lease ends"
         ),
         // A future kind of answer: the backend did cancel.
         Ok(other) => println!("cancelled item {id} of {queue} ({other:?})"),
