@@ -136,6 +136,13 @@ mod sqlite {
             (&v["progress"], &v["cancel_requested"]),
             (&serde_json::json!("step 2 of 3"), &serde_json::json!(true))
         );
+        // The listing marks it too.
+        db.leaseq()
+            .args(["peek", "mail", "--state", "leased"])
+            .assert()
+            .success()
+            .stdout(is_match(&format!(r"(?m)^\s+{a} leased!")).expect("regex"))
+            .stdout(contains("! cancel requested"));
         // A second cancel asks again; the ack ends it, cancelled.
         db.leaseq()
             .args(["cancel", "mail", "--id", &a])

@@ -150,10 +150,16 @@ pub(crate) fn items(items: &[ItemInfo], now: Timestamp, out: Output) {
         "id", "state", "attempts", "priority", "enqueued", "due/expires", "payload"
     );
     for it in items {
+        // A leased item an operator asked to cancel: marked, with a legend.
+        let state = if it.cancel_requested {
+            format!("{}!", it.state.as_str())
+        } else {
+            it.state.as_str().to_owned()
+        };
         println!(
             "{:>10} {:<9} {:>8} {:>8} {:>12} {:>14}  {:<40} {}",
             it.id.to_string(),
-            it.state.as_str(),
+            state,
             format!("{}/{}", it.attempts, it.max_attempts),
             it.priority,
             relative(it.enqueued_at, now),
@@ -162,6 +168,9 @@ pub(crate) fn items(items: &[ItemInfo], now: Timestamp, out: Output) {
             shorten(&String::from_utf8_lossy(&it.payload), 40),
             it.last_error.as_deref().unwrap_or("")
         );
+    }
+    if items.iter().any(|it| it.cancel_requested) {
+        println!("! cancel requested: the item ends Cancelled when its lease ends");
     }
 }
 
