@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     /// The stored schedules, by name (see `schedules.rs`).
     /// Cancel requests on leases, for the workers holding them.
     pub(crate) cancels: leaseq_core::signal::SignalHub,
+    /// Endings recorded, for [`leaseq_core::History::finished_signal`].
+    pub(crate) finishes: Arc<leaseq_core::signal::SignalHub>,
     pub(crate) schedules: Mutex<
         std::collections::BTreeMap<
             leaseq_core::schedule::ScheduleName,
@@ -172,7 +174,11 @@ impl MemoryBackend {
             .queues
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        f(map.entry(name.clone()).or_default())
+        f(map.entry(name.clone()).or_insert_with(|| {
+            let q = Arc::<Queue>::default();
+            q.lock().kept.announce = Some((Arc::clone(&self.shared.finishes), name.clone()));
+            q
+        }))
     }
 
     /// The next item id: unique across this backend's queues and never

@@ -17,13 +17,17 @@ use crate::state::{Fence, QueueState, Slot};
 impl QueueState {
     /// Cancels item `id`: ends it now unless it is leased, when it is
     /// marked. `None` when there is no such item.
-    fn cancel(&mut self, id: u64) -> Option<Cancelled> {
+    fn cancel(&mut self, id: u64, now: u64) -> Option<Cancelled> {
         let item = self.items.get_mut(&id)?;
         if let Slot::Leased { .. } = item.slot {
             item.cancel_requested = true;
             return Some(Cancelled::Requested);
         }
-        self.remove(id).map(|was| Cancelled::Now { was })
+        let snapshot = item.clone();
+        let was = self.remove(id)?;
+        self.kept
+            .record(id, &snapshot, leaseq_core::Ending::Cancelled, now, None);
+        Some(Cancelled::Now { was })
     }
 
     /// Moves the not-yet-due Scheduled item `id` to Ready.
@@ -63,7 +67,7 @@ impl Control for MemoryBackend {
         let done = self.existing(queue, |q| {
             let mut st = q.lock();
             st.promote_due(now, &mut Vec::new());
-            st.cancel(id.get())
+            st.cancel(id.get(), now)
         });
         self.forget_if_idle(queue);
         let done = done.flatten().ok_or(Error::NotFound { id })?;
@@ -100,7 +104,7 @@ impl Control for MemoryBackend {
             let now = self.now_ms();
             let expires = match st.fence(id, lease.token) {
                 Fence::Held(item, expires) if item.cancel_requested => {
-                    st.cancel_leased(id, expires);
+                    st.cancel_leased(id, expires, now);
                     st.finished.record(id, lease.token, now);
                     return Ok(Released::Cancelled);
                 }

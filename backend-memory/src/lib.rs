@@ -60,6 +60,7 @@
 mod backend;
 mod control;
 mod hash;
+mod history;
 mod hooks;
 mod ops;
 mod schedules;

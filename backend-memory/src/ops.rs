@@ -219,7 +219,7 @@ impl Backend for MemoryBackend {
                     Fence::Held(item, expires) => {
                         let now = self.now_ms();
                         if item.cancel_requested {
-                            st.cancel_leased(id, expires);
+                            st.cancel_leased(id, expires, now);
                         } else {
                             st.remove_leased(id, expires, now);
                         }
@@ -256,7 +256,7 @@ impl Backend for MemoryBackend {
                     if let Fence::Held(item, expires) = st.fence(id, lease.token) {
                         let now = self.now_ms();
                         if item.cancel_requested {
-                            st.cancel_leased(id, expires);
+                            st.cancel_leased(id, expires, now);
                         } else {
                             st.remove_leased(id, expires, now);
                         }
@@ -300,7 +300,7 @@ impl Backend for MemoryBackend {
             let now = self.now_ms();
             let expires = match st.fence(id, lease.token) {
                 Fence::Held(item, expires) if item.cancel_requested => {
-                    st.cancel_leased(id, expires);
+                    st.cancel_leased(id, expires, now);
                     st.finished.record(id, lease.token, now);
                     return Ok(());
                 }
@@ -335,7 +335,7 @@ impl Backend for MemoryBackend {
             };
             st.finished.record(id, lease.token, now);
             if cancelled {
-                st.cancel_leased(id, expires);
+                st.cancel_leased(id, expires, now);
                 return Ok(Released::Cancelled);
             }
             if exhausted {
@@ -367,7 +367,7 @@ impl Backend for MemoryBackend {
             match st.fence(id, lease.token) {
                 Fence::Held(item, expires) => {
                     if item.cancel_requested {
-                        st.cancel_leased(id, expires);
+                        st.cancel_leased(id, expires, self.now_ms());
                     } else {
                         st.kill_leased(id, expires, reason);
                     }
@@ -469,6 +469,7 @@ impl Backend for MemoryBackend {
             .schedules(self)
             .control(self)
             .registry(self)
+            .history(self)
             .test_hooks(self.test_hooks.then_some(self as &dyn TestHooks))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{
-    Bytes, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair, Timestamp,
+    Bytes, Ending, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair, Timestamp,
 };
 
 use crate::hash::IdMap;
@@ -132,6 +132,9 @@ pub(crate) struct QueueState {
     pub(crate) window: Option<leaseq_core::queue_limits::RateWindow>,
     /// Paused: claims lease nothing (kept by purge).
     pub(crate) paused: bool,
+    /// Kept finished items and the retention policy (the policy is kept
+    /// by purge).
+    pub(crate) kept: crate::history::Kept,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once
@@ -361,8 +364,21 @@ impl QueueState {
     /// Removes a leased item (ack) at `now`; a unique-for key stays held
     /// from `now` on. The caller checked the fence.
     pub(crate) fn remove_leased(&mut self, id: u64, expires: u64, now: u64) {
+        self.complete_leased(id, expires, now, None);
+    }
+
+    /// [`Self::remove_leased`], recording the ending with the handler's
+    /// `result` when the queue keeps completed items.
+    pub(crate) fn complete_leased(
+        &mut self,
+        id: u64,
+        expires: u64,
+        now: u64,
+        result: Option<Bytes>,
+    ) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
+            self.kept.record(id, &item, Ending::Completed, now, result);
             self.drop_dedup(id, &item);
             if let (Some(key), Some(hold)) = (&item.dedup_key, item.unique_for) {
                 self.held
@@ -374,9 +390,10 @@ impl QueueState {
     /// Ends a leased item whose cancel was requested: it leaves the queue
     /// like a removed item (its dedup key free, no unique-for hold). The
     /// caller checked the fence.
-    pub(crate) fn cancel_leased(&mut self, id: u64, expires: u64) {
+    pub(crate) fn cancel_leased(&mut self, id: u64, expires: u64, now: u64) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
+            self.kept.record(id, &item, Ending::Cancelled, now, None);
             self.drop_dedup(id, &item);
         }
     }
@@ -490,7 +507,7 @@ impl QueueState {
                 Some(item) if matches!(item.slot, Slot::Leased { expires: e, .. } if e == expires) =>
                 {
                     if item.cancel_requested {
-                        self.cancel_leased(id, expires);
+                        self.cancel_leased(id, expires, now);
                         reaped.cancelled += 1;
                         continue;
                     }
@@ -598,6 +615,7 @@ impl QueueState {
             && self.finished.is_empty(now)
             && self.limits.is_none()
             && !self.paused
+            && self.kept.is_empty()
     }
 
     pub(crate) fn purge(&mut self) -> u64 {
@@ -609,6 +627,7 @@ impl QueueState {
         self.dead = BTreeSet::new();
         self.dedup = HashMap::new();
         self.held = HashMap::new();
+        self.kept.clear();
         n
     }
 
@@ -617,7 +636,9 @@ impl QueueState {
     /// from the backend's counter, so none is reused after this.
     pub(crate) fn delete(&mut self) -> u64 {
         let n = self.items.len() as u64;
+        let announce = self.kept.announce.take();
         *self = QueueState::default();
+        self.kept.announce = announce;
         n
     }
 

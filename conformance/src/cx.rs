@@ -56,6 +56,8 @@ pub(crate) struct Needs {
     pub(crate) control: bool,
     /// Live workers (the [`leaseq_core::WorkerRegistry`] group).
     pub(crate) registry: bool,
+    /// Finished items (the [`leaseq_core::History`] group).
+    pub(crate) history: bool,
 }
 
 impl Needs {
@@ -73,6 +75,7 @@ impl Needs {
         admin: false,
         control: false,
         registry: false,
+        history: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -119,6 +122,10 @@ impl Needs {
         registry: true,
         ..Needs::NONE
     };
+    pub(crate) const HISTORY: Needs = Needs {
+        history: true,
+        ..Needs::NONE
+    };
     pub(crate) const DELETE_QUEUE: Needs = Needs::ADMIN;
     pub(crate) const REMOVE_ITEM: Needs = Needs::ADMIN;
     pub(crate) const UNIQUE_FOR: Needs = Needs {
@@ -143,6 +150,7 @@ impl Needs {
             admin: self.admin || other.admin,
             control: self.control || other.control,
             registry: self.registry || other.registry,
+            history: self.history || other.history,
         }
     }
 
@@ -166,6 +174,9 @@ impl Needs {
         }
         if self.registry && groups.registry.is_none() {
             return Some(group_missing("registry"));
+        }
+        if self.history && groups.history.is_none() {
+            return Some(group_missing("history"));
         }
         let counts = QueueName::new("_")
             .ok()
@@ -217,6 +228,7 @@ pub(crate) fn group_missing(name: &str) -> String {
         "schedules" => "periodic schedules",
         "control" => "control of running work (cancel, pause, snooze, run now, progress)",
         "registry" => "live workers",
+        "history" => "finished items (retention, results, waiting for an ending)",
         _ => "test hooks",
     };
     format!(

@@ -159,6 +159,12 @@ macro_rules! __with_checks {
             control::run_now_moves_waiting_items
             control::progress_is_fenced_and_per_lease
             registry::registry_lists_live_workers
+            history::kept_items_record_their_ending
+            history::cancelled_items_are_kept_as_cancelled
+            history::retention_count_keeps_the_newest
+            history::collect_removes_what_expired
+            history::purge_and_delete_take_the_history
+            history::wait_finished_answers_the_result
             lifecycle::delayed_item_waits
             lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired

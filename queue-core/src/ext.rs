@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::{
-    Admin, Backend, ClaimSpec, Claimed, Control, Error, ItemId, Lease, NewItem, QueueName, Result,
-    ScheduleStore, TestHooks, Throttles, WorkerRegistry,
+    Admin, Backend, ClaimSpec, Claimed, Control, Error, Finished, History, ItemId, Lease, NewItem,
+    QueueName, Result, ScheduleStore, TestHooks, Throttles, WorkerRegistry,
 };
 
 /// Single-item helpers and the optional groups' accessors on every
@@ -43,6 +43,56 @@ pub trait BackendExt: Backend {
         self.groups()
             .control
             .ok_or_else(|| Error::unsupported("control of running work (the Control group)"))
+    }
+
+    /// Finished items ([`History`]), or [`Error::Unsupported`].
+    fn history(&self) -> Result<&dyn History> {
+        self.groups()
+            .history
+            .ok_or_else(|| Error::unsupported("finished items (the History group)"))
+    }
+
+    /// Waits until item `id` of `queue` finishes and is kept, for at most
+    /// `timeout`: a producer awaiting a job's result.
+    ///
+    /// Answers the kept record; `Ok(None)` when `timeout` passed with the
+    /// item still in the queue; [`Error::NotFound`] when the item is
+    /// neither in the queue nor kept (never enqueued, or it ended in a way
+    /// the queue's [`crate::Retention`] does not keep). Woken by the
+    /// backend's [`History::finished_signal`], with a look every
+    /// [`crate::groups::FINISHED_POLL`] in case a signal was missed; it
+    /// holds nothing once it returns.
+    async fn wait_finished(
+        &self,
+        queue: &QueueName,
+        id: ItemId,
+        timeout: Duration,
+    ) -> Result<Option<Finished>> {
+        let history = self.history()?;
+        let mut signal = history.finished_signal(queue).await?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(done) = kept(history, queue, id).await? {
+                return Ok(Some(done));
+            }
+            match self.item(queue, id).await {
+                Ok(_) => {}
+                // Gone from the queue: kept just now, or not kept at all.
+                Err(Error::NotFound { .. }) => {
+                    return kept(history, queue, id)
+                        .await?
+                        .map(Some)
+                        .ok_or(Error::NotFound { id })
+                }
+                Err(e) => return Err(e),
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let look = left.min(crate::groups::FINISHED_POLL);
+            let _ = tokio::time::timeout(look, signal.changed()).await;
+        }
     }
 
     /// The live-worker registry ([`WorkerRegistry`]), or
@@ -92,3 +142,12 @@ pub trait BackendExt: Backend {
 }
 
 impl<B: Backend + ?Sized> BackendExt for B {}
+
+/// The kept record of `id`, if any.
+async fn kept(history: &dyn History, queue: &QueueName, id: ItemId) -> Result<Option<Finished>> {
+    match history.finished_item(queue, id).await {
+        Ok(done) => Ok(Some(done)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -38,6 +38,7 @@ mod clock;
 mod codec;
 mod error;
 mod ext;
+pub mod finished;
 mod gauges;
 pub mod groups;
 mod hooks;
@@ -63,8 +64,10 @@ pub use codec::{Codec, JsonCodec};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
 pub use gauges::export_queue_gauges;
+pub use finished::{Ending, Finished, Keep, Retention};
 pub use groups::{
-    Admin, Control, Groups, RunningJob, ScheduleStore, Throttles, WorkerEntry, WorkerRegistry,
+    Admin, Control, Groups, History, RunningJob, ScheduleStore, Throttles, WorkerEntry,
+    WorkerRegistry,
 };
 pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};

@@ -31,6 +31,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::{
     Backend, ClaimSpec, Claimed, Enqueued, Error, ItemState, LeaseFate, LeaseKey, LeaseToken,
     NewItem, QueueName, Released, Result, Timestamp,
@@ -339,6 +341,14 @@ impl Settle {
     pub async fn snooze(&self, b: &dyn Backend, lease: &Held, delay: Duration) -> Result<Released> {
         let control = crate::BackendExt::control(b)?;
         self.fenced(b, lease, || control.snooze(&lease.key, delay), released_as)
+            .await
+    }
+
+    /// [`crate::History::complete`], settled; [`Error::Unsupported`] on a
+    /// backend without the History group.
+    pub async fn complete(&self, b: &dyn Backend, lease: &Held, result: Bytes) -> Result<()> {
+        let history = crate::BackendExt::history(b)?;
+        self.fenced(b, lease, || history.complete(&lease.key, result.clone()), |_| ())
             .await
     }
 

@@ -9,6 +9,7 @@ pub mod dedup;
 pub mod delete;
 pub mod fencing;
 pub mod healing;
+pub mod history;
 pub mod input;
 pub mod isolation;
 pub mod lifecycle;

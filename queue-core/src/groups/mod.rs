@@ -8,6 +8,7 @@
 //! | schedules | [`ScheduleStore`] | periodic jobs, one item per tick |
 //! | control | [`Control`] | cancel, pause and resume, snooze, run now, progress |
 //! | live workers | [`WorkerRegistry`] | who runs what, with a heartbeat |
+//! | history | [`History`] | finished items kept per queue, results, waiting for an ending |
 //! | test hooks | [`TestHooks`] | planting stale and corrupt state, for the suite only |
 //!
 //! A backend says which groups it offers in [`Backend::groups`]; callers
@@ -29,12 +30,14 @@
 
 mod admin;
 mod control;
+mod history;
 mod registry;
 mod schedules;
 mod throttles;
 
 pub use admin::Admin;
 pub use control::Control;
+pub use history::{History, FINISHED_POLL};
 pub use registry::{RunningJob, WorkerEntry, WorkerRegistry};
 pub use schedules::ScheduleStore;
 pub use throttles::Throttles;
@@ -69,6 +72,8 @@ pub struct Groups<'a> {
     pub control: Option<&'a dyn Control>,
     /// Live workers.
     pub registry: Option<&'a dyn WorkerRegistry>,
+    /// Finished items.
+    pub history: Option<&'a dyn History>,
     /// Hooks that let the conformance suite plant stale or corrupt state.
     /// `None` unless the backend was built for tests (each backend says
     /// how: a constructor or an option the test factory sets, never a
@@ -87,6 +92,7 @@ impl<'a> Groups<'a> {
             schedules: None,
             control: None,
             registry: None,
+            history: None,
             test_hooks: None,
         }
     }
@@ -126,6 +132,13 @@ impl<'a> Groups<'a> {
         self
     }
 
+    /// With finished items.
+    #[must_use]
+    pub fn history(mut self, history: &'a dyn History) -> Self {
+        self.history = Some(history);
+        self
+    }
+
     /// With test hooks, when `hooks` is `Some`.
     #[must_use]
     pub fn test_hooks(mut self, hooks: Option<&'a dyn TestHooks>) -> Self {
@@ -135,13 +148,14 @@ impl<'a> Groups<'a> {
 
     /// The groups offered, by name, and those not offered: what the suite
     /// prints when it skips a group.
-    pub fn offered(&self) -> [(&'static str, bool); 6] {
+    pub fn offered(&self) -> [(&'static str, bool); 7] {
         [
             ("admin", self.admin.is_some()),
             ("throttles", self.throttles.is_some()),
             ("schedules", self.schedules.is_some()),
             ("control", self.control.is_some()),
             ("registry", self.registry.is_some()),
+            ("history", self.history.is_some()),
             ("test_hooks", self.test_hooks.is_some()),
         ]
     }

@@ -89,6 +89,8 @@ struct Signal {
     cancel_requested: AtomicBool,
     stopped: AtomicBool,
     token: OnceLock<CancellationToken>,
+    /// What the handler returned ([`JobContext::set_result`]).
+    result: std::sync::Mutex<Option<Bytes>>,
 }
 
 impl Signal {
@@ -143,6 +145,43 @@ impl JobContext {
             .as_ref()
             .ok_or_else(|| crate::Error::unsupported("progress outside a worker"))?;
         backend.control()?.progress(&self.lease, value.into()).await
+    }
+
+    /// Sets the job's result: the worker completes the item with it
+    /// ([`crate::History::complete`]), and a queue that keeps completed
+    /// items records it, for [`crate::BackendExt::wait_finished`] and the
+    /// history. The last call wins. On a backend without the History group
+    /// the item is acked and the result dropped.
+    ///
+    /// Over [`crate::finished::MAX_RESULT_LEN`] bytes is
+    /// [`crate::Error::InvalidInput`], and nothing is set.
+    pub fn set_result(&self, result: impl Into<Bytes>) -> crate::Result<()> {
+        let result = result.into();
+        crate::finished::check_result(&result)?;
+        *self
+            .signal
+            .result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(result);
+        Ok(())
+    }
+
+    /// True when the handler set a result.
+    pub(crate) fn has_result(&self) -> bool {
+        self.signal
+            .result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Takes the result the handler set, if any.
+    pub(crate) fn take_result(&self) -> Option<Bytes> {
+        self.signal
+            .result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The lease the job runs under (for logging; the worker acks for you).

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -190,6 +191,10 @@ fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
             return Box::pin(record_cancel(shared, &job, held_until)).await;
         }
         match ran {
+            Ran::Done(Ok(Ok(()))) if ctx.has_result() && crate::BackendExt::history(shared.backend.as_ref()).is_ok() => {
+                let result = ctx.take_result().unwrap_or_default();
+                Box::pin(record_completion(shared, &job, held_until, result)).await;
+            }
             Ran::Done(Ok(Ok(()))) => {
                 // The batcher frees the lease room of a whole batch at once, so
                 // the next claim finds all of it.
@@ -331,6 +336,23 @@ async fn record_failure(
         }
     }
     // The lease room goes with `job`, after the outcome is recorded.
+}
+
+/// Completes the item with the handler's result
+/// ([`crate::History::complete`]): one call, outside the ack batches, as
+/// results are the rarer case.
+async fn record_completion(shared: &Shared, job: &Claimed, held_until: Timestamp, result: Bytes) {
+    let lease = &job.lease;
+    let span = spans::settle("complete", &lease.key.queue, lease.id());
+    let res = shared
+        .settle
+        .complete(shared.backend.as_ref(), &job.held(held_until), result)
+        .instrument(span.clone())
+        .await;
+    match spans::outcome(&span, res) {
+        Ok(()) => job.tag().acked(shared),
+        Err(e) => job.tag().unrecorded(shared, e),
+    }
 }
 
 /// Ends the item of a job an operator cancelled while it ran: a fail,

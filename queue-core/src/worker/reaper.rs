@@ -1,5 +1,7 @@
 //! The background reaper every worker runs: recovers expired leases of its
-//! queue. Reaps from many processes at once are safe (INV-4).
+//! queue, and on a backend with the History group removes the finished
+//! items the queue's retention no longer keeps. Reaps and collections from
+//! many processes at once are safe (INV-4, [`crate::History::collect`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::Counter;
 use super::shared::Shared;
+use crate::BackendExt;
 
 /// Reaps every `every` until `stop` fires.
 pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {
@@ -35,6 +38,22 @@ pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: Cancellation
                 shared.metrics.inc(Counter::BackendErrors);
                 tracing::warn!(queue = %shared.queue, error = %e, "reap failed; trying again later");
             }
+        }
+        collect(&shared).await;
+    }
+}
+
+/// Removes the kept finished items the queue's retention no longer keeps.
+async fn collect(shared: &Shared) {
+    let Ok(history) = shared.backend.history() else {
+        return;
+    };
+    match history.collect(&shared.queue).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(queue = %shared.queue, removed = n, "collected finished items"),
+        Err(e) => {
+            shared.metrics.inc(Counter::BackendErrors);
+            tracing::warn!(queue = %shared.queue, error = %e, "collecting finished items failed; trying again later");
         }
     }
 }

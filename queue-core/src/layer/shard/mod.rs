@@ -709,6 +709,9 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
             control: inner.control.map(|_| self as &dyn Control),
             // Not queue-scoped: the inner backend's registry as it is.
             registry: inner.registry,
+            // Not through this layer yet: its ids and names would need
+            // translating, as for the other groups.
+            history: None,
             test_hooks: inner.test_hooks.map(|_| self as &dyn TestHooks),
         }
     }

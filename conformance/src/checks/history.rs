@@ -1,0 +1,293 @@
+//! Finished items: what a queue keeps by its retention, with results, in
+//! what order, for how long, and waiting for one to finish.
+//!
+//! For backends that offer [`leaseq_core::History`].
+
+use std::time::Duration;
+
+use leaseq_core::finished::MAX_RESULT_LEN;
+use leaseq_core::{
+    BackendExt, Bytes, Ending, Error, Finished, ItemId, Keep, Lease, NewItem, Retention,
+};
+
+use crate::cx::{run, Cx, Needs, LONG, SHORT};
+use crate::groupwise::Groupwise as _;
+use crate::outcome::{ensure, OrFail};
+use crate::{BackendFactory, CheckResult, Rule};
+
+const RULE: Rule = Rule::Contract("History");
+
+async fn set(cx: &Cx, retention: Retention) -> Result<(), crate::Violation> {
+    let history = cx.b.history().or_fail(RULE, "history")?;
+    history
+        .set_retention(&cx.q, retention)
+        .await
+        .or_fail(RULE, "set_retention")
+}
+
+async fn listed(cx: &Cx, ending: Option<Ending>) -> Result<Vec<Finished>, crate::Violation> {
+    let history = cx.b.history().or_fail(RULE, "history")?;
+    history
+        .finished(&cx.q, ending, 100)
+        .await
+        .or_fail(RULE, "finished")
+}
+
+async fn kept(cx: &Cx, id: ItemId) -> Result<Option<Finished>, crate::Violation> {
+    let history = cx.b.history().or_fail(RULE, "history")?;
+    match history.finished_item(&cx.q, id).await {
+        Ok(f) => Ok(Some(f)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(cx.fail(format!("finished_item({id}) failed: {e}"))),
+    }
+}
+
+fn ids_of(list: &[Finished]) -> Vec<ItemId> {
+    list.iter().map(|f| f.id).collect()
+}
+
+/// The default keeps nothing; a policy that keeps completed items records
+/// an ack, an `ack_many` and a `complete` (with its result) in the call's
+/// own step: gone from the queue, listed newest first, with payload,
+/// attempts and times. A stale `complete` and a result over the bound
+/// change nothing; a kept item's dedup key is free.
+pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "kept_items_record_their_ending", RULE, Needs::HISTORY, |cx| async move {
+        let history = cx.b.history().or_fail(RULE, "history")?;
+        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+        ensure!(got == Retention::default(), RULE, "a queue with no policy set answered {got:?}; expected the default");
+        let untouched = cx.push_n(1).await?[0];
+        let lease = cx.claim_one(LONG).await?;
+        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        ensure!(kept(&cx, untouched).await?.is_none(), RULE, "item {untouched} was kept under the default policy, which keeps nothing");
+
+        let policy = Retention::default().completed(Keep::FOREVER);
+        set(&cx, policy).await?;
+        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+        ensure!(got == policy, RULE, "retention answered {got:?} after set_retention({policy:?})");
+        let caps = cx.b.capabilities();
+        let mut first = NewItem::new("first");
+        if caps.dedup {
+            first = first.dedup_key("kept-key");
+        }
+        let ids = cx.enqueue(vec![first, NewItem::new("second"), NewItem::new("third")]).await?;
+        let mut leases = cx.claim(3, LONG).await?;
+        leases.sort_by_key(Lease::id);
+        ensure!(leases.len() == 3, RULE, "claimed {} of 3", leases.len());
+        let big = Bytes::from(vec![b'x'; MAX_RESULT_LEN + 1]);
+        match history.complete(&leases[0].key, big).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => return Err(cx.fail(format!("complete with a result over {MAX_RESULT_LEN} bytes answered {other:?}; expected InvalidInput"))),
+        }
+        let info = cx.must_item(ids[0]).await?;
+        ensure!(info.state == leaseq_core::ItemState::Leased, RULE, "a refused complete moved item {} to {:?}", ids[0], info.state);
+        history.complete(&leases[0].key, Bytes::from_static(b"result one")).await.or_fail(RULE, "complete")?;
+        let mut stale = leases[0].key.clone();
+        stale.token = leaseq_core::LeaseToken::random();
+        let again = history.complete(&stale, Bytes::from_static(b"other")).await;
+        ensure!(matches!(again, Err(ref e) if e.is_lease_lost()), RULE, "complete with a stale token answered {again:?}; expected LeaseLost");
+        cx.b.ack(&leases[1].key).await.or_fail(RULE, "ack")?;
+        let many = cx.b.ack_many(std::slice::from_ref(&leases[2].key)).await.or_fail(RULE, "ack_many")?;
+        ensure!(matches!(many.as_slice(), [Ok(())]), RULE, "ack_many answered {many:?}");
+
+        for &id in &ids {
+            ensure!(cx.item(id).await?.is_none(), RULE, "the kept item {id} is still in the queue");
+        }
+        cx.expect_stats([0, 0, 0, 0], "with only kept items").await?;
+        let all = listed(&cx, None).await?;
+        let mut want = ids.clone();
+        want.reverse();
+        ensure!(ids_of(&all) == want, RULE, "finished listed {:?}; expected {want:?} (newest first)", ids_of(&all));
+        let completed = listed(&cx, Some(Ending::Completed)).await?;
+        ensure!(ids_of(&completed) == want, RULE, "finished(Completed) listed {:?}", ids_of(&completed));
+        ensure!(listed(&cx, Some(Ending::Cancelled)).await?.is_empty(), RULE, "finished(Cancelled) listed completed items");
+        for (lease, payload) in leases.iter().zip(["first", "second", "third"]) {
+            let f = kept(&cx, lease.id()).await?.ok_or_else(|| cx.fail(format!("item {} is not kept", lease.id())))?;
+            let result = (lease.id() == ids[0]).then(|| Bytes::from_static(b"result one"));
+            ensure!(
+                f.ending == Ending::Completed && f.result == result && f.payload == payload && f.attempts == 1
+                    && f.enqueued_at == lease.enqueued_at && f.finished_at >= lease.enqueued_at,
+                RULE,
+                "item {} is kept as {f:?}; expected Completed with result {result:?}, payload {payload:?}, 1 attempt and its enqueue time {}",
+                lease.id(),
+                lease.enqueued_at
+            );
+        }
+        if caps.dedup {
+            let out = cx.b.enqueue(&cx.q, vec![NewItem::new("again").dedup_key("kept-key")]).await.or_fail(RULE, "enqueue")?;
+            ensure!(!out[0].deduplicated, RULE, "the dedup key of the kept item {} is still held", ids[0]);
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A policy that keeps cancelled items records an item cancelled at once
+/// and one whose cancel-requested lease then ends (by an ack, and by a
+/// `complete` whose result is dropped) as Cancelled, never Completed; with
+/// completed items not kept, an ack records nothing.
+pub async fn cancelled_items_are_kept_as_cancelled<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "cancelled_items_are_kept_as_cancelled", RULE, Needs::HISTORY.and(Needs::CONTROL), |cx| async move {
+        let history = cx.b.history().or_fail(RULE, "history")?;
+        set(&cx, Retention::default().cancelled(Keep::count(10))).await?;
+        let ids = cx.push_n(4).await?;
+        let mut leases = cx.claim(3, LONG).await?;
+        leases.sort_by_key(Lease::id);
+        ensure!(leases.len() == 3, RULE, "claimed {} of 3", leases.len());
+        let waiting = ids
+            .iter()
+            .copied()
+            .find(|id| leases.iter().all(|l| l.id() != *id))
+            .ok_or_else(|| cx.fail("every item was claimed"))?;
+        cx.b.cancel(&cx.q, waiting).await.or_fail(RULE, "cancel")?;
+        for lease in &leases[..2] {
+            cx.b.cancel(&cx.q, lease.id()).await.or_fail(RULE, "cancel")?;
+        }
+        cx.b.ack(&leases[0].key).await.or_fail(RULE, "ack")?;
+        history.complete(&leases[1].key, Bytes::from_static(b"dropped")).await.or_fail(RULE, "complete")?;
+        cx.b.ack(&leases[2].key).await.or_fail(RULE, "ack")?;
+        for (id, attempts) in [(waiting, 0), (leases[0].id(), 1), (leases[1].id(), 1)] {
+            let f = kept(&cx, id).await?.ok_or_else(|| cx.fail(format!("the cancelled item {id} is not kept")))?;
+            ensure!(
+                f.ending == Ending::Cancelled && f.result.is_none() && f.attempts == attempts,
+                RULE,
+                "the cancelled item {id} is kept as {f:?}; expected Cancelled, no result, {attempts} attempts"
+            );
+        }
+        ensure!(kept(&cx, leases[2].id()).await?.is_none(), RULE, "item {} was kept Completed though the policy keeps no completed items", leases[2].id());
+        let cancelled = listed(&cx, Some(Ending::Cancelled)).await?;
+        ensure!(cancelled.len() == 3, RULE, "finished(Cancelled) listed {:?}; expected 3 items", ids_of(&cancelled));
+        Ok(())
+    })
+    .await
+}
+
+/// A count bound keeps the newest: after five endings under a bound of
+/// two, the last two are kept; lowering the bound to one trims at once.
+pub async fn retention_count_keeps_the_newest<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "retention_count_keeps_the_newest", RULE, Needs::HISTORY, |cx| async move {
+        set(&cx, Retention::default().completed(Keep::count(2))).await?;
+        let mut done = Vec::new();
+        for _ in 0..5 {
+            cx.push_n(1).await?;
+            let lease = cx.claim_one(LONG).await?;
+            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            done.push(lease.id());
+        }
+        let got = ids_of(&listed(&cx, None).await?);
+        let want = vec![done[4], done[3]];
+        ensure!(got == want, RULE, "under a count of 2 the kept items are {got:?}; expected the newest two, {want:?}");
+        set(&cx, Retention::default().completed(Keep::count(1))).await?;
+        let got = ids_of(&listed(&cx, None).await?);
+        ensure!(got == vec![done[4]], RULE, "after lowering the count to 1 the kept items are {got:?}; expected [{}]", done[4]);
+        Ok(())
+    })
+    .await
+}
+
+/// `collect` removes exactly the items older than the age bound, and a
+/// second collect finds nothing; racing collects remove each item once.
+/// (An item that finished after the others is kept unless the clock had
+/// passed its own age bound by the time the collects ended.)
+pub async fn collect_removes_what_expired<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "collect_removes_what_expired", RULE, Needs::HISTORY, |cx| async move {
+        let history = cx.b.history().or_fail(RULE, "history")?;
+        let age = SHORT * 4;
+        set(&cx, Retention::default().completed(Keep::for_age(age))).await?;
+        cx.push_n(6).await?;
+        let old = cx.claim(6, LONG).await?;
+        for lease in &old {
+            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        }
+        let first = cx.now().await?;
+        cx.wait_past(first.saturating_add(age)).await?;
+        let fresh = cx.push_n(1).await?[0];
+        let lease = cx.claim_one(LONG).await?;
+        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        let fresh_at = kept(&cx, fresh).await?.ok_or_else(|| cx.fail(format!("item {fresh} is not kept")))?.finished_at;
+        let removed = cx
+            .at_once(3, |cx, _| async move {
+                let history = cx.b.history().or_fail(RULE, "history")?;
+                history.collect(&cx.q).await.or_fail(RULE, "collect")
+            })
+            .await?;
+        let after = cx.now().await?;
+        let total: u64 = removed.into_iter().collect::<Result<Vec<u64>, _>>()?.into_iter().sum();
+        let got = ids_of(&listed(&cx, None).await?);
+        let fresh_expired = after >= fresh_at.saturating_add(age);
+        let (want, want_total) = if fresh_expired && got.is_empty() {
+            (vec![], old.len() as u64 + 1)
+        } else {
+            (vec![fresh], old.len() as u64)
+        };
+        ensure!(total == want_total, RULE, "three racing collects removed {total} items; expected the {want_total} expired ones, each once");
+        ensure!(got == want, RULE, "after collect the kept items are {got:?}; expected {want:?}");
+        let again = history.collect(&cx.q).await.or_fail(RULE, "collect")?;
+        ensure!(again == 0 || (fresh_expired || cx.now().await? >= fresh_at.saturating_add(age)), RULE, "a second collect removed {again} items; expected 0");
+        Ok(())
+    })
+    .await
+}
+
+/// Purge takes the kept items and keeps the policy; `delete_queue` forgets
+/// both; a queue that holds only kept items is not listed.
+pub async fn purge_and_delete_take_the_history<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "purge_and_delete_take_the_history", RULE, Needs::HISTORY.and(Needs::ADMIN), |cx| async move {
+        let history = cx.b.history().or_fail(RULE, "history")?;
+        let policy = Retention::default().completed(Keep::count(100));
+        set(&cx, policy).await?;
+        cx.push_n(2).await?;
+        for lease in cx.claim(2, LONG).await? {
+            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        }
+        let queues = cx.b.queues().await.or_fail(RULE, "queues")?;
+        ensure!(!queues.contains(&cx.q), RULE, "a queue holding only kept items is listed");
+        cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
+        ensure!(listed(&cx, None).await?.is_empty(), RULE, "purge left kept items");
+        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+        ensure!(got == policy, RULE, "after a purge the policy is {got:?}; expected it kept");
+        cx.push_n(1).await?;
+        let lease = cx.claim_one(LONG).await?;
+        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        cx.b.delete_queue(&cx.q).await.or_fail(RULE, "delete_queue")?;
+        ensure!(listed(&cx, None).await?.is_empty(), RULE, "delete_queue left kept items");
+        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+        ensure!(got == Retention::default(), RULE, "after delete_queue the policy is {got:?}; expected the default");
+        Ok(())
+    })
+    .await
+}
+
+/// `wait_finished` answers the kept record (with the result) once the item
+/// completes on another task, `None` at its timeout while the item waits,
+/// and `NotFound` for an item neither in the queue nor kept.
+pub async fn wait_finished_answers_the_result<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "wait_finished_answers_the_result", RULE, Needs::HISTORY, |cx| async move {
+        set(&cx, Retention::default().completed(Keep::count(10))).await?;
+        let id = cx.push_n(1).await?[0];
+        let none = cx.b.wait_finished(&cx.q, id, Duration::from_millis(50)).await.or_fail(RULE, "wait_finished")?;
+        ensure!(none.is_none(), RULE, "wait_finished of a waiting item answered {none:?} at its timeout; expected None");
+        let waiter = {
+            let waiting = cx.clone();
+            cx.spawn(async move { waiting.b.wait_finished(&waiting.q, id, LONG).await })
+        };
+        let lease = cx.claim_one(LONG).await?;
+        let history = cx.b.history().or_fail(RULE, "history")?;
+        history.complete(&lease.key, Bytes::from_static(b"42")).await.or_fail(RULE, "complete")?;
+        let got = cx.join(vec![waiter]).await?.pop().ok_or_else(|| cx.fail("no waiter"))?;
+        let got = got.or_fail(RULE, "wait_finished")?;
+        ensure!(
+            got.as_ref().is_some_and(|f| f.id == id && f.result.as_deref() == Some(b"42".as_slice())),
+            RULE,
+            "wait_finished answered {got:?}; expected item {id} with result 42"
+        );
+        set(&cx, Retention::default()).await?;
+        let gone = cx.push_n(1).await?[0];
+        let lease = cx.claim_one(LONG).await?;
+        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+        let res = cx.b.wait_finished(&cx.q, gone, LONG).await;
+        ensure!(matches!(res, Err(Error::NotFound { .. })), RULE, "wait_finished of an item finished and not kept answered {res:?}; expected NotFound");
+        Ok(())
+    })
+    .await
+}
