@@ -39,7 +39,10 @@ impl Control for SqliteBackend {
                 self.inner.wakeups.cancel_requested(queue.as_str());
                 Ok(Cancelled::Requested)
             }
-            was => Ok(Cancelled::Now { was }),
+            was => {
+                self.inner.wakeups.finished(queue.as_str());
+                Ok(Cancelled::Now { was })
+            }
         }
     }
 

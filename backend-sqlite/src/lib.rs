@@ -180,6 +180,8 @@ mod backend;
 mod control;
 mod control_sql;
 mod enqueue;
+mod history;
+mod history_sql;
 mod hooks;
 mod limits;
 mod notify;

@@ -7,6 +7,9 @@
 //! Cancel requests travel the same way, through one process-wide
 //! [`SignalHub`]: a worker in this process learns of a cancel made in this
 //! process at once, and of one made in another at its next heartbeat.
+//! Endings ([`leaseq_core::History::finished_signal`]) have a hub of their
+//! own: a waiter in this process learns of an ending recorded in this
+//! process at once, and of one in another at its poll.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -29,6 +32,12 @@ fn registry() -> &'static Waiters {
 fn cancels() -> &'static SignalHub {
     static CANCELS: OnceLock<SignalHub> = OnceLock::new();
     CANCELS.get_or_init(SignalHub::default)
+}
+
+/// Endings of the whole process, by database and queue.
+fn finishes() -> &'static SignalHub {
+    static FINISHES: OnceLock<SignalHub> = OnceLock::new();
+    FINISHES.get_or_init(SignalHub::default)
 }
 
 /// The wake-ups of one database.
@@ -70,19 +79,32 @@ impl Wakeups {
         let _ = tokio::time::timeout(timeout.min(self.poll), notified).await;
     }
 
-    fn cancel_key(&self, queue: &str) -> String {
+    fn hub_key(&self, queue: &str) -> String {
         format!("{}\0{queue}", self.db)
     }
 
     /// Subscribes to cancel requests on `queue`'s leases made in this
     /// process.
     pub(crate) fn cancel_signal(&self, queue: &str) -> Signal {
-        cancels().subscribe(&self.cancel_key(queue))
+        cancels().subscribe(&self.hub_key(queue))
     }
 
     /// Tells this process's workers on `queue` that a cancel was requested.
     pub(crate) fn cancel_requested(&self, queue: &str) {
-        cancels().fire(&self.cancel_key(queue));
+        cancels().fire(&self.hub_key(queue));
+    }
+
+    /// Subscribes to endings on `queue` recorded in this process.
+    pub(crate) fn finished_signal(&self, queue: &str) -> Signal {
+        finishes().subscribe(&self.hub_key(queue))
+    }
+
+    /// Tells this process's waiters on `queue` that an item may have been
+    /// kept finished. Whether the statement kept anything is known only
+    /// to its trigger, so every call that may end an item fires; a queue
+    /// nobody waits on costs a look-up in the hub, and no SQL.
+    pub(crate) fn finished(&self, queue: &str) {
+        finishes().fire(&self.hub_key(queue));
     }
 
     /// Wakes every waiter of `queue` in this process.

@@ -37,6 +37,17 @@ impl SqliteBackend {
         Error::LeaseLost { id: key.id }
     }
 
+    /// Signals endings on each queue of `leases` once (an `ack_many`).
+    fn finished_on(&self, leases: &[LeaseKey]) {
+        let mut seen: Vec<&QueueName> = Vec::new();
+        for l in leases {
+            if !seen.contains(&&l.queue) {
+                self.inner.wakeups.finished(l.queue.as_str());
+                seen.push(&l.queue);
+            }
+        }
+    }
+
     /// Leases expiring past [`LEASE_HORIZON`] expire now, in batches, each
     /// reported; the reap that follows recovers them.
     async fn expire_past_horizon(&self, queue: &QueueName) -> Result<Vec<Repair>> {
@@ -255,6 +266,7 @@ impl SqliteBackend {
             return Err(Self::lost(lease));
         };
         if col::<bool>(&row, 1)? {
+            self.inner.wakeups.finished(lease.queue.as_str());
             return Ok(Released::Cancelled);
         }
         match state(&col::<String>(&row, 0)?)? {
@@ -302,9 +314,9 @@ impl SqliteBackend {
     }
 
     /// `purge` and `delete_queue`: in one transaction, the queue's items,
-    /// then its rows in `tables` (the held keys go after the items, whose
-    /// deletion holds keys), so no caller sees the items gone and their keys
-    /// still held. Returns how many items were deleted.
+    /// then its rows in `tables` (the held keys and kept items go after the
+    /// items, whose deletion holds keys and keeps acked-like Leased rows),
+    /// so no caller sees the items gone and their keys still held. Returns how many items were deleted.
     async fn delete_items(
         &self,
         queue: &QueueName,
@@ -494,6 +506,7 @@ impl Backend for SqliteBackend {
         if done.rows_affected() == 0 {
             return Err(Self::lost(lease));
         }
+        self.inner.wakeups.finished(lease.queue.as_str());
         Ok(())
     }
 
@@ -530,7 +543,10 @@ impl Backend for SqliteBackend {
                 .await
                 .map_err(db("ack many"))?;
             match i64::try_from(done.rows_affected()) {
-                Ok(k) if k == n => return Ok(leases.iter().map(|_| Ok(())).collect()),
+                Ok(k) if k == n => {
+                    self.finished_on(leases);
+                    return Ok(leases.iter().map(|_| Ok(())).collect());
+                }
                 Ok(0) => {}
                 _ => {
                     return Err(Error::Corrupt {
@@ -557,6 +573,9 @@ impl Backend for SqliteBackend {
                 col::<String>(row, 1)?,
                 col::<Vec<u8>>(row, 2)?,
             ));
+        }
+        if !rows.is_empty() {
+            self.finished_on(leases);
         }
         // A row is deleted once: the first lease naming it takes the
         // success, a repeat is lost like a second ack.
@@ -610,6 +629,8 @@ impl Backend for SqliteBackend {
         if done.rows_affected() == 0 {
             return Err(Self::lost(lease));
         }
+        // A cancel-requested lease ends Cancelled here (no answer says so).
+        self.inner.wakeups.finished(lease.queue.as_str());
         self.inner.wakeups.wake(lease.queue.as_str());
         Ok(())
     }
@@ -626,6 +647,8 @@ impl Backend for SqliteBackend {
         if done.rows_affected() == 0 {
             return Err(Self::lost(lease));
         }
+        // A cancel-requested lease ends Cancelled here (no answer says so).
+        self.inner.wakeups.finished(lease.queue.as_str());
         Ok(())
     }
 
@@ -657,6 +680,9 @@ impl Backend for SqliteBackend {
         let promoted = self
             .batches(sql::PROMOTE, queue, i64::MAX, "promoting due items")
             .await?;
+        if report.cancelled > 0 {
+            self.inner.wakeups.finished(queue.as_str());
+        }
         if report.requeued > 0 || !promoted.is_empty() {
             self.inner.wakeups.wake(queue.as_str());
         }
@@ -757,6 +783,7 @@ impl Backend for SqliteBackend {
             .schedules(self)
             .control(self)
             .registry(self)
+            .history(self)
             .test_hooks(
                 self.inner
                     .options
@@ -783,8 +810,9 @@ impl Admin for SqliteBackend {
             .await
     }
 
-    // One transaction: the hold cleared, then the row deleted, so the
-    // delete holds no key (see `sql::REMOVE_ITEM_UNHOLD`). A lease on the
+    // One transaction: the hold cleared and the lease ended, then the row
+    // deleted, so the delete holds no key and keeps nothing finished (see
+    // `sql::REMOVE_ITEM_UNHOLD`, `sql::REMOVE_ITEM_UNLEASE`). A lease on the
     // row is lost with it: every fence names the row, and a queue's limits
     // count its Leased rows.
     async fn remove_item(&self, queue: &QueueName, id: ItemId) -> Result<ItemState> {
@@ -801,6 +829,13 @@ impl Admin for SqliteBackend {
             .execute(&mut *tx)
             .await
             .map_err(unapplied("remove_item: clearing the hold"))?;
+        let leased = sqlx::query(sql::REMOVE_ITEM_UNLEASE)
+            .bind(queue.as_str())
+            .bind(raw)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unapplied("remove_item: ending the lease"))?
+            .is_some();
         let row = sqlx::query(sql::REMOVE_ITEM)
             .bind(queue.as_str())
             .bind(raw)
@@ -814,13 +849,18 @@ impl Admin for SqliteBackend {
             }
             return Err(Error::NotFound { id });
         };
-        let was = state(&col::<String>(&row, 0)?)?;
+        let was = if leased {
+            ItemState::Leased
+        } else {
+            state(&col::<String>(&row, 0)?)?
+        };
         tx.commit().await.map_err(db("remove_item: commit"))?;
         Ok(was)
     }
 
     async fn purge(&self, queue: &QueueName) -> Result<u64> {
-        self.delete_items(queue, &["leaseq_held_keys"], "purge")
+        // The kept items go; the policy stays.
+        self.delete_items(queue, &["leaseq_held_keys", "leaseq_finished"], "purge")
             .await
     }
 
@@ -831,6 +871,8 @@ impl Admin for SqliteBackend {
             "leaseq_requests",
             "leaseq_queue_limits",
             "leaseq_takeovers",
+            "leaseq_finished",
+            "leaseq_retention",
         ];
         self.delete_items(queue, &tables, "delete_queue").await
     }

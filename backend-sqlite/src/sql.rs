@@ -375,6 +375,14 @@ pub(crate) const REDRIVE_ITEM: &str = concat!(
 pub(crate) const REMOVE_ITEM_UNHOLD: &str = "UPDATE leaseq_items SET unique_for_ms = NULL \
      WHERE id = ?2 AND queue = ?1 AND unique_for_ms IS NOT NULL";
 
+/// `?1` queue, `?2` id. Run after [`REMOVE_ITEM_UNHOLD`]: a Leased row
+/// leaves Leased (and its cancel request goes), so the delete does not
+/// fire `leaseq_finished_on_ack` (a removed item did not finish). Returns
+/// the id when the row was Leased.
+pub(crate) const REMOVE_ITEM_UNLEASE: &str = "UPDATE leaseq_items SET state = 'ready', \
+     token = NULL, lease_expires_at = NULL, cancel_requested = 0 \
+     WHERE id = ?2 AND queue = ?1 AND state = 'leased' AND payload IS NOT NULL RETURNING id";
+
 /// `?1` queue, `?2` id. Deletes the row, found by its primary key, in any
 /// state (a row without a payload is no item, as for [`ITEM`]); returns
 /// its effective state, as [`ITEM`] shows it.
