@@ -63,7 +63,7 @@ impl<B: Backend> History for Sharded<B> {
                 all.push(self.logical_finished(shard, f)?);
             }
         }
-        all.sort_by(|a, b| (b.finished_at, b.id).cmp(&(a.finished_at, a.id)));
+        all.sort_by_key(|f| std::cmp::Reverse((f.finished_at, f.id)));
         // Each shard keeps up to the count; the logical queue shows the
         // newest that many of each ending.
         let mut shown = [0u64; 2];
