@@ -86,6 +86,13 @@
 //! the reaper. `leaseq_queue_limits` holds a row per queue with limits or a
 //! pause; `leaseq_workers` one per live worker
 //! ([`leaseq_core::WorkerRegistry`]), indexed by expiry.
+//! `leaseq_retention` holds a row per queue whose retention policy keeps
+//! anything ([`leaseq_core::History`], migration 0016): per ending its age
+//! and count bounds and how many are kept now. `leaseq_finished` holds the
+//! kept items (id, queue, ending, `finished_at`, `enqueued_at`, attempts,
+//! payload, `last_error`, result), indexed by (queue, ending,
+//! `finished_at`, id): trimming and collection remove a prefix of it,
+//! listing reads its end backwards.
 //!
 //! # How each operation keeps the contract
 //! SQLite has one writer per file and no `SKIP LOCKED`. Every write
@@ -143,6 +150,25 @@
 //!   transaction, so a queue without limits or pause pays nothing for it.
 //!   `progress` stores the value with the writing lease's token, and
 //!   inspection shows it only while that token holds the item.
+//! - **History** ([`leaseq_core::History`]) is kept by triggers, inside
+//!   the statement that ends the item. `leaseq_finished_on_ack` runs
+//!   before an ack's delete of a Leased row and, when the queue has a
+//!   `leaseq_retention` row keeping that ending, copies it to
+//!   `leaseq_finished` (Completed, or Cancelled when a cancel was
+//!   requested); a queue without a row pays one probe of that table per
+//!   acked row. `leaseq_cancelled_end` keeps a cancelled row as it was
+//!   before its statement (attempts, last error) before deleting it. An
+//!   insert into `leaseq_finished` counts itself in the policy row and
+//!   trims its ending to the count bound, oldest first; a delete uncounts
+//!   itself. `complete` is one `BEGIN IMMEDIATE` transaction: the ack,
+//!   then the result on the row it kept, if any. `remove_item` moves a
+//!   Leased row out of Leased before deleting it, so a removal keeps
+//!   nothing; `purge` deletes the queue's kept items after its items (the
+//!   policy stays); `delete_queue` deletes the policy too. `collect` reads
+//!   the policy, trims to the counts and deletes by age in statements of
+//!   1,000 rows through the order index: it costs what it removes, and as
+//!   each statement holds the write lock, racing collects remove each item
+//!   once.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;
@@ -165,6 +191,12 @@
 //! Enqueue, release, give_back, reap, redrive, `redrive_item`, resume,
 //! snooze (to Ready), `run_now` and `run_all_now` wake the waiters of their
 //! queue in this process at once (through every handle on the same file).
+//! Calls that may end an item (ack, `ack_many`, complete, an immediate
+//! cancel, and the release, give_back, fail, snooze or reap of a
+//! cancel-requested lease) fire [`leaseq_core::History::finished_signal`]
+//! for the waiters of their queue in this process; whether the statement
+//! kept anything is known only to its trigger, so a queue nobody waits on
+//! pays a look-up in the in-process hub and no SQL.
 //! SQLite cannot signal another process: waiters also wake after
 //! [`SqliteOptions::poll_interval`] (250 ms by default), which bounds how
 //! late work enqueued by another process is seen.

@@ -215,3 +215,61 @@ async fn collect_cost_with_10_and_100000_kept() {
         );
     }
 }
+
+/// Acks `n` items of `q` one by one; answers the time per ack.
+async fn time_acks(b: &leaseq_sqlite::SqliteBackend, q: &QueueName, n: usize) -> Duration {
+    let items = (0..n).map(|i| NewItem::new(format!("item {i}"))).collect();
+    b.enqueue(q, items).await.expect("enqueue");
+    let max = u32::try_from(n).expect("a batch");
+    let leases = b.claim_up_to(q, max, TTL).await.expect("claim").leases;
+    assert_eq!(leases.len(), n);
+    let t = Instant::now();
+    for l in &leases {
+        b.ack(&l.key).await.expect("ack");
+    }
+    t.elapsed() / u32::try_from(n).expect("a count")
+}
+
+/// The ack path's cost: per-ack time on a queue with the default policy
+/// with the recording trigger (as shipped) and with it dropped (as before
+/// migration 0016), and on a queue that keeps completed items. Rounds
+/// alternate so the machine's load falls on each alike; prints medians.
+/// `cargo test -p leaseq-sqlite --release --test history -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn ack_cost_with_and_without_the_trigger() {
+    const ROUNDS: usize = 15;
+    const ACKS: usize = 1000;
+    let with = common::TestDb::new().await;
+    let without = common::TestDb::new().await;
+    sqlx::query("DROP TRIGGER leaseq_finished_on_ack")
+        .execute(without.backend.pool())
+        .await
+        .expect("drop the trigger");
+    let (plain, kept) = (queue("plain"), queue("kept"));
+    history(&with.backend)
+        .set_retention(&kept, Retention::default().completed(Keep::count(5_000)))
+        .await
+        .expect("set_retention");
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        times[0].push(time_acks(&without.backend, &plain, ACKS).await);
+        times[1].push(time_acks(&with.backend, &plain, ACKS).await);
+        times[2].push(time_acks(&with.backend, &kept, ACKS).await);
+    }
+    let kept_now = history(&with.backend)
+        .finished(&kept, None, 10)
+        .await
+        .expect("finished");
+    assert_eq!(kept_now.len(), 10, "the keeping queue kept nothing");
+    for (name, mut t) in ["no trigger (before)", "default policy", "keeps completed"]
+        .into_iter()
+        .zip(times)
+    {
+        t.sort();
+        println!(
+            "ack, {name}: median {:?} per ack ({ROUNDS} rounds of {ACKS})",
+            t[ROUNDS / 2]
+        );
+    }
+}
