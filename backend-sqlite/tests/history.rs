@@ -230,35 +230,51 @@ async fn time_acks(b: &leaseq_sqlite::SqliteBackend, q: &QueueName, n: usize) ->
     t.elapsed() / u32::try_from(n).expect("a count")
 }
 
+/// A backend on a fresh file with `synchronous=NORMAL`, so a commit waits
+/// for no `fsync` and the statement's own cost shows.
+async fn unsynced() -> (leaseq_sqlite::SqliteBackend, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = common::options().durability(leaseq_sqlite::Durability::Normal);
+    let b =
+        leaseq_sqlite::SqliteBackend::connect(&common::url(&dir.path().join("jobs.db")), options)
+            .await
+            .expect("open");
+    (b, dir)
+}
+
 /// The ack path's cost: per-ack time on a queue with the default policy
 /// with the recording trigger (as shipped) and with it dropped (as before
-/// migration 0016), and on a queue that keeps completed items. Rounds
-/// alternate so the machine's load falls on each alike; prints medians.
+/// migration 0016), and on a queue that keeps completed items, each on a
+/// file of its own. Rounds rotate their order so the machine's load falls
+/// on each alike; prints medians.
 /// `cargo test -p leaseq-sqlite --release --test history -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run by hand"]
 async fn ack_cost_with_and_without_the_trigger() {
-    const ROUNDS: usize = 15;
+    const ROUNDS: usize = 41;
     const ACKS: usize = 1000;
-    let with = common::TestDb::new().await;
-    let without = common::TestDb::new().await;
+    let (before, _a) = unsynced().await;
+    let (plain, _b) = unsynced().await;
+    let (keeping, _c) = unsynced().await;
     sqlx::query("DROP TRIGGER leaseq_finished_on_ack")
-        .execute(without.backend.pool())
+        .execute(before.pool())
         .await
         .expect("drop the trigger");
-    let (plain, kept) = (queue("plain"), queue("kept"));
-    history(&with.backend)
-        .set_retention(&kept, Retention::default().completed(Keep::count(5_000)))
+    let q = queue("acked");
+    history(&keeping)
+        .set_retention(&q, Retention::default().completed(Keep::count(5_000)))
         .await
         .expect("set_retention");
+    let backends = [&before, &plain, &keeping];
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
-    for _ in 0..ROUNDS {
-        times[0].push(time_acks(&without.backend, &plain, ACKS).await);
-        times[1].push(time_acks(&with.backend, &plain, ACKS).await);
-        times[2].push(time_acks(&with.backend, &kept, ACKS).await);
+    for round in 0..ROUNDS {
+        for k in 0..3 {
+            let at = (round + k) % 3;
+            times[at].push(time_acks(backends[at], &q, ACKS).await);
+        }
     }
-    let kept_now = history(&with.backend)
-        .finished(&kept, None, 10)
+    let kept_now = history(&keeping)
+        .finished(&q, None, 10)
         .await
         .expect("finished");
     assert_eq!(kept_now.len(), 10, "the keeping queue kept nothing");
