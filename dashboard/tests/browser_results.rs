@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use fantoccini::Locator;
 use leaseq::{
-    handler_fn, Backend, BackendExt as _, CancellationToken, ClaimSpec, Job, JobContext, Keep,
-    MemoryBackend, NewItem, QueueName, Retention, Worker,
+    handler_fn, Backend, BackendExt as _, CancellationToken, Job, JobContext, Keep, MemoryBackend,
+    NewItem, QueueName, Retention, Worker,
 };
 use leaseq_testkit::env;
+use support::http::claim_one;
 use support::page::{browser, click, redis, serve, wait_contains, wait_text};
 
 async fn type_into(c: &fantoccini::Client, css: &str, text: &str) {
@@ -130,13 +131,7 @@ async fn walk(backend: Arc<dyn Backend>, label: &str) {
         .await
         .expect("goto");
     wait_contains(c, "#outcome", "in the queue: ready").await;
-    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
-    let lease = backend
-        .claim(&queue, spec)
-        .await
-        .expect("claim")
-        .leases
-        .remove(0);
+    let lease = claim_one(backend.as_ref(), &queue).await;
     backend.ack(&lease.key).await.expect("ack");
     wait_text(c, "#outcome", "finished (not kept)").await;
 

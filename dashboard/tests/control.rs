@@ -15,7 +15,7 @@ use leaseq::{
     handler_fn, Backend, BackendExt as _, ClaimSpec, ItemId, Job, JobContext, LeaseTtl,
     MemoryBackend, NewItem, QueueName, Worker,
 };
-use support::http::{send, writer, AdminOnly};
+use support::http::{claim_one, send, writer, AdminOnly};
 
 /// A queue `jobs` with two Ready items and two Scheduled an hour out.
 async fn setup() -> (Arc<dyn Backend>, QueueName, Vec<ItemId>) {
@@ -120,13 +120,7 @@ async fn cancel_ends_a_waiting_item_now_and_asks_a_leased_one_to_stop() {
     );
 
     // Leased: the item page shows its progress, then the cancel request.
-    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
-    let lease = backend
-        .claim(&q, spec)
-        .await
-        .expect("claim")
-        .leases
-        .remove(0);
+    let lease = claim_one(backend.as_ref(), &q).await;
     let control = backend.control().expect("control");
     control
         .progress(&lease.key, "half way".into())

@@ -16,7 +16,7 @@ use leaseq::{
 };
 use leaseq_dashboard::Dashboard;
 use serde_json::Value;
-use support::http::{send, serve, with_items, writer, AdminOnly};
+use support::http::{claim_one, send, serve, with_items, writer, AdminOnly};
 
 /// Claims every Ready item of `q` and completes each, in id order, with
 /// its result (`None`: a plain ack).
@@ -212,13 +212,7 @@ async fn without_history_the_page_is_told_and_a_write_is_unsupported() {
         r.body
     );
     // An acked item is simply gone.
-    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
-    let lease = backend
-        .claim(&q, spec)
-        .await
-        .expect("claim")
-        .leases
-        .remove(0);
+    let lease = claim_one(backend.as_ref(), &q).await;
     backend.ack(&lease.key).await.expect("ack");
     let gone = send(
         w.addr,

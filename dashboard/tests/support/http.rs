@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use leaseq::layer::LayeredBackend;
-use leaseq::{Backend, CancellationToken, Groups, MemoryBackend, NewItem, QueueName};
+use leaseq::{
+    Backend, CancellationToken, ClaimSpec, Groups, Lease, MemoryBackend, NewItem, QueueName,
+};
 use leaseq_dashboard::Dashboard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -163,4 +165,12 @@ impl LayeredBackend for AdminOnly {
     fn groups(&self) -> Groups<'_> {
         Groups::none().admin(&self.0)
     }
+}
+
+/// Claims one item of `queue` for a minute; panics when none is Ready.
+pub(crate) async fn claim_one(backend: &dyn Backend, queue: &QueueName) -> Lease {
+    let spec = ClaimSpec::new(1, std::time::Duration::from_secs(60)).expect("spec");
+    let mut leases = backend.claim(queue, spec).await.expect("claim").leases;
+    assert!(!leases.is_empty(), "nothing to claim in {queue}");
+    leases.remove(0)
 }
