@@ -277,6 +277,7 @@
 
 mod backend;
 mod control;
+mod history;
 mod hooks;
 mod limits;
 mod notify;

@@ -165,23 +165,38 @@ pub async fn cancelled_items_are_kept_as_cancelled<F: BackendFactory>(factory: &
 /// A count bound keeps the newest: after five endings under a bound of
 /// two, the last two are kept; lowering the bound to one trims at once.
 pub async fn retention_count_keeps_the_newest<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "retention_count_keeps_the_newest", RULE, Needs::HISTORY, |cx| async move {
-        set(&cx, Retention::default().completed(Keep::count(2))).await?;
-        let mut done = Vec::new();
-        for _ in 0..5 {
-            cx.push_n(1).await?;
-            let lease = cx.claim_one(LONG).await?;
-            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-            done.push(lease.id());
-        }
-        let got = ids_of(&listed(&cx, None).await?);
-        let want = vec![done[4], done[3]];
-        ensure!(got == want, RULE, "under a count of 2 the kept items are {got:?}; expected the newest two, {want:?}");
-        set(&cx, Retention::default().completed(Keep::count(1))).await?;
-        let got = ids_of(&listed(&cx, None).await?);
-        ensure!(got == vec![done[4]], RULE, "after lowering the count to 1 the kept items are {got:?}; expected [{}]", done[4]);
-        Ok(())
-    })
+    run(
+        factory,
+        "retention_count_keeps_the_newest",
+        RULE,
+        Needs::HISTORY,
+        |cx| async move {
+            set(&cx, Retention::default().completed(Keep::count(2))).await?;
+            let mut done = Vec::new();
+            for _ in 0..5 {
+                cx.push_n(1).await?;
+                let lease = cx.claim_one(LONG).await?;
+                cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+                done.push(lease.id());
+            }
+            let got = ids_of(&listed(&cx, None).await?);
+            let want = vec![done[4], done[3]];
+            ensure!(
+                got == want,
+                RULE,
+                "under a count of 2 the kept items are {got:?}; expected the newest two, {want:?}"
+            );
+            set(&cx, Retention::default().completed(Keep::count(1))).await?;
+            let got = ids_of(&listed(&cx, None).await?);
+            ensure!(
+                got == vec![done[4]],
+                RULE,
+                "after lowering the count to 1 the kept items are {got:?}; expected [{}]",
+                done[4]
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -232,29 +247,57 @@ pub async fn collect_removes_what_expired<F: BackendFactory>(factory: &F) -> Che
 /// Purge takes the kept items and keeps the policy; `delete_queue` forgets
 /// both; a queue that holds only kept items is not listed.
 pub async fn purge_and_delete_take_the_history<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "purge_and_delete_take_the_history", RULE, Needs::HISTORY.and(Needs::ADMIN), |cx| async move {
-        let history = cx.b.history().or_fail(RULE, "history")?;
-        let policy = Retention::default().completed(Keep::count(100));
-        set(&cx, policy).await?;
-        cx.push_n(2).await?;
-        for lease in cx.claim(2, LONG).await? {
+    run(
+        factory,
+        "purge_and_delete_take_the_history",
+        RULE,
+        Needs::HISTORY.and(Needs::ADMIN),
+        |cx| async move {
+            let history = cx.b.history().or_fail(RULE, "history")?;
+            let policy = Retention::default().completed(Keep::count(100));
+            set(&cx, policy).await?;
+            cx.push_n(2).await?;
+            for lease in cx.claim(2, LONG).await? {
+                cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            }
+            let queues = cx.b.queues().await.or_fail(RULE, "queues")?;
+            ensure!(
+                !queues.contains(&cx.q),
+                RULE,
+                "a queue holding only kept items is listed"
+            );
+            cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
+            ensure!(
+                listed(&cx, None).await?.is_empty(),
+                RULE,
+                "purge left kept items"
+            );
+            let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+            ensure!(
+                got == policy,
+                RULE,
+                "after a purge the policy is {got:?}; expected it kept"
+            );
+            cx.push_n(1).await?;
+            let lease = cx.claim_one(LONG).await?;
             cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-        }
-        let queues = cx.b.queues().await.or_fail(RULE, "queues")?;
-        ensure!(!queues.contains(&cx.q), RULE, "a queue holding only kept items is listed");
-        cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
-        ensure!(listed(&cx, None).await?.is_empty(), RULE, "purge left kept items");
-        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
-        ensure!(got == policy, RULE, "after a purge the policy is {got:?}; expected it kept");
-        cx.push_n(1).await?;
-        let lease = cx.claim_one(LONG).await?;
-        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-        cx.b.delete_queue(&cx.q).await.or_fail(RULE, "delete_queue")?;
-        ensure!(listed(&cx, None).await?.is_empty(), RULE, "delete_queue left kept items");
-        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
-        ensure!(got == Retention::default(), RULE, "after delete_queue the policy is {got:?}; expected the default");
-        Ok(())
-    })
+            cx.b.delete_queue(&cx.q)
+                .await
+                .or_fail(RULE, "delete_queue")?;
+            ensure!(
+                listed(&cx, None).await?.is_empty(),
+                RULE,
+                "delete_queue left kept items"
+            );
+            let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+            ensure!(
+                got == Retention::default(),
+                RULE,
+                "after delete_queue the policy is {got:?}; expected the default"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
