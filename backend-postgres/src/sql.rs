@@ -827,8 +827,8 @@ impl Sql {
             // whole table, every queue's rows (20-30 ms for a 10-item queue
             // among 10,000, where this takes 0.3 ms).
             purge: format!(
-                "WITH k AS (DELETE FROM {h} WHERE queue = $1), \
-                      f AS (DELETE FROM {f} WHERE queue = $1) \
+                "WITH f AS (DELETE FROM {f} WHERE queue = $1), \
+                      k AS (DELETE FROM {h} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
             // One statement, so one snapshot: the items, their held keys,

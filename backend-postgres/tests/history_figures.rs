@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use leaseq_core::{Backend, BackendExt, NewItem, QueueName};
+use leaseq_core::{Backend, BackendExt, Keep, NewItem, QueueName, Retention};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -52,4 +52,67 @@ async fn ack_path_figure() {
     acks(b, &plain, 500).await; // warm-up
     let median_plain = acks(b, &plain, n).await;
     println!("ack, default retention: median {median_plain:?} over {n} acks");
+    let keeping = q("keeping");
+    let history = b.history().expect("history");
+    history
+        .set_retention(&keeping, Retention::default().completed(Keep::FOREVER))
+        .await
+        .expect("set_retention");
+    acks(b, &keeping, 500).await;
+    let median_kept = acks(b, &keeping, n).await;
+    println!("ack, completed items kept: median {median_kept:?} over {n} acks");
+}
+
+/// Writes `n` kept Completed items of `queue`, finished now, by SQL.
+async fn plant_kept(db: &common::TestDb, queue: &str, n: i64) {
+    sqlx::query(&format!(
+        "INSERT INTO \"{}\".leaseq_finished \
+           (queue, id, ending, finished_at, enqueued_at, attempts, payload) \
+         SELECT $1, g, 'completed', now(), now(), 1, '\\x00'::bytea \
+         FROM generate_series(1, $2) g",
+        db.schema
+    ))
+    .bind(queue)
+    .bind(n)
+    .execute(db.backend.pool())
+    .await
+    .expect("plant kept items");
+    sqlx::query(&format!("ANALYZE \"{}\".leaseq_finished", db.schema))
+        .execute(db.backend.pool())
+        .await
+        .expect("analyze");
+}
+
+#[tokio::test]
+#[ignore = "a figure: run by hand"]
+async fn collect_figure() {
+    let Some(db) = common::TestDb::new("collectfig").await else {
+        return;
+    };
+    let history = db.backend.history().expect("history");
+    let day = Retention::default().completed(Keep::for_age(Duration::from_secs(86_400)));
+    for n in [10, 100_000] {
+        let queue = format!("kept{n}");
+        history
+            .set_retention(&q(&queue), day)
+            .await
+            .expect("set_retention");
+        plant_kept(&db, &queue, n).await;
+        let mut took = Vec::new();
+        for _ in 0..200 {
+            let at = Instant::now();
+            let gone = history.collect(&q(&queue)).await.expect("collect");
+            took.push(at.elapsed());
+            assert_eq!(gone, 0, "nothing has expired");
+        }
+        let kept = history
+            .finished(&q(&queue), None, 1)
+            .await
+            .expect("finished");
+        assert_eq!(kept.len(), 1, "the kept items are still there");
+        println!(
+            "collect with {n} kept unexpired items: median {:?} over 200",
+            median(took)
+        );
+    }
 }
