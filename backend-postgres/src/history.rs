@@ -305,7 +305,8 @@ impl History for PgBackend {
             .cancelled(keep(col(&row, 2)?, col(&row, 3)?)))
     }
 
-    /// The ack's statement, with the result bound (see [`record`]).
+    /// The ack's statement, with the result bound: recorded with the
+    /// ending when the queue keeps completed items.
     async fn complete(&self, lease: &LeaseKey, result: Bytes) -> Result<()> {
         check_result(&result)?;
         let row = sqlx::query(&self.inner.sql.complete)
