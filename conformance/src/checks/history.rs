@@ -79,8 +79,8 @@ pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> C
             Err(Error::InvalidInput { .. }) => {}
             other => return Err(cx.fail(format!("complete with a result over {MAX_RESULT_LEN} bytes answered {other:?}; expected InvalidInput"))),
         }
-        let info = cx.must_item(ids[0]).await?;
-        ensure!(info.state == leaseq_core::ItemState::Leased, RULE, "a refused complete moved item {} to {:?}", ids[0], info.state);
+        let info = cx.must_item(leases[0].id()).await?;
+        ensure!(info.state == leaseq_core::ItemState::Leased, RULE, "a refused complete moved item {} to {:?}", leases[0].id(), info.state);
         history.complete(&leases[0].key, Bytes::from_static(b"result one")).await.or_fail(RULE, "complete")?;
         let mut stale = leases[0].key.clone();
         stale.token = leaseq_core::LeaseToken::random();
@@ -95,17 +95,18 @@ pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> C
         }
         cx.expect_stats([0, 0, 0, 0], "with only kept items").await?;
         let all = listed(&cx, None).await?;
-        let mut want = ids.clone();
-        want.reverse();
+        // Finished in id order, so newest first is highest id first.
+        let want: Vec<ItemId> = leases.iter().rev().map(Lease::id).collect();
         ensure!(ids_of(&all) == want, RULE, "finished listed {:?}; expected {want:?} (newest first)", ids_of(&all));
         let completed = listed(&cx, Some(Ending::Completed)).await?;
         ensure!(ids_of(&completed) == want, RULE, "finished(Completed) listed {:?}", ids_of(&completed));
         ensure!(listed(&cx, Some(Ending::Cancelled)).await?.is_empty(), RULE, "finished(Cancelled) listed completed items");
-        for (lease, payload) in leases.iter().zip(["first", "second", "third"]) {
+        for (n, lease) in leases.iter().enumerate() {
+            let payload = &lease.payload;
             let f = kept(&cx, lease.id()).await?.ok_or_else(|| cx.fail(format!("item {} is not kept", lease.id())))?;
-            let result = (lease.id() == ids[0]).then(|| Bytes::from_static(b"result one"));
+            let result = (n == 0).then(|| Bytes::from_static(b"result one"));
             ensure!(
-                f.ending == Ending::Completed && f.result == result && f.payload == payload && f.attempts == 1
+                f.ending == Ending::Completed && f.result == result && f.payload == *payload && f.attempts == 1
                     && f.enqueued_at == lease.enqueued_at && f.finished_at >= lease.enqueued_at,
                 RULE,
                 "item {} is kept as {f:?}; expected Completed with result {result:?}, payload {payload:?}, 1 attempt and its enqueue time {}",
