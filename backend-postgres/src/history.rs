@@ -153,14 +153,18 @@ impl HistorySql {
             // oldest end: the walk stops at the first one kept, so it costs
             // what it removes. Locked `SKIP LOCKED`, so racing collects
             // remove each once. No policy row, or no age bound: nothing.
+            // The DELETE finds the locked rows by the primary key (an
+            // array, as the reap does): a join to `c` may be planned as a
+            // scan of the queue's kept items.
             collect_age: format!(
                 "WITH c AS MATERIALIZED ( \
-                   SELECT queue, id FROM {f} WHERE queue = $1 AND ending = $2 \
+                   SELECT id FROM {f} WHERE queue = $1 AND ending = $2 \
                      AND finished_at <= now() - (SELECT {age} FROM {p} WHERE queue = $1) \
                                                * interval '1 millisecond' \
                    ORDER BY finished_at, id LIMIT $3 FOR UPDATE SKIP LOCKED \
                  ), d AS ( \
-                   DELETE FROM {f} x USING c WHERE x.queue = c.queue AND x.id = c.id RETURNING 1 \
+                   DELETE FROM {f} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM c)) \
+                   RETURNING 1 \
                  ) \
                  SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)",
                 age = bound("age_ms"),
@@ -168,18 +172,22 @@ impl HistorySql {
             // $1 queue, $2 ending, $3 batch. The items past the count bound:
             // `edge` is the newest one past it (a walk over the bound's
             // newest index entries, not locked), and the batch the oldest up
-            // to it, locked as for the age. No count bound: nothing.
+            // to it, locked as for the age. No count bound: nothing (the
+            // edge is read as scalars, so an empty one is a one-time
+            // filter, not a join the planner could drive from the items).
             collect_count: format!(
                 "WITH edge AS MATERIALIZED ( \
                    SELECT finished_at, id FROM {f} WHERE queue = $1 AND ending = $2 \
                      AND {n} IS NOT NULL \
                    ORDER BY finished_at DESC, id DESC OFFSET {n} LIMIT 1 \
                  ), c AS MATERIALIZED ( \
-                   SELECT x.queue, x.id FROM {f} x, edge WHERE x.queue = $1 AND x.ending = $2 \
-                     AND (x.finished_at, x.id) <= (edge.finished_at, edge.id) \
-                   ORDER BY x.finished_at, x.id LIMIT $3 FOR UPDATE OF x SKIP LOCKED \
+                   SELECT id FROM {f} WHERE queue = $1 AND ending = $2 \
+                     AND EXISTS (SELECT 1 FROM edge) \
+                     AND (finished_at, id) <= ((SELECT finished_at FROM edge), (SELECT id FROM edge)) \
+                   ORDER BY finished_at, id LIMIT $3 FOR UPDATE SKIP LOCKED \
                  ), d AS ( \
-                   DELETE FROM {f} x USING c WHERE x.queue = c.queue AND x.id = c.id RETURNING 1 \
+                   DELETE FROM {f} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM c)) \
+                   RETURNING 1 \
                  ) \
                  SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)",
                 n = format!(
