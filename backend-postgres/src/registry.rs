@@ -106,7 +106,11 @@ impl WorkerRegistry for PgBackend {
         for row in &rows {
             let id: String = col(row, 0)?;
             let text: String = col(row, 1)?;
-            out.extend(WorkerEntry::decode_listed(&id, text.as_bytes(), ts(col(row, 2)?)));
+            out.extend(WorkerEntry::decode_listed(
+                &id,
+                text.as_bytes(),
+                ts(col(row, 2)?),
+            ));
         }
         // The database's collation may order ids otherwise than bytes.
         out.sort_by(|a, b| a.id.cmp(&b.id));

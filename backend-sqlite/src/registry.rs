@@ -56,7 +56,11 @@ impl WorkerRegistry for SqliteBackend {
         for row in &rows {
             let id: String = col(row, 0)?;
             let text: String = col(row, 1)?;
-            out.extend(WorkerEntry::decode_listed(&id, text.as_bytes(), ts(col(row, 2)?)));
+            out.extend(WorkerEntry::decode_listed(
+                &id,
+                text.as_bytes(),
+                ts(col(row, 2)?),
+            ));
         }
         Ok(out)
     }
