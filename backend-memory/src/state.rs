@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{
-    Bytes, Ending, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair, Timestamp,
+    Bytes, Ending, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair,
+    Timestamp,
 };
 
 use crate::hash::IdMap;

@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) hook_sql: crate::hooks::HookSql,
     /// The Control group's statements (beside it).
     pub(crate) control_sql: crate::control::ControlSql,
+    /// The History group's statements (beside it).
+    pub(crate) history_sql: crate::history::HistorySql,
     /// The WorkerRegistry group's statements (beside it).
     pub(crate) registry_sql: crate::registry::RegistrySql,
     /// When the reaper last looked at the planner's row count.
@@ -109,6 +111,7 @@ impl PgBackend {
                 sql: Sql::new(&options.schema),
                 hook_sql: crate::hooks::HookSql::new(&options.schema),
                 control_sql: crate::control::ControlSql::new(&options.schema),
+                history_sql: crate::history::HistorySql::new(&options.schema),
                 registry_sql: crate::registry::RegistrySql::new(&options.schema),
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,

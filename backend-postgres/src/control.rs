@@ -54,7 +54,8 @@ impl ControlSql {
             // workers of the queue a `cancel <queue>` notification (no queue
             // name holds a space, so it is never a work wake-up); any other
             // row is deleted, as
-            // `remove_item` does (no key held). The flag is written as
+            // `remove_item` does (no key held), and recorded Cancelled when
+            // the queue keeps cancelled items (`history::record`). The flag is written as
             // `state = 'leased'`, not `true`: when a claim leased the row
             // after this statement's snapshot, the UPDATE first builds its
             // row from the Ready version it saw, and PostgreSQL checks
@@ -63,8 +64,8 @@ impl ControlSql {
             cancel: format!(
                 "WITH {c}, gone AS ( \
                    DELETE FROM {t} i USING c WHERE i.id = c.id AND c.state <> 'leased' \
-                   RETURNING i.id \
-                 ), asked AS ( \
+                   RETURNING i.id, i.queue, i.enqueued_at, i.attempts, i.payload, i.last_error \
+                 ), {kept}, asked AS ( \
                    UPDATE {t} i SET cancel_requested = (i.state = 'leased') \
                    FROM c WHERE i.id = c.id AND c.state = 'leased' RETURNING i.id \
                  ), hint AS ( \
@@ -72,7 +73,8 @@ impl ControlSql {
                  ) \
                  SELECT CASE WHEN c.state = 'scheduled' AND c.due THEN 'ready' ELSE c.state END, \
                         (SELECT count(*) FROM gone) + (SELECT count(*) FROM asked) \
-                 FROM c, hint",
+                 FROM c, hint, done",
+                kept = crate::history::record(schema, "gone", "'cancelled'", "NULL::bytea", "$3"),
                 c = locked("id, state, available_at <= now() AS due", "UPDATE"),
             ),
             // $1 queue, $2 id, $3 notify channel. One row: rows moved (0 or

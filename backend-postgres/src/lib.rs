@@ -72,6 +72,13 @@
 //! of at most [`leaseq_core::limits::MAX_REASON_LEN`] bytes (the last three
 //! added `NOT VALID`: rows from before them are not rescanned).
 //!
+//! `leaseq_retention` holds a queue's retention policy
+//! ([`leaseq_core::History`]), one row per queue whose policy is not the
+//! default, and `leaseq_finished` its kept items (queue, id, ending,
+//! `finished_at`, `enqueued_at`, attempts, payload, `last_error`, result),
+//! with the index `leaseq_finished_order` on (queue, ending, finished_at,
+//! id).
+//!
 //! `leaseq_queue_limits` holds, per queue, its global limits and its pause
 //! (both read by the claim statement's one probe of the row), and
 //! `leaseq_workers` the live workers (id, entry as JSON text, expiry).
@@ -159,6 +166,23 @@
 //!   and the statements that end a lease clear it. `run_now` locks its row
 //!   by the primary key; `run_all_now` walks the scheduled index from the
 //!   earliest due time in keyset batches, as promotion does.
+//! - **History** ([`leaseq_core::History`]). Every statement that ends an
+//!   item (ack, `ack_many`, `complete`, and for a cancel-requested lease
+//!   release, snooze, give_back, fail and the reap, and `cancel` of a
+//!   waiting item) copies the rows it deleted into `leaseq_finished` in
+//!   that same statement, joined to the queue's policy row by its primary
+//!   key: a queue that keeps nothing has no row, so the ack pays one probe
+//!   of a table that holds only the queues that keep, and records and
+//!   notifies nothing. A kept ending sends `done <queue>` on the
+//!   notification channel, which fires [`leaseq_core::History::finished_signal`]
+//!   in every process. `collect` walks the order index from each ending's
+//!   oldest item and stops at the first one its age bound keeps, in
+//!   batches locked `SKIP LOCKED` (racing collects remove each item once):
+//!   it costs what it removes. A count bound cuts `finished` at once; the
+//!   rows past it go at the next `collect` (run by every worker's reaper),
+//!   which finds the edge by walking the bound's newest index entries, and
+//!   at a `set_retention`. Until then `finished_item` still answers them.
+//!   Purge deletes the kept items, `delete_queue` the policy row too.
 //! - **Live workers** ([`leaseq_core::WorkerRegistry`]). `register` is one
 //!   upsert that also deletes expired entries (through the expiry index,
 //!   skipping rows another call is deleting); `workers` deletes them the
@@ -216,7 +240,8 @@
 //! per statement, only when something became claimable. Each backend (all its clones) keeps one
 //! `LISTEN` connection, started on the first
 //! [`leaseq_core::Backend::wait_for_work`], which wakes the waiters of that
-//! queue. A notification is a hint: waiters also wake after
+//! queue. The same channel carries `cancel <queue>` (a cancel request on a
+//! lease) and `done <queue>` (an ending kept); no queue name holds a space. A notification is a hint: waiters also wake after
 //! [`PgOptions::poll_interval`], and after the listener reconnects.
 //!
 //! # Operating a busy queue
@@ -277,6 +302,7 @@
 
 mod backend;
 mod control;
+mod history;
 mod hooks;
 mod limits;
 mod notify;

@@ -3,7 +3,9 @@
 //! notification is a hint; the bounded poll in `wait` is the source of truth.
 //!
 //! The same connection carries cancel requests: a `cancel <queue>` payload
-//! (no queue name holds a space) fires the queue's [`Signal`] instead.
+//! (no queue name holds a space) fires the queue's [`Signal`] instead, and
+//! endings kept by the History group a `done <queue>` payload, the queue's
+//! finished signal.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -64,6 +66,7 @@ pub(crate) struct Wakeups {
     poll: Duration,
     registry: Arc<Registry>,
     cancels: Arc<SignalHub>,
+    finishes: Arc<SignalHub>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -75,6 +78,7 @@ impl Wakeups {
             poll,
             registry: Arc::default(),
             cancels: Arc::default(),
+            finishes: Arc::default(),
             task: Mutex::new(None),
         }
     }
@@ -96,6 +100,12 @@ impl Wakeups {
         self.cancels.subscribe(queue)
     }
 
+    /// Subscribes to kept endings of `queue`'s items, from any process.
+    pub(crate) fn finished_signal(&self, queue: &str) -> Signal {
+        self.start();
+        self.finishes.subscribe(queue)
+    }
+
     /// Starts the listener task on first use, or again if it ended (e.g. its
     /// runtime went away).
     fn start(&self) {
@@ -111,6 +121,7 @@ impl Wakeups {
         let fanout = Fanout {
             work: Arc::clone(&self.registry),
             cancels: Arc::clone(&self.cancels),
+            finishes: Arc::clone(&self.finishes),
         };
         *task = Some(handle.spawn(listen(pool, channel, fanout)));
     }
@@ -129,13 +140,17 @@ impl Drop for Wakeups {
 struct Fanout {
     work: Arc<Registry>,
     cancels: Arc<SignalHub>,
+    finishes: Arc<SignalHub>,
 }
 
 impl Fanout {
     fn heard(&self, payload: &str) {
-        match payload.strip_prefix("cancel ") {
-            Some(queue) => self.cancels.fire(queue),
-            None => self.work.wake(payload),
+        if let Some(queue) = payload.strip_prefix("cancel ") {
+            self.cancels.fire(queue);
+        } else if let Some(queue) = payload.strip_prefix("done ") {
+            self.finishes.fire(queue);
+        } else {
+            self.work.wake(payload);
         }
     }
 
@@ -143,6 +158,7 @@ impl Fanout {
     fn everyone(&self) {
         self.work.wake_all();
         self.cancels.fire_all();
+        self.finishes.fire_all();
     }
 }
 

@@ -702,6 +702,7 @@ impl Backend for PgBackend {
             .bind(fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
+            .bind(&self.inner.channel)
             .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("ack"))?;
@@ -723,6 +724,7 @@ impl Backend for PgBackend {
             .bind(&ids)
             .bind(&queues)
             .bind(&tokens)
+            .bind(&self.inner.channel)
             .fetch_all(self.statement_on(leases.iter().map(|l| &l.queue)))
             .await
             .map_err(db("ack many"))?;
@@ -797,6 +799,7 @@ impl Backend for PgBackend {
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(clamp_reason(&reason))
+            .bind(&self.inner.channel)
             .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("fail"))?;
@@ -934,6 +937,7 @@ impl Backend for PgBackend {
             .schedules(self)
             .control(self)
             .registry(self)
+            .history(self)
             .test_hooks(
                 self.inner
                     .options

@@ -106,12 +106,7 @@ impl WorkerRegistry for PgBackend {
         for row in &rows {
             let id: String = col(row, 0)?;
             let text: String = col(row, 1)?;
-            match WorkerEntry::decode(&text, ts(col(row, 2)?)) {
-                Ok(entry) => out.push(entry),
-                Err(e) => {
-                    tracing::warn!(worker = %id, error = %e, "leaseq-postgres: a stored worker entry does not decode; left out");
-                }
-            }
+            out.extend(WorkerEntry::decode_listed(&id, text.as_bytes(), ts(col(row, 2)?)));
         }
         // The database's collation may order ids otherwise than bytes.
         out.sort_by(|a, b| a.id.cmp(&b.id));

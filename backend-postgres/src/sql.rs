@@ -3,11 +3,13 @@
 //! Each transition is one statement. Time is always the server's `now()`.
 //! `$n * interval '1 millisecond'` turns a millisecond count into an interval.
 
+use crate::history::{finished_table, record, retention_table};
+
 /// Epoch milliseconds of a timestamptz expression, clamped to about
 /// ±300,000 years: a planted `infinity` (which the column type allows)
 /// reads as a far time instead of failing the statement that reads it (a
 /// claim would fail on that row every time, and hold up its queue).
-fn ms(expr: &str) -> String {
+pub(crate) fn ms(expr: &str) -> String {
     format!("(floor(greatest(least(extract(epoch FROM {expr}), 1e13), -1e13) * 1000))::bigint")
 }
 
@@ -37,6 +39,8 @@ pub(crate) struct Sql {
     pub(crate) request_done: String,
     pub(crate) reap_requests: String,
     pub(crate) ack: String,
+    /// The ack with a result: [`leaseq_core::History::complete`].
+    pub(crate) complete: String,
     pub(crate) ack_many: String,
     pub(crate) extend: String,
     pub(crate) release: String,
@@ -140,6 +144,19 @@ pub(crate) fn to_ready_walk(t: &str, key: &str, filter: &str, set: &str) -> Stri
     )
 }
 
+/// An ack of the lease `$1`-`$3` whose kept record is `kept` (see
+/// `record`): the unique-for hold (`hold`) unless a cancel was requested.
+fn ack(t: &str, fence: &str, held_ms: &str, hold: &str, kept: &str) -> String {
+    format!(
+        "WITH d AS ( \
+           DELETE FROM {t} WHERE {fence} \
+           RETURNING id, queue, dedup_key, {held_ms}, enqueued_at, attempts, payload, \
+             last_error, cancel_requested \
+         ), {hold}, {kept} \
+         SELECT count(*) FROM d CROSS JOIN done"
+    )
+}
+
 impl Sql {
     /// Renders every statement for `schema` (already validated).
     pub(crate) fn new(schema: &str) -> Self {
@@ -148,6 +165,11 @@ impl Sql {
         let seq = format!("'\"{schema}\".leaseq_item_id'");
         let h = format!("\"{schema}\".leaseq_held_keys");
         let k = format!("\"{schema}\".leaseq_takeovers");
+        let f = finished_table(schema);
+        let p = retention_table(schema);
+        // The ending of a row an ack deleted: Cancelled when a cancel was
+        // requested.
+        let ending_of_d = "CASE WHEN d.cancel_requested THEN 'cancelled' ELSE 'completed' END";
         // The CTEs an ack adds after its `d` (the rows it deleted: id,
         // queue, dedup_key, unique_for_ms): unique-for keys held from now,
         // and, when there are any, up to 16 holds of those queues that ran
@@ -190,14 +212,19 @@ impl Sql {
         // (`FROM held WHERE ... AND NOT held.cancel`). Both find the row by
         // id and, should it have changed since the statement's snapshot,
         // re-check on its latest version with `held`'s answer.
+        // What a kept ending records of a deleted row (see `record`).
+        let ended_cols = "queue, enqueued_at, attempts, payload, last_error";
         let ending = format!(
             "held AS MATERIALIZED ( \
                SELECT id, cancel_requested AS cancel FROM {t} WHERE {fence} FOR UPDATE \
              ), gone AS ( \
                DELETE FROM {t} g USING held WHERE g.id = held.id AND held.cancel \
-               RETURNING g.id \
+               RETURNING g.id, {ended_cols} \
              )"
         );
+        // The record of the items `gone` ended Cancelled; `$n` the notify
+        // channel.
+        let cancelled = |n: &str| record(schema, "gone", "'cancelled'", "NULL::bytea", n);
         // What a lease's end clears besides the lease: its progress.
         let unleased =
             "token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL";
@@ -206,7 +233,7 @@ impl Sql {
         // the item went to, or 'cancelled'.
         let put_back = |set: &str| {
             format!(
-                "WITH {ending}, r AS ( \
+                "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET {set}, \
                      available_at = now() + $4 * interval '1 millisecond', {unleased} \
                    FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
@@ -215,7 +242,8 @@ impl Sql {
                    FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
                  ) \
                  SELECT r.state FROM r CROSS JOIN hint \
-                 UNION ALL SELECT 'cancelled' FROM gone"
+                 UNION ALL SELECT 'cancelled' FROM gone CROSS JOIN done",
+                kept = cancelled("$5"),
             )
         };
         let info = info_columns();
@@ -515,29 +543,30 @@ impl Sql {
                  SELECT (SELECT count(*) FROM c) AS locked, (SELECT count(*) FROM d), \
                         (SELECT max(at)::text FROM c)"
             ),
-            // $1 id, $2 queue, $3 token. One row when the fence held. A
+            // $1 id, $2 queue, $3 token, $4 notify channel. One row when
+            // the fence held; the item recorded when its queue keeps it
+            // (`record`: Cancelled when a cancel was requested). A
             // unique-for key is held from now on (`{hold}`), unless a cancel
             // was requested: the item ends Cancelled, its key free at once.
             // RETURNING reads the version deleted, so a cancel that
             // committed while the ack waited for the row is seen.
-            ack: format!(
-                "WITH d AS ( \
-                   DELETE FROM {t} WHERE {fence} \
-                   RETURNING id, queue, dedup_key, {held_ms} \
-                 ), {hold} \
-                 SELECT count(*) FROM d"
-            ),
-            // $1 ids, $2 queues, $3 tokens (parallel arrays): one statement,
-            // each row fenced on its own; the rows deleted come back.
+            ack: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "NULL::bytea", "$4")),
+            // ... $4 notify channel, $5 the result.
+            complete: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "$5::bytea", "$4")),
+            // $1 ids, $2 queues, $3 tokens (parallel arrays), $4 notify
+            // channel: one statement, each row fenced on its own; the rows
+            // deleted come back, those the policy keeps recorded.
             ack_many: format!(
                 "WITH d AS ( \
                    DELETE FROM {t} i USING unnest($1::bigint[], $2::text[], $3::uuid[]) \
                      AS l(id, queue, token) \
                    WHERE i.id = l.id AND i.queue = l.queue AND i.token = l.token \
                      AND i.lease_expires_at IS NOT NULL \
-                   RETURNING i.id, i.queue, i.token, i.dedup_key, {held_ms} \
-                 ), {hold} \
-                 SELECT id, queue, token FROM d"
+                   RETURNING i.id, i.queue, i.token, i.dedup_key, {held_ms}, \
+                     i.enqueued_at, i.attempts, i.payload, i.last_error, i.cancel_requested \
+                 ), {hold}, {kept} \
+                 SELECT id, queue, token FROM d CROSS JOIN done",
+                kept = record(schema, "d", ending_of_d, "NULL::bytea", "$4"),
             ),
             // ... $4 ttl (ms). Also whether a cancel was requested.
             extend: format!(
@@ -558,22 +587,26 @@ impl Sql {
             // index orders by priority and id) with the claim's attempt
             // taken back; one row when the fence held.
             give_back: format!(
-                "WITH {ending}, r AS ( \
+                "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET state = 'ready', attempts = greatest(i.attempts - 1, 0), \
                      available_at = now(), {unleased} \
                    FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($4, $2)) AS n FROM r \
                  ) \
-                 SELECT count(*) + (SELECT count(*) FROM gone) FROM r CROSS JOIN hint"
+                 SELECT count(*) + (SELECT count(*) FROM gone) \
+                 FROM r CROSS JOIN hint CROSS JOIN done",
+                kept = cancelled("$4"),
             ),
-            // ... $4 reason. One row: 1 when the fence held.
+            // ... $4 reason, $5 notify channel. One row: 1 when the fence
+            // held.
             fail: format!(
-                "WITH {ending}, r AS ( \
+                "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET state = 'dead', dead_at = now(), last_error = $4, {unleased} \
                    FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
                  ) \
-                 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM gone)"
+                 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM gone) FROM done",
+                kept = cancelled("$5"),
             ),
             // ... $4 delay (ms), $5 notify channel. As `release`, but the
             // claim's attempt is taken back and the item never goes Dead.
@@ -629,8 +662,8 @@ impl Sql {
                    DELETE FROM {t} i \
                    WHERE i.id = ANY(ARRAY(SELECT id FROM c WHERE cancel)) \
                      AND i.lease_expires_at <= now() \
-                   RETURNING i.id, 'cancelled'::text AS state \
-                 ), ended AS ( \
+                   RETURNING i.id, 'cancelled'::text AS state, {ended_cols} \
+                 ), {kept}, ended AS ( \
                    SELECT id, state FROM r UNION ALL SELECT id, state FROM gone \
                  ), taken AS ( \
                    INSERT INTO {k} (id, token, queue, taken_at) \
@@ -647,7 +680,8 @@ impl Sql {
                         count(*) FILTER (WHERE e.state = 'dead') AS dead, \
                         count(*) FILTER (WHERE e.state = 'cancelled') AS cancelled, \
                         (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM ended e CROSS JOIN hint"
+                 FROM ended e CROSS JOIN hint CROSS JOIN done",
+                kept = cancelled("$3"),
             ),
             // $1 queue, $2 the traces' memory (ms). Through the age index:
             // the cost follows the traces that ran out.
@@ -793,7 +827,8 @@ impl Sql {
             // whole table, every queue's rows (20-30 ms for a 10-item queue
             // among 10,000, where this takes 0.3 ms).
             purge: format!(
-                "WITH k AS (DELETE FROM {h} WHERE queue = $1) \
+                "WITH f AS (DELETE FROM {f} WHERE queue = $1), \
+                      k AS (DELETE FROM {h} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
             // One statement, so one snapshot: the items, their held keys,
@@ -804,7 +839,9 @@ impl Sql {
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1), \
                       q AS (DELETE FROM {r} WHERE queue = $1), \
                       l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1), \
-                      tk AS (DELETE FROM {k} WHERE queue = $1) \
+                      tk AS (DELETE FROM {k} WHERE queue = $1), \
+                      f AS (DELETE FROM {f} WHERE queue = $1), \
+                      p AS (DELETE FROM {p} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
         }

@@ -256,8 +256,8 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
         (
             "fail",
             prepared(b, "last_error = $4").await,
-            ", text",
-            ", 'x'",
+            ", text, text",
+            ", 'x', 'ch'",
         ),
         (
             "snooze",
@@ -276,8 +276,8 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
         (
             "cancel",
             prepared(b, "SET cancel_requested = (i.state").await,
-            "",
-            "",
+            ", text",
+            ", 'ch'",
         ),
         (
             "run_now",

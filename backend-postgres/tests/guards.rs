@@ -674,12 +674,17 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             // walking the queue's leases.
             let zero = "'00000000-0000-0000-0000-000000000000'::uuid";
             for (what, sql, types, args) in [
-                ("ack", &ack, "int8, text, uuid", format!("1, 'big', {zero}")),
+                (
+                    "ack",
+                    &ack,
+                    "int8, text, uuid, text",
+                    format!("1, 'big', {zero}, 'ch'"),
+                ),
                 (
                     "ack_many",
                     &ack_many,
-                    "int8[], text[], uuid[]",
-                    format!("ARRAY[1]::int8[], ARRAY['big'], ARRAY[{zero}]"),
+                    "int8[], text[], uuid[], text",
+                    format!("ARRAY[1]::int8[], ARRAY['big'], ARRAY[{zero}], 'ch'"),
                 ),
             ] {
                 let what = format!("{what}, {phase} ({mode})");

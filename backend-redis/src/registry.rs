@@ -74,16 +74,11 @@ impl<C: ScriptClient> WorkerRegistry for RedisBackend<C> {
             let expires_at = Timestamp::from_millis(expires.uint()?);
             // An expiry without an entry (deleted under it) is no worker.
             let Reply::Data(text) = entry else { continue };
-            match std::str::from_utf8(text)
-                .map_err(|e| Error::Corrupt {
-                    what: format!("stored worker entry is not UTF-8: {e}"),
-                })
-                .and_then(|t| WorkerEntry::decode(t, expires_at))
-            {
-                Ok(e) => out.push(e),
-                Err(e) => tracing::warn!(worker = ?id, error = %e,
-                    "leaseq-redis: skipping a corrupt entry of the registry of workers"),
-            }
+            let id = match id {
+                Reply::Data(id) => String::from_utf8_lossy(id).into_owned(),
+                other => format!("{other:?}"),
+            };
+            out.extend(WorkerEntry::decode_listed(&id, text, expires_at));
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)

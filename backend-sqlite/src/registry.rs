@@ -56,13 +56,7 @@ impl WorkerRegistry for SqliteBackend {
         for row in &rows {
             let id: String = col(row, 0)?;
             let text: String = col(row, 1)?;
-            match WorkerEntry::decode(&text, ts(col(row, 2)?)) {
-                Ok(entry) => out.push(entry),
-                // One bad row must not hide the others; it expires.
-                Err(e) => {
-                    tracing::warn!(worker = %id, error = %e, "leaseq-sqlite: a stored worker entry does not decode; left out");
-                }
-            }
+            out.extend(WorkerEntry::decode_listed(&id, text.as_bytes(), ts(col(row, 2)?)));
         }
         Ok(out)
     }

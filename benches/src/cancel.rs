@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use leaseq_core::{
     handler_fn, Backend, BackendExt as _, CancellationToken, Cancelled, Error, Job, JobContext,
     JobOutcome, NewItem, QueueName, Result, Worker, WorkerBuilder,
@@ -245,16 +244,8 @@ fn report(
     ended: u64,
     seconds: f64,
 ) -> Result<CancelReport> {
-    let hist = |values: &mut dyn Iterator<Item = Duration>| -> Result<Histogram<u64>> {
-        let mut h = Histogram::new(3).map_err(|e| Error::outcome_unknown("histogram", e))?;
-        for v in values {
-            h.record(v.as_micros().try_into().unwrap_or(u64::MAX))
-                .map_err(|e| Error::outcome_unknown("histogram", e))?;
-        }
-        Ok(h)
-    };
-    let seen = hist(&mut samples.iter().map(|s| s.0))?;
-    let calls = hist(&mut samples.iter().map(|s| s.1))?;
+    let seen = Latency::of(&samples.iter().map(|s| s.0).collect::<Vec<_>>())?;
+    let calls = Latency::of(&samples.iter().map(|s| s.1).collect::<Vec<_>>())?;
     let heartbeat = config.lease / 3;
     Ok(CancelReport {
         backend: name.to_owned(),
@@ -263,14 +254,10 @@ fn report(
         lease_ttl_ms: config.lease.as_millis() as u64,
         heartbeat_ms: heartbeat.as_millis() as u64,
         spread: config.spread,
-        latency: Latency {
-            p50_us: seen.value_at_quantile(0.5),
-            p99_us: seen.value_at_quantile(0.99),
-            max_us: seen.max(),
-        },
-        cancel_call_p50_us: calls.value_at_quantile(0.5),
+        latency: seen,
+        cancel_call_p50_us: calls.p50_us,
         within_heartbeat: samples.iter().filter(|s| s.0 <= heartbeat).count() as u32,
-        max_over_heartbeat_us: Duration::from_micros(seen.max())
+        max_over_heartbeat_us: Duration::from_micros(seen.max_us)
             .saturating_sub(heartbeat)
             .as_micros() as u64,
         ended_cancelled: ended,

@@ -40,6 +40,7 @@
 //! backends run. Every Redis connection (backends and raw baselines alike)
 //! sets `TCP_NODELAY` unless `LEASEQ_BENCH_TCP_NODELAY=off`.
 
+pub mod await_result;
 pub mod baseline;
 pub mod cancel;
 pub mod drain;

@@ -77,6 +77,23 @@ pub struct Latency {
     pub max_us: u64,
 }
 
+impl Latency {
+    /// The percentiles of `samples`.
+    pub fn of(samples: &[Duration]) -> leaseq_core::Result<Latency> {
+        let broken = |e| leaseq_core::Error::outcome_unknown("histogram", e);
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).map_err(broken)?;
+        for v in samples {
+            h.record(v.as_micros().try_into().unwrap_or(u64::MAX))
+                .map_err(|e| leaseq_core::Error::outcome_unknown("histogram", e))?;
+        }
+        Ok(Latency {
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        })
+    }
+}
+
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadReport {

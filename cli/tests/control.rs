@@ -141,7 +141,7 @@ mod sqlite {
             .args(["peek", "mail", "--state", "leased"])
             .assert()
             .success()
-            .stdout(is_match(&format!(r"(?m)^\s+{a} leased!")).expect("regex"))
+            .stdout(is_match(format!(r"(?m)^\s+{a} leased!")).expect("regex"))
             .stdout(contains("! cancel requested"));
         // A second cancel asks again; the ack ends it, cancelled.
         db.leaseq()

@@ -47,6 +47,17 @@ pub(crate) trait Groupwise: Backend {
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
         self.schedule_store()?.fire_schedule(tick, item).await
     }
+    async fn complete(&self, lease: &LeaseKey, result: Bytes) -> Result<()> {
+        self.history()?.complete(lease, result).await
+    }
+    async fn finished(
+        &self,
+        queue: &QueueName,
+        ending: Option<leaseq_core::Ending>,
+        limit: usize,
+    ) -> Result<Vec<leaseq_core::Finished>> {
+        self.history()?.finished(queue, ending, limit).await
+    }
     async fn cancel(&self, queue: &QueueName, id: ItemId) -> Result<Cancelled> {
         self.control()?.cancel(queue, id).await
     }

@@ -6,6 +6,9 @@
 mod teeth {
     pub(crate) mod faulty;
 }
+#[allow(dead_code)]
+#[path = "history_teeth/faulty.rs"]
+mod history_faulty;
 
 use std::sync::Arc;
 
@@ -90,6 +93,38 @@ fn without_hooks_time_passes_by_the_clock() {
         check_model(&FaultyFactory(Fault::HideHooks), &config),
         Ok(Outcome::Passed)
     );
+}
+
+/// The memory backend behind a seeded History fault.
+struct HistoryFaultFactory(history_faulty::Fault);
+
+#[leaseq_core::async_trait]
+impl BackendFactory for HistoryFaultFactory {
+    fn name(&self) -> &str {
+        "memory-with-history-fault"
+    }
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let clock = ManualClock::new();
+        let inner = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks());
+        let b = history_faulty::Faulty::new(inner, self.0);
+        Ok(TestBackend::manual(Arc::new(b), clock))
+    }
+}
+
+#[test]
+fn the_model_catches_cancelled_items_kept_as_completed() {
+    let f = HistoryFaultFactory(history_faulty::Fault::CancelReadAsCompleted);
+    let verdict = check_model(&f, &ModelConfig::new(2000).max_steps(60));
+    let v = verdict.expect_err("a cancelled item kept as completed is caught");
+    assert_eq!(v.rule, Rule::Contract("History"), "{v}");
+}
+
+#[test]
+fn the_model_catches_a_history_listed_oldest_first() {
+    let f = HistoryFaultFactory(history_faulty::Fault::OldestFirst);
+    let verdict = check_model(&f, &ModelConfig::new(2000).max_steps(60));
+    let v = verdict.expect_err("a history listed oldest first is caught");
+    assert_eq!(v.rule, Rule::Contract("History"), "{v}");
 }
 
 #[test]

@@ -175,8 +175,7 @@ async function overview() {
     el("h1", { text: "Queues" }), table, empty,
     el("h2", { text: "Items per state, all queues" }),
     chart("depth", history, STATES, stateCount),
-    el("h2", { text: "Throughput: items leaving the queues per second (net of new ones)" }),
-    chart("throughput", history, ["drained"], drainRate),
+    ...throughputChart(history),
     el("p", { id: "chart-caption", class: "muted", text: chartCaption(history) }));
 }
 
@@ -188,9 +187,6 @@ async function queuePage(name, state, offset) {
   const [data, history] = await Promise.all([
     api("/api/queues/" + q + "/items?state=" + state + "&offset=" + offset + "&limit=" + PAGE),
     loadHistory(name)]);
-  const tabs = el("div", { class: "tabs" }, ...STATES.map((s) =>
-    el("a", { href: "#/queue/" + q + "/" + s, class: s === state ? "tab on" : "tab",
-      "data-state": s, text: s + " (" + data.queue[s] + ")" })));
   const dueHead = { scheduled: "due", leased: "lease expires" }[state];
   const head = ["id", "enqueued", dueHead, "attempts", "priority", "last error", "payload"]
     .filter((h) => h);
@@ -236,13 +232,24 @@ async function queuePage(name, state, offset) {
     ? chart("queue", history, STATES, stateCount)
     : el("p", { class: "muted", text: "No history is kept for this queue: the dashboard keeps it for 100 queues." });
   setMain(
-    el("h1", {}, name, pausedBadge(data.queue.paused)), tabs, actions,
+    el("h1", {}, name, pausedBadge(data.queue.paused)), queueTabs(name, data.queue, state),
+    retentionLine(name, data.retention), actions,
     pager(name, state, data),
     el("table", { id: "items" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
     data.items.length === 0 ? el("p", { class: "muted", text: "No " + state + " items" +
       (data.offset > 0 ? " from " + (data.offset + 1) + " on." : ".") }) : null,
-    el("h2", { text: "Items per state over time" }), chartBox);
+    el("h2", { text: "Items per state over time" }), chartBox,
+    ...completionChart("queue-completed", history));
+}
+
+// A tab per state with its count, and the kept finished items.
+function queueTabs(name, counts, current) {
+  const q = encodeURIComponent(name);
+  const tab = (s, label) => el("a", { href: "#/queue/" + q + "/" + s,
+    class: s === current ? "tab on" : "tab", "data-state": s, text: label });
+  return el("div", { class: "tabs" }, ...STATES.map((s) => tab(s, s + " (" + counts[s] + ")")),
+    tab("completed", "completed"));
 }
 
 // "Items 101–200 of 523" between Previous and Next. The count is the
@@ -251,8 +258,11 @@ async function queuePage(name, state, offset) {
 function pager(name, state, data) {
   const base = "#/queue/" + encodeURIComponent(name) + "/" + state + "/";
   const first = data.offset + 1, last = data.offset + data.items.length;
-  const range = data.items.length ? "Items " + first + "–" + last + " of " + data.queue[state] : "";
-  const capped = !data.more && last >= data.max_offset && data.queue[state] > last
+  // Kept items have no count: the range is shown without one.
+  const count = data.queue[state];
+  const range = data.items.length ? "Items " + first + "–" + last +
+    (count === undefined ? "" : " of " + count) : "";
+  const capped = !data.more && last >= data.max_offset && !(count <= last)
     ? " (paging stops at " + data.max_offset + ", the most one peek returns)" : "";
   const go = (offset) => () => { location.hash = base + Math.max(0, offset); };
   return el("div", { class: "pager" },
@@ -363,6 +373,10 @@ async function act(call) {
 
 // ---- one item ------------------------------------------------------------
 
+// The item route whose item this page saw in the queue: when it is gone
+// at the next look, it finished while watched.
+let seenLive = "";
+
 async function itemPage(name, id) {
   const q = encodeURIComponent(name);
   crumbs(["queues", "#/"], [name, "#/queue/" + q + "/ready"], ["item " + id, null]);
@@ -371,12 +385,24 @@ async function itemPage(name, id) {
     answer = await api("/api/queues/" + q + "/items/" + encodeURIComponent(id));
   } catch (e) {
     if (e.kind !== "not_found") throw e;
+    if (seenLive === route) {
+      setMain(el("h1", { text: "Item " + id }),
+        el("p", { id: "outcome", "data-outcome": "not-kept", text: "finished (not kept)" }),
+        el("p", { class: "muted", text: "It left the queue while this page watched it (acked, " +
+          "cancelled or removed), and the queue's retention keeps no record of it." }));
+      return;
+    }
     // Acked, removed, or never there: ids are not reused, so it is gone.
     setMain(el("h1", { text: "Item " + id }), el("p", { id: "not-found", class: "muted",
       text: "Queue " + name + " holds no item " + id + ": it was never there, or it is done " +
-        "(acked, cancelled or removed)." }));
+        "(acked, cancelled or removed) and not kept." }));
     return;
   }
+  if (answer.finished) {
+    finishedRecord(name, answer.finished, answer.now_ms);
+    return;
+  }
+  seenLive = route;
   const { item, now_ms, control } = answer;
   const fields = [
     ["id", item.id], ["state", item.state], ["attempts", item.attempts + " of " + item.max_attempts],
@@ -390,9 +416,6 @@ async function itemPage(name, id) {
     fields.push(["progress", item.progress ? item.progress.text : ""],
       ["cancel requested", item.cancel_requested ? "yes: the item ends cancelled when its lease ends" : "no"]);
   }
-  const dl = el("dl", { id: "item" }, ...fields.flatMap(([k, v]) =>
-    [el("dt", { text: k }), typeof v === "string" ? el("dd", { "data-field": k, text: v })
-      : el("dd", { "data-field": k }, v)]));
   const redrive = item.state === "dead" ? el("button", { id: "redrive-item", type: "button",
     onclick: () => redriveOne(name, item.id), text: "Redrive this item" }) : null;
   const runNow = control && item.state === "scheduled" ? el("button", { id: "run-now-item",
@@ -402,9 +425,19 @@ async function itemPage(name, id) {
   const remove = el("button", { id: "remove-item", type: "button", class: "danger",
     onclick: () => removeOne(name, item.id, item.state), text: "Remove this item…" });
   setMain(
-    el("h1", { text: "Item " + item.id }), dl,
+    el("h1", { text: "Item " + item.id }),
+    el("p", { id: "outcome", class: "muted", "data-outcome": "live", text: "in the queue: " +
+      item.state + (answer.history ? "; this page follows it, and shows how it ended" : "") }),
+    fieldList(fields),
     el("div", { class: "actions" }, redrive, runNow, cancel, remove),
     el("h2", { text: "Payload" }), payloadCell(item.payload));
+}
+
+// Label and value pairs as a list; a value is text or a node.
+function fieldList(fields) {
+  return el("dl", { id: "item" }, ...fields.flatMap(([k, v]) =>
+    [el("dt", { text: k }), typeof v === "string" ? el("dd", { "data-field": k, text: v })
+      : el("dd", { "data-field": k }, v)]));
 }
 
 // ---- live workers --------------------------------------------------------
@@ -443,6 +476,10 @@ async function render() {
   try {
     if (parts[0] === "workers") await workersPage();
     else if (parts[0] === "queue" && parts[2] === "item" && parts[3]) await itemPage(parts[1], parts[3]);
+    else if (parts[0] === "queue" && parts[2] === "retention") await retentionPage(parts[1]);
+    else if (parts[0] === "queue" && parts[2] === "completed") {
+      await completedPage(parts[1], /^\d+$/.test(parts[3] || "") ? Number(parts[3]) : 0);
+    }
     else if (parts[0] === "queue" && parts[1]) {
       const offset = /^\d+$/.test(parts[3] || "") ? Number(parts[3]) : 0;
       await queuePage(parts[1], STATES.includes(parts[2]) ? parts[2] : "ready", offset);
@@ -479,12 +516,14 @@ function fillFindQueue() {
   if (parts[0] === "queue" && parts[1] && document.activeElement !== input) input.value = parts[1];
 }
 
+// Every page refreshes each second (an item's page follows its job live),
+// but the retention form, which a refresh would wipe while typed in.
 function schedule() {
   clearInterval(timer);
-  const live = !location.hash.includes("/item/");
+  if (/^#\/queue\/[^/]+\/retention$/.test(location.hash)) return;
   timer = setInterval(() => {
     if (document.getElementById("modal").hidden && route === location.hash) render();
-  }, live ? 1000 : 5000);
+  }, 1000);
 }
 
 window.addEventListener("hashchange", () => {

@@ -3,7 +3,7 @@
 // page fetches only the samples newer than the last it has.
 "use strict";
 
-const COLORS = { ready: "#2a7", scheduled: "#888", leased: "#27c", dead: "#c33", drained: "#a50" };
+const COLORS = { ready: "#2a7", scheduled: "#888", leased: "#27c", dead: "#c33", drained: "#a50", completed: "#063" };
 // Time-axis steps (seconds): the first that gives at most 6 ticks.
 const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
 const MIN_SAMPLES_WIDE = 30; // a young history gets an axis 30 intervals wide
@@ -144,6 +144,49 @@ function drainRate(samples, _s, i) {
   const total = (p) => p.ready + p.scheduled + p.leased + p.dead;
   const dt = (samples[i].t_ms - samples[i - 1].t_ms) / 1000;
   return dt > 0 ? Math.max(0, (total(samples[i - 1]) - total(samples[i])) / dt) : 0;
+}
+
+// Completions per second between two samples, from the completion
+// counter (kept Completed items that finished in each window).
+function completionRate(samples, _s, i) {
+  if (i === 0 || samples[i].completed === null || samples[i].completed === undefined) return 0;
+  const dt = (samples[i].t_ms - samples[i - 1].t_ms) / 1000;
+  return dt > 0 ? samples[i].completed / dt : 0;
+}
+
+// A completion counter is there: some queue keeps completed items.
+function hasCounter(history) {
+  return history.samples.some((p) => p.completed !== null && p.completed !== undefined);
+}
+
+// One queue's completion-rate chart, or why there is none; never a guess
+// from the net drain.
+function completionChart(id, history) {
+  if (!history.tracked) return [];
+  const title = el("h2", { text: "Completions per second" });
+  if (!hasCounter(history)) {
+    return [title, el("p", { id: "counter-note", class: "muted", text: "No completion counter: " +
+      "retention off. A queue that keeps completed items is counted from its kept history." })];
+  }
+  return [title, chart(id, history, ["completed"], completionRate),
+    el("p", { id: "counter-note", class: "muted", text: "Counted from the kept history: completed " +
+      "items by finish time, per sample." })];
+}
+
+// The overview's throughput: completions where a queue keeps history,
+// else the net drain, a lower bound, said so.
+function throughputChart(history) {
+  if (hasCounter(history)) {
+    return [el("h2", { text: "Completions per second, queues that keep completed items" }),
+      chart("throughput", history, ["completed"], completionRate),
+      el("p", { id: "counter-note", class: "muted", text: "Counted from each queue's kept history. " +
+        "Queues with retention off have no completion counter and are not in this line." })];
+  }
+  return [el("h2", { text: "Throughput: items leaving the queues per second (net of new ones)" }),
+    chart("throughput", history, ["drained"], drainRate),
+    el("p", { id: "counter-note", class: "muted", text: "No completion counter: retention off, so " +
+      "this is the net drain, a lower bound. A queue that keeps completed items (leaseq retention) " +
+      "gets a real count." })];
 }
 
 // What a chart covers, in words.

@@ -16,14 +16,9 @@ use crate::answer::error_body;
 use crate::app::{item_id, queue_name, ApiResult, App};
 use crate::collector::Collector;
 use crate::guard::Guard;
+use crate::kept_view::FinishedView;
+use crate::paging::{Page, MAX_OFFSET};
 use crate::view::{parse_state, state_name, ItemView, QueueView, ITEM_PREVIEW, LIST_PREVIEW};
-
-/// Items listed per state when the page does not say.
-const DEFAULT_LIST: usize = 50;
-/// The most items one list request returns.
-const MAX_LIST: usize = 500;
-/// Paging reaches this far into a state: the most one `peek` returns.
-const MAX_OFFSET: usize = leaseq_core::limits::MAX_PEEK;
 
 pub(crate) fn router(
     backend: Arc<dyn Backend>,
@@ -45,6 +40,7 @@ pub(crate) fn router(
         .route("/api/queues/{queue}/redrive", post(redrive))
         .route("/api/queues/{queue}/purge", post(purge))
         .merge(crate::control::routes())
+        .merge(crate::kept::routes())
         .fallback(not_found)
         .with_state(app)
         .layer(axum::middleware::from_fn_with_state(
@@ -91,7 +87,9 @@ struct HistoryQuery {
 
 /// The collector's samples, oldest first: `{"every_ms", "capacity",
 /// "tracked", "samples": [{"t_ms", "ready", "scheduled", "leased",
-/// "dead"}]}`. `tracked` is false for a queue with no history kept.
+/// "dead", "completed"}]}`. `tracked` is false for a queue with no
+/// history kept; `completed` counts items completed since the previous
+/// sample, `null` without a completion counter (retention off).
 async fn history(State(app): State<App>, Query(q): Query<HistoryQuery>) -> ApiResult {
     app.collector.start(&app.backend);
     let queue = q.queue.as_deref().map(queue_name).transpose()?;
@@ -125,34 +123,22 @@ async fn items(
             "unknown state {state_name:?}: ready, scheduled, leased or dead"
         ))
     })?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST);
-    let offset = q.offset.unwrap_or(0);
-    if offset >= MAX_OFFSET {
-        return Err(Error::invalid(format!(
-            "the dashboard pages through the first {MAX_OFFSET} items of a state \
-             (the most one peek returns)"
-        ))
-        .into());
-    }
+    let page = Page::new(q.offset, q.limit, "items of a state")?;
     let now = app.backend.now().await?;
     let stats = app.backend.stats(&queue).await?;
-    // `peek` has no cursor: a page is the tail of a longer peek, with one
-    // item more to tell whether a next page exists.
-    let want = (offset + limit + 1).min(MAX_OFFSET);
-    let peeked = app.backend.peek(&queue, state, want).await?;
-    let more = peeked.len() > offset + limit;
-    let items: Vec<_> = peeked
+    let peeked = app.backend.peek(&queue, state, page.want()).await?;
+    let (shown, more) = page.cut(&peeked);
+    let items: Vec<_> = shown
         .iter()
-        .skip(offset)
-        .take(limit)
         .map(|i| ItemView::new(i, LIST_PREVIEW))
         .collect();
     Ok(Json(json!({
         "now_ms": now.as_millis(),
         "control": app.has_control(),
         "queue": QueueView::new(&queue, &stats),
-        "offset": offset,
-        "limit": limit,
+        "retention": crate::kept::retention_of(&app, &queue).await?,
+        "offset": page.offset,
+        "limit": page.limit,
         "more": more,
         // Paging stops here even when the state holds more.
         "max_offset": MAX_OFFSET,
@@ -165,11 +151,21 @@ async fn item(State(app): State<App>, Path((queue, id)): Path<(String, String)>)
     let queue = queue_name(&queue)?;
     let id = item_id(&id)?;
     let now = app.backend.now().await?;
-    let item = app.backend.item(&queue, id).await?;
+    let (item, finished) = match app.backend.item(&queue, id).await {
+        Ok(item) => (Some(ItemView::new(&item, ITEM_PREVIEW)), None),
+        // Out of the queue: finished and kept, or a 404.
+        Err(Error::NotFound { .. }) => {
+            let kept = crate::kept::finished_item(&app, &queue, id).await?;
+            (None, Some(FinishedView::new(&kept, ITEM_PREVIEW)))
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(Json(json!({
         "now_ms": now.as_millis(),
         "control": app.has_control(),
-        "item": ItemView::new(&item, ITEM_PREVIEW),
+        "history": app.has_history(),
+        "item": item,
+        "finished": finished,
     }))
     .into_response())
 }

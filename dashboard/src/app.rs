@@ -26,9 +26,16 @@ impl App {
     pub(crate) fn has_control(&self) -> bool {
         self.backend.groups().control.is_some()
     }
+
+    /// The backend offers the History group: the page shows kept finished
+    /// items and retention only then.
+    pub(crate) fn has_history(&self) -> bool {
+        self.backend.groups().history.is_some()
+    }
 }
 
 /// A backend or input error, answered with the status its kind calls for.
+#[derive(Debug)]
 pub(crate) struct ApiError(Error);
 
 impl From<Error> for ApiError {

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const CHART: &str = include_str!("../assets/chart.js");
+const KEPT: &str = include_str!("../assets/kept.js");
 const STYLE: &str = include_str!("../assets/app.css");
 
 /// The page, with this process's CSRF token in a `<meta>` tag.
@@ -20,6 +21,7 @@ pub(crate) fn file(name: &str) -> Response {
     let (body, kind) = match name {
         "app.js" => (SCRIPT, "text/javascript; charset=utf-8"),
         "chart.js" => (CHART, "text/javascript; charset=utf-8"),
+        "kept.js" => (KEPT, "text/javascript; charset=utf-8"),
         "app.css" => (STYLE, "text/css; charset=utf-8"),
         _ => return (StatusCode::NOT_FOUND, "no such asset").into_response(),
     };

@@ -3,13 +3,15 @@
 //! reloads. It runs while the dashboard's router exists and stops when
 //! the last copy of it is dropped.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use leaseq_core::{Backend, CancellationToken, QueueName, QueueStats};
+use leaseq_core::{Backend, CancellationToken, QueueName};
 
-use crate::history::{History, Sample};
+use crate::completions::completed_between;
+use crate::history::{Counts, History, Sample, MAX_QUEUES};
 
 /// The shortest interval accepted: each tick costs a `stats` call per queue.
 pub(crate) const MIN_EVERY: Duration = Duration::from_millis(100);
@@ -95,12 +97,18 @@ async fn run(
     // A slow backend delays the next tick instead of bunching ticks up.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
+    // The last tick sampled: completions are counted since then.
+    let mut last_ms: Option<u64> = None;
+    // Queues with a completion counter that may still count: a queue whose
+    // items all completed is no longer listed, but its last completions
+    // still count at the next tick.
+    let mut counting = BTreeSet::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let sampled = sample(backend.as_ref()).await;
+        let sampled = sample(backend.as_ref(), last_ms, every, &counting).await;
         let Some(collector) = collector.upgrade() else {
             return;
         };
@@ -110,6 +118,8 @@ async fn run(
                     tracing::info!("the dashboard's collector samples again");
                     failing = false;
                 }
+                last_ms = Some(t_ms);
+                counting = still_counting(&listed);
                 collector.lock().record(t_ms, &listed);
             }
             // Once per outage, not at every tick; the chart shows the gap.
@@ -123,14 +133,43 @@ async fn run(
     }
 }
 
-/// The backend's time and every listed queue's counts.
-async fn sample(backend: &dyn Backend) -> leaseq_core::Result<(u64, Vec<(QueueName, QueueStats)>)> {
-    let now = backend.now().await?;
-    let names = backend.queues().await?;
-    let stats = futures_util::future::join_all(names.iter().map(|q| backend.stats(q))).await;
+/// The queues to sample again though not listed: those with a counter
+/// that hold items or completed some in the last window, at most
+/// [`MAX_QUEUES`].
+fn still_counting(sampled: &[Counts]) -> BTreeSet<QueueName> {
+    sampled
+        .iter()
+        .filter(|(_, stats, done)| done.is_some_and(|n| n > 0 || stats.total() > 0))
+        .map(|(name, _, _)| name.clone())
+        .take(MAX_QUEUES)
+        .collect()
+}
+
+/// The backend's time and the counts of every listed queue and of those
+/// in `counting`, each with its completions since `last_ms` (one interval
+/// back at the first tick).
+async fn sample(
+    backend: &dyn Backend,
+    last_ms: Option<u64>,
+    every: Duration,
+    counting: &BTreeSet<QueueName>,
+) -> leaseq_core::Result<(u64, Vec<Counts>)> {
+    let now = backend.now().await?.as_millis();
+    let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+    let since = last_ms.unwrap_or_else(|| now.saturating_sub(every_ms));
+    let mut names = backend.queues().await?;
+    let listed: BTreeSet<_> = names.iter().cloned().collect();
+    names.extend(counting.difference(&listed).cloned());
+    let counts = futures_util::future::join_all(names.iter().map(|q| async move {
+        let stats = backend.stats(q).await?;
+        let completed = completed_between(backend, q, since, now).await?;
+        Ok::<_, leaseq_core::Error>((stats, completed))
+    }))
+    .await;
     let mut listed = Vec::with_capacity(names.len());
-    for (name, stats) in names.into_iter().zip(stats) {
-        listed.push((name, stats?));
+    for (name, counts) in names.into_iter().zip(counts) {
+        let (stats, completed) = counts?;
+        listed.push((name, stats, completed));
     }
-    Ok((now.as_millis(), listed))
+    Ok((now, listed))
 }

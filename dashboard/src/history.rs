@@ -12,7 +12,11 @@ use serde::Serialize;
 /// dropped. Bounds memory whatever the number of queues.
 pub(crate) const MAX_QUEUES: usize = 100;
 
-/// One moment's counts, on the backend's clock. 40 bytes.
+/// One queue's counts at a tick, and its completions since the last one
+/// (`None`: no completion counter, the queue keeps no completed items).
+pub(crate) type Counts = (QueueName, QueueStats, Option<u32>);
+
+/// One moment's counts, on the backend's clock. 48 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct Sample {
     pub(crate) t_ms: u64,
@@ -20,16 +24,20 @@ pub(crate) struct Sample {
     pub(crate) scheduled: u64,
     pub(crate) leased: u64,
     pub(crate) dead: u64,
+    /// Items completed since the previous sample, counted from the kept
+    /// history; `None` when no queue in it keeps completed items.
+    pub(crate) completed: Option<u32>,
 }
 
 impl Sample {
-    fn new(t_ms: u64, s: &QueueStats) -> Self {
+    fn new(t_ms: u64, s: &QueueStats, completed: Option<u32>) -> Self {
         Self {
             t_ms,
             ready: s.ready,
             scheduled: s.scheduled,
             leased: s.leased,
             dead: s.dead,
+            completed,
         }
     }
 
@@ -37,11 +45,14 @@ impl Sample {
         self.ready + self.scheduled + self.leased + self.dead == 0
     }
 
-    fn add(&mut self, s: &QueueStats) {
+    fn add(&mut self, s: &QueueStats, completed: Option<u32>) {
         self.ready += s.ready;
         self.scheduled += s.scheduled;
         self.leased += s.leased;
         self.dead += s.dead;
+        if let Some(n) = completed {
+            self.completed = Some(self.completed.unwrap_or(0).saturating_add(n));
+        }
     }
 }
 
@@ -97,29 +108,29 @@ impl History {
     /// Records one tick: every listed queue's counts at `t_ms`. A tracked
     /// queue not listed holds nothing now and records zeros, until its
     /// whole window is zeros and its ring goes.
-    pub(crate) fn record(&mut self, t_ms: u64, listed: &[(QueueName, QueueStats)]) {
+    pub(crate) fn record(&mut self, t_ms: u64, listed: &[Counts]) {
         // A clock that stepped back would unsort the rings, which `after`
         // relies on: such a tick is dropped.
         if self.total.samples.back().is_some_and(|s| s.t_ms >= t_ms) {
             return;
         }
-        let mut total = Sample::new(t_ms, &QueueStats::default());
-        for (name, stats) in listed {
-            total.add(stats);
+        let mut total = Sample::new(t_ms, &QueueStats::default(), None);
+        for (name, stats, completed) in listed {
+            total.add(stats, *completed);
             if !self.queues.contains_key(name) && self.queues.len() < MAX_QUEUES {
                 self.queues.insert(name.clone(), Ring::new(self.capacity));
             }
             if let Some(ring) = self.queues.get_mut(name) {
-                ring.push(Sample::new(t_ms, stats), self.capacity);
+                ring.push(Sample::new(t_ms, stats, *completed), self.capacity);
             }
         }
         let capacity = self.capacity;
-        let listed_now = |name: &QueueName| listed.iter().any(|(n, _)| n == name);
+        let listed_now = |name: &QueueName| listed.iter().any(|(n, _, _)| n == name);
         self.queues.retain(|name, ring| {
             if listed_now(name) {
                 return true;
             }
-            ring.push(Sample::new(t_ms, &QueueStats::default()), capacity);
+            ring.push(Sample::new(t_ms, &QueueStats::default(), None), capacity);
             !ring.all_empty()
         });
         self.total.push(total, self.capacity);
@@ -158,7 +169,7 @@ mod tests {
     fn a_ring_keeps_the_newest_samples_up_to_its_capacity() {
         let mut h = History::new(3);
         for t in 1..=5 {
-            h.record(t, &[(q("a"), stats(t))]);
+            h.record(t, &[(q("a"), stats(t), None)]);
         }
         let all = h.after(None, None).expect("total");
         assert_eq!(all.iter().map(|s| s.t_ms).collect::<Vec<_>>(), [3, 4, 5]);
@@ -171,8 +182,8 @@ mod tests {
     #[test]
     fn the_total_sums_every_queue_and_a_clock_step_back_is_dropped() {
         let mut h = History::new(10);
-        h.record(10, &[(q("a"), stats(2)), (q("b"), stats(3))]);
-        h.record(9, &[(q("a"), stats(7))]);
+        h.record(10, &[(q("a"), stats(2), None), (q("b"), stats(3), None)]);
+        h.record(9, &[(q("a"), stats(7), None)]);
         let all = h.after(None, None).expect("total");
         assert_eq!(all.len(), 1);
         assert_eq!((all[0].t_ms, all[0].ready), (10, 5));
@@ -181,7 +192,7 @@ mod tests {
     #[test]
     fn a_queue_gone_records_zeros_until_its_window_is_empty() {
         let mut h = History::new(2);
-        h.record(1, &[(q("a"), stats(4))]);
+        h.record(1, &[(q("a"), stats(4), None)]);
         h.record(2, &[]);
         let a = h.after(Some(&q("a")), None).expect("still kept");
         assert_eq!(a.iter().map(|s| s.ready).collect::<Vec<_>>(), [4, 0]);
@@ -193,10 +204,27 @@ mod tests {
     }
 
     #[test]
+    fn the_total_counts_completions_of_the_queues_that_have_a_counter() {
+        let mut h = History::new(4);
+        h.record(1, &[(q("a"), stats(0), None), (q("b"), stats(1), None)]);
+        h.record(2, &[(q("a"), stats(0), Some(3)), (q("b"), stats(1), None)]);
+        h.record(
+            3,
+            &[(q("a"), stats(0), Some(0)), (q("c"), stats(0), Some(4))],
+        );
+        let all = h.after(None, None).expect("total");
+        let counted: Vec<_> = all.iter().map(|s| s.completed).collect();
+        assert_eq!(counted, [None, Some(3), Some(4)]);
+        let b = h.after(Some(&q("b")), None).expect("b");
+        assert!(b.iter().all(|s| s.completed.is_none()), "no counter: {b:?}");
+        assert_eq!(std::mem::size_of::<Sample>(), 48);
+    }
+
+    #[test]
     fn only_max_queues_get_a_ring_of_their_own() {
         let mut h = History::new(4);
         let listed: Vec<_> = (0..MAX_QUEUES + 5)
-            .map(|i| (q(&format!("q{i:04}")), stats(1)))
+            .map(|i| (q(&format!("q{i:04}")), stats(1), None))
             .collect();
         h.record(1, &listed);
         assert_eq!(h.queues.len(), MAX_QUEUES);

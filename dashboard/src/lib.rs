@@ -63,9 +63,13 @@ mod api;
 mod app;
 mod assets;
 mod collector;
+mod completions;
 mod control;
 mod guard;
 mod history;
+mod kept;
+mod kept_view;
+mod paging;
 mod server;
 mod view;
 

@@ -20,9 +20,15 @@ use crate::guard::Guard;
 /// [`sample_every`](Self::sample_every) into a history kept in memory, so
 /// the page's charts show the past when it opens or reloads. The history
 /// is bounded: [`history_len`](Self::history_len) samples for all queues
-/// together and as many for each of the first 100 queues, 40 bytes each
-/// (at most 7.3 MB at the defaults). It starts empty when the dashboard
+/// together and as many for each of the first 100 queues, 48 bytes each
+/// (at most 8.7 MB at the defaults). It starts empty when the dashboard
 /// starts.
+///
+/// A queue whose retention keeps completed items (the History group) has
+/// a completion counter: each sample counts its kept Completed items that
+/// finished since the previous one, and the page charts the completion
+/// rate from it. Other queues have none: the page charts the net drain, a
+/// lower bound, and says so.
 #[derive(Clone)]
 pub struct Dashboard {
     backend: Arc<dyn Backend>,
@@ -92,7 +98,9 @@ impl Dashboard {
     }
 
     /// How often the collector samples the counts of every queue (100 ms
-    /// at least). Each sample costs one `stats` call per queue.
+    /// at least). Each sample costs one `stats` call per queue, and for a
+    /// queue that keeps completed items a `retention` call and a read of
+    /// the items that completed since the last sample.
     #[must_use]
     pub fn sample_every(mut self, every: Duration) -> Self {
         self.every = every;

@@ -88,7 +88,7 @@ impl ItemView {
 }
 
 impl PayloadView {
-    fn new(payload: &[u8], preview: usize) -> Self {
+    pub(crate) fn new(payload: &[u8], preview: usize) -> Self {
         let truncated = payload.len() > preview;
         let head = &payload[..payload.len().min(preview)];
         let (encoding, text) = match std::str::from_utf8(head) {

@@ -10,13 +10,12 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq::layer::LayeredBackend;
+use leaseq::CancellationToken;
 use leaseq::{
     handler_fn, Backend, BackendExt as _, ClaimSpec, ItemId, Job, JobContext, LeaseTtl,
     MemoryBackend, NewItem, QueueName, Worker,
 };
-use leaseq::{CancellationToken, Groups};
-use support::http::{csrf, send, start, Reply};
+use support::http::{claim_one, send, writer, AdminOnly};
 
 /// A queue `jobs` with two Ready items and two Scheduled an hour out.
 async fn setup() -> (Arc<dyn Backend>, QueueName, Vec<ItemId>) {
@@ -32,37 +31,6 @@ async fn setup() -> (Arc<dyn Backend>, QueueName, Vec<ItemId>) {
         .map(|e| e.id)
         .collect();
     (backend, q, ids)
-}
-
-/// Sends a JSON POST with the page's CSRF token (or without it).
-struct Writer {
-    addr: std::net::SocketAddr,
-    csrf: String,
-}
-
-impl Writer {
-    async fn post(&self, path: &str, body: &str) -> Reply {
-        let token = format!("x-csrf-token: {}", self.csrf);
-        let headers = ["Content-Type: application/json", token.as_str()];
-        send(self.addr, "POST", path, &headers, body).await
-    }
-
-    async fn post_without_csrf(&self, path: &str, body: &str) -> Reply {
-        send(
-            self.addr,
-            "POST",
-            path,
-            &["Content-Type: application/json"],
-            body,
-        )
-        .await
-    }
-}
-
-async fn writer(backend: Arc<dyn Backend>) -> (Writer, CancellationToken) {
-    let (addr, stop) = start(backend, None).await;
-    let csrf = csrf(addr, &[]).await;
-    (Writer { addr, csrf }, stop)
 }
 
 #[tokio::test]
@@ -152,13 +120,7 @@ async fn cancel_ends_a_waiting_item_now_and_asks_a_leased_one_to_stop() {
     );
 
     // Leased: the item page shows its progress, then the cancel request.
-    let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("spec");
-    let lease = backend
-        .claim(&q, spec)
-        .await
-        .expect("claim")
-        .leases
-        .remove(0);
+    let lease = claim_one(backend.as_ref(), &q).await;
     let control = backend.control().expect("control");
     control
         .progress(&lease.key, "half way".into())
@@ -282,26 +244,9 @@ async fn workers_lists_a_running_worker_with_its_job() {
     assert_eq!(after["workers"], serde_json::json!([]));
 }
 
-/// Memory without the Control and WorkerRegistry groups, as a backend of
-/// one's own may be.
-#[derive(Debug)]
-struct WithoutControl(MemoryBackend);
-
-impl LayeredBackend for WithoutControl {
-    type Inner = MemoryBackend;
-
-    fn inner(&self) -> &MemoryBackend {
-        &self.0
-    }
-
-    fn groups(&self) -> Groups<'_> {
-        Groups::none().admin(&self.0)
-    }
-}
-
 #[tokio::test]
 async fn without_the_groups_the_page_is_told_and_the_routes_are_unsupported() {
-    let backend: Arc<dyn Backend> = Arc::new(WithoutControl(MemoryBackend::new()));
+    let backend: Arc<dyn Backend> = Arc::new(AdminOnly(MemoryBackend::new()));
     let q = QueueName::new("jobs").expect("queue");
     let id = backend
         .enqueue(&q, vec![NewItem::new("a")])

@@ -63,8 +63,8 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use codec::{Codec, JsonCodec};
 pub use error::{BoxError, Error, Result};
 pub use ext::BackendExt;
-pub use gauges::export_queue_gauges;
 pub use finished::{Ending, Finished, Keep, Retention};
+pub use gauges::export_queue_gauges;
 pub use groups::{
     Admin, Control, Groups, History, RunningJob, ScheduleStore, Throttles, WorkerEntry,
     WorkerRegistry,

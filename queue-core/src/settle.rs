@@ -348,8 +348,13 @@ impl Settle {
     /// backend without the History group.
     pub async fn complete(&self, b: &dyn Backend, lease: &Held, result: Bytes) -> Result<()> {
         let history = crate::BackendExt::history(b)?;
-        self.fenced(b, lease, || history.complete(&lease.key, result.clone()), |_| ())
-            .await
+        self.fenced(
+            b,
+            lease,
+            || history.complete(&lease.key, result.clone()),
+            |_| (),
+        )
+        .await
     }
 
     /// [`Backend::ack_many`], settled: after an unknown outcome each lease's

@@ -4,13 +4,16 @@
 //! `cargo run --release -p leaseq-benches --bin leaseq-load -- --url redis://127.0.0.1:6379 -p 2 -c 8 -d 10`
 //!
 //! `--cancel 200 --lanes 8` measures instead how long a running handler
-//! takes to see its cancellation (see `leaseq_benches::cancel`).
+//! takes to see its cancellation (see `leaseq_benches::cancel`), and
+//! `--await 500 --await-rate 50` how long a producer waits for a job's
+//! result (see `leaseq_benches::await_result`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use leaseq_benches::await_result::{self, AwaitConfig, AwaitReport};
 use leaseq_benches::cancel::{self, CancelConfig, CancelReport};
 use leaseq_benches::drain::{self, DrainConfig, DrainReport, Runtime};
 use leaseq_benches::load::{self, LoadConfig, LoadReport};
@@ -101,6 +104,14 @@ struct Args {
     /// Cancel mode: samples taken at once, each on its own item (1 to 8).
     #[arg(long, default_value_t = 1)]
     lanes: usize,
+    /// Await mode: this many jobs, enqueued at `--rate` per second, each
+    /// awaited by its producer with `wait_finished` until its result is
+    /// back (the queue keeps completed items for the run).
+    #[arg(long = "await")]
+    await_jobs: Option<u32>,
+    /// Await mode: jobs enqueued per second.
+    #[arg(long, default_value_t = 50.0)]
+    await_rate: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -132,6 +143,10 @@ fn main() -> ExitCode {
             print_cancel(&report, args.json);
             ExitCode::SUCCESS
         }
+        Ok(Report::Await(report)) => {
+            print_await(&report, args.json);
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("leaseq-load: {e}");
             ExitCode::FAILURE
@@ -144,6 +159,7 @@ enum Report {
     Load(LoadReport),
     Drain(DrainReport),
     Cancel(CancelReport),
+    Await(AwaitReport),
 }
 
 async fn run(args: &Args) -> Result<Report, String> {
@@ -155,6 +171,16 @@ async fn run(args: &Args) -> Result<Report, String> {
     }
     let (name, backend) = connect(&args.url, args.client, args.shards).await?;
     let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
+    if let Some(jobs) = args.await_jobs {
+        let config = AwaitConfig {
+            jobs,
+            rate: args.await_rate,
+        };
+        return await_result::run(name, backend, &queue, &config)
+            .await
+            .map(Report::Await)
+            .map_err(|e| e.to_string());
+    }
     if let Some(cancels) = args.cancel {
         let config = CancelConfig {
             cancels,
@@ -359,6 +385,25 @@ fn print(r: &LoadReport, json: bool) {
         Some(b) => println!("peak memory  {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
         None => println!("peak memory  unknown (no /proc/self/status)"),
     }
+}
+
+fn print_await(r: &AwaitReport, json: bool) {
+    if json {
+        return print_json(r);
+    }
+    println!("backend      {}", r.backend);
+    println!(
+        "jobs         {} at {}/s, each awaited with wait_finished (default worker)",
+        r.jobs, r.rate
+    );
+    println!(
+        "latency      p50 {} µs, p99 {} µs, max {} µs (enqueue to result)",
+        r.latency.p50_us, r.latency.p99_us, r.latency.max_us
+    );
+    println!(
+        "results      {} of {} as the handler set them, in {:.1} s",
+        r.results_right, r.jobs, r.seconds
+    );
 }
 
 fn print_cancel(r: &CancelReport, json: bool) {

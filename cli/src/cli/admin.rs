@@ -284,6 +284,17 @@ pub(crate) async fn item(url: &Target, args: ItemArgs) -> Result<(), CliError> {
             show::item(queue.as_str(), &info, backend.now().await?, args.out);
             Ok(())
         }
+        // Finished: the queue may keep it (the History group).
+        Err(leaseq::Error::NotFound { .. }) if backend.history().is_ok() => {
+            match backend.history()?.finished_item(&queue, args.id).await {
+                Ok(f) => {
+                    let now = backend.now().await?;
+                    super::history::print_finished(queue.as_str(), &f, now, args.out);
+                    Ok(())
+                }
+                Err(e) => Err(CliError::about_item(e, &queue, args.id)),
+            }
+        }
         Err(e) => Err(CliError::about_item(e, &queue, args.id)),
     }
 }

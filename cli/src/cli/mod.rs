@@ -5,6 +5,7 @@ mod control;
 mod dashboard;
 mod demo;
 mod error;
+mod history;
 mod limits;
 mod schedules;
 mod show;
@@ -103,6 +104,13 @@ enum Command {
     /// The live workers: host, pid, queue, concurrency and the jobs each is
     /// running.
     Workers(workers::WorkersArgs),
+    /// The finished items a queue keeps, newest first, with their results
+    /// (see `leaseq retention`).
+    History(history::HistoryArgs),
+    /// What a queue keeps of its finished items: shows the policy, or sets
+    /// it (--completed-secs, --completed-count, --cancelled-secs,
+    /// --cancelled-count; --off keeps nothing).
+    Retention(history::RetentionArgs),
     /// Creates or upgrades the PostgreSQL or SQLite schema, or converts
     /// the Redis queues still in key layout 1 (the only command that does;
     /// admin commands never do).
@@ -262,6 +270,8 @@ async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError
         Command::Resume(args) => control::resume(url, args).await,
         Command::RunNow(args) => control::run_now(url, args).await,
         Command::Workers(args) => workers::workers(url, args).await,
+        Command::History(args) => history::history(url, args).await,
+        Command::Retention(args) => history::retention(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
         Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) => Err(CliError::Usage(

@@ -79,8 +79,8 @@ pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> C
             Err(Error::InvalidInput { .. }) => {}
             other => return Err(cx.fail(format!("complete with a result over {MAX_RESULT_LEN} bytes answered {other:?}; expected InvalidInput"))),
         }
-        let info = cx.must_item(ids[0]).await?;
-        ensure!(info.state == leaseq_core::ItemState::Leased, RULE, "a refused complete moved item {} to {:?}", ids[0], info.state);
+        let info = cx.must_item(leases[0].id()).await?;
+        ensure!(info.state == leaseq_core::ItemState::Leased, RULE, "a refused complete moved item {} to {:?}", leases[0].id(), info.state);
         history.complete(&leases[0].key, Bytes::from_static(b"result one")).await.or_fail(RULE, "complete")?;
         let mut stale = leases[0].key.clone();
         stale.token = leaseq_core::LeaseToken::random();
@@ -95,17 +95,18 @@ pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> C
         }
         cx.expect_stats([0, 0, 0, 0], "with only kept items").await?;
         let all = listed(&cx, None).await?;
-        let mut want = ids.clone();
-        want.reverse();
+        // Finished in id order, so newest first is highest id first.
+        let want: Vec<ItemId> = leases.iter().rev().map(Lease::id).collect();
         ensure!(ids_of(&all) == want, RULE, "finished listed {:?}; expected {want:?} (newest first)", ids_of(&all));
         let completed = listed(&cx, Some(Ending::Completed)).await?;
         ensure!(ids_of(&completed) == want, RULE, "finished(Completed) listed {:?}", ids_of(&completed));
         ensure!(listed(&cx, Some(Ending::Cancelled)).await?.is_empty(), RULE, "finished(Cancelled) listed completed items");
-        for (lease, payload) in leases.iter().zip(["first", "second", "third"]) {
+        for (n, lease) in leases.iter().enumerate() {
+            let payload = &lease.payload;
             let f = kept(&cx, lease.id()).await?.ok_or_else(|| cx.fail(format!("item {} is not kept", lease.id())))?;
-            let result = (lease.id() == ids[0]).then(|| Bytes::from_static(b"result one"));
+            let result = (n == 0).then(|| Bytes::from_static(b"result one"));
             ensure!(
-                f.ending == Ending::Completed && f.result == result && f.payload == payload && f.attempts == 1
+                f.ending == Ending::Completed && f.result == result && f.payload == *payload && f.attempts == 1
                     && f.enqueued_at == lease.enqueued_at && f.finished_at >= lease.enqueued_at,
                 RULE,
                 "item {} is kept as {f:?}; expected Completed with result {result:?}, payload {payload:?}, 1 attempt and its enqueue time {}",
@@ -165,23 +166,38 @@ pub async fn cancelled_items_are_kept_as_cancelled<F: BackendFactory>(factory: &
 /// A count bound keeps the newest: after five endings under a bound of
 /// two, the last two are kept; lowering the bound to one trims at once.
 pub async fn retention_count_keeps_the_newest<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "retention_count_keeps_the_newest", RULE, Needs::HISTORY, |cx| async move {
-        set(&cx, Retention::default().completed(Keep::count(2))).await?;
-        let mut done = Vec::new();
-        for _ in 0..5 {
-            cx.push_n(1).await?;
-            let lease = cx.claim_one(LONG).await?;
-            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-            done.push(lease.id());
-        }
-        let got = ids_of(&listed(&cx, None).await?);
-        let want = vec![done[4], done[3]];
-        ensure!(got == want, RULE, "under a count of 2 the kept items are {got:?}; expected the newest two, {want:?}");
-        set(&cx, Retention::default().completed(Keep::count(1))).await?;
-        let got = ids_of(&listed(&cx, None).await?);
-        ensure!(got == vec![done[4]], RULE, "after lowering the count to 1 the kept items are {got:?}; expected [{}]", done[4]);
-        Ok(())
-    })
+    run(
+        factory,
+        "retention_count_keeps_the_newest",
+        RULE,
+        Needs::HISTORY,
+        |cx| async move {
+            set(&cx, Retention::default().completed(Keep::count(2))).await?;
+            let mut done = Vec::new();
+            for _ in 0..5 {
+                cx.push_n(1).await?;
+                let lease = cx.claim_one(LONG).await?;
+                cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+                done.push(lease.id());
+            }
+            let got = ids_of(&listed(&cx, None).await?);
+            let want = vec![done[4], done[3]];
+            ensure!(
+                got == want,
+                RULE,
+                "under a count of 2 the kept items are {got:?}; expected the newest two, {want:?}"
+            );
+            set(&cx, Retention::default().completed(Keep::count(1))).await?;
+            let got = ids_of(&listed(&cx, None).await?);
+            ensure!(
+                got == vec![done[4]],
+                RULE,
+                "after lowering the count to 1 the kept items are {got:?}; expected [{}]",
+                done[4]
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -232,29 +248,57 @@ pub async fn collect_removes_what_expired<F: BackendFactory>(factory: &F) -> Che
 /// Purge takes the kept items and keeps the policy; `delete_queue` forgets
 /// both; a queue that holds only kept items is not listed.
 pub async fn purge_and_delete_take_the_history<F: BackendFactory>(factory: &F) -> CheckResult {
-    run(factory, "purge_and_delete_take_the_history", RULE, Needs::HISTORY.and(Needs::ADMIN), |cx| async move {
-        let history = cx.b.history().or_fail(RULE, "history")?;
-        let policy = Retention::default().completed(Keep::count(100));
-        set(&cx, policy).await?;
-        cx.push_n(2).await?;
-        for lease in cx.claim(2, LONG).await? {
+    run(
+        factory,
+        "purge_and_delete_take_the_history",
+        RULE,
+        Needs::HISTORY.and(Needs::ADMIN),
+        |cx| async move {
+            let history = cx.b.history().or_fail(RULE, "history")?;
+            let policy = Retention::default().completed(Keep::count(100));
+            set(&cx, policy).await?;
+            cx.push_n(2).await?;
+            for lease in cx.claim(2, LONG).await? {
+                cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            }
+            let queues = cx.b.queues().await.or_fail(RULE, "queues")?;
+            ensure!(
+                !queues.contains(&cx.q),
+                RULE,
+                "a queue holding only kept items is listed"
+            );
+            cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
+            ensure!(
+                listed(&cx, None).await?.is_empty(),
+                RULE,
+                "purge left kept items"
+            );
+            let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+            ensure!(
+                got == policy,
+                RULE,
+                "after a purge the policy is {got:?}; expected it kept"
+            );
+            cx.push_n(1).await?;
+            let lease = cx.claim_one(LONG).await?;
             cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-        }
-        let queues = cx.b.queues().await.or_fail(RULE, "queues")?;
-        ensure!(!queues.contains(&cx.q), RULE, "a queue holding only kept items is listed");
-        cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
-        ensure!(listed(&cx, None).await?.is_empty(), RULE, "purge left kept items");
-        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
-        ensure!(got == policy, RULE, "after a purge the policy is {got:?}; expected it kept");
-        cx.push_n(1).await?;
-        let lease = cx.claim_one(LONG).await?;
-        cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
-        cx.b.delete_queue(&cx.q).await.or_fail(RULE, "delete_queue")?;
-        ensure!(listed(&cx, None).await?.is_empty(), RULE, "delete_queue left kept items");
-        let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
-        ensure!(got == Retention::default(), RULE, "after delete_queue the policy is {got:?}; expected the default");
-        Ok(())
-    })
+            cx.b.delete_queue(&cx.q)
+                .await
+                .or_fail(RULE, "delete_queue")?;
+            ensure!(
+                listed(&cx, None).await?.is_empty(),
+                RULE,
+                "delete_queue left kept items"
+            );
+            let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+            ensure!(
+                got == Retention::default(),
+                RULE,
+                "after delete_queue the policy is {got:?}; expected the default"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 

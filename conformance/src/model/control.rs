@@ -17,8 +17,7 @@ impl Model {
         if !self.items.get(&id).is_some_and(|e| e.cancel_requested) {
             return false;
         }
-        self.items.remove(&id);
-        self.gone.insert(id);
+        self.finish(id, leaseq_core::Ending::Cancelled);
         true
     }
 
@@ -70,8 +69,7 @@ impl Model {
             "cancel of {id} in {:?} answered {got:?}; expected Now {{ was: {was:?} }}",
             e.slot
         );
-        self.items.remove(&id);
-        self.gone.insert(id);
+        self.finish(id, leaseq_core::Ending::Cancelled);
         Ok(())
     }
 

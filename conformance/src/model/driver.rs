@@ -195,6 +195,13 @@ impl Run {
                 self.window().await?;
                 self.model.give_back(&key, &got)
             }
+            Verb::Complete => {
+                let got = b
+                    .complete(&key, leaseq_core::Bytes::from_static(b"result"))
+                    .await;
+                self.window().await?;
+                self.model.ack(&key, &got)
+            }
             Verb::Snooze(delay) => {
                 let ms = self.timing.delay_ms(delay);
                 let got = b.snooze(&key, Duration::from_millis(ms)).await;
@@ -259,6 +266,22 @@ impl Run {
                 }
         );
         if control_op && self.tb.backend.groups().control.is_none() {
+            return Ok(());
+        }
+        // And history.
+        let history_op = matches!(
+            op,
+            Op::Finished
+                | Op::Fenced {
+                    verb: Verb::Complete,
+                    ..
+                }
+                | Op::Forged {
+                    verb: Verb::Complete,
+                    ..
+                }
+        );
+        if history_op && self.tb.backend.groups().history.is_none() {
             return Ok(());
         }
         match op {
@@ -423,6 +446,11 @@ impl Run {
                 self.window().await?;
                 self.model.purge(&got)
             }
+            Op::Finished => {
+                let got = b.finished(&q, None, leaseq_core::limits::MAX_PEEK).await;
+                self.window().await?;
+                self.model.finished(&got)
+            }
             Op::Cancel(pick) => {
                 let Some(id) = self.known_id(*pick) else {
                     return Ok(());
@@ -532,6 +560,7 @@ pub async fn run_ops<F: BackendFactory>(
     };
     let result = async {
         run.read_now().await?;
+        run.keep_every_ending().await?;
         for (i, op) in ops.iter().enumerate() {
             let full = (i + 1) % sweep_every.max(1) == 0 || i + 1 == ops.len();
             run.step(op).await.map_err(|v| at_step(v, i, op))?;
@@ -544,9 +573,35 @@ pub async fn run_ops<F: BackendFactory>(
         Some(admin) => admin.purge(&run.q).await.map(drop),
         None => Ok(()),
     };
+    // The run's policy goes with it, so the store keeps nothing of the run.
+    let reset = match run.tb.backend.groups().history {
+        Some(history) => history.set_retention(&run.q, Default::default()).await,
+        None => Ok(()),
+    };
     result?;
     purged.or_fail(Rule::Contract("purge"), "purging the model's queue")?;
+    reset.or_fail(Rule::Contract("History"), "resetting the model's retention")?;
     Ok(Outcome::Passed)
+}
+
+impl Run {
+    /// On a backend with History: keep every ending for the run, so the
+    /// model knows what `finished` must list.
+    async fn keep_every_ending(&mut self) -> Result<(), Violation> {
+        let Some(history) = self.tb.backend.groups().history else {
+            return Ok(());
+        };
+        let all = leaseq_core::Retention {
+            completed: leaseq_core::Keep::FOREVER,
+            cancelled: leaseq_core::Keep::FOREVER,
+        };
+        history
+            .set_retention(&self.q, all)
+            .await
+            .or_fail(Rule::Contract("History"), "set_retention")?;
+        self.model.kept = Some(Default::default());
+        Ok(())
+    }
 }
 
 fn at_step(v: Violation, i: usize, op: &Op) -> Violation {

@@ -66,6 +66,7 @@
 mod control;
 mod driver;
 mod fate;
+mod history;
 mod hooks;
 mod observe;
 mod ops;

@@ -45,6 +45,8 @@ pub enum Verb {
     GiveBack,
     /// `snooze` for the delay (Control group).
     Snooze(Option<Span>),
+    /// `complete` with a result (History group): an ack that records it.
+    Complete,
 }
 
 /// One step of a run. Leases are picked by index (modulo the number of
@@ -120,6 +122,8 @@ pub enum Op {
     Pause(bool),
     /// `run_now` of an id picked as for [`Op::Cancel`] (Control group).
     RunNow(u16),
+    /// `finished` of every kept item (History group).
+    Finished,
 }
 
 /// Milliseconds for each [`Span`] on one kind of clock.
@@ -198,6 +202,7 @@ fn verb() -> impl Strategy<Value = Verb> {
         1 => any::<bool>().prop_map(Verb::Fail),
         1 => Just(Verb::GiveBack),
         1 => prop::option::weighted(0.6, span()).prop_map(Verb::Snooze),
+        2 => Just(Verb::Complete),
     ]
 }
 
@@ -231,6 +236,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => any::<u16>().prop_map(Op::Cancel),
         1 => any::<bool>().prop_map(Op::Pause),
         1 => any::<u16>().prop_map(Op::RunNow),
+        1 => Just(Op::Finished),
     ]
 }
 

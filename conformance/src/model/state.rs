@@ -141,6 +141,9 @@ pub struct Model {
     per_shard: bool,
     /// The queue is paused: claims lease nothing.
     pub(crate) paused: bool,
+    /// The finished items the queue keeps, with how each ended, when the
+    /// run keeps every ending (History group); `None` otherwise.
+    pub(crate) kept: Option<BTreeMap<ItemId, leaseq_core::Ending>>,
 }
 
 fn contract(what: &'static str, msg: impl Into<String>) -> Violation {
@@ -491,9 +494,24 @@ impl Model {
         }
         Self::expect_ok(key, "ack", got)?;
         self.traces.insert((key.id, key.token), self.at);
-        self.items.remove(&key.id);
-        self.gone.insert(key.id);
+        let cancelled = self.items.get(&key.id).is_some_and(|e| e.cancel_requested);
+        let ending = if cancelled {
+            leaseq_core::Ending::Cancelled
+        } else {
+            leaseq_core::Ending::Completed
+        };
+        self.finish(key.id, ending);
         Ok(())
+    }
+
+    /// The item `id` ends as `ending`: out of the queue, and kept when the
+    /// run keeps endings.
+    pub(crate) fn finish(&mut self, id: ItemId, ending: leaseq_core::Ending) {
+        self.items.remove(&id);
+        self.gone.insert(id);
+        if let Some(kept) = &mut self.kept {
+            kept.insert(id, ending);
+        }
     }
 
     /// `ack_many(keys)` answered `got`: one result per key, each judged as
@@ -690,8 +708,7 @@ impl Model {
             cancelled.len()
         );
         for id in cancelled {
-            self.items.remove(&id);
-            self.gone.insert(id);
+            self.finish(id, leaseq_core::Ending::Cancelled);
         }
         Ok(())
     }
@@ -899,6 +916,9 @@ impl Model {
         self.purged.extend(ids.iter().copied());
         self.gone.extend(ids);
         self.items.clear();
+        if let Some(kept) = &mut self.kept {
+            kept.clear();
+        }
         Ok(())
     }
 }

@@ -4,7 +4,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use leaseq::{Backend, CancellationToken, MemoryBackend, NewItem, QueueName};
+use leaseq::layer::LayeredBackend;
+use leaseq::{
+    Backend, CancellationToken, ClaimSpec, Groups, Lease, MemoryBackend, NewItem, QueueName,
+};
 use leaseq_dashboard::Dashboard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -113,4 +116,61 @@ pub(crate) async fn csrf(addr: SocketAddr, headers: &[&str]) -> String {
         .next()
         .expect("token")
         .to_owned()
+}
+
+/// Sends a JSON POST with the page's CSRF token (or without it).
+pub(crate) struct Writer {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) csrf: String,
+}
+
+impl Writer {
+    pub(crate) async fn post(&self, path: &str, body: &str) -> Reply {
+        let token = format!("x-csrf-token: {}", self.csrf);
+        let headers = ["Content-Type: application/json", token.as_str()];
+        send(self.addr, "POST", path, &headers, body).await
+    }
+
+    pub(crate) async fn post_without_csrf(&self, path: &str, body: &str) -> Reply {
+        send(
+            self.addr,
+            "POST",
+            path,
+            &["Content-Type: application/json"],
+            body,
+        )
+        .await
+    }
+}
+
+/// Serves a dashboard over `backend` and a writer that holds its CSRF token.
+pub(crate) async fn writer(backend: Arc<dyn Backend>) -> (Writer, CancellationToken) {
+    let (addr, stop) = start(backend, None).await;
+    let csrf = csrf(addr, &[]).await;
+    (Writer { addr, csrf }, stop)
+}
+
+/// Memory with only the Admin group (no Control, WorkerRegistry or
+/// History), as a backend of one's own may be.
+#[derive(Debug)]
+pub(crate) struct AdminOnly(pub(crate) MemoryBackend);
+
+impl LayeredBackend for AdminOnly {
+    type Inner = MemoryBackend;
+
+    fn inner(&self) -> &MemoryBackend {
+        &self.0
+    }
+
+    fn groups(&self) -> Groups<'_> {
+        Groups::none().admin(&self.0)
+    }
+}
+
+/// Claims one item of `queue` for a minute; panics when none is Ready.
+pub(crate) async fn claim_one(backend: &dyn Backend, queue: &QueueName) -> Lease {
+    let spec = ClaimSpec::new(1, std::time::Duration::from_secs(60)).expect("spec");
+    let mut leases = backend.claim(queue, spec).await.expect("claim").leases;
+    assert!(!leases.is_empty(), "nothing to claim in {queue}");
+    leases.remove(0)
 }

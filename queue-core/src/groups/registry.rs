@@ -136,6 +136,25 @@ impl WorkerEntry {
         entry.expires_at = expires_at.as_millis();
         Ok(entry)
     }
+
+    /// One entry of a `workers` listing, as a backend reads it: the
+    /// entry, or `None`, with a warning naming worker `id`, when the stored
+    /// bytes do not decode. One bad entry must not hide the others; it
+    /// expires like any other.
+    pub fn decode_listed(id: &str, stored: &[u8], expires_at: Timestamp) -> Option<Self> {
+        let decoded = std::str::from_utf8(stored)
+            .map_err(|e| Error::Corrupt {
+                what: format!("stored worker entry is not UTF-8: {e}"),
+            })
+            .and_then(|text| Self::decode(text, expires_at));
+        match decoded {
+            Ok(entry) => Some(entry),
+            Err(e) => {
+                tracing::warn!(worker = %id, error = %e, "a stored worker entry does not decode; left out of the listing");
+                None
+            }
+        }
+    }
 }
 
 /// This machine's name, or `"unknown"`.

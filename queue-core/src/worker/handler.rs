@@ -158,11 +158,7 @@ impl JobContext {
     pub fn set_result(&self, result: impl Into<Bytes>) -> crate::Result<()> {
         let result = result.into();
         crate::finished::check_result(&result)?;
-        *self
-            .signal
-            .result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(result);
+        *self.signal.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
         Ok(())
     }
 

@@ -191,7 +191,10 @@ fn run_inner(crew: Arc<Crew>, job: Claimed) -> impl Future<Output = ()> + Send {
             return Box::pin(record_cancel(shared, &job, held_until)).await;
         }
         match ran {
-            Ran::Done(Ok(Ok(()))) if ctx.has_result() && crate::BackendExt::history(shared.backend.as_ref()).is_ok() => {
+            Ran::Done(Ok(Ok(())))
+                if ctx.has_result()
+                    && crate::BackendExt::history(shared.backend.as_ref()).is_ok() =>
+            {
                 let result = ctx.take_result().unwrap_or_default();
                 Box::pin(record_completion(shared, &job, held_until, result)).await;
             }

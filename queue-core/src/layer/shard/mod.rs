@@ -76,6 +76,7 @@
 //! sub-claims take tokens from its caller's share, which the outer layer
 //! gives to other shards too.
 
+mod history;
 mod hooks;
 mod ids;
 mod limits;
@@ -709,9 +710,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
             control: inner.control.map(|_| self as &dyn Control),
             // Not queue-scoped: the inner backend's registry as it is.
             registry: inner.registry,
-            // Not through this layer yet: its ids and names would need
-            // translating, as for the other groups.
-            history: None,
+            history: inner.history.map(|_| self as &dyn crate::History),
             test_hooks: inner.test_hooks.map(|_| self as &dyn TestHooks),
         }
     }

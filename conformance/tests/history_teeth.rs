@@ -1,0 +1,148 @@
+//! The history checks have teeth: against backends with a seeded fault in
+//! the History group they report a violation of its contract, every run;
+//! against the same wrapper without a fault they pass.
+
+mod history_teeth {
+    pub(crate) mod faulty;
+}
+
+use std::sync::Arc;
+
+use history_teeth::faulty::{Fault, Faulty};
+use leaseq_conformance::checks::history;
+use leaseq_conformance::runner::block_on;
+use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
+use leaseq_core::ManualClock;
+use leaseq_memory::MemoryBackend;
+
+/// How many times each detection is repeated: it must hold every time.
+const RUNS: usize = 5;
+const RULE: Rule = Rule::Contract("History");
+
+struct FaultyFactory(Fault);
+
+#[leaseq_core::async_trait]
+impl BackendFactory for FaultyFactory {
+    fn name(&self) -> &str {
+        "history-faulty-memory"
+    }
+    async fn backend(&self) -> Result<TestBackend, Unavailable> {
+        let clock = ManualClock::new();
+        let inner = MemoryBackend::with_clock(Arc::new(clock.clone())).with_test_hooks();
+        let b = Faulty::new(Arc::new(inner), self.0);
+        Ok(TestBackend::manual(Arc::new(b), clock))
+    }
+}
+
+/// Runs `check` RUNS times; each run must report the History contract.
+fn caught<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = CheckResult>,
+{
+    for run in 0..RUNS {
+        match block_on(check()) {
+            Err(v) if v.rule == RULE => eprintln!("caught {what} (run {run}): {v}"),
+            Err(v) => panic!("{what} (run {run}): reported {v}, expected {RULE:?}"),
+            Ok(o) => panic!("{what} (run {run}): the suite let it through: {o:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_complete_that_drops_the_result_is_caught() {
+    let f = FaultyFactory(Fault::CompleteDropsResult);
+    caught("complete as a plain ack", || {
+        history::kept_items_record_their_ending(&f)
+    });
+    caught("complete as a plain ack, awaited", || {
+        history::wait_finished_answers_the_result(&f)
+    });
+}
+
+#[test]
+fn a_listing_oldest_first_is_caught() {
+    let f = FaultyFactory(Fault::OldestFirst);
+    caught("oldest first", || {
+        history::kept_items_record_their_ending(&f)
+    });
+    caught("oldest first, by count", || {
+        history::retention_count_keeps_the_newest(&f)
+    });
+}
+
+#[test]
+fn a_count_bound_that_trims_nothing_is_caught() {
+    let f = FaultyFactory(Fault::CountIgnored);
+    caught("count ignored", || {
+        history::retention_count_keeps_the_newest(&f)
+    });
+}
+
+#[test]
+fn a_collect_that_takes_everything_is_caught() {
+    let f = FaultyFactory(Fault::CollectTakesAll);
+    caught("collect of unexpired items", || {
+        history::collect_removes_what_expired(&f)
+    });
+}
+
+#[test]
+fn unreadable_records_are_caught() {
+    let f = FaultyFactory(Fault::RecordsUnreadable);
+    caught("records not readable", || {
+        history::kept_items_record_their_ending(&f)
+    });
+    caught("records not readable, awaited", || {
+        history::wait_finished_answers_the_result(&f)
+    });
+}
+
+#[test]
+fn cancelled_items_read_as_completed_are_caught() {
+    let f = FaultyFactory(Fault::CancelReadAsCompleted);
+    caught("cancel read as completed", || {
+        history::cancelled_items_are_kept_as_cancelled(&f)
+    });
+}
+
+#[test]
+fn a_policy_that_outlives_its_queue_is_caught() {
+    let f = FaultyFactory(Fault::PolicyCached);
+    caught("policy kept after delete_queue", || {
+        history::purge_and_delete_take_the_history(&f)
+    });
+}
+
+fn passes(what: &str, result: CheckResult) {
+    assert_eq!(result, Ok(Outcome::Passed), "{what}");
+}
+
+#[test]
+fn the_wrapper_without_a_fault_passes_every_history_check() {
+    let f = FaultyFactory(Fault::None);
+    passes(
+        "kept_items_record_their_ending",
+        block_on(history::kept_items_record_their_ending(&f)),
+    );
+    passes(
+        "cancelled_items_are_kept_as_cancelled",
+        block_on(history::cancelled_items_are_kept_as_cancelled(&f)),
+    );
+    passes(
+        "retention_count_keeps_the_newest",
+        block_on(history::retention_count_keeps_the_newest(&f)),
+    );
+    passes(
+        "collect_removes_what_expired",
+        block_on(history::collect_removes_what_expired(&f)),
+    );
+    passes(
+        "purge_and_delete_take_the_history",
+        block_on(history::purge_and_delete_take_the_history(&f)),
+    );
+    passes(
+        "wait_finished_answers_the_result",
+        block_on(history::wait_finished_answers_the_result(&f)),
+    );
+}
