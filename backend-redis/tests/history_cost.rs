@@ -89,7 +89,7 @@ async fn ack_costs(
 async fn ack_path_cost() {
     // A private server: its command statistics hold only these calls.
     let server = PrivateServer::start_volatile().expect("a private redis-server");
-    let options = leaseq_redis::RedisOptions::new(&server.url()).prefix("ackcost");
+    let options = leaseq_redis::RedisOptions::new(server.url()).prefix("ackcost");
     let b = common::connect(Which::RedisRs, options)
         .await
         .expect("connect");
