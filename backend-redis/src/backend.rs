@@ -32,6 +32,9 @@ pub struct RedisBackend<C: ScriptClient> {
     /// The workers' cancel signals, fed from each queue's cancel stream
     /// (see `cancel_feed.rs`).
     pub(crate) cancels: Arc<leaseq_core::signal::SignalHub>,
+    /// The finished signals, fed from each queue's `ends` stream (see
+    /// `cancel_feed.rs`).
+    pub(crate) finishes: Arc<leaseq_core::signal::SignalHub>,
 }
 
 /// The highest item id a backend handle has seen per queue (handed out by
@@ -83,6 +86,7 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             durable: self.durable,
             policy: self.policy.clone(),
             cancels: Arc::clone(&self.cancels),
+            finishes: Arc::clone(&self.finishes),
         }
     }
 }
@@ -111,6 +115,7 @@ impl<C: ScriptClient> RedisBackend<C> {
             durable: false,
             policy: None,
             cancels: Arc::default(),
+            finishes: Arc::default(),
         })
     }
 

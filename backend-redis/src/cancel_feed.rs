@@ -1,13 +1,15 @@
-//! The workers' cancel signal on Redis. A cancel request adds an entry to
-//! the queue's `cancels` stream (`scripts/cancel.lua`); one task per queue
+//! The signals fed from a queue's streams: the workers' cancel signal and
+//! the finished signal. A cancel request adds an entry to the queue's
+//! `cancels` stream (`scripts/cancel.lua`), a kept ending one to its `ends`
+//! stream (`keep_items` in `scripts/common.lua`); one task per queue, stream
 //! and backend handle reads it with `XREAD BLOCK` and fires the queue's
 //! [`Signal`] for every subscriber in the process. A stream, not the
-//! wake-up list: every worker must hear every cancel, and a list hands
+//! wake-up list: every subscriber must hear every entry, and a list hands
 //! each marker to one. The task ends once nobody subscribes.
 //!
-//! The task reads from the stream's start, so a cancel made between the
+//! The task reads from the stream's start, so an entry made between the
 //! subscription and its first read is not missed; entries older than the
-//! subscription fire the signal once more, which only costs a heartbeat.
+//! subscription fire the signal once more, which only costs a look.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,15 +29,31 @@ impl<C: ScriptClient> RedisBackend<C> {
     /// handle has none.
     pub(crate) fn subscribe_cancels(&self, queue: &QueueName) -> Result<Signal> {
         let key = self.keys(queue)?.cancel_stream();
-        let (signal, first) = self.cancels.subscribe_first(queue.as_str());
+        Ok(self.subscribe_stream(&self.cancels, queue, key))
+    }
+
+    /// Subscribes to `queue`'s kept endings, starting its feed if this
+    /// handle has none.
+    pub(crate) fn subscribe_finishes(&self, queue: &QueueName) -> Result<Signal> {
+        let key = self.keys(queue)?.ends_stream();
+        Ok(self.subscribe_stream(&self.finishes, queue, key))
+    }
+
+    /// `queue`'s signal on `hub`, fed from the stream `key`.
+    fn subscribe_stream(&self, hub: &Arc<SignalHub>, queue: &QueueName, key: String) -> Signal {
+        let (signal, first) = hub.subscribe_first(queue.as_str());
         if first {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let client = Arc::clone(&self.client);
-                let hub = Arc::clone(&self.cancels);
-                runtime.spawn(feed(client, hub, queue.as_str().to_owned(), key));
+                runtime.spawn(feed(
+                    client,
+                    Arc::clone(hub),
+                    queue.as_str().to_owned(),
+                    key,
+                ));
             }
         }
-        Ok(signal)
+        signal
     }
 }
 
@@ -54,13 +72,13 @@ async fn feed<C: ScriptClient>(client: Arc<C>, hub: Arc<SignalHub>, queue: Strin
                 None => tracing::debug!(
                     queue,
                     ?reply,
-                    "leaseq-redis: unreadable cancel stream reply"
+                    "leaseq-redis: unreadable signal stream reply"
                 ),
             },
             Err(e) => {
-                // Cancels may have been missed: the workers look for
+                // Entries may have been missed: the subscribers look for
                 // themselves, then the read is tried again.
-                tracing::debug!(queue, error = %e, "leaseq-redis: reading the cancel stream failed");
+                tracing::debug!(queue, key, error = %e, "leaseq-redis: reading a signal stream failed");
                 hub.fire(&queue);
                 tokio::time::sleep(backoff.next_wait()).await;
                 continue;

@@ -23,6 +23,10 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:unique:for` | hash | id → its unique-for hold (ms) |
 /// | `{p:q}:cancel` | hash | id → the token of the lease an operator asked to cancel ([`leaseq_core::Control::cancel`]); counts only while that token is the item's |
 /// | `{p:q}:cancels` | stream | one entry (`id`) per cancel request, for the workers' cancel signal ([`leaseq_core::Control::cancel_signal`]); at most about 64 entries |
+/// | `{p:q}:retention` | hash | the queue's retention policy ([`leaseq_core::History::set_retention`]): ending (`completed`, `cancelled`) → `age_ms,count` (an empty bound: none); no field: that ending is not kept; no key: the default, nothing kept. Kept by purge |
+/// | `{p:q}:done` | hash | kept finished items ([`leaseq_core::History`]): id → `ending,finished,enqueued,attempts,elen,rlen,` then the last error (`elen` bytes), the result (`rlen` bytes; an empty length: none) and the payload |
+/// | `{p:q}:done:completed`, `{p:q}:done:cancelled` | sorted set | the kept items of each ending; score = finish time (ms), so collection reads the oldest first and only what it removes |
+/// | `{p:q}:ends` | stream | one entry per script that kept an ending, for the finished signal ([`leaseq_core::History::finished_signal`]); at most about 64 entries |
 /// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
@@ -173,6 +177,22 @@ impl KeyLayout {
     /// The stream of cancel requests the workers' cancel signal reads.
     pub fn cancel_stream(&self) -> String {
         self.key("cancels")
+    }
+
+    /// The queue's retention policy ([`leaseq_core::History`]): a hash,
+    /// ending → `age_ms,count`; absent while the queue keeps nothing.
+    pub fn retention(&self) -> String {
+        self.key("retention")
+    }
+
+    /// The kept finished items (a hash: id, record).
+    pub fn done(&self) -> String {
+        self.key("done")
+    }
+
+    /// The stream of kept endings the finished signal reads.
+    pub fn ends_stream(&self) -> String {
+        self.key("ends")
     }
 
     /// The queue's global limits ([`leaseq_core::QueueLimits`]), its
@@ -337,6 +357,9 @@ mod tests {
             k.cancel_requests(),
             k.cancel_stream(),
             k.progress(),
+            k.retention(),
+            k.done(),
+            k.ends_stream(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");

@@ -205,6 +205,20 @@
 //!   `_` pseudo queue (`src/registry.rs`); every call first deletes a
 //!   bounded batch of expired entries.
 //!
+//! # Finished items
+//! [`leaseq_core::History`] is offered on both clients and on Redis
+//! Cluster. The policy is the queue's `{p:q}:retention` hash, absent while
+//! it keeps nothing; every script that ends an item reads it (one `HMGET`,
+//! `ack_many`'s fast path one more key in an `EXISTS` it already asks) and
+//! keeps the item in the same step: a field of `{p:q}:done` and a member of
+//! `{p:q}:done:completed` or `{p:q}:done:cancelled`, scored by its finish
+//! time, so `collect` reads only what it removes. A kept ending adds an
+//! entry to `{p:q}:ends`, which the finished signal reads as the cancel
+//! signal reads `{p:q}:cancels`. Purge takes the kept items and keeps the
+//! policy; `delete_queue` takes both. An earlier version's processes keep
+//! nothing when they end an item, so upgrade every process of a store
+//! before setting a policy.
+//!
 //! # Lost replies
 //! A call whose reply is lost is settled by its own identity
 //! ([`leaseq_core::settle`]), each one script:
@@ -504,6 +518,7 @@ mod cluster_url;
 mod control;
 mod decode;
 mod delete;
+mod history;
 mod hooks;
 pub mod keys;
 mod limits;

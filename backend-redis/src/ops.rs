@@ -478,6 +478,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .schedules(self)
             .control(self)
             .registry(self)
+            .history(self)
             .test_hooks(self.config.test_hooks.then_some(self as &dyn TestHooks))
     }
 }

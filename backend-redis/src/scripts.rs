@@ -136,6 +136,9 @@ pub(crate) struct Scripts {
     pub(crate) run_all_now: Script,
     pub(crate) progress: Script,
     pub(crate) workers: Script,
+    pub(crate) retention: Script,
+    pub(crate) finished: Script,
+    pub(crate) collect: Script,
 }
 
 impl Scripts {
@@ -184,6 +187,9 @@ impl Scripts {
             run_all_now: script!("run_all_now"),
             progress: script!("progress"),
             workers: script!(grows "workers"),
+            retention: script!("retention"),
+            finished: script!("finished"),
+            collect: script!("collect"),
         }
     }
 }
@@ -269,6 +275,9 @@ mod tests {
                 &self.run_all_now,
                 &self.progress,
                 &self.workers,
+                &self.retention,
+                &self.finished,
+                &self.collect,
             ]
         }
     }

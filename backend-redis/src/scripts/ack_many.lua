@@ -17,11 +17,11 @@ for k = 1, n do
   if not (t and #t == 32 and string.find(TOKENS, t, at, true) == at) then lost[#lost + 1] = k end
 end
 -- The common case: every lease live, none moved out of its group, no item
--- with a dedup key, attempts, an error, a cancel request or progress (the
--- same EXISTS answers for all). No guard is needed: the items
--- hash's HDEL, the first write, fails on a wrong type before anything
--- changed, and the token index was read.
-if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_PROG) == 0 then
+-- with a dedup key, attempts, an error, a cancel request or progress, and
+-- a queue that keeps no finished item (the same EXISTS answers for all).
+-- No guard is needed: the items hash's HDEL, the first write, fails on a
+-- wrong type before anything changed, and the token index was read.
+if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_PROG, K_RET) == 0 then
   redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
   leave_groups(group_counts(toks, false))

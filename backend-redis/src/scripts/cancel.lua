@@ -1,6 +1,7 @@
 -- cancel: ARGV[2] = id (leaseq_core::Control::cancel). A Ready, Scheduled
 -- or Dead item is deleted as remove_item deletes it (its dedup key freed,
--- no unique-for hold): returns { 1, state } with the state it was in as
+-- no unique-for hold), kept Cancelled with its attempts when the queue's
+-- policy keeps cancelled items: returns { 1, state } with the state it was in as
 -- `item` shows it (a due Scheduled item is Ready). A Leased item (an
 -- expired lease not yet reaped included) gets its lease's token recorded
 -- in `cancel`, and whatever ends that lease ends the item Cancelled:
@@ -19,6 +20,9 @@ if token then
   redis.call('XADD', K_CANCELS, 'MAXLEN', '~', 64, '*', 'id', id_s)
   return { 2 }
 end
-state = as_read(state, due, now_ms())
+local now = now_ms()
+state = as_read(state, due, now)
+local keep = retention()
+if keep and keep.cancelled then keep_items(keep, { id_s }, true, 0, now) end
 remove_item(id)
 return { 1, state }

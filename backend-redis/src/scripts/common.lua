@@ -526,6 +526,93 @@ local function drop_record(id_s)
   for _, k in ipairs({ K_ITEMS, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG }) do redis.call('HDEL', k, id_s) end
 end
 
+-- History (leaseq_core::History, src/history.rs): a queue's retention
+-- policy and its kept finished items, apart from its items, so stats, peek,
+-- item and the listing never see them.
+--   retention       hash  ending ('completed', 'cancelled') -> 'age_ms,count'
+--                         (an empty bound: none); no field: that ending is
+--                         not kept; no key: nothing is (the default)
+--   done            hash  id -> 'ending,finished,enqueued,attempts,elen,rlen,'
+--                         then the last error (elen bytes), the result (rlen
+--                         bytes; an empty elen or rlen: none), the payload
+--   done:completed, done:cancelled  zset  member(id) -> finish time (ms)
+--   ends            stream  one entry per script that kept an ending, for
+--                         the finished signal (src/cancel_feed.rs)
+local K_RET = qkey('retention')
+local K_DONE = qkey('done')
+local K_ENDS = qkey('ends')
+local HIST_TYPES = { { K_RET, 'hash' }, { K_DONE, 'hash' }, { K_DONE .. ':completed', 'zset' },
+                     { K_DONE .. ':cancelled', 'zset' }, { K_ENDS, 'stream' } }
+
+-- One ending's bounds stored as 'age_ms,count': { age =, count = } (nil:
+-- no bound), or nil when the field is absent; an error on a malformed one.
+local function keep_bounds(v)
+  if not v then return nil end
+  local a, c = string.match(v, '^(%d*),(%d*)$')
+  if not a then error(redis.error_reply('LEASEQ_CORRUPT key ' .. K_RET .. ' holds ' .. shown(v))) end
+  return { age = tonumber(a), count = tonumber(c) }
+end
+
+-- The queue's policy: { completed =, cancelled = } (bounds, or nil), or nil
+-- when it keeps nothing. One HMGET when it keeps nothing; otherwise the
+-- history's keys are checked (an error) before the caller's first write.
+local function retention()
+  local v = redis.call('HMGET', K_RET, 'completed', 'cancelled')
+  if not v[1] and not v[2] then return nil end
+  local bad = guard_types(HIST_TYPES)
+  if bad then error(bad) end
+  return { completed = keep_bounds(v[1]), cancelled = keep_bounds(v[2]) }
+end
+
+-- Removes the oldest kept items of `ending` beyond `count`, at most `batch`
+-- (nil: all of them); returns how many.
+local function trim_kept(ending, count, batch)
+  local zk = K_DONE .. ':' .. ending
+  local over = redis.call('ZCARD', zk) - count
+  if batch then over = math.min(over, batch) end
+  if over <= 0 then return 0 end
+  local ms = redis.call('ZRANGE', zk, 0, over - 1)
+  call_chunked('ZREM', zk, ms)
+  local ids = {}
+  for i, m in ipairs(ms) do ids[i] = fmt_int(tonumber(m)) end
+  call_chunked('HDEL', K_DONE, ids)
+  return #ms
+end
+
+-- Before items `ids` (decimal) leave the queue at `now`: keeps each whose
+-- ending the policy `keep` keeps, with its payload, enqueue time, attempts
+-- (plus `extra`: 1 for the lease that ends now), last error and, when it
+-- ends Completed, `result` (nil: none). An item ends Cancelled when
+-- `cancelled` is true or holds its id. Trims to the count, and adds an
+-- entry to the `ends` stream when it kept any. Returns how many it kept.
+local function keep_items(keep, ids, cancelled, extra, now, result)
+  local recs = read_chunked('HMGET', K_ITEMS, ids)
+  local atts = read_chunked('HMGET', K_ATT, ids)
+  local errs = read_chunked('HMGET', K_ERR, ids)
+  local now_s, kept, trims = fmt_int(now), 0, {}
+  for i, id_s in ipairs(ids) do
+    local ending = 'completed'
+    if cancelled == true or (cancelled and cancelled[id_s]) then ending = 'cancelled' end
+    local k, rec, enq, at = keep[ending], recs[i], nil, nil
+    if rec then enq, at = string.match(rec, '^([^,]*),[^,]*,[^,]*,()') end
+    if k and enq then
+      local err, res = errs[i] or '', ''
+      local elen, rlen = errs[i] and fmt_int(#err) or '', ''
+      if ending == 'completed' and result then res, rlen = result, fmt_int(#result) end
+      local att = math.min((int_field(atts[i] or '0', 0, ATT_MAX) or 0) + extra, ATT_MAX)
+      redis.call('HSET', K_DONE, id_s, ending .. ',' .. now_s .. ',' .. enq .. ',' .. fmt_int(att) .. ',' .. elen
+        .. ',' .. rlen .. ',' .. err .. res .. string.sub(rec, at))
+      redis.call('ZADD', K_DONE .. ':' .. ending, now, member(tonumber(id_s)))
+      if k.count then trims[ending] = k.count end
+      kept = kept + 1
+    end
+  end
+  for ending, count in pairs(trims) do trim_kept(ending, count, nil) end
+  -- The finished signal's hint, kept short.
+  if kept > 0 then redis.call('XADD', K_ENDS, 'MAXLEN', '~', 64, '*', 'n', kept) end
+  return kept
+end
+
 -- A finishing call (release, give back, fail, snooze) on the lease of item
 -- `id_s` with token `token`, which it fenced: when an operator asked to
 -- cancel the item (leaseq_core::Control::cancel), the item ends Cancelled
@@ -537,9 +624,11 @@ local function finish_cancelled(id_s, token, answer)
   if not cancel_requested(id_s, token) then return nil end
   local bad = guard(K_DEDUP, K_DK, K_UF)
   if bad then return bad end
+  local keep, now = retention(), now_ms()
+  if keep and keep.cancelled then keep_items(keep, { id_s }, true, 1, now) end
   end_lease(id_s, token)
   drop_record(id_s)
-  trace_finished({ id_s }, { token }, now_ms())
+  trace_finished({ id_s }, { token }, now)
   return answer
 end
 
@@ -771,9 +860,13 @@ end
 -- Acks the leased items `ids` (decimal, each once) whose current tokens are
 -- `toks`: their leases leave their groups, and the items go with every
 -- trace (a dedup key is released, or held for its unique-for time unless
--- an operator asked to cancel the item: it ends Cancelled).
-local function ack_items(ids, toks, now)
+-- an operator asked to cancel the item: it ends Cancelled). Each is kept
+-- as its ending when the queue's policy says so (a Completed one with
+-- `result`, nil: none).
+local function ack_items(ids, toks, now, result)
+  local keep = retention()
   local cancelled = end_control(ids, toks)
+  if keep then keep_items(keep, ids, cancelled, 1, now, result) end
   local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
   leave_groups(group_counts(toks, moved))
   if moved then call_chunked('HDEL', K_MOVED, ids) end

@@ -7,7 +7,7 @@
 -- indexes still hold entries (purge again); { items deleted, 'behind',
 -- last id } when the queue handed out ids above the floor (raise it and
 -- call again); else deletes every key of the queue (its limits hash
--- too, and with it a pause), raises the prune
+-- too, and with it a pause; its retention policy and kept items), raises the prune
 -- generation on a tombstone that expires (a registration made before this
 -- call no longer lets an enqueue in, see src/listing.rs), and answers
 -- { items deleted, 'deleted', the token `listed` held ('' if none) }.
@@ -25,6 +25,7 @@ local last = math.max(seq, mark)
 if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', last } end
 local token = redis.call('GET', K_LISTED) or ''
 redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, K_EXTRA, K_FIN, K_CANCELS)
+redis.call('UNLINK', K_RET, K_DONE, K_DONE .. ':completed', K_DONE .. ':cancelled', K_ENDS)
 if last > 0 then redis.call('SET', K_DELETED, fmt_int(last), 'PX', ARGV[5]) end
 redis.call('INCR', K_LISTGEN)
 redis.call('PEXPIRE', K_LISTGEN, ARGV[3])

@@ -93,11 +93,22 @@ if bad then return bad end
 -- Cancel requests and progress end with the leases (read and checked
 -- before the first write: a cancelled item's deletion touches the dedup
 -- keys too).
+local keep = nil
 if #ids > 0 and redis.call('EXISTS', K_CANCEL) == 1 then
   bad = guard(K_DEDUP, K_DK, K_UF)
   if bad then return bad end
+  keep = retention()
 end
 local cancel = #ids > 0 and end_control(ids, id_toks)
+-- Cancelled leases are kept as such when the policy says so, before their
+-- records go.
+if cancel and keep and keep.cancelled then
+  local ended = {}
+  for _, id_s in ipairs(ids) do
+    if cancel[id_s] then ended[#ended + 1] = id_s end
+  end
+  keep_items(keep, ended, true, 1, now)
+end
 
 if due then promote_due(now, repairs) end
 local requeued, dead, cancelled = 0, 0, 0
