@@ -1,5 +1,5 @@
 //! Enqueue-to-result latency: how long a producer waits for a job's
-//! result with [`BackendExt::wait_finished`]. A [`Worker`] at its defaults
+//! result with [`BackendExt::wait_finished`](leaseq_core::BackendExt::wait_finished). A [`Worker`] at its defaults
 //! runs a handler that sets a small result; the queue keeps completed
 //! items (so the result is recorded); producers enqueue at a steady rate
 //! and each sample is the time from the enqueue call's start to
