@@ -25,8 +25,13 @@ impl QueueState {
         }
         let snapshot = item.clone();
         let was = self.remove(id)?;
-        self.kept
-            .record(id, &snapshot, leaseq_core::Ending::Cancelled, now, None);
+        self.kept.record(
+            id,
+            snapshot.ended(),
+            leaseq_core::Ending::Cancelled,
+            now,
+            None,
+        );
         Some(Cancelled::Now { was })
     }
 

@@ -62,6 +62,7 @@ mod control;
 mod hash;
 mod history;
 mod hooks;
+mod kept;
 mod ops;
 mod schedules;
 mod state;

@@ -90,6 +90,16 @@ impl Item {
         }
     }
 
+    /// What a kept record takes from this item when it ends.
+    pub(crate) fn ended(&self) -> crate::kept::Ended<'_> {
+        crate::kept::Ended {
+            payload: &self.payload,
+            enqueued_at: self.enqueued_at,
+            attempts: self.attempts,
+            last_error: self.last_error.as_deref(),
+        }
+    }
+
     pub(crate) fn ready_key(&self, id: u64) -> ReadyKey {
         (Reverse(self.priority), self.seq, id)
     }
@@ -135,7 +145,7 @@ pub(crate) struct QueueState {
     pub(crate) paused: bool,
     /// Kept finished items and the retention policy (the policy is kept
     /// by purge).
-    pub(crate) kept: crate::history::Kept,
+    pub(crate) kept: crate::kept::Kept,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once
@@ -379,7 +389,8 @@ impl QueueState {
     ) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
-            self.kept.record(id, &item, Ending::Completed, now, result);
+            self.kept
+                .record(id, item.ended(), Ending::Completed, now, result);
             self.drop_dedup(id, &item);
             if let (Some(key), Some(hold)) = (&item.dedup_key, item.unique_for) {
                 self.held
@@ -394,7 +405,8 @@ impl QueueState {
     pub(crate) fn cancel_leased(&mut self, id: u64, expires: u64, now: u64) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
-            self.kept.record(id, &item, Ending::Cancelled, now, None);
+            self.kept
+                .record(id, item.ended(), Ending::Cancelled, now, None);
             self.drop_dedup(id, &item);
         }
     }

@@ -13,8 +13,8 @@ use leaseq_core::{
 };
 use sqlx::postgres::PgRow;
 
+use crate::rows::ms;
 use crate::rows::{col, count, db, item_id, limit, millis, sql_id, sql_token, ts};
-use crate::sql::ms;
 use crate::PgBackend;
 
 /// Rows one collection statement removes; `collect` loops while a batch

@@ -172,6 +172,14 @@ pub(crate) fn info(row: &PgRow) -> Result<ItemInfo> {
     })
 }
 
+/// Epoch milliseconds of a timestamptz expression, clamped to about
+/// ±300,000 years: a planted `infinity` (which the column type allows)
+/// reads as a far time instead of failing the statement that reads it (a
+/// claim would fail on that row every time, and hold up its queue).
+pub(crate) fn ms(expr: &str) -> String {
+    format!("(floor(greatest(least(extract(epoch FROM {expr}), 1e13), -1e13) * 1000))::bigint")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

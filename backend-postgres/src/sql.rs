@@ -4,14 +4,7 @@
 //! `$n * interval '1 millisecond'` turns a millisecond count into an interval.
 
 use crate::history::{finished_table, record, retention_table};
-
-/// Epoch milliseconds of a timestamptz expression, clamped to about
-/// ±300,000 years: a planted `infinity` (which the column type allows)
-/// reads as a far time instead of failing the statement that reads it (a
-/// claim would fail on that row every time, and hold up its queue).
-pub(crate) fn ms(expr: &str) -> String {
-    format!("(floor(greatest(least(extract(epoch FROM {expr}), 1e13), -1e13) * 1000))::bigint")
-}
+use crate::rows::ms;
 
 /// The largest attempt counter the `integer` column holds: a claim cannot
 /// add one to it.
