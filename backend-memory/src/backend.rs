@@ -42,6 +42,11 @@ pub(crate) struct Shared {
     pub(crate) cancels: leaseq_core::signal::SignalHub,
     /// Endings recorded, for [`leaseq_core::History::finished_signal`].
     pub(crate) finishes: Arc<leaseq_core::signal::SignalHub>,
+    /// Job events, for [`leaseq_core::Events::subscribe`].
+    pub(crate) events: Arc<leaseq_core::events::EventHub>,
+    /// The completion counters of queues forgotten while idle, so that a
+    /// queue made again counts on ([`QueueStats::completed`](leaseq_core::QueueStats::completed)).
+    completions: Mutex<HashMap<QueueName, u64>>,
     pub(crate) schedules: Mutex<
         std::collections::BTreeMap<
             leaseq_core::schedule::ScheduleName,
@@ -174,11 +179,36 @@ impl MemoryBackend {
             .queues
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        f(map.entry(name.clone()).or_insert_with(|| {
-            let q = Arc::<Queue>::default();
-            q.lock().kept.announce = Some((Arc::clone(&self.shared.finishes), name.clone()));
-            q
-        }))
+        f(map.entry(name.clone()).or_insert_with(|| self.make(name)))
+    }
+
+    /// A new queue named `name`, wired to this backend's hubs, counting on
+    /// from its completions before it was forgotten.
+    fn make(&self, name: &QueueName) -> Arc<Queue> {
+        let q = Arc::<Queue>::default();
+        let mut st = q.lock();
+        st.kept.announce = Some((Arc::clone(&self.shared.finishes), name.clone()));
+        st.events = crate::events::Emitter::new(Arc::clone(&self.shared.events), name.clone());
+        st.completed = self.completions().remove(name).unwrap_or(0);
+        drop(st);
+        q
+    }
+
+    fn completions(&self) -> MutexGuard<'_, HashMap<QueueName, u64>> {
+        self.shared
+            .completions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The completion count of `name` while it is forgotten.
+    pub(crate) fn forgotten_completions(&self, name: &QueueName) -> u64 {
+        self.completions().get(name).copied().unwrap_or(0)
+    }
+
+    /// Forgets `name`'s completion count (a deleted queue counts from 0).
+    pub(crate) fn forget_completions(&self, name: &QueueName) {
+        self.completions().remove(name);
     }
 
     /// The next item id: unique across this backend's queues and never
@@ -205,7 +235,12 @@ impl MemoryBackend {
                 && q.lock().is_idle(now)
         });
         if idle {
-            map.remove(name);
+            if let Some(q) = map.remove(name) {
+                let completed = q.lock().completed;
+                if completed > 0 {
+                    self.completions().insert(name.clone(), completed);
+                }
+            }
         }
     }
 
@@ -255,7 +290,9 @@ impl MemoryBackend {
             .queues
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        map.entry(name.clone()).or_default().clone()
+        map.entry(name.clone())
+            .or_insert_with(|| self.make(name))
+            .clone()
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use leaseq_core::events::EventKind;
 use leaseq_core::limits::{check_delay, check_progress};
 use leaseq_core::signal::Signal;
 use leaseq_core::{
@@ -25,6 +26,7 @@ impl QueueState {
         }
         let snapshot = item.clone();
         let was = self.remove(id)?;
+        self.events.emit(id, || EventKind::Cancelled);
         self.kept.record(
             id,
             snapshot.ended(),
@@ -121,6 +123,7 @@ impl Control for MemoryBackend {
             };
             st.finished.record(id, lease.token, now);
             let state = st.requeue_leased(id, expires, due_after(now, delay), now);
+            st.events.emit(id, || EventKind::Released);
             drop(st);
             if state == ItemState::Ready {
                 q.wake();
@@ -163,12 +166,16 @@ impl Control for MemoryBackend {
     async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {
         check_progress(&value)?;
         let id = lease.id.get();
-        self.existing(&lease.queue, |q| match q.lock().fence(id, lease.token) {
-            Fence::Held(item, _) => {
-                item.progress = Some((lease.token, value));
-                Ok(())
+        self.existing(&lease.queue, |q| {
+            let mut st = q.lock();
+            match st.fence(id, lease.token) {
+                Fence::Held(item, _) => {
+                    item.progress = Some((lease.token, value.clone()));
+                    st.events.emit(id, || EventKind::Progress(value));
+                    Ok(())
+                }
+                Fence::Lost => Err(Error::LeaseLost { id: lease.id }),
             }
-            Fence::Lost => Err(Error::LeaseLost { id: lease.id }),
         })
         .unwrap_or(Err(Error::LeaseLost { id: lease.id }))
     }

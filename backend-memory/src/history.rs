@@ -81,7 +81,11 @@ impl History for MemoryBackend {
     async fn collect(&self, queue: &QueueName) -> Result<u64> {
         let now = self.now_ms();
         let gone = self
-            .existing(queue, |q| q.lock().kept.collect(now))
+            .existing(queue, |q| {
+                let mut st = q.lock();
+                let dead = st.kept.policy.dead;
+                st.kept.collect(now) + st.collect_dead(dead, now)
+            })
             .unwrap_or(0);
         if gone > 0 {
             self.forget_if_idle(queue);

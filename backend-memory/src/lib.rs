@@ -59,6 +59,7 @@
 
 mod backend;
 mod control;
+mod events;
 mod hash;
 mod history;
 mod hooks;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use leaseq_core::events::EventKind;
 use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
@@ -311,6 +312,7 @@ impl Backend for MemoryBackend {
                 Fence::Lost => return Err(lost(lease)),
             };
             st.requeue_leased(id, expires, now, now);
+            st.events.emit(id, || EventKind::Released);
             st.finished.record(id, lease.token, now);
             drop(st);
             q.wake();
@@ -339,7 +341,7 @@ impl Backend for MemoryBackend {
                 return Ok(Released::Cancelled);
             }
             if exhausted {
-                st.kill_leased(id, expires, "attempts exhausted");
+                st.kill_leased(id, expires, "attempts exhausted", now);
                 return Ok(Released::Dead);
             }
             let due = if delay.is_zero() {
@@ -348,6 +350,7 @@ impl Backend for MemoryBackend {
                 due_after(now, delay)
             };
             let state = st.requeue_leased(id, expires, due, now);
+            st.events.emit(id, || EventKind::Released);
             drop(st);
             if state == ItemState::Ready {
                 q.wake();
@@ -369,7 +372,7 @@ impl Backend for MemoryBackend {
                     if item.cancel_requested {
                         st.cancel_leased(id, expires, self.now_ms());
                     } else {
-                        st.kill_leased(id, expires, reason);
+                        st.kill_leased(id, expires, reason, self.now_ms());
                     }
                     st.finished.record(id, lease.token, self.now_ms());
                     Ok(())
@@ -412,9 +415,13 @@ impl Backend for MemoryBackend {
                 leased: st.leased.len() as u64,
                 dead: st.dead.len() as u64,
                 paused: st.paused,
+                completed: Some(st.completed),
             }
         });
-        Ok(stats.unwrap_or_default())
+        Ok(stats.unwrap_or_else(|| QueueStats {
+            completed: Some(self.forgotten_completions(queue)),
+            ..QueueStats::default()
+        }))
     }
 
     async fn queues(&self) -> Result<Vec<QueueName>> {
@@ -470,6 +477,7 @@ impl Backend for MemoryBackend {
             .control(self)
             .registry(self)
             .history(self)
+            .events(self)
             .test_hooks(self.test_hooks.then_some(self as &dyn TestHooks))
     }
 }
@@ -517,6 +525,7 @@ impl Admin for MemoryBackend {
 
     async fn delete_queue(&self, queue: &QueueName) -> Result<u64> {
         let n = self.existing(queue, |q| q.lock().delete()).unwrap_or(0);
+        self.forget_completions(queue);
         self.forget_if_idle(queue);
         Ok(n)
     }

@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use leaseq_core::events::EventKind;
 use leaseq_core::limits::LEASE_HORIZON;
 use leaseq_core::{
     Bytes, Ending, ItemId, ItemState, Lease, LeaseKey, LeaseToken, QueueName, ReapReport, Repair,
@@ -26,8 +27,8 @@ pub(crate) enum Slot {
     Scheduled { due: u64 },
     /// In `leased`, under `token` until `expires` (ms).
     Leased { expires: u64, token: LeaseToken },
-    /// In `dead`, at this death sequence number.
-    Dead { death: u64 },
+    /// In `dead`, at this death sequence number, since `at` (ms).
+    Dead { death: u64, at: u64 },
 }
 
 impl Slot {
@@ -146,6 +147,10 @@ pub(crate) struct QueueState {
     /// Kept finished items and the retention policy (the policy is kept
     /// by purge).
     pub(crate) kept: crate::kept::Kept,
+    /// Items completed since the queue was made or deleted.
+    pub(crate) completed: u64,
+    /// Where this queue's job events go.
+    pub(crate) events: crate::events::Emitter,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once
@@ -275,6 +280,7 @@ impl QueueState {
         if let Some(key) = &fresh.dedup_key {
             self.dedup.insert(key.clone(), id);
         }
+        self.events.emit(id, || EventKind::Enqueued);
         self.items.insert(
             id,
             Item {
@@ -357,6 +363,8 @@ impl QueueState {
             item.attempts = item.attempts.saturating_add(1);
             item.slot = Slot::Leased { expires, token };
             self.leased.insert((expires, id));
+            let attempt = item.attempts;
+            self.events.emit(id, || EventKind::Started { attempt });
             return Some((id, item));
         }
     }
@@ -389,6 +397,9 @@ impl QueueState {
     ) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
+            self.completed += 1;
+            self.events
+                .emit(id, || EventKind::completed(result.clone()));
             self.kept
                 .record(id, item.ended(), Ending::Completed, now, result);
             self.drop_dedup(id, &item);
@@ -405,6 +416,7 @@ impl QueueState {
     pub(crate) fn cancel_leased(&mut self, id: u64, expires: u64, now: u64) {
         self.leased.remove(&(expires, id));
         if let Some(item) = self.items.remove(&id) {
+            self.events.emit(id, || EventKind::Cancelled);
             self.kept
                 .record(id, item.ended(), Ending::Cancelled, now, None);
             self.drop_dedup(id, &item);
@@ -454,13 +466,14 @@ impl QueueState {
 
     /// Takes an item out of the leased index and sends it Dead with `reason`.
     /// The caller checked the fence.
-    pub(crate) fn kill_leased(&mut self, id: u64, expires: u64, reason: &str) {
+    pub(crate) fn kill_leased(&mut self, id: u64, expires: u64, reason: &str, now: u64) {
         self.leased.remove(&(expires, id));
         self.next_death += 1;
         let death = self.next_death;
         if let Some(item) = self.items.get_mut(&id) {
+            self.events.emit(id, || EventKind::dead(reason));
             item.progress = None;
-            item.slot = Slot::Dead { death };
+            item.slot = Slot::Dead { death, at: now };
             item.last_error = Some(reason.into());
             self.dead.insert((death, id));
         }
@@ -534,10 +547,11 @@ impl QueueState {
                 }
             };
             if exhausted {
-                self.kill_leased(id, expires, "lease expired on final attempt");
+                self.kill_leased(id, expires, "lease expired on final attempt", now);
                 reaped.dead += 1;
             } else {
                 self.requeue_leased(id, expires, 0, now);
+                self.events.emit(id, || EventKind::failed("lease expired"));
                 reaped.requeued += 1;
             }
         }
@@ -553,7 +567,7 @@ impl QueueState {
                 break;
             };
             match self.items.get_mut(&id) {
-                Some(item) if item.slot == (Slot::Dead { death }) => {
+                Some(item) if matches!(item.slot, Slot::Dead { death: d, .. } if d == death) => {
                     item.attempts = 0;
                     item.slot = Slot::Ready;
                     self.ready.insert(item.ready_key(id));
@@ -582,7 +596,7 @@ impl QueueState {
     /// `Some(false)` when it is in another state (then nothing changes).
     pub(crate) fn redrive_one(&mut self, id: u64) -> Option<bool> {
         let item = self.items.get_mut(&id)?;
-        let Slot::Dead { death } = item.slot else {
+        let Slot::Dead { death, .. } = item.slot else {
             return Some(false);
         };
         self.dead.remove(&(death, id));
@@ -608,7 +622,7 @@ impl QueueState {
             Slot::Leased { expires, .. } => {
                 self.leased.remove(&(expires, id));
             }
-            Slot::Dead { death } => {
+            Slot::Dead { death, .. } => {
                 self.dead.remove(&(death, id));
             }
         }
@@ -650,9 +664,41 @@ impl QueueState {
     pub(crate) fn delete(&mut self) -> u64 {
         let n = self.items.len() as u64;
         let announce = self.kept.announce.take();
+        let events = std::mem::take(&mut self.events);
         *self = QueueState::default();
         self.kept.announce = announce;
+        self.events = events;
         n
+    }
+
+    /// Removes the dead letters `keep` no longer keeps at `now`: the
+    /// oldest beyond its count, then those older than its age, stopping at
+    /// the first one still kept. Answers how many.
+    pub(crate) fn collect_dead(&mut self, keep: leaseq_core::Keep, now: u64) -> u64 {
+        let age = keep
+            .max_age
+            .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
+        let mut gone = 0;
+        while let Some(&(_, id)) = self.dead.first() {
+            let over_count = keep
+                .max_count
+                .is_some_and(|max| self.dead.len() as u64 > max);
+            let died = match self.items.get(&id).map(|i| i.slot) {
+                Some(Slot::Dead { at, .. }) => at,
+                // An index entry without its item: drop it, it is no letter.
+                _ => 0,
+            };
+            let too_old = age.is_some_and(|age| died.saturating_add(age) <= now);
+            if !(over_count || too_old) {
+                break;
+            }
+            self.dead.pop_first();
+            if let Some(item) = self.items.remove(&id) {
+                self.drop_dedup(id, &item);
+                gone += 1;
+            }
+        }
+        gone
     }
 
     /// The earliest due time among Scheduled items.
@@ -747,7 +793,7 @@ mod tests {
             let (id, _) = st
                 .lease_next(10, LeaseToken::from_u128(u128::from(i)), &mut Vec::new())
                 .expect("leased");
-            st.kill_leased(id, 10, "x");
+            st.kill_leased(id, 10, "x", 10);
         }
         let late = st.insert(fresh(0), 0, 4);
         assert_eq!(st.redrive_one(ids[1]), Some(true));

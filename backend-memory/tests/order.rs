@@ -72,6 +72,7 @@ async fn delayed_items_are_scheduled_until_due() {
             leased: 0,
             dead: 0,
             paused: false,
+            completed: None,
         }
     );
     assert_eq!(f.claim_ids(10).await, [ids[1]]);

@@ -884,6 +884,7 @@ impl Backend for PgBackend {
             leased: n(counts[3]),
             dead: n(counts[4]),
             paused,
+            completed: None,
         })
     }
 

@@ -106,6 +106,7 @@ async fn stats_count_exactly_up_to_the_limit_and_estimate_above_it() {
         leased: 60,
         dead: 60,
         paused: false,
+        completed: None,
     };
     assert_eq!(b.stats(&queue).await.expect("stats"), want);
     // A queue under the limit in every state is counted exactly too.

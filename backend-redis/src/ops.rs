@@ -419,6 +419,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             leased: f[2].uint()?,
             dead: f[3].uint()?,
             paused: f[4].int()? == 1,
+            completed: None,
         })
     }
 

@@ -30,6 +30,7 @@ fn stats(ready: u64, scheduled: u64, leased: u64, dead: u64) -> QueueStats {
         leased,
         dead,
         paused: false,
+        completed: None,
     }
 }
 

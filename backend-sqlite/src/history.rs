@@ -141,6 +141,7 @@ impl History for SqliteBackend {
         Ok(Retention {
             completed: keep(col(&row, 0)?, col(&row, 1)?),
             cancelled: keep(col(&row, 2)?, col(&row, 3)?),
+            dead: Keep::FOREVER,
         })
     }
 

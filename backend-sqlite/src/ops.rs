@@ -720,6 +720,7 @@ impl Backend for SqliteBackend {
             leased: n(2)?,
             dead: n(3)?,
             paused: col(&row, 4)?,
+            completed: None,
         })
     }
 

@@ -112,6 +112,8 @@ async fn retention(State(app): State<App>, Path(queue): Path<String>) -> ApiResu
 struct RetentionBody {
     completed: Option<KeepView>,
     cancelled: Option<KeepView>,
+    /// Absent: dead letters stay until redriven or removed.
+    dead: Option<KeepView>,
 }
 
 /// Stores the policy and answers it as stored.
@@ -126,6 +128,7 @@ async fn set_retention(
     let policy = Retention {
         completed: keep(body.completed),
         cancelled: keep(body.cancelled),
+        dead: body.dead.map_or(Keep::FOREVER, KeepView::keep),
     };
     policy.check()?;
     history.set_retention(&queue, policy).await?;

@@ -77,6 +77,7 @@ impl KeepView {
 pub(crate) struct RetentionView {
     completed: KeepView,
     cancelled: KeepView,
+    dead: KeepView,
     /// False when the queue keeps no finished item (the default).
     keeps_any: bool,
 }
@@ -86,6 +87,7 @@ impl RetentionView {
         Self {
             completed: KeepView::new(r.completed),
             cancelled: KeepView::new(r.cancelled),
+            dead: KeepView::new(r.dead),
             keeps_any: r.keeps_any(),
         }
     }

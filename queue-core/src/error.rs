@@ -124,6 +124,16 @@ pub enum Error {
         what: String,
     },
 
+    /// An event stream fell more than [`crate::events::EVENT_BUFFER`]
+    /// events behind its queue: at least `missed` events were dropped for
+    /// it, and the stream ends. Events are at most once; subscribe again,
+    /// and read what finished meanwhile from the history.
+    #[error("event stream lagged: {missed} events were dropped; subscribe again")]
+    Lagged {
+        /// Events dropped for this stream.
+        missed: u64,
+    },
+
     /// Stored data is corrupt in a way self-healing could not repair on the
     /// spot (self-healing that succeeds is reported as a [`crate::Repair`],
     /// not as an error).

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::{
-    Admin, Backend, ClaimSpec, Claimed, Control, Error, Finished, History, ItemId, Lease, NewItem,
-    QueueName, Result, ScheduleStore, TestHooks, Throttles, WorkerRegistry,
+    Admin, Backend, ClaimSpec, Claimed, Control, Error, Events, Finished, History, ItemId, Lease,
+    NewItem, QueueName, Result, ScheduleStore, TestHooks, Throttles, WorkerRegistry,
 };
 
 /// Single-item helpers and the optional groups' accessors on every
@@ -50,6 +50,13 @@ pub trait BackendExt: Backend {
         self.groups()
             .history
             .ok_or_else(|| Error::unsupported("finished items (the History group)"))
+    }
+
+    /// Live job events ([`Events`]), or [`Error::Unsupported`].
+    fn events(&self) -> Result<&dyn Events> {
+        self.groups()
+            .events
+            .ok_or_else(|| Error::unsupported("live job events (the Events group)"))
     }
 
     /// Waits until item `id` of `queue` finishes and is kept, for at most

@@ -114,7 +114,9 @@ impl Keep {
 /// A queue's retention policy ([`crate::History::set_retention`]).
 ///
 /// The default keeps nothing that finished, as a backend without history
-/// does: an acked or cancelled item is gone at once.
+/// does: an acked or cancelled item is gone at once. Dead letters are not
+/// finished: they stay in the queue until redriven or removed, and by
+/// default for ever; [`Retention::dead`] bounds them.
 ///
 /// ```
 /// use leaseq_core::{Keep, Retention};
@@ -131,6 +133,10 @@ pub struct Retention {
     pub completed: Keep,
     /// Cancelled items.
     pub cancelled: Keep,
+    /// Dead letters, by the time they died: [`crate::History::collect`]
+    /// removes those older than `max_age` and the oldest beyond
+    /// `max_count`. [`Keep::FOREVER`] by default.
+    pub dead: Keep,
 }
 
 impl Default for Retention {
@@ -138,6 +144,7 @@ impl Default for Retention {
         Retention {
             completed: Keep::NOTHING,
             cancelled: Keep::NOTHING,
+            dead: Keep::FOREVER,
         }
     }
 }
@@ -157,6 +164,18 @@ impl Retention {
         self
     }
 
+    /// This policy, with dead letters kept as `keep` says.
+    #[must_use]
+    pub fn dead(mut self, keep: Keep) -> Self {
+        self.dead = keep;
+        self
+    }
+
+    /// True when dead letters have a bound (age or count).
+    pub fn bounds_dead(&self) -> bool {
+        self.dead != Keep::FOREVER
+    }
+
     /// The policy for one ending.
     pub fn of(&self, ending: Ending) -> Keep {
         match ending {
@@ -172,11 +191,16 @@ impl Retention {
 
     /// Checks the bounds: ages within [`MAX_RETENTION_AGE`].
     pub fn check(&self) -> Result<()> {
-        for ending in Ending::ALL {
-            if let Some(age) = self.of(ending).max_age {
+        let kinds = [
+            ("completed", self.completed),
+            ("cancelled", self.cancelled),
+            ("dead", self.dead),
+        ];
+        for (what, keep) in kinds {
+            if let Some(age) = keep.max_age {
                 if age > MAX_RETENTION_AGE {
                     return Err(Error::invalid(format!(
-                        "{ending} items kept for {age:?}; the most is {MAX_RETENTION_AGE:?}"
+                        "{what} items kept for {age:?}; the most is {MAX_RETENTION_AGE:?}"
                     )));
                 }
             }
@@ -246,6 +270,10 @@ mod tests {
     fn bounds_are_checked() {
         let long = Retention::default().completed(Keep::for_age(MAX_RETENTION_AGE * 2));
         assert!(matches!(long.check(), Err(Error::InvalidInput { .. })));
+        let long = Retention::default().dead(Keep::for_age(MAX_RETENTION_AGE * 2));
+        assert!(matches!(long.check(), Err(Error::InvalidInput { .. })));
+        assert!(!Retention::default().bounds_dead());
+        assert!(Retention::default().dead(Keep::count(5)).bounds_dead());
         assert!(Retention::default().check().is_ok());
         assert!(check_result(&vec![0; MAX_RESULT_LEN]).is_ok());
         assert!(check_result(&vec![0; MAX_RESULT_LEN + 1]).is_err());

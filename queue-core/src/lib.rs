@@ -37,6 +37,7 @@ mod capabilities;
 mod clock;
 mod codec;
 mod error;
+pub mod events;
 mod ext;
 pub mod finished;
 mod gauges;
@@ -66,7 +67,7 @@ pub use ext::BackendExt;
 pub use finished::{Ending, Finished, Keep, Retention};
 pub use gauges::export_queue_gauges;
 pub use groups::{
-    Admin, Control, Groups, History, RunningJob, ScheduleStore, Throttles, WorkerEntry,
+    Admin, Control, Events, Groups, History, RunningJob, ScheduleStore, Throttles, WorkerEntry,
     WorkerRegistry,
 };
 pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};

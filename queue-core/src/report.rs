@@ -98,6 +98,11 @@ pub struct QueueStats {
     /// The queue is paused ([`crate::Control::pause`]); always false on a
     /// backend without the Control group.
     pub paused: bool,
+    /// Items completed (acked, or completed with a result) since the queue
+    /// was made or last deleted: a counter that only grows, for rates.
+    /// `None` on a backend that does not count (one without the
+    /// [`crate::History`] group). Not part of [`QueueStats::total`].
+    pub completed: Option<u64>,
 }
 
 impl QueueStats {

@@ -42,8 +42,15 @@ pub(crate) struct RetentionArgs {
     /// Keep at most this many cancelled items (the newest).
     #[arg(long, value_name = "N")]
     cancelled_count: Option<u64>,
-    /// Keep nothing again (the default policy).
-    #[arg(long, conflicts_with_all = ["completed_secs", "completed_count", "cancelled_secs", "cancelled_count"])]
+    /// Remove dead letters this many seconds after they died.
+    #[arg(long, value_name = "SECONDS")]
+    dead_secs: Option<u64>,
+    /// Keep at most this many dead letters (the newest).
+    #[arg(long, value_name = "N")]
+    dead_count: Option<u64>,
+    /// Back to the default policy: nothing finished kept, dead letters
+    /// kept until redriven or removed.
+    #[arg(long, conflicts_with_all = ["completed_secs", "completed_count", "cancelled_secs", "cancelled_count", "dead_secs", "dead_count"])]
     off: bool,
     #[command(flatten)]
     out: Output,
@@ -95,6 +102,8 @@ pub(crate) async fn retention(url: &Target, args: RetentionArgs) -> Result<(), C
         args.completed_count,
         args.cancelled_secs,
         args.cancelled_count,
+        args.dead_secs,
+        args.dead_count,
     ];
     let policy = if args.off {
         Some(Retention::default())
@@ -102,6 +111,7 @@ pub(crate) async fn retention(url: &Target, args: RetentionArgs) -> Result<(), C
         Some(Retention {
             completed: changed(current.completed, args.completed_secs, args.completed_count),
             cancelled: changed(current.cancelled, args.cancelled_secs, args.cancelled_count),
+            dead: changed(current.dead, args.dead_secs, args.dead_count),
         })
     } else {
         None
@@ -118,10 +128,16 @@ pub(crate) async fn retention(url: &Target, args: RetentionArgs) -> Result<(), C
             "queue": queue.as_str(),
             "completed": keep_json(shown.completed),
             "cancelled": keep_json(shown.cancelled),
+            "dead": keep_json(shown.dead),
         }));
     } else {
         println!("{:<10} {}", "completed", describe(shown.completed));
         println!("{:<10} {}", "cancelled", describe(shown.cancelled));
+        let dead = match shown.dead {
+            Keep::FOREVER => "kept until redriven or removed".to_owned(),
+            other => describe(other),
+        };
+        println!("{:<10} {dead}", "dead");
     }
     Ok(())
 }

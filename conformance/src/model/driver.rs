@@ -591,10 +591,9 @@ impl Run {
         let Some(history) = self.tb.backend.groups().history else {
             return Ok(());
         };
-        let all = leaseq_core::Retention {
-            completed: leaseq_core::Keep::FOREVER,
-            cancelled: leaseq_core::Keep::FOREVER,
-        };
+        let all = leaseq_core::Retention::default()
+            .completed(leaseq_core::Keep::FOREVER)
+            .cancelled(leaseq_core::Keep::FOREVER);
         history
             .set_retention(&self.q, all)
             .await

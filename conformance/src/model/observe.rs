@@ -29,6 +29,8 @@ impl Model {
     pub fn expected_stats(&self, now: Window) -> Result<QueueStats, Violation> {
         let mut s = QueueStats {
             paused: self.paused,
+            // Counted by backends with History, which the runs keep.
+            completed: self.kept.is_some().then_some(self.completed),
             ..QueueStats::default()
         };
         for e in self.items.values() {

@@ -144,6 +144,8 @@ pub struct Model {
     /// The finished items the queue keeps, with how each ended, when the
     /// run keeps every ending (History group); `None` otherwise.
     pub(crate) kept: Option<BTreeMap<ItemId, leaseq_core::Ending>>,
+    /// Completions so far: what `stats` counts on a backend with History.
+    pub(crate) completed: u64,
 }
 
 fn contract(what: &'static str, msg: impl Into<String>) -> Violation {
@@ -509,6 +511,9 @@ impl Model {
     pub(crate) fn finish(&mut self, id: ItemId, ending: leaseq_core::Ending) {
         self.items.remove(&id);
         self.gone.insert(id);
+        if ending == leaseq_core::Ending::Completed {
+            self.completed += 1;
+        }
         if let Some(kept) = &mut self.kept {
             kept.insert(id, ending);
         }

@@ -329,6 +329,7 @@ impl Backend for TwoList {
                 leased: leased as u64,
                 dead: k.dead.len() as u64,
                 paused: false,
+                completed: None,
             }
         }))
     }

@@ -23,7 +23,12 @@ use crate::{Ending, Finished, ItemId, LeaseKey, QueueName, Result, Retention};
 ///   lease ends, a reap included) is recorded Cancelled when the policy
 ///   keeps cancelled items;
 /// - nothing else records: a removal ([`crate::Admin::remove_item`]) is not
-///   an ending, and Dead items stay in the queue as dead letters.
+///   an ending, and Dead items stay in the queue as dead letters (for as
+///   long as [`Retention::dead`] says);
+/// - every completion (ack, `ack_many`, `complete`) counts in
+///   [`QueueStats::completed`](crate::QueueStats::completed), kept or not,
+///   in the same atomic step; [`crate::Admin::delete_queue`] sets it back
+///   to 0, a purge does not.
 ///
 /// A kept item is no longer in the queue: it holds no dedup key (a
 /// `unique_for` hold works as without history), is not in
@@ -74,13 +79,16 @@ pub trait History: Send + Sync {
     async fn finished_item(&self, queue: &QueueName, id: ItemId) -> Result<Finished>;
 
     /// Removes `queue`'s kept items that the policy no longer keeps (older
-    /// than `max_age`, or beyond `max_count`); answers how many.
+    /// than `max_age`, or beyond `max_count`), and its dead letters beyond
+    /// [`Retention::dead`] (by the time they died); answers how many.
     ///
     /// # Contract
     /// - Costs what it removes: the same with 10 and with 100,000 kept
-    ///   items that have not expired.
+    ///   items (or dead letters) that have not expired.
     /// - Safe from any number of handles at once: each item is removed
     ///   once.
+    /// - A dead letter removed here is gone as by
+    ///   [`crate::Admin::remove_item`]: its dedup key is free.
     async fn collect(&self, queue: &QueueName) -> Result<u64>;
 
     /// Subscribes to `queue`'s endings: the [`Signal`] fires when an item

@@ -9,6 +9,7 @@
 //! | control | [`Control`] | cancel, pause and resume, snooze, run now, progress |
 //! | live workers | [`WorkerRegistry`] | who runs what, with a heartbeat |
 //! | history | [`History`] | finished items kept per queue, results, waiting for an ending |
+//! | events | [`Events`] | live job events per queue, at most once |
 //! | test hooks | [`TestHooks`] | planting stale and corrupt state, for the suite only |
 //!
 //! A backend says which groups it offers in [`Backend::groups`]; callers
@@ -30,6 +31,7 @@
 
 mod admin;
 mod control;
+mod events;
 mod history;
 mod registry;
 mod schedules;
@@ -37,6 +39,7 @@ mod throttles;
 
 pub use admin::Admin;
 pub use control::Control;
+pub use events::Events;
 pub use history::{History, FINISHED_POLL};
 pub use registry::{RunningJob, WorkerEntry, WorkerRegistry};
 pub use schedules::ScheduleStore;
@@ -74,6 +77,8 @@ pub struct Groups<'a> {
     pub registry: Option<&'a dyn WorkerRegistry>,
     /// Finished items.
     pub history: Option<&'a dyn History>,
+    /// Live job events.
+    pub events: Option<&'a dyn Events>,
     /// Hooks that let the conformance suite plant stale or corrupt state.
     /// `None` unless the backend was built for tests (each backend says
     /// how: a constructor or an option the test factory sets, never a
@@ -93,6 +98,7 @@ impl<'a> Groups<'a> {
             control: None,
             registry: None,
             history: None,
+            events: None,
             test_hooks: None,
         }
     }
@@ -139,6 +145,13 @@ impl<'a> Groups<'a> {
         self
     }
 
+    /// With live job events.
+    #[must_use]
+    pub fn events(mut self, events: &'a dyn Events) -> Self {
+        self.events = Some(events);
+        self
+    }
+
     /// With test hooks, when `hooks` is `Some`.
     #[must_use]
     pub fn test_hooks(mut self, hooks: Option<&'a dyn TestHooks>) -> Self {
@@ -148,7 +161,7 @@ impl<'a> Groups<'a> {
 
     /// The groups offered, by name, and those not offered: what the suite
     /// prints when it skips a group.
-    pub fn offered(&self) -> [(&'static str, bool); 7] {
+    pub fn offered(&self) -> [(&'static str, bool); 8] {
         [
             ("admin", self.admin.is_some()),
             ("throttles", self.throttles.is_some()),
@@ -156,6 +169,7 @@ impl<'a> Groups<'a> {
             ("control", self.control.is_some()),
             ("registry", self.registry.is_some()),
             ("history", self.history.is_some()),
+            ("events", self.events.is_some()),
             ("test_hooks", self.test_hooks.is_some()),
         ]
     }

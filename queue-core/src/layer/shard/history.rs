@@ -108,6 +108,22 @@ impl<B: Backend> History for Sharded<B> {
     }
 }
 
+/// Every shard's events, with logical ids; order holds per shard.
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<B: Backend> crate::Events for Sharded<B> {
+    async fn subscribe(&self, queue: &QueueName) -> Result<crate::events::EventStream> {
+        let events = self.inner.events()?;
+        let mut streams = Vec::new();
+        for shard in self.all() {
+            let shards = self.shards;
+            let stream = events.subscribe(&self.shard(queue, shard)?).await?;
+            streams.push(stream.map_ids(move |id| super::sharded_id(shards, shard, id).ok()));
+        }
+        Ok(crate::events::EventStream::merge(streams))
+    }
+}
+
 impl<B: Backend> Sharded<B> {
     /// A shard's record, with the logical id.
     fn logical_finished(&self, shard: u16, f: Finished) -> Result<Finished> {

@@ -624,6 +624,10 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
                 leased: a.leased + s.leased,
                 dead: a.dead + s.dead,
                 paused,
+                completed: match (a.completed, s.completed) {
+                    (Some(x), Some(y)) => Some(x + y),
+                    (x, y) => x.or(y),
+                },
             }))
     }
 
@@ -711,6 +715,7 @@ impl<B: Backend> LayeredBackend for Sharded<B> {
             // Not queue-scoped: the inner backend's registry as it is.
             registry: inner.registry,
             history: inner.history.map(|_| self as &dyn crate::History),
+            events: inner.events.map(|_| self as &dyn crate::Events),
             test_hooks: inner.test_hooks.map(|_| self as &dyn TestHooks),
         }
     }
