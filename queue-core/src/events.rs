@@ -208,10 +208,11 @@ impl JobEvent {
         let text = |s: Option<&str>| {
             bytes(s).and_then(|b| String::from_utf8(b.to_vec()).map_err(|_| bad()))
         };
+        let bare = |kind: EventKind| if data.is_none() { Ok(kind) } else { Err(bad()) };
         let kind = match name {
-            "enqueued" => EventKind::Enqueued,
-            "released" => EventKind::Released,
-            "cancelled" => EventKind::Cancelled,
+            "enqueued" => bare(EventKind::Enqueued)?,
+            "released" => bare(EventKind::Released)?,
+            "cancelled" => bare(EventKind::Cancelled)?,
             "started" => EventKind::Started {
                 attempt: data.and_then(|s| s.parse().ok()).ok_or_else(bad)?,
             },
