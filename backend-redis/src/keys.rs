@@ -29,6 +29,7 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:ends` | stream | one entry per script that kept an ending, for the finished signal ([`leaseq_core::History::finished_signal`]); at most about 64 entries |
 /// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
+/// | `{p:q}:completed` | string | items completed since the queue was made or deleted ([`leaseq_core::QueueStats::completed`]): every ack, `ack_many` and complete adds to it in its own script; kept by purge |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
 /// | `{p:q}:seq:run` | string | the server's replication id when the id counter was last written (see [`KeyLayout::id_run`]) |
@@ -157,6 +158,11 @@ impl KeyLayout {
     /// The death-order counter.
     pub fn dead_seq(&self) -> String {
         self.key("dseq")
+    }
+
+    /// The completion counter ([`leaseq_core::QueueStats::completed`]).
+    pub fn completed(&self) -> String {
+        self.key("completed")
     }
 
     /// The dedup hash.
@@ -360,6 +366,7 @@ mod tests {
             k.retention(),
             k.done(),
             k.ends_stream(),
+            k.completed(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");

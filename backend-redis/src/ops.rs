@@ -412,14 +412,14 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
         let r = self
             .run_with_keys(&self.scripts.stats, queue, limits, Vec::new())
             .await?;
-        let f = r.tuple(5)?;
+        let f = r.tuple(6)?;
         Ok(QueueStats {
             ready: f[0].uint()?,
             scheduled: f[1].uint()?,
             leased: f[2].uint()?,
             dead: f[3].uint()?,
             paused: f[4].int()? == 1,
-            completed: None,
+            completed: Some(f[5].uint()?),
         })
     }
 

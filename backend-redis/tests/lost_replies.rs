@@ -34,6 +34,14 @@ fn stats(ready: u64, scheduled: u64, leased: u64, dead: u64) -> QueueStats {
     }
 }
 
+/// `s` without its completion counter, which these checks do not follow.
+fn counts(s: QueueStats) -> QueueStats {
+    QueueStats {
+        completed: None,
+        ..s
+    }
+}
+
 fn keys(ls: &[Lease]) -> Vec<(ItemId, LeaseToken)> {
     ls.iter().map(|l| (l.id(), l.token())).collect()
 }
@@ -74,7 +82,7 @@ async fn recover_claim_returns_the_claims_leases(which: Which) {
         "recovered as claim returned them"
     );
     assert!(again.repairs.is_empty());
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 0, 3, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 0, 3, 0));
 
     let other = ClaimSpec::new(3, TTL).expect("spec");
     let none = b.recover_claim(&q, &other).await.expect("recover_claim");
@@ -231,7 +239,7 @@ async fn lease_fate_names_what_happened(which: Which) {
         LeaseFate::Finished { state: None }
     );
     assert_eq!(fate(nowhere, past).await, LeaseFate::Lost);
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 0, 0, 1));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 0, 0, 1));
 }
 
 /// `enqueue_once` sent twice under one request writes once and returns
@@ -262,11 +270,11 @@ async fn enqueue_once_writes_once(which: Which) {
         [false, false, true, false]
     );
     assert_eq!(first[1].id, first[2].id);
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 1, 0, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 1, 0, 0));
 
     let again = b.enqueue_once(&q, req, batch()).await.expect("resend");
     assert_eq!(again, first);
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 1, 0, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 1, 0, 0));
 
     let layout = KeyLayout::new(&cleanup.prefix, &q).expect("layout");
     let mut raw = common::raw(&cleanup.url).await;
@@ -289,14 +297,14 @@ async fn enqueue_once_writes_once(which: Which) {
         .await
         .expect_err("a bad batch");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(2, 1, 0, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 1, 0, 0));
 
     let other = b
         .enqueue_once(&q, LeaseToken::random(), vec![NewItem::new("w")])
         .await
         .expect("a new request");
     assert!(!first.iter().any(|e| e.id == other[0].id));
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(3, 1, 0, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(3, 1, 0, 0));
 
     // An empty batch is remembered too.
     let empty = LeaseToken::random();
@@ -406,7 +414,7 @@ async fn out_of_memory_is_full(which: Which) {
     server
         .command(&["CONFIG", "SET", "maxmemory", "0"])
         .expect("config set");
-    assert_eq!(b.stats(&q).await.expect("stats"), stats(1, 0, 0, 0));
+    assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(1, 0, 0, 0));
     assert_eq!(b.queues().await.expect("queues"), vec![q.clone()]);
 }
 
@@ -473,7 +481,7 @@ async fn busy_server_is_unavailable(which: Which) {
             }
         }
     };
-    assert_eq!(after, stats(1, 0, 0, 0));
+    assert_eq!(counts(after), stats(1, 0, 0, 0));
 }
 
 /// A queue keeps at most `MAX_FINISH_TRACES` finishing traces: past it the

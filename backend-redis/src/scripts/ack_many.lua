@@ -23,6 +23,7 @@ end
 -- wrong type before anything changed, and the token index was read.
 if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_PROG, K_RET) == 0 then
   redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
+  count_completed(n)
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
   leave_groups(group_counts(toks, false))
   trace_finished({ unpack(ARGV, 3, n + 2) }, toks, now_ms())

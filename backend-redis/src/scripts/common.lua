@@ -34,6 +34,8 @@
 --                       shown only while that token is the item's
 --   limits        hash  the queue's throttles (scripts/limits.lua) and its
 --                       pause: field `paused` present while it is paused
+--   completed     string  items completed since the queue was made or
+--                       deleted (leaseq_core::QueueStats::completed)
 --
 -- A claim's leases form one group, named by their tokens' family (the first
 -- 24 of a token's 32 hex digits): one `lease:groups` member per claim, so a
@@ -65,6 +67,9 @@ local K_CANCEL = qkey('cancel')
 -- A stream the workers' cancel signal reads (src/cancel_feed.rs).
 local K_CANCELS = qkey('cancels')
 local K_PROG = qkey('progress')
+-- Counts every completion (ack, ack_many, complete) in the script that
+-- makes it; kept by purge, deleted by delete_queue.
+local K_COMPLETED = qkey('completed')
 -- The first key a script adds after the queue's own (limits, a request...).
 local K_EXTRA = KEYS[2]
 -- After `delete_queue`, for as long as its `enqueue_once` records live: the
@@ -520,6 +525,14 @@ end
 -- Deletes the record of item `id_s` and every field kept per item,
 -- releasing its dedup key (no unique-for hold starts). Its index entries
 -- and its lease are the caller's.
+-- Counts `n` completions. A counter that is not a number (corrupt) starts
+-- again from `n`: the step that acks must not fail halfway over it.
+local function count_completed(n)
+  if n <= 0 then return end
+  local r = redis.pcall('INCRBY', K_COMPLETED, n)
+  if type(r) == 'table' then redis.call('SET', K_COMPLETED, n) end
+end
+
 local function drop_record(id_s)
   local dk = redis.call('HGET', K_DK, id_s)
   if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
@@ -866,6 +879,11 @@ end
 local function ack_items(ids, toks, now, result)
   local keep = retention()
   local cancelled = end_control(ids, toks)
+  local done = #ids
+  if cancelled then
+    for _ in pairs(cancelled) do done = done - 1 end
+  end
+  count_completed(done)
   if keep then keep_items(keep, ids, cancelled, 1, now, result) end
   local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
   leave_groups(group_counts(toks, moved))
