@@ -19,6 +19,16 @@
 //! - The finished signal reads the `ends` stream (see `cancel_feed.rs`),
 //!   written only when an ending was kept: an ending in any process fires
 //!   it.
+//! - Dead letters are bounded by [`Retention::dead`], stored apart in
+//!   `retention:dead` (no key: kept for ever), so the ack paths' check of
+//!   the `retention` hash is unchanged. Each death records its time in
+//!   `dead:at`; `collect` reads the Dead index (`dead:order`, by death)
+//!   from its oldest end, up to the first letter still kept, and deletes
+//!   each letter it removes as `remove_item` does (its dedup key freed).
+//!   A letter that died under an earlier version has no time: the first
+//!   collect that meets it gives it one, and it ages from there.
+//! - Every completion adds to the queue's `completed` counter
+//!   ([`leaseq_core::QueueStats::completed`]) in the script that acks.
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -67,6 +77,7 @@ impl<C: ScriptClient> History for RedisBackend<C> {
             arg("set"),
             arg(stored_bounds(retention.completed)),
             arg(stored_bounds(retention.cancelled)),
+            arg(dead_bounds(retention.dead)),
         ];
         self.run(&self.scripts.retention, queue, args).await?;
         // A smaller count trims at once; ages wait for `collect`.
@@ -78,10 +89,11 @@ impl<C: ScriptClient> History for RedisBackend<C> {
         let r = self
             .run(&self.scripts.retention, queue, vec![arg("get")])
             .await?;
-        let f = r.tuple(2)?;
+        let f = r.tuple(3)?;
         Ok(Retention::default()
             .completed(read_bounds(&f[0])?)
-            .cancelled(read_bounds(&f[1])?))
+            .cancelled(read_bounds(&f[1])?)
+            .dead(read_dead_bounds(&f[2])?))
     }
 
     async fn complete(&self, lease: &LeaseKey, result: Bytes) -> Result<()> {
@@ -150,6 +162,21 @@ fn stored_bounds(keep: Keep) -> String {
     if !keep.keeps_any() {
         return String::new();
     }
+    bounds_text(keep)
+}
+
+/// [`Retention::dead`] as the `retention:dead` key stores it (as
+/// [`stored_bounds`]); `""` for [`Keep::FOREVER`], the default, which
+/// stores no key.
+fn dead_bounds(keep: Keep) -> String {
+    if keep == Keep::FOREVER {
+        return String::new();
+    }
+    bounds_text(keep)
+}
+
+/// `age_ms,count`, each part empty for no bound.
+fn bounds_text(keep: Keep) -> String {
     let age = keep
         .max_age
         .map(|a| a.as_millis().to_string())
@@ -160,9 +187,22 @@ fn stored_bounds(keep: Keep) -> String {
 
 /// The bounds [`stored_bounds`] wrote (nil: [`Keep::NOTHING`]).
 fn read_bounds(r: &Reply) -> Result<Keep> {
-    let Some(text) = r.opt_text()? else {
-        return Ok(Keep::NOTHING);
-    };
+    match r.opt_text()? {
+        Some(text) => parse_bounds(&text),
+        None => Ok(Keep::NOTHING),
+    }
+}
+
+/// The bounds [`dead_bounds`] wrote (nil: [`Keep::FOREVER`]).
+fn read_dead_bounds(r: &Reply) -> Result<Keep> {
+    match r.opt_text()? {
+        Some(text) => parse_bounds(&text),
+        None => Ok(Keep::FOREVER),
+    }
+}
+
+/// `age_ms,count`, each part empty for no bound.
+fn parse_bounds(text: &str) -> Result<Keep> {
     let bad = || corrupt(&format!("the retention bounds {text:?}"));
     let (age, count) = text.split_once(',').ok_or_else(bad)?;
     let num = |s: &str| -> Result<Option<u64>> {
@@ -250,6 +290,19 @@ mod tests {
         assert_eq!(stored_bounds(Keep::NOTHING), "");
         assert_eq!(stored_bounds(Keep::for_age(Duration::ZERO)), "");
         assert_eq!(read_bounds(&Reply::Nil).ok(), Some(Keep::NOTHING));
+        for keep in [
+            Keep::FOREVER,
+            Keep::NOTHING,
+            Keep::for_age(Duration::ZERO),
+            Keep::count(2),
+            Keep::for_age(Duration::from_secs(5)).at_most(9),
+        ] {
+            let stored = match dead_bounds(keep) {
+                text if text.is_empty() => Reply::Nil,
+                text => Reply::Data(Bytes::from(text)),
+            };
+            assert_eq!(read_dead_bounds(&stored).ok(), Some(keep));
+        }
         assert!(read_bounds(&Reply::Data(Bytes::from("x"))).is_err());
     }
 

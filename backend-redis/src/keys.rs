@@ -29,6 +29,8 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:ends` | stream | one entry per script that kept an ending, for the finished signal ([`leaseq_core::History::finished_signal`]); at most about 64 entries |
 /// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
+/// | `{p:q}:dead:at` | hash | id → when the Dead item died (ms), which [`leaseq_core::History::collect`] ages dead letters by |
+/// | `{p:q}:retention:dead` | string | the queue's bound on dead letters ([`leaseq_core::Retention::dead`]): `age_ms,count` (an empty bound: none); no key: kept for ever. Kept by purge |
 /// | `{p:q}:completed` | string | items completed since the queue was made or deleted ([`leaseq_core::QueueStats::completed`]): every ack, `ack_many` and complete adds to it in its own script; kept by purge |
 /// | `{p:q}:seq` | string | the id counter: the last id handed out |
 /// | `{p:q}:idmark` | string | a second copy of the id counter, written with it (see [`KeyLayout::id_mark`]) |
@@ -163,6 +165,16 @@ impl KeyLayout {
     /// The completion counter ([`leaseq_core::QueueStats::completed`]).
     pub fn completed(&self) -> String {
         self.key("completed")
+    }
+
+    /// When each Dead item died (a hash: id, ms).
+    pub fn dead_times(&self) -> String {
+        self.key("dead:at")
+    }
+
+    /// The bound on dead letters ([`leaseq_core::Retention::dead`]).
+    pub fn dead_retention(&self) -> String {
+        self.key("retention:dead")
     }
 
     /// The dedup hash.
@@ -367,6 +379,8 @@ mod tests {
             k.done(),
             k.ends_stream(),
             k.completed(),
+            k.dead_times(),
+            k.dead_retention(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");

@@ -10,6 +10,7 @@
 --   scheduled:due zset  Scheduled ids: score due time (ms)
 --   lease:groups  zset  lease groups: member the group, score its expiry (ms)
 --   dead:order    zset  Dead ids: score death order
+--   dead:at       hash  id -> when it died (ms), for Retention::dead's age
 --   seq, idmark   the id counter and a second copy of it (see
 --                 scripts/enqueue_batch.lua); dseq: the death counter
 --   dedup         hash  dedup key -> id; notify: list of wake-up markers
@@ -49,6 +50,10 @@ local K_READY = qkey('ready:ranked')
 local K_SCHED = qkey('scheduled:due')
 local K_GROUPS = qkey('lease:groups')
 local K_DEAD = qkey('dead:order')
+-- When each Dead item died (ms): what `collect` ages dead letters by.
+-- Written and deleted with `pcall`: a corrupt key fails no transition (a
+-- letter without a time is aged from the first collect that meets it).
+local K_DEAD_AT = qkey('dead:at')
 local K_SEQ = qkey('seq')
 local K_DSEQ = qkey('dseq')
 local K_DEDUP = qkey('dedup')
@@ -517,9 +522,12 @@ local function to_scheduled(id, due)
   redis.call('ZADD', K_SCHED, due, member(id))
 end
 
-local function to_dead(id, reason)
-  redis.call('HSET', K_ERR, fmt_int(id), reason)
+-- Item `id` dies at `now` (nil: the server's clock now) for `reason`.
+local function to_dead(id, reason, now)
+  local id_s = fmt_int(id)
+  redis.call('HSET', K_ERR, id_s, reason)
   redis.call('ZADD', K_DEAD, redis.call('INCR', K_DSEQ), member(id))
+  redis.pcall('HSET', K_DEAD_AT, id_s, fmt_int(now or now_ms()))
 end
 
 -- Deletes the record of item `id_s` and every field kept per item,
@@ -537,6 +545,7 @@ local function drop_record(id_s)
   local dk = redis.call('HGET', K_DK, id_s)
   if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
   for _, k in ipairs({ K_ITEMS, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG }) do redis.call('HDEL', k, id_s) end
+  redis.pcall('HDEL', K_DEAD_AT, id_s)
 end
 
 -- History (leaseq_core::History, src/history.rs): a queue's retention
@@ -552,10 +561,15 @@ end
 --   ends            stream  one entry per script that kept an ending, for
 --                         the finished signal (src/cancel_feed.rs)
 local K_RET = qkey('retention')
+-- Retention::dead, 'age_ms,count' (an empty bound: none); no key: dead
+-- letters are kept for ever (the default). Apart from `retention`, whose
+-- absence keeps the ack paths' check to one EXISTS.
+local K_RET_DEAD = qkey('retention:dead')
 local K_DONE = qkey('done')
 local K_ENDS = qkey('ends')
 local HIST_TYPES = { { K_RET, 'hash' }, { K_DONE, 'hash' }, { K_DONE .. ':completed', 'zset' },
-                     { K_DONE .. ':cancelled', 'zset' }, { K_ENDS, 'stream' } }
+                     { K_DONE .. ':cancelled', 'zset' }, { K_ENDS, 'stream' }, { K_RET_DEAD, 'string' },
+                     { K_DEAD_AT, 'hash' } }
 
 -- One ending's bounds stored as 'age_ms,count': { age =, count = } (nil:
 -- no bound), or nil when the field is absent; an error on a malformed one.
@@ -1000,6 +1014,7 @@ local function redrive_entry(m, repairs)
   redis.call('ZREM', K_DEAD, m)
   redis.call('ZREM', K_SCHED, m)
   redis.call('HDEL', K_ATT, id_s)
+  redis.pcall('HDEL', K_DEAD_AT, id_s)
   to_ready(id, r[3])
   return 'moved'
 end

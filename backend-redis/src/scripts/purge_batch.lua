@@ -24,7 +24,7 @@ local function purge_batch(batch)
     + redis.call('ZCARD', K_DEAD) + redis.call('ZCARD', K_GROUPS)
   if left == 0 then
     deleted = deleted + item_count()
-    redis.call('DEL', K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG)
+    redis.call('DEL', K_ITEMS, K_TOK, K_GIDS, K_GLIVE, K_MOVED, K_ATT, K_ERR, K_DK, K_UF, K_CANCEL, K_PROG, K_DEAD_AT)
   end
   return deleted, left
 end

@@ -26,7 +26,7 @@ if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', 
 local token = redis.call('GET', K_LISTED) or ''
 redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, K_EXTRA, K_FIN, K_CANCELS,
   K_COMPLETED)
-redis.call('UNLINK', K_RET, K_DONE, K_DONE .. ':completed', K_DONE .. ':cancelled', K_ENDS)
+redis.call('UNLINK', K_RET, K_RET_DEAD, K_DONE, K_DONE .. ':completed', K_DONE .. ':cancelled', K_ENDS)
 if last > 0 then redis.call('SET', K_DELETED, fmt_int(last), 'PX', ARGV[5]) end
 redis.call('INCR', K_LISTGEN)
 redis.call('PEXPIRE', K_LISTGEN, ARGV[3])

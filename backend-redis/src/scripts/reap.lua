@@ -134,7 +134,7 @@ if #ids > 0 then
       local a = #att_pairs
       att_pairs[a + 1], att_pairs[a + 2] = id_s, fmt_int(tried[i])
       if f == 'dead' then
-        to_dead(id, 'lease expired on final attempt')
+        to_dead(id, 'lease expired on final attempt', now)
         dead = dead + 1
       else
         local z = #ready
