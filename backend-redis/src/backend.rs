@@ -35,6 +35,9 @@ pub struct RedisBackend<C: ScriptClient> {
     /// The finished signals, fed from each queue's `ends` stream (see
     /// `cancel_feed.rs`).
     pub(crate) finishes: Arc<leaseq_core::signal::SignalHub>,
+    /// Job events, fed from each followed queue's `events` stream (see
+    /// `events.rs`).
+    pub(crate) events: Arc<crate::events::EventFeeds>,
 }
 
 /// The highest item id a backend handle has seen per queue (handed out by
@@ -87,6 +90,7 @@ impl<C: ScriptClient> Clone for RedisBackend<C> {
             policy: self.policy.clone(),
             cancels: Arc::clone(&self.cancels),
             finishes: Arc::clone(&self.finishes),
+            events: Arc::clone(&self.events),
         }
     }
 }
@@ -116,6 +120,7 @@ impl<C: ScriptClient> RedisBackend<C> {
             policy: None,
             cancels: Arc::default(),
             finishes: Arc::default(),
+            events: Arc::default(),
         })
     }
 

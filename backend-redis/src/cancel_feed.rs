@@ -88,25 +88,39 @@ async fn feed<C: ScriptClient>(client: Arc<C>, hub: Arc<SignalHub>, queue: Strin
     }
 }
 
-/// The id of the last entry in an `XREAD` reply for one stream:
-/// `[[key, [[id, [field, value]], ...]]]`.
+/// The id of the last entry in an `XREAD` reply for one stream.
 fn last_entry(reply: &Reply) -> Option<String> {
+    stream_entries(reply)?
+        .last()
+        .and_then(entry_parts)
+        .map(|(id, _)| id)
+}
+
+/// The entries of an `XREAD` reply for one stream:
+/// `[[key, [[id, [field, value, ...]], ...]]]`.
+pub(crate) fn stream_entries(reply: &Reply) -> Option<&[Reply]> {
     let Reply::Array(streams) = reply else {
         return None;
     };
     let Some(Reply::Array(stream)) = streams.first() else {
         return None;
     };
-    let Some(Reply::Array(entries)) = stream.get(1) else {
-        return None;
-    };
-    let Some(Reply::Array(entry)) = entries.last() else {
-        return None;
-    };
-    match entry.first() {
-        Some(Reply::Data(id)) => String::from_utf8(id.to_vec()).ok(),
+    match stream.get(1) {
+        Some(Reply::Array(entries)) => Some(entries),
         _ => None,
     }
+}
+
+/// One stream entry's id and its fields and values, `[id, [field, value,
+/// ...]]`.
+pub(crate) fn entry_parts(entry: &Reply) -> Option<(String, &[Reply])> {
+    let Reply::Array(entry) = entry else {
+        return None;
+    };
+    let (Some(Reply::Data(id)), Some(Reply::Array(fields))) = (entry.first(), entry.get(1)) else {
+        return None;
+    };
+    Some((String::from_utf8(id.to_vec()).ok()?, fields))
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:done` | hash | kept finished items ([`leaseq_core::History`]): id → `ending,finished,enqueued,attempts,elen,rlen,` then the last error (`elen` bytes), the result (`rlen` bytes; an empty length: none) and the payload |
 /// | `{p:q}:done:completed`, `{p:q}:done:cancelled` | sorted set | the kept items of each ending; score = finish time (ms), so collection reads the oldest first and only what it removes |
 /// | `{p:q}:ends` | stream | one entry per script that kept an ending, for the finished signal ([`leaseq_core::History::finished_signal`]); at most about 64 entries |
+/// | `{p:q}:events` | stream | job events ([`leaseq_core::Events`]): per entry, one field `e` per event, its [`leaseq_core::events::JobEvent::to_wire`] text, in the order of the changes; written only while `{p:q}:events:on` exists; about 4,096 entries, and gone 10 minutes after its last |
+/// | `{p:q}:events:on` | string | present while a process follows the queue's events: set with an expiry of 30 s, which each such process renews every 10 s |
 /// | `{p:q}:progress` | hash | id → the token of the lease that recorded it, then the progress value ([`leaseq_core::Control::progress`]); shown only while that token is the item's |
 /// | `{p:q}:dead:order` | sorted set | Dead ids; score = death order |
 /// | `{p:q}:dead:at` | hash | id → when the Dead item died (ms), which [`leaseq_core::History::collect`] ages dead letters by |
@@ -195,6 +197,18 @@ impl KeyLayout {
     /// The stream of cancel requests the workers' cancel signal reads.
     pub fn cancel_stream(&self) -> String {
         self.key("cancels")
+    }
+
+    /// The stream of the queue's job events ([`leaseq_core::Events`]).
+    pub fn events_stream(&self) -> String {
+        self.key("events")
+    }
+
+    /// Present while some process follows the queue's job events: the
+    /// scripts write events only then. The scripts name it
+    /// `K_EVENTS .. ':on'`.
+    pub fn events_gate(&self) -> String {
+        self.key("events:on")
     }
 
     /// The queue's retention policy ([`leaseq_core::History`]): a hash,
@@ -381,12 +395,15 @@ mod tests {
             k.completed(),
             k.dead_times(),
             k.dead_retention(),
+            k.events_stream(),
         ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(prelude.contains(&format!("qkey('{name}')")), "{name}");
         }
         assert!(prelude
             .contains("local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'"));
+        assert_eq!(k.events_gate(), format!("{}:on", k.events_stream()));
+        assert!(prelude.contains("K_EVENTS .. ':on'"));
     }
 
     #[test]

@@ -518,6 +518,7 @@ mod cluster_url;
 mod control;
 mod decode;
 mod delete;
+mod events;
 mod history;
 mod hooks;
 pub mod keys;

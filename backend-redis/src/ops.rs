@@ -480,6 +480,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .control(self)
             .registry(self)
             .history(self)
+            .events(self)
             .test_hooks(self.config.test_hooks.then_some(self as &dyn TestHooks))
     }
 }

@@ -139,6 +139,7 @@ pub(crate) struct Scripts {
     pub(crate) retention: Script,
     pub(crate) finished: Script,
     pub(crate) collect: Script,
+    pub(crate) events_on: Script,
 }
 
 impl Scripts {
@@ -190,6 +191,7 @@ impl Scripts {
             retention: script!("retention"),
             finished: script!("finished"),
             collect: script!("collect"),
+            events_on: script!("events_on"),
         }
     }
 }
@@ -214,6 +216,32 @@ mod tests {
             assert!(script.source().contains("local function finish_cancelled"));
         }
         assert!(s.lease_fate.source().contains("local function traced"));
+    }
+
+    #[test]
+    fn every_script_that_tells_events_writes_them() {
+        let s = Scripts::new();
+        let mut telling = Vec::new();
+        for script in s.all() {
+            let src = script.source();
+            if src.contains("local function ev(") {
+                telling.push(script.name());
+                assert!(src.contains("ev_flush()"), "{}", script.name());
+            }
+        }
+        for name in [
+            "enqueue", "claim", "ack", "ack_many", "release", "fail", "reap", "cancel",
+        ] {
+            assert!(telling.contains(&name), "{name}");
+        }
+        // The bounds of leaseq_core::events, as the scripts cut texts.
+        let (text, result) = (
+            leaseq_core::events::MAX_EVENT_TEXT,
+            leaseq_core::events::MAX_EVENT_RESULT,
+        );
+        assert!(PRELUDE.contains(&format!(
+            "local EV_TEXT, EV_RESULT, EV_KEEP, EV_TTL = {text}, {result}, "
+        )));
     }
 
     #[test]
@@ -278,6 +306,7 @@ mod tests {
                 &self.retention,
                 &self.finished,
                 &self.collect,
+                &self.events_on,
             ]
         }
     }

@@ -11,4 +11,5 @@ if not token or token ~= ARGV[3] then return 0 end
 local now = now_ms()
 ack_items({ id_s }, { token }, now, ARGV[4])
 trace_finished({ id_s }, { token }, now)
+ev_flush()
 return 1

@@ -25,4 +25,6 @@ state = as_read(state, due, now)
 local keep = retention()
 if keep and keep.cancelled then keep_items(keep, { id_s }, true, 0, now) end
 remove_item(id)
+ev('cancelled', id_s)
+ev_flush()
 return { 1, state }

@@ -199,5 +199,9 @@ if n > 0 then
   if listed then list = listed .. ',' .. list end
   redis.call('HSET', K_GIDS, group, list)
   redis.call('HINCRBY', K_GLIVE, group, n)
+  if ev() then
+    for k = 1, n do ev('started', out_ids[k], fmt_int(out_atts and out_atts[k] or 1)) end
+  end
 end
+ev_flush()
 return { table.concat(out_ids, ','), out_recs, out_atts, repairs, more, limits_done(n), exp }

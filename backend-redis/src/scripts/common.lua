@@ -384,6 +384,67 @@ local function add_repair(repairs, index, id, problem)
   repairs[#repairs + 1] = { index, id, problem }
 end
 
+-- Job events (leaseq_core::Events, src/events.rs). A script that changes a
+-- job tells it with `ev`, and `ev_flush` adds what it told, as
+-- JobEvent::to_wire texts (field `e`, in the order told), to one entry of
+-- the `events` stream, which the subscribed processes read. Only while
+-- `events:on` exists: each process with a subscriber keeps it, with an
+-- expiry. A queue nobody follows pays one EXISTS per call that has an
+-- event to tell, and nothing is built.
+local K_EVENTS = qkey('events')
+-- nil: not asked yet; false: nobody listens; else this call's events.
+local EV = nil
+-- leaseq_core::events::MAX_EVENT_TEXT and MAX_EVENT_RESULT (a test keeps
+-- them equal); the stream's length (about, in entries); how long it stays
+-- after its last entry (ms).
+local EV_TEXT, EV_RESULT, EV_KEEP, EV_TTL = 1024, 2048, 4096, 600000
+
+-- Tells event `name` of item `id_s` (decimal), with `head` (text as on the
+-- wire) and `data` (bytes, hex on the wire; a failure's or death's reason
+-- cut to EV_TEXT bytes at a character boundary) when given. Called with
+-- no name, only answers whether anyone listens (false: nobody).
+local function ev(name, id_s, head, data)
+  if EV == nil then EV = redis.call('EXISTS', K_EVENTS .. ':on') == 1 and {} end
+  if not (EV and name) then return EV end
+  local w = name .. ' ' .. id_s
+  if head then w = w .. ' ' .. head end
+  if data then
+    if #data > EV_TEXT and (name == 'failed' or name == 'dead') then
+      local n = EV_TEXT
+      while n > 0 and string.byte(data, n + 1) >= 128 and string.byte(data, n + 1) < 192 do n = n - 1 end
+      data = string.sub(data, 1, n)
+    end
+    if #data == 0 then
+      w = w .. ' -'
+    else
+      local parts = { w, ' ' }
+      for i = 1, #data, 64 do
+        local j = math.min(i + 63, #data)
+        parts[#parts + 1] = string.format(string.rep('%02x', j - i + 1), string.byte(data, i, j))
+      end
+      w = table.concat(parts)
+    end
+  end
+  EV[#EV + 1] = 'e'
+  EV[#EV + 1] = w
+  return EV
+end
+
+-- Adds the events told to the stream, up to CALL_CHUNK values an entry.
+-- Never fails the script: its change is made, and an event that cannot be
+-- written is lost, as events may be.
+local function ev_flush()
+  if not EV or #EV == 0 then return end
+  local list, n, i = EV, #EV, 1
+  while i <= n do
+    local j = math.min(i + CALL_CHUNK - 1, n)
+    redis.pcall('XADD', K_EVENTS, 'MAXLEN', '~', EV_KEEP, '*', unpack(list, i, j))
+    i = j + 1
+  end
+  redis.pcall('PEXPIRE', K_EVENTS, EV_TTL)
+  EV = {}
+end
+
 -- How many items the queue holds, and how many of them are Leased: every
 -- write of these two hashes writes their wide field too.
 local function item_count()
@@ -525,6 +586,7 @@ end
 -- Item `id` dies at `now` (nil: the server's clock now) for `reason`.
 local function to_dead(id, reason, now)
   local id_s = fmt_int(id)
+  ev('dead', id_s, nil, reason)
   redis.call('HSET', K_ERR, id_s, reason)
   redis.call('ZADD', K_DEAD, redis.call('INCR', K_DSEQ), member(id))
   redis.pcall('HSET', K_DEAD_AT, id_s, fmt_int(now or now_ms()))
@@ -656,6 +718,8 @@ local function finish_cancelled(id_s, token, answer)
   end_lease(id_s, token)
   drop_record(id_s)
   trace_finished({ id_s }, { token }, now)
+  ev('cancelled', id_s)
+  ev_flush()
   return answer
 end
 
@@ -898,6 +962,19 @@ local function ack_items(ids, toks, now, result)
     for _ in pairs(cancelled) do done = done - 1 end
   end
   count_completed(done)
+  if ev() then
+    for _, id_s in ipairs(ids) do
+      if cancelled and cancelled[id_s] then
+        ev('cancelled', id_s)
+      elseif not result then
+        ev('completed', id_s, 'none')
+      elseif #result > EV_RESULT then
+        ev('completed', id_s, 'elided')
+      else
+        ev('completed', id_s, 'r', result)
+      end
+    end
+  end
   if keep then keep_items(keep, ids, cancelled, 1, now, result) end
   local moved = redis.call('EXISTS', K_MOVED) == 1 and read_chunked('HMGET', K_MOVED, ids)
   leave_groups(group_counts(toks, moved))

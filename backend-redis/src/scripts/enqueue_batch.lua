@@ -290,5 +290,10 @@ local function enqueue_batch(base)
   end
   if #ufs > 0 then call_chunked('HSET', K_UF, ufs) end
   notify(readied)
+  -- The new ids, in order; a deduplicated item made nothing.
+  if fresh > 0 and ev() then
+    for i = 1, fresh do ev('enqueued', new_s[i]) end
+    ev_flush()
+  end
   return out, note
 end

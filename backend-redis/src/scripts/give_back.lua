@@ -20,8 +20,11 @@ trace_finished({ id_s }, { ARGV[3] }, now)
 local problem, r = unusable(rec, a)
 if problem then
   to_dead(id, 'quarantined: ' .. problem)
+  ev_flush()
   return 2
 end
+ev('released', id_s)
+ev_flush()
 local delay = tonumber(ARGV[4]) or 0
 if delay > 0 then
   to_scheduled(id, now + delay)

@@ -10,4 +10,5 @@ local repairs = {}
 local rec, problem, home = item_record(id, now_ms())
 if not rec then return 0 end
 if problem then inspect_poison(rec, problem, home, repairs) end
+ev_flush()
 return { rec, repairs }

@@ -45,4 +45,5 @@ for _, id_s in ipairs(ids) do
     if not moved or state == 'dead' then out[#out + 1] = rec end
   end
 end
+ev_flush()
 return { out, repairs }

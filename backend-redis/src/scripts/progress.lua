@@ -8,4 +8,6 @@ if not id then return 0 end
 local id_s = fmt_int(id)
 if redis.call('HGET', K_TOK, id_s) ~= ARGV[3] then return 0 end
 redis.call('HSET', K_PROG, id_s, ARGV[3] .. ARGV[4])
+ev('progress', id_s, nil, ARGV[4])
+ev_flush()
 return 1

@@ -127,6 +127,7 @@ if #ids > 0 then
       add_repair(repairs, 'leased', id, 'item is missing')
     elseif cancel and cancel[id_s] then
       drop_record(id_s)
+      ev('cancelled', id_s)
       cancelled = cancelled + 1
     elseif f == 'poison' then
       quarantine(id, 'leased', usable[i], repairs)
@@ -139,6 +140,7 @@ if #ids > 0 then
       else
         local z = #ready
         ready[z + 1], ready[z + 2] = 0 - tonumber(usable[i][3]), member(id)
+        ev('failed', id_s, nil, 'lease expired')
         requeued = requeued + 1
       end
     end
@@ -147,6 +149,7 @@ if #ids > 0 then
   zadd_batch(K_READY, ready)
 end
 notify(requeued)
+ev_flush()
 local more = 0
 if #gs >= batch then more = 1 end
 return { requeued, dead, repairs, more, cancelled }

@@ -57,4 +57,5 @@ for _, id_s in ipairs(cand) do
     end
   end
 end
+ev_flush()
 return { out, repairs }

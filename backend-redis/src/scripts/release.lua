@@ -15,12 +15,15 @@ local problem, r, att = unusable(rec, a)
 if problem then
   -- Poison planted while leased: it goes where a claim would put it.
   to_dead(id, 'quarantined: ' .. problem)
+  ev_flush()
   return 3
 end
 local delay = tonumber(ARGV[4])
 local due = nil
 if delay > 0 then due = now_ms() + delay end
 local st = after_attempt(id, r, att, 'attempts exhausted', due)
+if st ~= 'dead' then ev('released', id_s) end
+ev_flush()
 if st == 'dead' then return 3 end
 if st == 'scheduled' then return 2 end
 notify(1)

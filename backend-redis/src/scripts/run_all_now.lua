@@ -9,4 +9,6 @@ local now = now_ms()
 local repairs = {}
 promote_due(now, repairs)
 local ms = redis.call('ZRANGEBYSCORE', K_SCHED, '(' .. fmt_int(now), '+inf', 'LIMIT', 0, tonumber(ARGV[2]))
-return { promote_due(now, repairs, ms), #ms, repairs }
+local moved = promote_due(now, repairs, ms)
+ev_flush()
+return { moved, #ms, repairs }

@@ -13,4 +13,6 @@ local id_s, m = fmt_int(id), member(id)
 local state, due = state_of(id, id_s, m)
 if not state then return { -1, repairs } end
 if state ~= 'scheduled' or due <= now_ms() then return { 0, repairs } end
-return { promote_due(0, repairs, { m }), repairs }
+local moved = promote_due(0, repairs, { m })
+ev_flush()
+return { moved, repairs }

@@ -7,6 +7,7 @@ local bad = guard_all()
 if bad then return bad end
 local now = now_ms()
 promote_due(now, {})
+ev_flush()
 local due = redis.call('ZCOUNT', K_SCHED, '-inf', now)
 return { redis.call('LLEN', K_FIFO) + redis.call('ZCARD', K_READY) + due,
          redis.call('ZCOUNT', K_SCHED, '(' .. fmt_int(now), '+inf'), leased_count(), redis.call('ZCARD', K_DEAD),
