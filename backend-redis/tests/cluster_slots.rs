@@ -49,6 +49,11 @@ fn every_key(layout: &KeyLayout) -> Vec<String> {
         layout.listed(),
         layout.listing_generation(),
         layout.request(LeaseToken::random()),
+        layout.completed(),
+        layout.dead_times(),
+        layout.dead_retention(),
+        layout.events_stream(),
+        layout.events_gate(),
     ]);
     let prefix = layout.key_prefix();
     keys.extend(
@@ -77,7 +82,7 @@ fn every_key_of_a_queue_hashes_to_one_slot() {
     ] {
         let layout = KeyLayout::new(prefix, &QueueName::new(queue).expect("name")).expect("layout");
         let keys = every_key(&layout);
-        assert_eq!(keys.len(), 1 + 21 + 10 + 4);
+        assert_eq!(keys.len(), 1 + 26 + 10 + 4);
         for key in &keys {
             assert_eq!(key_slot(key.as_bytes()), layout.slot(), "{key}");
             #[cfg(feature = "fred")]
