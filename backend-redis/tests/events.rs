@@ -46,17 +46,32 @@ async fn next(stream: &mut EventStream) -> JobEvent {
         .expect("the stream did not lag")
 }
 
+/// `b`'s subscription to `q`.
+async fn subscribe(b: &dyn Backend, q: &QueueName) -> EventStream {
+    b.events()
+        .expect("events")
+        .subscribe(q)
+        .await
+        .expect("subscribe")
+}
+
+/// Enqueues one item into `q` and checks that `stream` hears it next.
+async fn enqueued(b: &dyn Backend, q: &QueueName, stream: &mut EventStream) -> ItemId {
+    let id = b
+        .enqueue(q, vec![NewItem::new("x")])
+        .await
+        .expect("enqueue")[0]
+        .id;
+    assert_eq!(next(stream).await, JobEvent::new(id, EventKind::Enqueued));
+    id
+}
+
 /// With `subscriber` following queue `q`, `writer` enqueues two items,
 /// claims them, completes one with a result and fails the other: the
 /// subscriber hears each change, in order per job, with its data.
 async fn hears_the_writer(subscriber: &dyn Backend, writer: &dyn Backend) {
     let q = QueueName::new("q").expect("name");
-    let mut stream = subscriber
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = subscribe(subscriber, &q).await;
     writer
         .enqueue(&q, vec![NewItem::new("a"), NewItem::new("b")])
         .await
@@ -157,23 +172,10 @@ async fn nothing_is_written_while_nobody_follows(which: Which) {
     assert!(!raw.exists(&stream_key).await, "events written unfollowed");
     assert!(!raw.exists(&gate).await);
 
-    let mut stream = b
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = subscribe(b.as_ref(), &q).await;
     let ttl: i64 = raw.conn.pttl(&gate).await.expect("PTTL");
     assert!(ttl > 0 && ttl <= 30_000, "the gate expires: {ttl} ms");
-    let id = b
-        .enqueue(&q, vec![NewItem::new("c")])
-        .await
-        .expect("enqueue")[0]
-        .id;
-    assert_eq!(
-        next(&mut stream).await,
-        JobEvent::new(id, EventKind::Enqueued)
-    );
+    enqueued(b.as_ref(), &q, &mut stream).await;
     let len: u64 = redis::cmd("XLEN")
         .arg(&stream_key)
         .query_async(&mut raw.conn)
@@ -192,12 +194,7 @@ async fn an_entry_that_does_not_read_is_skipped(which: Which) {
     };
     let q = QueueName::new("q").expect("name");
     let mut raw = Raw::new(&cleanup, &q).await;
-    let mut stream = b
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = subscribe(b.as_ref(), &q).await;
     let key = raw.keys.events_stream();
     for (field, value) in [("e", "exploded 7"), ("e", "enqueued x"), ("e", "")] {
         let _: String = redis::cmd("XADD")
@@ -209,15 +206,7 @@ async fn an_entry_that_does_not_read_is_skipped(which: Which) {
             .await
             .expect("plant");
     }
-    let id = b
-        .enqueue(&q, vec![NewItem::new("a")])
-        .await
-        .expect("enqueue")[0]
-        .id;
-    assert_eq!(
-        next(&mut stream).await,
-        JobEvent::new(id, EventKind::Enqueued)
-    );
+    enqueued(b.as_ref(), &q, &mut stream).await;
 }
 
 /// Subscribers of one handle share its feed: a second stream hears the
@@ -227,17 +216,13 @@ async fn streams_of_one_handle_share_a_feed(which: Which) {
         return;
     };
     let q = QueueName::new("q").expect("name");
-    let events = b.events().expect("events");
-    let mut first = events.subscribe(&q).await.expect("subscribe");
-    let mut second = events.subscribe(&q).await.expect("subscribe");
-    let id = b
-        .enqueue(&q, vec![NewItem::new("a")])
-        .await
-        .expect("enqueue")[0]
-        .id;
-    let enqueued = JobEvent::new(id, EventKind::Enqueued);
-    assert_eq!(next(&mut first).await, enqueued);
-    assert_eq!(next(&mut second).await, enqueued);
+    let mut first = subscribe(b.as_ref(), &q).await;
+    let mut second = subscribe(b.as_ref(), &q).await;
+    let id = enqueued(b.as_ref(), &q, &mut first).await;
+    assert_eq!(
+        next(&mut second).await,
+        JobEvent::new(id, EventKind::Enqueued)
+    );
     drop(first);
     let lease = b.claim_one(&q, TTL).await.expect("claim").expect("a lease");
     assert_eq!(
