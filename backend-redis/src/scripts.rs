@@ -240,7 +240,7 @@ mod tests {
             leaseq_core::events::MAX_EVENT_RESULT,
         );
         assert!(PRELUDE.contains(&format!(
-            "local EV_TEXT, EV_RESULT, EV_KEEP, EV_TTL = {text}, {result}, "
+            "local MAX_EVENT_TEXT, MAX_EVENT_RESULT = {text}, {result}\n"
         )));
     }
 

@@ -9,7 +9,7 @@ local id_s = ARGV[2]
 local token = redis.call('HGET', K_TOK, id_s)
 if not token or token ~= ARGV[3] then return 0 end
 local now = now_ms()
-ack_items({ id_s }, { token }, now, ARGV[4])
+count_completed(ack_items({ id_s }, { token }, now, ARGV[4]))
 trace_finished({ id_s }, { token }, now)
 ev_flush()
 return 1

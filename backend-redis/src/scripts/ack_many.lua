@@ -22,7 +22,7 @@ end
 -- events: `events:on`); the same EXISTS answers for all.
 -- No guard is needed: the items hash's HDEL, the first write, fails on a
 -- wrong type before anything changed, and the token index was read.
-if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_PROG, K_RET, K_EVENTS .. ':on') == 0 then
+if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_PROG, K_RET, QUEUE_TAG .. 'events:on') == 0 then
   redis.call('HDEL', K_ITEMS, unpack(ARGV, 3, n + 2))
   count_completed(n)
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
@@ -43,7 +43,7 @@ for k = 1, n do
 end
 if #ok > 0 then
   local now = now_ms()
-  ack_items(ok, ok_tok, now)
+  count_completed(ack_items(ok, ok_tok, now))
   trace_finished(ok, ok_tok, now)
   ev_flush()
 end

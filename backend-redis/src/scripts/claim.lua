@@ -22,10 +22,13 @@
 -- on a wrong type, and the script stops having written nothing.
 -- One EXISTS answers the common case: no attempts recorded, nothing Dead
 -- or Scheduled (no stray to look for there), so no key a quarantine writes
--- exists (a key that does not exist has no wrong type).
+-- exists (a key that does not exist has no wrong type), and nobody follows
+-- the queue's events (see `ev`).
 local has_att, has_dead, has_sched = false, false, false
 local bad
-if redis.call('EXISTS', K_ATT, K_DEAD, K_SCHED, K_DSEQ, K_ERR) > 0 then
+if redis.call('EXISTS', K_ATT, K_DEAD, K_SCHED, K_DSEQ, K_ERR, QUEUE_TAG .. 'events:on') == 0 then
+  EV = false
+else
   bad = guard(K_ATT, K_DEAD, K_DSEQ, K_ERR)
   if bad then return bad end
   has_att = redis.call('EXISTS', K_ATT) == 1

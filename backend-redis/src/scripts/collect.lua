@@ -9,7 +9,7 @@
 -- its count, then those dead for its age, each deleted as remove_item
 -- deletes it (its dedup key freed).
 -- Returns { removed, more } (more = 1: the batch was used up).
-local bad = guard_types(HIST_TYPES)
+local bad = guard_types(HIST_TYPES) or guard_types(DEAD_TYPES)
 if bad then return bad end
 local batch, ages = tonumber(ARGV[2]), ARGV[3] == 'all'
 local v = redis.call('HMGET', K_RET, 'completed', 'cancelled')

@@ -50,10 +50,6 @@ local K_READY = qkey('ready:ranked')
 local K_SCHED = qkey('scheduled:due')
 local K_GROUPS = qkey('lease:groups')
 local K_DEAD = qkey('dead:order')
--- When each Dead item died (ms): what `collect` ages dead letters by.
--- Written and deleted with `pcall`: a corrupt key fails no transition (a
--- letter without a time is aged from the first collect that meets it).
-local K_DEAD_AT = qkey('dead:at')
 local K_SEQ = qkey('seq')
 local K_DSEQ = qkey('dseq')
 local K_DEDUP = qkey('dedup')
@@ -72,9 +68,6 @@ local K_CANCEL = qkey('cancel')
 -- A stream the workers' cancel signal reads (src/cancel_feed.rs).
 local K_CANCELS = qkey('cancels')
 local K_PROG = qkey('progress')
--- Counts every completion (ack, ack_many, complete) in the script that
--- makes it; kept by purge, deleted by delete_queue.
-local K_COMPLETED = qkey('completed')
 -- The first key a script adds after the queue's own (limits, a request...).
 local K_EXTRA = KEYS[2]
 -- After `delete_queue`, for as long as its `enqueue_once` records live: the
@@ -384,66 +377,6 @@ local function add_repair(repairs, index, id, problem)
   repairs[#repairs + 1] = { index, id, problem }
 end
 
--- Job events (leaseq_core::Events, src/events.rs). A script that changes a
--- job tells it with `ev`, and `ev_flush` adds what it told, as
--- JobEvent::to_wire texts (field `e`, in the order told), to one entry of
--- the `events` stream, which the subscribed processes read. Only while
--- `events:on` exists: each process with a subscriber keeps it, with an
--- expiry. A queue nobody follows pays one EXISTS per call that has an
--- event to tell, and nothing is built.
-local K_EVENTS = qkey('events')
--- nil: not asked yet; false: nobody listens; else this call's events.
-local EV = nil
--- leaseq_core::events::MAX_EVENT_TEXT and MAX_EVENT_RESULT (a test keeps
--- them equal); the stream's length (about, in entries); how long it stays
--- after its last entry (ms).
-local EV_TEXT, EV_RESULT, EV_KEEP, EV_TTL = 1024, 2048, 4096, 600000
-
--- Tells event `name` of item `id_s` (decimal), with `head` (text as on the
--- wire) and `data` (bytes, hex on the wire; a failure's or death's reason
--- cut to EV_TEXT bytes at a character boundary) when given. Called with
--- no name, only answers whether anyone listens (false: nobody).
-local function ev(name, id_s, head, data)
-  if EV == nil then EV = redis.call('EXISTS', K_EVENTS .. ':on') == 1 and {} end
-  if not (EV and name) then return EV end
-  local w = name .. ' ' .. id_s
-  if head then w = w .. ' ' .. head end
-  if data then
-    if #data > EV_TEXT and (name == 'failed' or name == 'dead') then
-      local n = EV_TEXT
-      while n > 0 and string.byte(data, n + 1) >= 128 and string.byte(data, n + 1) < 192 do n = n - 1 end
-      data = string.sub(data, 1, n)
-    end
-    if #data == 0 then
-      w = w .. ' -'
-    else
-      local parts = { w, ' ' }
-      for i = 1, #data, 64 do
-        local j = math.min(i + 63, #data)
-        parts[#parts + 1] = string.format(string.rep('%02x', j - i + 1), string.byte(data, i, j))
-      end
-      w = table.concat(parts)
-    end
-  end
-  EV[#EV + 1] = 'e'
-  EV[#EV + 1] = w
-  return EV
-end
-
--- Adds the events told to the stream, up to CALL_CHUNK values an entry.
--- Never fails the script: its change is made, and an event that cannot be
--- written is lost, as events may be.
-local function ev_flush()
-  if not EV or #EV == 0 then return end
-  local list, n, i = EV, #EV, 1
-  while i <= n do
-    local j = math.min(i + CALL_CHUNK - 1, n)
-    redis.pcall('XADD', K_EVENTS, 'MAXLEN', '~', EV_KEEP, '*', unpack(list, i, j))
-    i = j + 1
-  end
-  redis.pcall('PEXPIRE', K_EVENTS, EV_TTL)
-  EV = {}
-end
 
 -- How many items the queue holds, and how many of them are Leased: every
 -- write of these two hashes writes their wide field too.
@@ -499,13 +432,35 @@ local function cancel_requested(id_s, token)
   return redis.call('HGET', K_CANCEL, id_s) == token
 end
 
+-- Job events (leaseq_core::Events, src/events.rs). A script that changes a
+-- job tells it with `ev`, and `ev_flush` adds what it told, as
+-- JobEvent::to_wire texts (field `e`, in the order told), to one entry of
+-- the `events` stream, which the subscribed processes read. Only while
+-- `events:on` exists: each process with a subscriber keeps it, with an
+-- expiry. A queue nobody follows pays one EXISTS per call that has an
+-- event to tell (none where another EXISTS asks for the gate too: it sets
+-- EV), and nothing is built.
+-- Placement: each local a closure of the prelude captures costs every
+-- later closure that captures an earlier local (Lua walks the open
+-- upvalues), so EV, `ev` and `ev_flush` are declared just before their
+-- first users, their constants inside them, and the completion counter
+-- (used by script bodies only) at the end.
+-- nil: not asked yet; false: nobody listens; else this call's events.
+local EV = nil
+
 -- Before the leases of items `ids` (decimal) with tokens `toks` end:
 -- forgets their cancel requests and progress, and returns the set of
 -- those an operator asked to cancel (false: none). Costs one EXISTS while
 -- no item of the queue has either; refuses (an error) a key of the wrong
 -- type before its first write.
 local function end_control(ids, toks)
-  if redis.call('EXISTS', K_CANCEL, K_PROG) == 0 then return false end
+  if EV ~= nil then
+    if redis.call('EXISTS', K_CANCEL, K_PROG) == 0 then return false end
+  elseif redis.call('EXISTS', K_CANCEL, K_PROG, QUEUE_TAG .. 'events:on') == 0 then
+    -- Nobody follows the queue either (see `ev`).
+    EV = false
+    return false
+  end
   local bad = guard(K_CANCEL, K_PROG)
   if bad then error(bad) end
   local marks = read_chunked('HMGET', K_CANCEL, ids)
@@ -583,6 +538,68 @@ local function to_scheduled(id, due)
   redis.call('ZADD', K_SCHED, due, member(id))
 end
 
+-- Tells event `name` of item `id_s` (decimal), with `head` (text as on the
+-- wire) and `data` (bytes, hex on the wire) when given: a failure's or
+-- death's reason is cut to MAX_EVENT_TEXT bytes at a character boundary,
+-- and a completion's `data` is its result (nil: none), left out past
+-- MAX_EVENT_RESULT. Called with no name, only answers whether anyone
+-- listens (false: nobody).
+local function ev(name, id_s, head, data)
+  if EV == nil then EV = redis.call('EXISTS', QUEUE_TAG .. 'events:on') == 1 and {} end
+  if not (EV and name) then return EV end
+  -- leaseq_core::events::{MAX_EVENT_TEXT, MAX_EVENT_RESULT} (a test keeps
+  -- them equal).
+  local MAX_EVENT_TEXT, MAX_EVENT_RESULT = 1024, 2048
+  if name == 'completed' then
+    if not data then
+      head = 'none'
+    elseif #data > MAX_EVENT_RESULT then
+      head, data = 'elided', nil
+    else
+      head = 'r'
+    end
+  elseif data and #data > MAX_EVENT_TEXT and (name == 'failed' or name == 'dead') then
+    local n = MAX_EVENT_TEXT
+    while n > 0 and string.byte(data, n + 1) >= 128 and string.byte(data, n + 1) < 192 do n = n - 1 end
+    data = string.sub(data, 1, n)
+  end
+  local w = name .. ' ' .. id_s
+  if head then w = w .. ' ' .. head end
+  if data and #data == 0 then
+    w = w .. ' -'
+  elseif data then
+    local parts = { w, ' ' }
+    for i = 1, #data, 64 do
+      local j = math.min(i + 63, #data)
+      parts[#parts + 1] = string.format(string.rep('%02x', j - i + 1), string.byte(data, i, j))
+    end
+    w = table.concat(parts)
+  end
+  EV[#EV + 1] = 'e'
+  EV[#EV + 1] = w
+  return EV
+end
+
+-- Adds the events told to the stream (about 4,096 entries kept, gone 10
+-- minutes after the last), up to CALL_CHUNK values an entry. Never fails
+-- the script: its change is made, and an event that cannot be written is
+-- lost, as events may be.
+local function ev_flush()
+  if not EV or #EV == 0 then return end
+  local key, list, n, i = QUEUE_TAG .. 'events', EV, #EV, 1
+  while i <= n do
+    local j = math.min(i + CALL_CHUNK - 1, n)
+    redis.pcall('XADD', key, 'MAXLEN', '~', 4096, '*', unpack(list, i, j))
+    i = j + 1
+  end
+  redis.pcall('PEXPIRE', key, 600000)
+  EV = {}
+end
+
+-- When each Dead item died (ms): what `collect` ages dead letters by.
+-- Written and deleted with `pcall`: a corrupt key fails no transition (a
+-- letter without a time is aged from the first collect that meets it).
+local K_DEAD_AT = qkey('dead:at')
 -- Item `id` dies at `now` (nil: the server's clock now) for `reason`.
 local function to_dead(id, reason, now)
   local id_s = fmt_int(id)
@@ -592,17 +609,10 @@ local function to_dead(id, reason, now)
   redis.pcall('HSET', K_DEAD_AT, id_s, fmt_int(now or now_ms()))
 end
 
+
 -- Deletes the record of item `id_s` and every field kept per item,
 -- releasing its dedup key (no unique-for hold starts). Its index entries
 -- and its lease are the caller's.
--- Counts `n` completions. A counter that is not a number (corrupt) starts
--- again from `n`: the step that acks must not fail halfway over it.
-local function count_completed(n)
-  if n <= 0 then return end
-  local r = redis.pcall('INCRBY', K_COMPLETED, n)
-  if type(r) == 'table' then redis.call('SET', K_COMPLETED, n) end
-end
-
 local function drop_record(id_s)
   local dk = redis.call('HGET', K_DK, id_s)
   if dk and redis.call('HGET', K_DEDUP, dk) == id_s then redis.call('HDEL', K_DEDUP, dk) end
@@ -630,8 +640,10 @@ local K_RET_DEAD = qkey('retention:dead')
 local K_DONE = qkey('done')
 local K_ENDS = qkey('ends')
 local HIST_TYPES = { { K_RET, 'hash' }, { K_DONE, 'hash' }, { K_DONE .. ':completed', 'zset' },
-                     { K_DONE .. ':cancelled', 'zset' }, { K_ENDS, 'stream' }, { K_RET_DEAD, 'string' },
-                     { K_DEAD_AT, 'hash' } }
+                     { K_DONE .. ':cancelled', 'zset' }, { K_ENDS, 'stream' } }
+-- The dead-letter bound's keys, which only retention.lua and collect.lua
+-- read (apart from HIST_TYPES, which the ack paths build).
+local DEAD_TYPES = { { K_RET_DEAD, 'string' }, { K_DEAD_AT, 'hash' } }
 
 -- One ending's bounds stored as 'age_ms,count': { age =, count = } (nil:
 -- no bound), or nil when the field is absent; an error on a malformed one.
@@ -953,7 +965,8 @@ end
 -- trace (a dedup key is released, or held for its unique-for time unless
 -- an operator asked to cancel the item: it ends Cancelled). Each is kept
 -- as its ending when the queue's policy says so (a Completed one with
--- `result`, nil: none).
+-- `result`, nil: none). Returns how many completed (the rest ended
+-- Cancelled), for the caller to count (`count_completed`).
 local function ack_items(ids, toks, now, result)
   local keep = retention()
   local cancelled = end_control(ids, toks)
@@ -961,17 +974,12 @@ local function ack_items(ids, toks, now, result)
   if cancelled then
     for _ in pairs(cancelled) do done = done - 1 end
   end
-  count_completed(done)
   if ev() then
     for _, id_s in ipairs(ids) do
       if cancelled and cancelled[id_s] then
         ev('cancelled', id_s)
-      elseif not result then
-        ev('completed', id_s, 'none')
-      elseif #result > EV_RESULT then
-        ev('completed', id_s, 'elided')
       else
-        ev('completed', id_s, 'r', result)
+        ev('completed', id_s, nil, result)
       end
     end
   end
@@ -996,6 +1004,7 @@ local function ack_items(ids, toks, now, result)
   end
   call_chunked('HDEL', K_TOK, ids)
   call_chunked('HDEL', K_ITEMS, ids)
+  return done
 end
 
 -- The first `k` Ready entries in claim order (priority, then id), without
@@ -1094,4 +1103,16 @@ local function redrive_entry(m, repairs)
   redis.pcall('HDEL', K_DEAD_AT, id_s)
   to_ready(id, r[3])
   return 'moved'
+end
+
+-- Counts every completion (ack, ack_many, complete) in the script that
+-- makes it; kept by purge, deleted by delete_queue.
+local K_COMPLETED = qkey('completed')
+
+-- Counts `n` completions. A counter that is not a number (corrupt) starts
+-- again from `n`: the step that acks must not fail halfway over it.
+local function count_completed(n)
+  if n <= 0 then return end
+  local r = redis.pcall('INCRBY', K_COMPLETED, n)
+  if type(r) == 'table' then redis.call('SET', K_COMPLETED, n) end
 end

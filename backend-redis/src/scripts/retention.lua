@@ -6,7 +6,7 @@
 -- gone when neither ending is kept (the ack path then pays one HMGET of a
 -- missing key); ARGV[5] the bound of dead letters ('': for ever, the key
 -- gone). Trimming to a smaller count is collect.lua's, called next.
-local bad = guard_types(HIST_TYPES)
+local bad = guard_types(HIST_TYPES) or guard_types(DEAD_TYPES)
 if bad then return bad end
 if ARGV[2] == 'set' then
   for i, ending in ipairs({ 'completed', 'cancelled' }) do
