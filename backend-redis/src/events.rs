@@ -1,27 +1,12 @@
-//! [`Events`] on Redis. The scripts that change a job add its events to the
-//! queue's `events` stream ([`crate::KeyLayout::events_stream`]), in the
-//! same script as the change, so one queue's events are in the order of
-//! its changes; they do so only while the queue's gate
-//! ([`crate::KeyLayout::events_gate`]) exists, so a queue nobody follows
-//! pays one `EXISTS` per script call that has an event to tell.
-//!
-//! A backend handle keeps one [`EventHub`] and, per queue with a
-//! subscriber, one feed: a task that sets the gate again every
-//! [`GATE_REFRESH`] (it expires after [`GATE_TTL`], so a process that
-//! stops costs the scripts nothing after that), reads the stream with
-//! `XREAD BLOCK` on a connection of its own, and publishes each event into
-//! the hub. The first subscriber of a queue sets the gate and learns the
-//! stream's last entry before `subscribe` returns, and the feed reads on
-//! from there: every event of a call made after `subscribe` returned
-//! reaches it, from any process on the same store. The feed stops when
-//! the last stream holding it is dropped.
-//!
-//! Delivery is at most once: an event is lost when the stream is trimmed
-//! past a feed that fell behind (it keeps about 4,096 entries, each the
-//! events of one script call), while the feed's connection is down, or
-//! when the gate lapsed (a feed that could not renew it for
-//! [`GATE_TTL`]). An entry that does not read as events is logged and
-//! skipped.
+//! [`Events`] on Redis: how events travel and what may lose them is in the
+//! crate docs, [Job events](crate#job-events). Here, a backend handle's
+//! side: one [`EventHub`], and per queue with a subscriber one feed, a
+//! task that renews the queue's gate ([`crate::KeyLayout::events_gate`])
+//! every [`GATE_REFRESH`] and reads its stream
+//! ([`crate::KeyLayout::events_stream`]) into the hub. The first
+//! subscriber of a queue in the handle sets the gate and reads the
+//! stream's last entry before `subscribe` returns; the feed reads on from
+//! there, and stops when the last stream holding it is dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -90,8 +75,8 @@ impl<C: ScriptClient> RedisBackend<C> {
     }
 }
 
-/// Follows every handle of the store, in every process: see the
-/// [module docs](self).
+/// Follows every handle of the store, in every process: see the crate
+/// docs, [Job events](crate#job-events).
 #[async_trait]
 impl<C: ScriptClient> Events for RedisBackend<C> {
     async fn subscribe(&self, queue: &QueueName) -> Result<EventStream> {

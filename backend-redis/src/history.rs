@@ -19,16 +19,11 @@
 //! - The finished signal reads the `ends` stream (see `cancel_feed.rs`),
 //!   written only when an ending was kept: an ending in any process fires
 //!   it.
-//! - Dead letters are bounded by [`Retention::dead`], stored apart in
-//!   `retention:dead` (no key: kept for ever), so the ack paths' check of
-//!   the `retention` hash is unchanged. Each death records its time in
-//!   `dead:at`; `collect` reads the Dead index (`dead:order`, by death)
-//!   from its oldest end, up to the first letter still kept, and deletes
-//!   each letter it removes as `remove_item` does (its dedup key freed).
-//!   A letter that died under an earlier version has no time: the first
-//!   collect that meets it gives it one, and it ages from there.
-//! - Every completion adds to the queue's `completed` counter
-//!   ([`leaseq_core::QueueStats::completed`]) in the script that acks.
+//! - Dead letters are bounded by [`Retention::dead`], in `retention:dead`
+//!   apart from the `retention` hash (so the ack paths read nothing more),
+//!   and aged by the time of death each death records in `dead:at`; the
+//!   crate docs ([Finished items](crate#finished-items)) say how `collect`
+//!   removes them, and how the completion counter counts.
 
 use async_trait::async_trait;
 use bytes::Bytes;

@@ -219,6 +219,56 @@
 //! nothing when they end an item, so upgrade every process of a store
 //! before setting a policy.
 //!
+//! Every ack, `ack_many` and complete adds to the queue's `{p:q}:completed`
+//! counter in its own script ([`leaseq_core::QueueStats::completed`]): one
+//! `INCRBY` per call. Purge keeps it, `delete_queue` deletes it (a counter
+//! that is not a number starts again at the next ack).
+//!
+//! Dead letters are bounded by [`leaseq_core::Retention::dead`], kept in
+//! `{p:q}:retention:dead` (absent: kept for ever, the default), apart from
+//! the `retention` hash so the ack paths read nothing more. Each death
+//! records its time in `{p:q}:dead:at`; `collect` reads the Dead index
+//! from its oldest death, up to the first letter still kept, and deletes
+//! each letter as `remove_item` does (its dedup key freed): its cost
+//! follows what it removes. A letter that died under an earlier version
+//! has no time of death: the first collect that meets it gives it one, and
+//! it ages from there (until then it holds back the age bound of the
+//! letters that died after it).
+//!
+//! # Job events
+//! [`leaseq_core::Events`] is offered on both clients and on Redis
+//! Cluster, and a subscriber hears the changes made by every handle of the
+//! store, in any process. The script that changes a job adds its events
+//! ([`leaseq_core::events::JobEvent::to_wire`] texts) to the queue's
+//! `{p:q}:events` stream in the same step, one entry per script call, so
+//! one queue's events are in the order of its changes. Scripts write them
+//! only while `{p:q}:events:on` exists: a process with a subscriber sets it
+//! (with a 30 s expiry) and renews it every 10 s. A queue nobody follows
+//! pays one `EXISTS` per script call that has an event to tell, and none in
+//! the claim, `ack_many`'s fast path and the scripts that end a lease,
+//! which ask for the gate in an `EXISTS` they make anyway; no event is
+//! built or written.
+//!
+//! Per backend handle, one task per followed queue reads the stream with
+//! `XREAD BLOCK` on a connection of its own and publishes into the
+//! handle's [`leaseq_core::events::EventHub`], which every stream of that
+//! queue reads; it stops when the last stream is dropped. A subscription
+//! sets the gate and reads the stream's last entry before it returns, and
+//! reads on from there, so it hears every change made after it returned.
+//! Limits, all of them losses (delivery is at most once):
+//! - the stream keeps about 4,096 entries (`MAXLEN ~`) and expires 10
+//!   minutes after its last entry: a feed further behind than that (or a
+//!   subscriber more than [`leaseq_core::events::EVENT_BUFFER`] events
+//!   behind its hub, which ends its stream with
+//!   [`leaseq_core::Error::Lagged`]) misses events;
+//! - while a feed's connection is down it reads nothing (it reconnects and
+//!   reads on from its last entry, which the stream may have trimmed), and
+//!   a process that cannot renew the gate for 30 s lets it lapse: no events
+//!   are written until a renewal;
+//! - an entry that does not read as events is logged and skipped;
+//! - `delete_queue` deletes the stream but not the gate, which expires on
+//!   its own; an earlier version's processes write no events.
+//!
 //! # Lost replies
 //! A call whose reply is lost is settled by its own identity
 //! ([`leaseq_core::settle`]), each one script:
@@ -383,13 +433,15 @@
 //!   listing or a deregistration of workers only deletes, and runs);
 //! - every other script (claim, extend, ack, `ack_many`, release, fail,
 //!   reap, redrive, `redrive_item`, `remove_item`, purge, stats, peek, item, `recover_claim`,
-//!   `lease_fate`, the listing's, and the Control group's: cancel, pause,
-//!   snooze, run now, progress) carries the Redis 7 script flag
-//!   `#!lua flags=allow-oom` and keeps running: none adds an item, and what
-//!   they add (a token and an expiry per lease, a reason per death, a
-//!   wake-up marker, a listing's count of prunes, a cancel request, a
-//!   progress value of at most [`leaseq_core::limits::MAX_PROGRESS_LEN`]
-//!   bytes per lease) is a few bytes against
+//!   `lease_fate`, the listing's, the Control group's: cancel, pause,
+//!   snooze, run now, progress, and the events gate's) carries the Redis 7
+//!   script flag `#!lua flags=allow-oom` and keeps running: none adds an
+//!   item, and what they add (a token and an expiry per lease, a reason
+//!   and a time per death, a wake-up marker, a listing's count of prunes, a
+//!   cancel request, a progress value of at most
+//!   [`leaseq_core::limits::MAX_PROGRESS_LEN`] bytes per lease, and while
+//!   a queue is followed its events, a stream of bounded length) is a few
+//!   bytes against
 //!   the payloads acks free. Consumers drain a full server
 //!   while producers get `Full`; once memory is freed, enqueues work again.
 //!

@@ -1,8 +1,8 @@
 //! What the History group costs on Redis, measured, never asserted (run
 //! with `--ignored --nocapture`): the ack path of a queue that keeps
 //! nothing and of one that keeps its completed items, and `collect` with
-//! 10 and with 100,000 kept items that have not expired (its cost follows
-//! what it removes, not what is kept).
+//! 10 and with 100,000 kept items, or dead letters, that have not expired
+//! (its cost follows what it removes, not what is kept).
 #![cfg(feature = "redis-rs")]
 
 mod common;
@@ -132,14 +132,56 @@ async fn collect_cost_with_unexpired_items() {
         }
         let listed = history.finished(&q, None, 10).await.expect("finished");
         assert_eq!(listed.len(), kept.min(10));
-        let mut samples = Vec::with_capacity(200);
-        for _ in 0..200 {
-            let t = Instant::now();
-            let removed = history.collect(&q).await.expect("collect");
-            samples.push(t.elapsed());
-            assert_eq!(removed, 0, "nothing has expired");
-        }
-        let (p50, p99) = median_and_p99(samples);
+        let (p50, p99) = collects(history, &q).await;
         println!("collect with {kept} kept unexpired items: 200 collects, p50 {p50:?} p99 {p99:?}");
+    }
+}
+
+/// Median and p99 of 200 collects of `q`, each of which removes nothing.
+async fn collects(history: &dyn leaseq_core::History, q: &QueueName) -> (Duration, Duration) {
+    let mut samples = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let t = Instant::now();
+        let removed = history.collect(q).await.expect("collect");
+        samples.push(t.elapsed());
+        assert_eq!(removed, 0, "nothing has expired");
+    }
+    median_and_p99(samples)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn collect_cost_with_unexpired_dead_letters() {
+    let Some((b, _cleanup)) = common::backend(Which::RedisRs, "deadcost").await else {
+        return;
+    };
+    let history = b.history().expect("history");
+    let hooks = b.test_hooks().expect("test hooks");
+    for dead in [10usize, 100_000] {
+        let q = QueueName::new(format!("dead-{dead}")).expect("name");
+        let bound = Keep::for_age(Duration::from_secs(86_400)).at_most(1_000_000);
+        let policy = Retention::default().dead(bound);
+        history
+            .set_retention(&q, policy)
+            .await
+            .expect("set_retention");
+        // Each item's one attempt expires and is reaped: a dead letter.
+        let mut left = dead;
+        while left > 0 {
+            let k = left.min(1_000);
+            let items = (0..k)
+                .map(|i| NewItem::new(format!("p{i}")).max_attempts(1))
+                .collect();
+            b.enqueue(&q, items).await.expect("enqueue");
+            b.claim_up_to(&q, k as u32, TTL).await.expect("claim");
+            hooks.expire_leases(&q).await.expect("expire");
+            while b.reap(&q).await.expect("reap").dead > 0 {}
+            left -= k;
+        }
+        assert_eq!(b.stats(&q).await.expect("stats").dead, dead as u64);
+        let (p50, p99) = collects(history, &q).await;
+        println!(
+            "collect with {dead} unexpired dead letters: 200 collects, p50 {p50:?} p99 {p99:?}"
+        );
     }
 }
