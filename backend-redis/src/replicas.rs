@@ -9,9 +9,11 @@ use crate::client::{ClientError, Reply, Script};
 use crate::ReplicaWait;
 
 /// Scripts that only read (their repairs and quarantines aside, which no
-/// caller's `Ok` depends on): they do not wait. Every other script writes,
-/// or (`lease_fate`, `recover_claim`) confirms an earlier write that the
-/// caller will report as done, and waits.
+/// caller's `Ok` depends on), and the events gate (`events_on`: a key with
+/// an expiry that its process renews, which a failover may lose like an
+/// event): they do not wait. Every other script writes, or (`lease_fate`,
+/// `recover_claim`) confirms an earlier write that the caller will report
+/// as done, and waits.
 const READS: &[&str] = &[
     "time",
     "stats",
@@ -21,6 +23,7 @@ const READS: &[&str] = &[
     "schedule_get",
     "queues_registry",
     "hook_snapshot",
+    "events_on",
 ];
 
 /// Whether `script` waits for replicas when a wait is configured.
@@ -112,7 +115,7 @@ mod tests {
     #[test]
     fn reads_do_not_wait_and_writes_and_probes_do() {
         let s = crate::scripts::Scripts::new();
-        for script in [&s.stats, &s.peek, &s.item, &s.time] {
+        for script in [&s.stats, &s.peek, &s.item, &s.time, &s.events_on] {
             assert!(!waits(script), "{}", script.name());
         }
         for script in [
