@@ -173,7 +173,8 @@ async fn collect_cost_with_unexpired_dead_letters() {
                 .map(|i| NewItem::new(format!("p{i}")).max_attempts(1))
                 .collect();
             b.enqueue(&q, items).await.expect("enqueue");
-            b.claim_up_to(&q, k as u32, TTL).await.expect("claim");
+            let claimed = b.claim_up_to(&q, k as u32, TTL).await.expect("claim");
+            assert_eq!(claimed.leases.len(), k);
             hooks.expire_leases(&q).await.expect("expire");
             while b.reap(&q).await.expect("reap").dead > 0 {}
             left -= k;
