@@ -92,7 +92,9 @@
 //! kept items (id, queue, ending, `finished_at`, `enqueued_at`, attempts,
 //! payload, `last_error`, result), indexed by (queue, ending,
 //! `finished_at`, id): trimming and collection remove a prefix of it,
-//! listing reads its end backwards.
+//! listing reads its end backwards. `leaseq_queue_counts` (migration 0017)
+//! holds a row per queue that completed anything: its completions
+//! ([`leaseq_core::QueueStats::completed`]).
 //!
 //! # How each operation keeps the contract
 //! SQLite has one writer per file and no `SKIP LOCKED`. Every write
@@ -169,6 +171,13 @@
 //!   1,000 rows through the order index: it costs what it removes, and as
 //!   each statement holds the write lock, racing collects remove each item
 //!   once.
+//! - **Completions** are counted by the trigger
+//!   `leaseq_completion_counted`, in the statement that acks (ack,
+//!   `ack_many`, complete): the delete of a Leased row that no cancel was
+//!   requested on adds one to the queue's row in `leaseq_queue_counts`.
+//!   `remove_item`, `purge` and `delete_queue` move Leased rows out of
+//!   Leased before deleting them, so they count nothing; a purge keeps the
+//!   count and `delete_queue` deletes the row.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;

@@ -313,10 +313,10 @@ impl SqliteBackend {
         Ok(rows)
     }
 
-    /// `purge` and `delete_queue`: in one transaction, the queue's items,
-    /// then its rows in `tables` (the held keys and kept items go after the
-    /// items, whose deletion holds keys and keeps acked-like Leased rows),
-    /// so no caller sees the items gone and their keys still held. Returns how many items were deleted.
+    /// `purge` and `delete_queue`: in one transaction, the queue's items
+    /// (its leases ended first, so the delete is no ack), then its rows in
+    /// `tables`, so no caller sees the items gone and their keys still
+    /// held. Returns how many items were deleted.
     async fn delete_items(
         &self,
         queue: &QueueName,
@@ -324,6 +324,11 @@ impl SqliteBackend {
         op: &'static str,
     ) -> Result<u64> {
         let mut tx = self.begin_on(queue, op).await?;
+        sqlx::query(sql::PURGE_UNLEASE)
+            .bind(queue.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
         let done = sqlx::query(sql::PURGE)
             .bind(queue.as_str())
             .execute(&mut *tx)
@@ -720,7 +725,7 @@ impl Backend for SqliteBackend {
             leased: n(2)?,
             dead: n(3)?,
             paused: col(&row, 4)?,
-            completed: None,
+            completed: Some(n(5)?),
         })
     }
 
@@ -874,6 +879,7 @@ impl Admin for SqliteBackend {
             "leaseq_takeovers",
             "leaseq_finished",
             "leaseq_retention",
+            "leaseq_queue_counts",
         ];
         self.delete_items(queue, &tables, "delete_queue").await
     }

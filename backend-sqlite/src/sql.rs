@@ -393,7 +393,7 @@ pub(crate) const REMOVE_ITEM: &str = concat!(
 );
 
 /// `?1` queue. Each count through its own partial index; the pause from
-/// the limits row.
+/// the limits row; the completions from the counts row (migration 0017).
 pub(crate) const STATS: &str = concat!(
     "SELECT ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'ready' ",
@@ -410,7 +410,8 @@ pub(crate) const STATS: &str = concat!(
     " AND payload IS NOT NULL), ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'dead' ",
     " AND payload IS NOT NULL), ",
-    "coalesce((SELECT paused FROM leaseq_queue_limits WHERE queue = ?1), 0)"
+    "coalesce((SELECT paused FROM leaseq_queue_limits WHERE queue = ?1), 0), ",
+    "coalesce((SELECT completed FROM leaseq_queue_counts WHERE queue = ?1), 0)"
 );
 
 /// A walk over the queues of one state's partial index: each step seeks
@@ -498,6 +499,14 @@ pub(crate) const ITEM: &str = concat!(
     info!(),
     " FROM leaseq_items WHERE id = ?2 AND queue = ?1 AND payload IS NOT NULL"
 );
+
+/// `?1` queue. Run just before [`PURGE`], in its transaction: the queue's
+/// Leased rows leave Leased (their cancel requests go), so the delete is
+/// no ack: it counts no completion, keeps nothing finished and holds no
+/// key, as for [`REMOVE_ITEM_UNLEASE`].
+pub(crate) const PURGE_UNLEASE: &str = "UPDATE leaseq_items SET state = 'ready', \
+     token = NULL, lease_expires_at = NULL, cancel_requested = 0 \
+     WHERE queue = ?1 AND state = 'leased'";
 
 /// `?1` queue. Each state's rows through its own index (one OR term each).
 pub(crate) const PURGE: &str = "DELETE FROM leaseq_items WHERE \
@@ -687,7 +696,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 16] = [
+        let cases: [(&str, &str); 17] = [
             (
                 super::TAKE_EXPIRED,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -710,6 +719,7 @@ pub(crate) mod tests {
             (super::REMOVE_ITEM, "INTEGER PRIMARY KEY"),
             (super::STATS, "leaseq_items_leased (queue=?)"),
             (super::PURGE, "MULTI-INDEX OR"),
+            (super::PURGE_UNLEASE, "leaseq_items_leased (queue=?)"),
             (super::ACK, "INTEGER PRIMARY KEY"),
             (super::ACK_MANY, "INTEGER PRIMARY KEY"),
             (super::ACK_ALL, "INTEGER PRIMARY KEY"),
