@@ -86,15 +86,17 @@
 //! the reaper. `leaseq_queue_limits` holds a row per queue with limits or a
 //! pause; `leaseq_workers` one per live worker
 //! ([`leaseq_core::WorkerRegistry`]), indexed by expiry.
-//! `leaseq_retention` holds a row per queue whose retention policy keeps
-//! anything ([`leaseq_core::History`], migration 0016): per ending its age
-//! and count bounds and how many are kept now. `leaseq_finished` holds the
+//! `leaseq_retention` holds a row per queue whose retention policy is not
+//! the default ([`leaseq_core::History`], migration 0016): per ending its
+//! age and count bounds and how many are kept now, and the bounds on dead
+//! letters (migration 0018). `leaseq_finished` holds the
 //! kept items (id, queue, ending, `finished_at`, `enqueued_at`, attempts,
 //! payload, `last_error`, result), indexed by (queue, ending,
 //! `finished_at`, id): trimming and collection remove a prefix of it,
-//! listing reads its end backwards. `leaseq_queue_counts` (migration 0017)
-//! holds a row per queue that completed anything: its completions
-//! ([`leaseq_core::QueueStats::completed`]).
+//! listing reads its end backwards. `leaseq_queue_counts` (migrations 0017
+//! and 0018) holds a row per queue that completed anything or has dead
+//! letters: its completions ([`leaseq_core::QueueStats::completed`]) and
+//! how many dead letters it holds.
 //!
 //! # How each operation keeps the contract
 //! SQLite has one writer per file and no `SKIP LOCKED`. Every write
@@ -172,12 +174,21 @@
 //!   each statement holds the write lock, racing collects remove each item
 //!   once.
 //! - **Completions** are counted by the trigger
-//!   `leaseq_completion_counted`, in the statement that acks (ack,
+//!   `leaseq_counted_on_delete`, in the statement that acks (ack,
 //!   `ack_many`, complete): the delete of a Leased row that no cancel was
 //!   requested on adds one to the queue's row in `leaseq_queue_counts`.
 //!   `remove_item`, `purge` and `delete_queue` move Leased rows out of
 //!   Leased before deleting them, so they count nothing; a purge keeps the
 //!   count and `delete_queue` deletes the row.
+//! - **Dead letters** are counted in the same row by triggers in the
+//!   statement that moves a row into or out of Dead (`leaseq_dead_counted`
+//!   on updates of `state`, `leaseq_counted_on_delete` on deletes).
+//!   `collect` removes the oldest beyond [`leaseq_core::Retention::dead`]'s
+//!   count (as many as the counter says are too many), then those that
+//!   died before its age, in statements of 1,000 rows through the dead
+//!   index: it costs what it removes. A delete holds a `unique_for` key
+//!   only when it is an ack (of a Leased row, migration 0018's
+//!   `leaseq_hold_after_ack`), so a collected dead letter frees its key.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;
