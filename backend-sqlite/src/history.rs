@@ -19,9 +19,7 @@ use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::Sqlite;
 
 use crate::history_sql as sql;
-use crate::rows::{
-    col, count, db, fenced_id, item_id, limit, millis, sql_id, sql_token, ts, unapplied,
-};
+use crate::rows::{col, count, db, fenced_id, item_id, limit, millis, sql_id, ts, unapplied};
 use crate::SqliteBackend;
 
 /// Kept items removed per statement by `collect`: each statement holds the
@@ -192,22 +190,19 @@ impl History for SqliteBackend {
     // result on the kept row, if there is one.
     async fn complete(&self, lease: &LeaseKey, result: Bytes) -> Result<()> {
         check_result(&result)?;
+        let events = self.watch([&lease.queue]).await;
         let mut tx = self
             .begin_on(&lease.queue, "complete: beginning a transaction")
             .await?;
-        let done = sqlx::query(crate::sql::ACK)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .execute(&mut *tx)
+        let acked = Self::end_lease(&mut *tx, crate::sql::ACK, lease, None, events.is_some())
             .await
             .map_err(unapplied("complete"))?;
-        if done.rows_affected() == 0 {
+        let Some(cancelled) = acked else {
             if let Err(e) = tx.rollback().await {
                 tracing::debug!(error = %e, "leaseq-sqlite: complete: rollback failed");
             }
             return Err(Self::lost(lease));
-        }
+        };
         sqlx::query(sql::SET_RESULT)
             .bind(fenced_id(lease.id))
             .bind(result.as_ref())
@@ -216,6 +211,9 @@ impl History for SqliteBackend {
             .map_err(unapplied("complete: storing the result"))?;
         tx.commit().await.map_err(db("complete: commit"))?;
         self.inner.wakeups.finished(lease.queue.as_str());
+        if let Some(events) = events {
+            events.acked(&lease.queue, lease.id, cancelled, Some(result));
+        }
         Ok(())
     }
 

@@ -223,6 +223,44 @@
 //!
 //! Delivery is at-least-once: a worker that outlives its lease may run an
 //! item another worker also runs, so handlers should be idempotent.
+//!
+//! # Job events
+//! [`leaseq_core::Events::subscribe`] streams a queue's job events from
+//! this process only. Every handle on the same file in the process shares
+//! one [`leaseq_core::events::EventHub`] (a process-wide registry keyed by
+//! the file, as the wake-ups are), so a stream hears what any of them
+//! does; SQLite cannot signal another process, and a change made by
+//! another process on the file is not delivered (its endings are in the
+//! history, [`leaseq_core::History`]). An in-memory database's events are
+//! its own.
+//!
+//! Each write sends its events after its statement or transaction has
+//! committed, from what that returned, one per job it changed: enqueue,
+//! `enqueue_once` (not a request sent again) and a schedule's fire send
+//! Enqueued for each item they made (not for one they deduplicated); claim
+//! sends Started; ack, `ack_many` and complete send Completed (complete
+//! with its result), or Cancelled for a cancel-requested lease;
+//! release, give_back and snooze send Released, or Dead ("attempts
+//! exhausted") for a release on the last attempt; fail sends Dead with
+//! its reason; the reap sends Failed ("lease expired") or Dead ("lease
+//! expired on final attempt"); progress sends Progress; cancel sends
+//! Cancelled when it ends the item at once. A cancel-requested lease that
+//! ends in a release, give_back, fail, snooze or reap (its row deleted by
+//! the trigger `leaseq_cancelled_end`) sends Cancelled: those statements
+//! return the flag. Removal, purge, redrive, promotion, repairs and
+//! [`SqliteBackend::enqueue_in`] (whose commit the backend does not see)
+//! send none.
+//!
+//! A write on a queue nobody in this process subscribes to checks the hub
+//! (one atomic load while no stream is open at all) and runs as without
+//! events: no lock, no statement and no returned column more. A write on a
+//! watched queue holds the file's order lock (one per file in the process)
+//! from before its statement until its events are sent, so one job's
+//! events go out in the order its changes committed, whichever handle made
+//! them; the ack, `ack_many`, give_back and fail then use the forms of
+//! their statements that return the cancel flag. A stream that falls
+//! [`leaseq_core::events::EVENT_BUFFER`] events behind is dropped with
+//! [`leaseq_core::Error::Lagged`].
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.
@@ -232,6 +270,7 @@ mod backend;
 mod control;
 mod control_sql;
 mod enqueue;
+mod events;
 mod history;
 mod history_sql;
 mod hooks;
