@@ -304,3 +304,53 @@ async fn a_queue_nobody_watches_gets_no_events() {
     let id = enqueue(&memory, &watched, vec![NewItem::new("m")]).await[0];
     assert_eq!(next(&mut elsewhere).await, ev(id, EventKind::Enqueued));
 }
+
+/// A producer on one handle and a consumer on another, at once: every
+/// job's life arrives whole and in the order its changes committed. (The
+/// file's order lock keeps a claim's Started from overtaking its
+/// enqueue's Enqueued; the window it closes is too narrow for this test
+/// to hit reliably without it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_jobs_events_keep_their_order_across_racing_handles() {
+    const JOBS: usize = 200;
+    let (db, other, q, mut s) = watched_from_another_handle("racing").await;
+    let producer = {
+        let (b, q) = (db.backend.clone(), q.clone());
+        tokio::spawn(async move {
+            for i in 0..JOBS {
+                enqueue(&b, &q, vec![NewItem::new(format!("job {i}"))]).await;
+            }
+        })
+    };
+    let consumer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut acked = 0;
+            while acked < JOBS {
+                match other.claim_one(&q, TTL).await.expect("claim") {
+                    Some(lease) => {
+                        other.ack(&lease.key).await.expect("ack");
+                        acked += 1;
+                    }
+                    None => other.wait_for_work(&q, Duration::from_millis(50)).await,
+                }
+            }
+        })
+    };
+    let mut seen: std::collections::BTreeMap<ItemId, Vec<EventKind>> = Default::default();
+    for _ in 0..JOBS * 3 {
+        let e = next(&mut s).await;
+        seen.entry(e.id).or_default().push(e.kind);
+    }
+    producer.await.expect("the producer");
+    consumer.await.expect("the consumer");
+    assert_eq!(seen.len(), JOBS);
+    let life = [
+        EventKind::Enqueued,
+        EventKind::Started { attempt: 1 },
+        EventKind::completed(None),
+    ];
+    for (id, kinds) in seen {
+        assert_eq!(kinds, life, "item {id}");
+    }
+}
