@@ -11,6 +11,7 @@ use sqlx::sqlite::{
 };
 use sqlx::Connection;
 
+use crate::events::{DbEvents, Sender};
 use crate::notify::Wakeups;
 use crate::rows::{certainly_not_applied, col, db, refused};
 use crate::{Durability, SqliteOptions};
@@ -44,6 +45,8 @@ pub(crate) struct Inner {
     pub(crate) options: SqliteOptions,
     pub(crate) in_memory: bool,
     pub(crate) wakeups: Wakeups,
+    /// Job events, shared with every handle on the database in this process.
+    pub(crate) events: Arc<DbEvents>,
     /// Statements run per queue, counted only with test hooks on.
     pub(crate) steps: StepCounter,
 }
@@ -137,6 +140,7 @@ impl SqliteBackend {
                 writer,
                 reader,
                 in_memory,
+                events: DbEvents::of(&db_name),
                 wakeups: Wakeups::new(db_name, options.poll_interval),
                 steps: StepCounter::new(options.test_hooks),
                 options,
@@ -260,6 +264,17 @@ impl SqliteBackend {
     pub async fn close(&self) {
         self.inner.writer.close().await;
         self.inner.reader.close().await;
+    }
+
+    /// Before a write on `queues`: the sender of its events, holding the
+    /// order lock, when a stream of one of them is open in this process
+    /// (see [`crate::events`]); `None` otherwise, at the cost of one atomic
+    /// load while no stream is open. Taken before the writer.
+    pub(crate) async fn watch<'q>(
+        &self,
+        queues: impl IntoIterator<Item = &'q QueueName>,
+    ) -> Option<Sender<'_>> {
+        self.inner.events.watch(queues).await
     }
 
     /// The writer, for one statement on `queues` (counted for

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leaseq_core::events::EventKind;
 use leaseq_core::limits::check_progress;
 use leaseq_core::signal::Signal;
 use leaseq_core::{
@@ -25,6 +26,7 @@ impl Control for SqliteBackend {
         let Ok(raw) = sql_id(id) else {
             return Err(Error::NotFound { id });
         };
+        let events = self.watch([queue]).await;
         let row = sqlx::query(sql::CANCEL)
             .bind(queue.as_str())
             .bind(raw)
@@ -41,6 +43,9 @@ impl Control for SqliteBackend {
             }
             was => {
                 self.inner.wakeups.finished(queue.as_str());
+                if let Some(events) = events {
+                    events.send(queue, id, EventKind::Cancelled);
+                }
                 Ok(Cancelled::Now { was })
             }
         }
@@ -78,6 +83,7 @@ impl Control for SqliteBackend {
 
     async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {
         check_progress(&value)?;
+        let events = self.watch([&lease.queue]).await;
         let row = sqlx::query(sql::PROGRESS)
             .bind(fenced_id(lease.id))
             .bind(lease.queue.as_str())
@@ -86,10 +92,13 @@ impl Control for SqliteBackend {
             .fetch_optional(self.write_on([&lease.queue]))
             .await
             .map_err(db("progress"))?;
-        match row {
-            Some(_) => Ok(()),
-            None => Err(Self::lost(lease)),
+        if row.is_none() {
+            return Err(Self::lost(lease));
         }
+        if let Some(events) = events {
+            events.send(&lease.queue, lease.id, EventKind::Progress(value));
+        }
+        Ok(())
     }
 
     /// In-process only: SQLite cannot signal another process, whose

@@ -14,10 +14,12 @@ use leaseq_core::signal::Signal;
 use leaseq_core::{
     Bytes, Ending, Error, Finished, History, ItemId, Keep, LeaseKey, QueueName, Result, Retention,
 };
-use sqlx::sqlite::SqliteRow;
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::Sqlite;
 
 use crate::history_sql as sql;
-use crate::rows::{col, count, db, fenced_id, item_id, limit, sql_id, sql_token, ts, unapplied};
+use crate::rows::{col, count, db, fenced_id, item_id, limit, millis, sql_id, ts, unapplied};
 use crate::SqliteBackend;
 
 /// Kept items removed per statement by `collect`: each statement holds the
@@ -71,16 +73,52 @@ impl SqliteBackend {
     /// least `age` ago; answers how many.
     async fn collect_aged(&self, queue: &QueueName, ending: Ending, age: Duration) -> Result<u64> {
         let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-        let mut gone = 0;
-        loop {
-            let done = sqlx::query(sql::COLLECT)
+        self.in_batches(queue, "collect", || {
+            sqlx::query(sql::COLLECT)
                 .bind(queue.as_str())
                 .bind(ending.as_str())
                 .bind(age)
+        })
+        .await
+    }
+
+    /// Removes, in batches, `queue`'s dead letters beyond `keep`'s count
+    /// (oldest death first), then those that died at least its age ago;
+    /// answers how many.
+    async fn collect_dead(&self, queue: &QueueName, keep: Keep) -> Result<u64> {
+        let (age, count) = (keep.max_age.map(millis), stored(keep)?.1);
+        let mut gone = 0;
+        for (text, bound) in [
+            (sql::COLLECT_DEAD_COUNT, count),
+            (sql::COLLECT_DEAD_AGED, age),
+        ] {
+            if let Some(bound) = bound {
+                gone += self
+                    .in_batches(queue, "collect: dead letters", || {
+                        sqlx::query(text).bind(queue.as_str()).bind(bound)
+                    })
+                    .await?;
+            }
+        }
+        Ok(gone)
+    }
+
+    /// Runs the delete `make` builds, with [`COLLECT_BATCH`] bound last,
+    /// until a batch removes fewer rows than that; answers the rows
+    /// removed. Each statement holds the write lock briefly.
+    async fn in_batches<'q>(
+        &self,
+        queue: &QueueName,
+        what: &'static str,
+        make: impl Fn() -> Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<u64> {
+        let mut gone = 0;
+        loop {
+            let done = make()
                 .bind(COLLECT_BATCH)
                 .execute(self.write_on([queue]))
                 .await
-                .map_err(db("collect"))?;
+                .map_err(db(what))?;
             gone += done.rows_affected();
             if done.rows_affected() < COLLECT_BATCH.unsigned_abs() {
                 return Ok(gone);
@@ -96,6 +134,7 @@ impl History for SqliteBackend {
     async fn set_retention(&self, queue: &QueueName, retention: Retention) -> Result<()> {
         retention.check()?;
         let (completed, cancelled) = (stored(retention.completed)?, stored(retention.cancelled)?);
+        let dead = stored(retention.dead)?;
         let mut tx = self
             .begin_on(queue, "set_retention: beginning a transaction")
             .await?;
@@ -114,6 +153,8 @@ impl History for SqliteBackend {
                 .bind(completed.1)
                 .bind(cancelled.0)
                 .bind(cancelled.1)
+                .bind(dead.0)
+                .bind(dead.1)
                 .execute(&mut *tx)
                 .await
                 .map_err(unapplied("set_retention"))?;
@@ -141,7 +182,7 @@ impl History for SqliteBackend {
         Ok(Retention {
             completed: keep(col(&row, 0)?, col(&row, 1)?),
             cancelled: keep(col(&row, 2)?, col(&row, 3)?),
-            dead: Keep::FOREVER,
+            dead: keep(col(&row, 4)?, col(&row, 5)?),
         })
     }
 
@@ -149,22 +190,19 @@ impl History for SqliteBackend {
     // result on the kept row, if there is one.
     async fn complete(&self, lease: &LeaseKey, result: Bytes) -> Result<()> {
         check_result(&result)?;
+        let events = self.watch([&lease.queue]).await;
         let mut tx = self
             .begin_on(&lease.queue, "complete: beginning a transaction")
             .await?;
-        let done = sqlx::query(crate::sql::ACK)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .execute(&mut *tx)
+        let acked = Self::end_lease(&mut *tx, crate::sql::ACK, lease, None, events.is_some())
             .await
             .map_err(unapplied("complete"))?;
-        if done.rows_affected() == 0 {
+        let Some(cancelled) = acked else {
             if let Err(e) = tx.rollback().await {
                 tracing::debug!(error = %e, "leaseq-sqlite: complete: rollback failed");
             }
             return Err(Self::lost(lease));
-        }
+        };
         sqlx::query(sql::SET_RESULT)
             .bind(fenced_id(lease.id))
             .bind(result.as_ref())
@@ -173,6 +211,9 @@ impl History for SqliteBackend {
             .map_err(unapplied("complete: storing the result"))?;
         tx.commit().await.map_err(db("complete: commit"))?;
         self.inner.wakeups.finished(lease.queue.as_str());
+        if let Some(events) = events {
+            events.acked(&lease.queue, lease.id, cancelled, Some(result));
+        }
         Ok(())
     }
 
@@ -237,6 +278,7 @@ impl History for SqliteBackend {
                 gone += self.collect_aged(queue, ending, age).await?;
             }
         }
+        gone += self.collect_dead(queue, policy.dead).await?;
         Ok(gone)
     }
 

@@ -4,18 +4,22 @@
 
 use crate::sql::now;
 
-/// `?1` queue. The policy row: per ending its age (ns), count and kept.
+/// `?1` queue. The policy row: the age (ns) and count bounds of completed
+/// items, cancelled items and dead letters.
 pub(crate) const RETENTION: &str = "SELECT completed_age, completed_count, \
-     cancelled_age, cancelled_count FROM leaseq_retention WHERE queue = ?1";
+     cancelled_age, cancelled_count, dead_age, dead_count \
+     FROM leaseq_retention WHERE queue = ?1";
 
-/// `?1` queue, `?2`..`?5` completed age (ns), count, cancelled age, count.
-/// Keeps the kept counters of an existing row.
+/// `?1` queue, `?2`..`?7` completed age (ns), count, cancelled age, count,
+/// dead age, count. Keeps the kept counters of an existing row.
 pub(crate) const SET_RETENTION: &str = "INSERT INTO leaseq_retention \
-     (queue, completed_age, completed_count, cancelled_age, cancelled_count) \
-     VALUES (?1, ?2, ?3, ?4, ?5) \
+     (queue, completed_age, completed_count, cancelled_age, cancelled_count, \
+      dead_age, dead_count) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
      ON CONFLICT (queue) DO UPDATE SET completed_age = excluded.completed_age, \
        completed_count = excluded.completed_count, cancelled_age = excluded.cancelled_age, \
-       cancelled_count = excluded.cancelled_count";
+       cancelled_count = excluded.cancelled_count, dead_age = excluded.dead_age, \
+       dead_count = excluded.dead_count";
 
 /// `?1` queue. The default policy keeps nothing: no row.
 pub(crate) const FORGET_RETENTION: &str = "DELETE FROM leaseq_retention WHERE queue = ?1";
@@ -41,6 +45,26 @@ pub(crate) const COLLECT: &str = concat!(
     "SELECT id FROM leaseq_finished WHERE queue = ?1 AND ending = ?2 AND finished_at <= ",
     now!(),
     " - ?3 ORDER BY finished_at, id LIMIT ?4)"
+);
+
+/// `?1` queue, `?2` count bound, `?3` batch. Up to a batch of the oldest
+/// dead letters beyond the count bound, by the queue's dead-letter counter
+/// (migration 0018): a prefix of the dead index, so the cost follows what
+/// is removed. A deleted row frees its dedup key and holds none (only an
+/// ack holds one).
+pub(crate) const COLLECT_DEAD_COUNT: &str = "DELETE FROM leaseq_items WHERE id IN (\
+     SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'dead' \
+     ORDER BY dead_at, id \
+     LIMIT min(?3, coalesce((SELECT max(0, dead - ?2) FROM leaseq_queue_counts \
+       WHERE queue = ?1), 0)))";
+
+/// `?1` queue, `?2` age (ms), `?3` batch. Up to a batch of the dead letters
+/// that died `age` or longer ago: a prefix of the dead index.
+pub(crate) const COLLECT_DEAD_AGED: &str = concat!(
+    "DELETE FROM leaseq_items WHERE id IN (",
+    "SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'dead' AND dead_at <= ",
+    now!(),
+    " - ?2 ORDER BY dead_at, id LIMIT ?3)"
 );
 
 /// `?1` id, `?2` result. Run in `complete`'s transaction after its ack:
@@ -100,6 +124,58 @@ mod tests {
             let p = plan(text).await;
             assert!(p.contains("leaseq_finished_order"), "{text}\n{p}");
             assert!(!p.contains("SCAN leaseq_finished"), "{text}\n{p}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_dead_letter_counter_starts_from_the_rows_a_file_holds() {
+        use sqlx::{Connection, SqliteConnection};
+        let mut conn = SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("open");
+        let migrations = crate::backend::migrator().iter();
+        let (before, after): (Vec<_>, Vec<_>) = migrations.partition(|m| m.version < 18);
+        for m in before {
+            sqlx::raw_sql(&m.sql)
+                .execute(&mut conn)
+                .await
+                .expect("migrate");
+        }
+        sqlx::raw_sql(
+            "INSERT INTO leaseq_items (queue, state, payload, max_attempts, enqueued_at, \
+               available_at, dead_at) VALUES \
+             ('a', 'dead', x'', 1, 0, 0, 1), ('a', 'dead', x'', 1, 0, 0, 2), \
+             ('a', 'ready', x'', 1, 0, 0, NULL), ('b', 'dead', x'', 1, 0, 0, 3); \
+             INSERT INTO leaseq_queue_counts (queue, completed) VALUES ('b', 7)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("rows before the migration");
+        for m in after {
+            sqlx::raw_sql(&m.sql)
+                .execute(&mut conn)
+                .await
+                .expect("migrate");
+        }
+        let counts: Vec<(String, i64, i64)> =
+            sqlx::query_as("SELECT queue, completed, dead FROM leaseq_queue_counts ORDER BY queue")
+                .fetch_all(&mut conn)
+                .await
+                .expect("counts");
+        assert_eq!(counts, [("a".into(), 0, 2), ("b".into(), 7, 1)]);
+    }
+
+    #[tokio::test]
+    async fn dead_letters_are_collected_through_the_dead_index() {
+        for (text, range) in [
+            (super::COLLECT_DEAD_COUNT, "(queue=?)"),
+            (super::COLLECT_DEAD_AGED, "(queue=? AND dead_at<?)"),
+        ] {
+            let p = plan(text).await;
+            let want = format!("leaseq_items_dead {range}");
+            assert!(p.contains(&want), "{text}\nexpected {want}:\n{p}");
+            crate::sql::tests::no_full_scan(&p);
+            assert!(!p.contains("TEMP B-TREE"), "{text}\n{p}");
         }
     }
 }

@@ -124,11 +124,14 @@ mod hook_sql {
         now!()
     );
 
-    /// `?1` queue.
+    /// `?1` queue. Only the Scheduled rows not yet due: a due one is
+    /// Ready already (its row says `scheduled` until a claim or promotion
+    /// moves it), so it does not count as moved.
     pub(crate) const MAKE_DUE: &str = concat!(
         "UPDATE leaseq_items SET available_at = ",
         now!(),
-        " - 1 WHERE queue = ?1 AND state = 'scheduled'"
+        " - 1 WHERE queue = ?1 AND state = 'scheduled' AND available_at > ",
+        now!()
     );
 
     /// `?1` id, `?2` queue. A row without its item at the head of

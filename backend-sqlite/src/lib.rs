@@ -86,13 +86,17 @@
 //! the reaper. `leaseq_queue_limits` holds a row per queue with limits or a
 //! pause; `leaseq_workers` one per live worker
 //! ([`leaseq_core::WorkerRegistry`]), indexed by expiry.
-//! `leaseq_retention` holds a row per queue whose retention policy keeps
-//! anything ([`leaseq_core::History`], migration 0016): per ending its age
-//! and count bounds and how many are kept now. `leaseq_finished` holds the
+//! `leaseq_retention` holds a row per queue whose retention policy is not
+//! the default ([`leaseq_core::History`], migration 0016): per ending its
+//! age and count bounds and how many are kept now, and the bounds on dead
+//! letters (migration 0018). `leaseq_finished` holds the
 //! kept items (id, queue, ending, `finished_at`, `enqueued_at`, attempts,
 //! payload, `last_error`, result), indexed by (queue, ending,
 //! `finished_at`, id): trimming and collection remove a prefix of it,
-//! listing reads its end backwards.
+//! listing reads its end backwards. `leaseq_queue_counts` (migrations 0017
+//! and 0018) holds a row per queue that completed anything or has dead
+//! letters: its completions ([`leaseq_core::QueueStats::completed`]) and
+//! how many dead letters it holds.
 //!
 //! # How each operation keeps the contract
 //! SQLite has one writer per file and no `SKIP LOCKED`. Every write
@@ -169,6 +173,22 @@
 //!   1,000 rows through the order index: it costs what it removes, and as
 //!   each statement holds the write lock, racing collects remove each item
 //!   once.
+//! - **Completions** are counted by the trigger
+//!   `leaseq_counted_on_delete`, in the statement that acks (ack,
+//!   `ack_many`, complete): the delete of a Leased row that no cancel was
+//!   requested on adds one to the queue's row in `leaseq_queue_counts`.
+//!   `remove_item`, `purge` and `delete_queue` move Leased rows out of
+//!   Leased before deleting them, so they count nothing; a purge keeps the
+//!   count and `delete_queue` deletes the row.
+//! - **Dead letters** are counted in the same row by triggers in the
+//!   statement that moves a row into or out of Dead (`leaseq_dead_counted`
+//!   on updates of `state`, `leaseq_counted_on_delete` on deletes).
+//!   `collect` removes the oldest beyond [`leaseq_core::Retention::dead`]'s
+//!   count (as many as the counter says are too many), then those that
+//!   died before its age, in statements of 1,000 rows through the dead
+//!   index: it costs what it removes. A delete holds a `unique_for` key
+//!   only when it is an ack (of a Leased row, migration 0018's
+//!   `leaseq_hold_after_ack`), so a collected dead letter frees its key.
 //! - **Time** is SQLite's clock, `unixepoch('subsec')` in milliseconds,
 //!   read inside each statement (fixed for the whole statement). Every
 //!   process on the file runs on one machine, so they share that clock;
@@ -203,6 +223,44 @@
 //!
 //! Delivery is at-least-once: a worker that outlives its lease may run an
 //! item another worker also runs, so handlers should be idempotent.
+//!
+//! # Job events
+//! [`leaseq_core::Events::subscribe`] streams a queue's job events from
+//! this process only. Every handle on the same file in the process shares
+//! one [`leaseq_core::events::EventHub`] (a process-wide registry keyed by
+//! the file, as the wake-ups are), so a stream hears what any of them
+//! does; SQLite cannot signal another process, and a change made by
+//! another process on the file is not delivered (its endings are in the
+//! history, [`leaseq_core::History`]). An in-memory database's events are
+//! its own.
+//!
+//! Each write sends its events after its statement or transaction has
+//! committed, from what that returned, one per job it changed: enqueue,
+//! `enqueue_once` (not a request sent again) and a schedule's fire send
+//! Enqueued for each item they made (not for one they deduplicated); claim
+//! sends Started; ack, `ack_many` and complete send Completed (complete
+//! with its result), or Cancelled for a cancel-requested lease;
+//! release, give_back and snooze send Released, or Dead ("attempts
+//! exhausted") for a release on the last attempt; fail sends Dead with
+//! its reason; the reap sends Failed ("lease expired") or Dead ("lease
+//! expired on final attempt"); progress sends Progress; cancel sends
+//! Cancelled when it ends the item at once. A cancel-requested lease that
+//! ends in a release, give_back, fail, snooze or reap (its row deleted by
+//! the trigger `leaseq_cancelled_end`) sends Cancelled: those statements
+//! return the flag. Removal, purge, redrive, promotion, repairs and
+//! [`SqliteBackend::enqueue_in`] (whose commit the backend does not see)
+//! send none.
+//!
+//! A write on a queue nobody in this process subscribes to checks the hub
+//! (one atomic load while no stream is open at all) and runs as without
+//! events: no lock, no statement and no returned column more. A write on a
+//! watched queue holds the file's order lock (one per file in the process)
+//! from before its statement until its events are sent, so one job's
+//! events go out in the order its changes committed, whichever handle made
+//! them; the ack, `ack_many`, give_back and fail then use the forms of
+//! their statements that return the cancel flag. A stream that falls
+//! [`leaseq_core::events::EVENT_BUFFER`] events behind is dropped with
+//! [`leaseq_core::Error::Lagged`].
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.
@@ -212,6 +270,7 @@ mod backend;
 mod control;
 mod control_sql;
 mod enqueue;
+mod events;
 mod history;
 mod history_sql;
 mod hooks;

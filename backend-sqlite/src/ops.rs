@@ -1,10 +1,11 @@
 //! The [`Backend`] implementation: one statement (or one `BEGIN IMMEDIATE`
 //! transaction) per transition.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leaseq_core::events::EventKind;
 use leaseq_core::limits::{
     check_ack_batch, check_delay, clamp_reason, FINISH_MEMORY, LEASE_HORIZON,
 };
@@ -16,7 +17,7 @@ use leaseq_core::{
     ScheduleStore, TestHooks, Throttles, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
-use sqlx::Connection;
+use sqlx::{Connection, Row};
 
 use crate::enqueue::Recalled;
 use crate::rows::unapplied;
@@ -254,6 +255,7 @@ impl SqliteBackend {
         what: &'static str,
     ) -> Result<Released> {
         check_delay(delay)?;
+        let events = self.watch([&lease.queue]).await;
         let row = sqlx::query(text)
             .bind(fenced_id(lease.id))
             .bind(lease.queue.as_str())
@@ -265,20 +267,62 @@ impl SqliteBackend {
         let Some(row) = row else {
             return Err(Self::lost(lease));
         };
-        if col::<bool>(&row, 1)? {
+        let released = if col::<bool>(&row, 1)? {
             self.inner.wakeups.finished(lease.queue.as_str());
-            return Ok(Released::Cancelled);
-        }
-        match state(&col::<String>(&row, 0)?)? {
-            ItemState::Ready => {
-                self.inner.wakeups.wake(lease.queue.as_str());
-                Ok(Released::Ready)
+            Released::Cancelled
+        } else {
+            match state(&col::<String>(&row, 0)?)? {
+                ItemState::Ready => {
+                    self.inner.wakeups.wake(lease.queue.as_str());
+                    Released::Ready
+                }
+                ItemState::Scheduled => Released::Scheduled,
+                ItemState::Dead => Released::Dead,
+                ItemState::Leased => {
+                    return Err(Error::Corrupt {
+                        what: format!("{what} left the item leased"),
+                    })
+                }
             }
-            ItemState::Scheduled => Ok(Released::Scheduled),
-            ItemState::Dead => Ok(Released::Dead),
-            ItemState::Leased => Err(Error::Corrupt {
-                what: format!("{what} left the item leased"),
-            }),
+        };
+        if let Some(events) = events {
+            let kind = match released {
+                Released::Cancelled => EventKind::Cancelled,
+                // The reason RELEASE records.
+                Released::Dead => EventKind::dead("attempts exhausted"),
+                _ => EventKind::Released,
+            };
+            events.send(&lease.queue, lease.id, kind);
+        }
+        Ok(released)
+    }
+
+    /// Runs `end` on `lease` on `exec`, with `reason` as `?4` when given:
+    /// its `returning` form when `watched` (someone listens to the queue's
+    /// events). `None` when the fence did not hold; otherwise whether a
+    /// cancel was requested (always false unless `watched`).
+    pub(crate) async fn end_lease<'e>(
+        exec: impl sqlx::SqliteExecutor<'e>,
+        end: sql::LeaseEnd,
+        lease: &LeaseKey,
+        reason: Option<&str>,
+        watched: bool,
+    ) -> sqlx::Result<Option<bool>> {
+        let text = if watched { end.returning } else { end.plain };
+        let mut query = sqlx::query(text)
+            .bind(fenced_id(lease.id))
+            .bind(lease.queue.as_str())
+            .bind(sql_token(lease.token));
+        if let Some(reason) = reason {
+            query = query.bind(reason);
+        }
+        if !watched {
+            let done = query.execute(exec).await?;
+            return Ok((done.rows_affected() > 0).then_some(false));
+        }
+        match query.fetch_optional(exec).await? {
+            Some(row) => Ok(Some(row.try_get::<bool, _>(0)?)),
+            None => Ok(None),
         }
     }
 
@@ -313,10 +357,10 @@ impl SqliteBackend {
         Ok(rows)
     }
 
-    /// `purge` and `delete_queue`: in one transaction, the queue's items,
-    /// then its rows in `tables` (the held keys and kept items go after the
-    /// items, whose deletion holds keys and keeps acked-like Leased rows),
-    /// so no caller sees the items gone and their keys still held. Returns how many items were deleted.
+    /// `purge` and `delete_queue`: in one transaction, the queue's items
+    /// (its leases ended first, so the delete is no ack), then its rows in
+    /// `tables`, so no caller sees the items gone and their keys still
+    /// held. Returns how many items were deleted.
     async fn delete_items(
         &self,
         queue: &QueueName,
@@ -324,6 +368,11 @@ impl SqliteBackend {
         op: &'static str,
     ) -> Result<u64> {
         let mut tx = self.begin_on(queue, op).await?;
+        sqlx::query(sql::PURGE_UNLEASE)
+            .bind(queue.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db(op))?;
         let done = sqlx::query(sql::PURGE)
             .bind(queue.as_str())
             .execute(&mut *tx)
@@ -367,6 +416,7 @@ impl Backend for SqliteBackend {
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        let events = self.watch([queue]).await;
         let mut conn = self
             .inner
             .writer
@@ -374,7 +424,11 @@ impl Backend for SqliteBackend {
             .await
             .map_err(refused("enqueue: acquiring the writer"))?;
         if !Self::needs_transaction(&items) {
-            return self.enqueue_on(&mut conn, queue, &items).await;
+            let results = self.enqueue_on(&mut conn, queue, &items).await?;
+            if let Some(events) = events {
+                events.enqueued(queue, &results);
+            }
+            return Ok(results);
         }
         self.count([queue]);
         let mut tx = conn
@@ -391,6 +445,9 @@ impl Backend for SqliteBackend {
         };
         self.count([queue]);
         tx.commit().await.map_err(db("enqueue: commit"))?;
+        if let Some(events) = events {
+            events.enqueued(queue, &results);
+        }
         Ok(results)
     }
 
@@ -401,6 +458,7 @@ impl Backend for SqliteBackend {
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
         self.check_items(&items)?;
+        let events = self.watch([queue]).await;
         let mut tx = self
             .begin_on(queue, "enqueue_once: beginning a transaction")
             .await?;
@@ -423,15 +481,23 @@ impl Backend for SqliteBackend {
             Recalled::Now(results) => {
                 self.count([queue]);
                 tx.commit().await.map_err(db("enqueue_once: commit"))?;
+                if let Some(events) = events {
+                    events.enqueued(queue, &results);
+                }
                 Ok(results)
             }
         }
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        let events = self.watch([queue]).await;
         let (mut out, poison) = self
             .claim_rows(self.write_on([queue]), queue, &spec, spec.max(), None)
             .await?;
+        // Sent as soon as the claim has committed, before the repairs.
+        if let Some(events) = &events {
+            events.started(&out.leases);
+        }
         if !poison.is_empty() {
             out.repairs = self.move_aside(queue, &poison).await?;
         }
@@ -441,6 +507,9 @@ impl Backend for SqliteBackend {
         // queue ran out, and its leases must be answered.)
         if out.leases.is_empty() && self.has_limits(queue).await? {
             let mut limited = self.claim_limited(queue, &spec).await?;
+            if let Some(events) = &events {
+                events.started(&limited.leases);
+            }
             out.repairs.append(&mut limited.repairs);
             limited.repairs = out.repairs;
             return Ok(limited);
@@ -496,17 +565,18 @@ impl Backend for SqliteBackend {
     }
 
     async fn ack(&self, lease: &LeaseKey) -> Result<()> {
-        let done = sqlx::query(sql::ACK)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .execute(self.write_on([&lease.queue]))
+        let events = self.watch([&lease.queue]).await;
+        let exec = self.write_on([&lease.queue]);
+        let Some(cancelled) = Self::end_lease(exec, sql::ACK, lease, None, events.is_some())
             .await
-            .map_err(db("ack"))?;
-        if done.rows_affected() == 0 {
+            .map_err(db("ack"))?
+        else {
             return Err(Self::lost(lease));
-        }
+        };
         self.inner.wakeups.finished(lease.queue.as_str());
+        if let Some(events) = events {
+            events.acked(&lease.queue, lease.id, cancelled, None);
+        }
         Ok(())
     }
 
@@ -530,10 +600,12 @@ impl Backend for SqliteBackend {
             tokens.extend_from_slice(&sql_token(l.token));
         }
         pairs.push(']');
-        // Every lease on a row of its own: first the statement that deletes
-        // the whole batch only if every fence holds, and so returns no rows.
+        let events = self.watch(leases.iter().map(|l| &l.queue)).await;
+        // Every lease on a row of its own, and no events to send: first the
+        // statement that deletes the whole batch only if every fence holds,
+        // and so returns no rows.
         let mut ids = HashSet::with_capacity(leases.len());
-        if leases.iter().all(|l| ids.insert(l.id)) {
+        if events.is_none() && leases.iter().all(|l| ids.insert(l.id)) {
             let n = limit(leases.len());
             let done = sqlx::query(sql::ACK_ALL)
                 .bind(&pairs)
@@ -558,42 +630,47 @@ impl Backend for SqliteBackend {
                 }
             }
         }
-        // Some lease is not held (or one row is named twice): each row
-        // deleted when its own fence holds, and the deleted ones back.
+        // Some lease is not held (or one row is named twice), or the events
+        // need each row: each row deleted when its own fence holds, and the
+        // deleted ones back.
         let rows = sqlx::query(sql::ACK_MANY)
             .bind(pairs)
             .bind(tokens)
             .fetch_all(self.write_on(leases.iter().map(|l| &l.queue)))
             .await
             .map_err(db("ack many"))?;
-        let mut deleted = HashSet::with_capacity(rows.len());
+        let mut deleted = HashMap::with_capacity(rows.len());
         for row in &rows {
-            deleted.insert((
+            let key = (
                 col::<i64>(row, 0)?,
                 col::<String>(row, 1)?,
                 col::<Vec<u8>>(row, 2)?,
-            ));
+            );
+            deleted.insert(key, col::<bool>(row, 3)?);
         }
         if !rows.is_empty() {
             self.finished_on(leases);
         }
         // A row is deleted once: the first lease naming it takes the
         // success, a repeat is lost like a second ack.
-        Ok(leases
-            .iter()
-            .map(|l| {
-                let key = (
-                    fenced_id(l.id),
-                    l.queue.as_str().to_owned(),
-                    sql_token(l.token),
-                );
-                if deleted.remove(&key) {
-                    Ok(())
-                } else {
-                    Err(Self::lost(l))
+        let mut out = Vec::with_capacity(leases.len());
+        for l in leases {
+            let key = (
+                fenced_id(l.id),
+                l.queue.as_str().to_owned(),
+                sql_token(l.token),
+            );
+            match deleted.remove(&key) {
+                Some(cancelled) => {
+                    if let Some(events) = &events {
+                        events.acked(&l.queue, l.id, cancelled, None);
+                    }
+                    out.push(Ok(()));
                 }
-            })
-            .collect())
+                None => out.push(Err(Self::lost(l))),
+            }
+        }
+        Ok(out)
     }
 
     async fn extend(&self, lease: &LeaseKey, ttl: LeaseTtl) -> Result<Extended> {
@@ -619,45 +696,64 @@ impl Backend for SqliteBackend {
     }
 
     async fn give_back(&self, lease: &LeaseKey) -> Result<()> {
-        let done = sqlx::query(sql::GIVE_BACK)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .execute(self.write_on([&lease.queue]))
+        let events = self.watch([&lease.queue]).await;
+        let exec = self.write_on([&lease.queue]);
+        let Some(cancelled) = Self::end_lease(exec, sql::GIVE_BACK, lease, None, events.is_some())
             .await
-            .map_err(db("give_back"))?;
-        if done.rows_affected() == 0 {
+            .map_err(db("give_back"))?
+        else {
             return Err(Self::lost(lease));
-        }
+        };
         // A cancel-requested lease ends Cancelled here (no answer says so).
         self.inner.wakeups.finished(lease.queue.as_str());
         self.inner.wakeups.wake(lease.queue.as_str());
+        if let Some(events) = events {
+            let kind = if cancelled {
+                EventKind::Cancelled
+            } else {
+                EventKind::Released
+            };
+            events.send(&lease.queue, lease.id, kind);
+        }
         Ok(())
     }
 
     async fn fail(&self, lease: &LeaseKey, reason: &str) -> Result<()> {
-        let done = sqlx::query(sql::FAIL)
-            .bind(fenced_id(lease.id))
-            .bind(lease.queue.as_str())
-            .bind(sql_token(lease.token))
-            .bind(clamp_reason(reason))
-            .execute(self.write_on([&lease.queue]))
-            .await
-            .map_err(db("fail"))?;
-        if done.rows_affected() == 0 {
+        let events = self.watch([&lease.queue]).await;
+        let exec = self.write_on([&lease.queue]);
+        let reason = clamp_reason(reason);
+        let Some(cancelled) =
+            Self::end_lease(exec, sql::FAIL, lease, Some(reason), events.is_some())
+                .await
+                .map_err(db("fail"))?
+        else {
             return Err(Self::lost(lease));
-        }
+        };
         // A cancel-requested lease ends Cancelled here (no answer says so).
         self.inner.wakeups.finished(lease.queue.as_str());
+        if let Some(events) = events {
+            let kind = if cancelled {
+                EventKind::Cancelled
+            } else {
+                EventKind::dead(reason)
+            };
+            events.send(&lease.queue, lease.id, kind);
+        }
         Ok(())
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
+        let events = self.watch([queue]).await;
         let repairs = self.expire_past_horizon(queue).await?;
         let mut rows = Vec::new();
         loop {
             let batch = self.reap_batch(queue).await?;
             let got = limit(batch.len());
+            if let Some(events) = &events {
+                for row in &batch {
+                    events.send(queue, item_id(col(row, 2)?)?, reaped(row)?);
+                }
+            }
             rows.extend(batch);
             if got < BATCH {
                 break;
@@ -720,7 +816,7 @@ impl Backend for SqliteBackend {
             leased: n(2)?,
             dead: n(3)?,
             paused: col(&row, 4)?,
-            completed: None,
+            completed: Some(n(5)?),
         })
     }
 
@@ -785,6 +881,7 @@ impl Backend for SqliteBackend {
             .control(self)
             .registry(self)
             .history(self)
+            .events(self)
             .test_hooks(
                 self.inner
                     .options
@@ -874,6 +971,7 @@ impl Admin for SqliteBackend {
             "leaseq_takeovers",
             "leaseq_finished",
             "leaseq_retention",
+            "leaseq_queue_counts",
         ];
         self.delete_items(queue, &tables, "delete_queue").await
     }
@@ -930,5 +1028,17 @@ fn lease(queue: &QueueName, row: &SqliteRow) -> Result<Lease> {
         priority: priority(col(row, 6)?)?,
         expires_at: ts(col(row, 7)?),
         enqueued_at: ts(col(row, 8)?),
+    })
+}
+
+/// The event of a row [`sql::REAP`] returned (state, cancel flag, id).
+fn reaped(row: &SqliteRow) -> Result<EventKind> {
+    Ok(if col::<bool>(row, 1)? {
+        EventKind::Cancelled
+    } else if col::<String>(row, 0)? == "dead" {
+        // The reasons REAP records, and the memory backend's.
+        EventKind::dead("lease expired on final attempt")
+    } else {
+        EventKind::failed("lease expired")
     })
 }

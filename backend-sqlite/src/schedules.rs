@@ -108,6 +108,8 @@ impl SqliteBackend {
         self.check_items(&items)?;
         let at = i64::try_from(tick.at.as_millis())
             .map_err(|_| Error::invalid(format!("tick {} is too far in the future", tick.at)))?;
+        // The queue is read inside the transaction: the order lock first.
+        let events = self.inner.events.sender().await;
         let mut tx = self
             .inner
             .writer
@@ -152,6 +154,7 @@ impl SqliteBackend {
             .map_err(db("fire_schedule: recording the tick"))?;
         self.count([&queue]);
         tx.commit().await.map_err(db("fire_schedule: commit"))?;
+        events.enqueued(&queue, &out);
         out.into_iter()
             .next()
             .map(Fired::Enqueued)

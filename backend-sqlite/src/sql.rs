@@ -232,8 +232,30 @@ pub(crate) const REAP_REQUESTS: &str = concat!(
     " ORDER BY expires_at LIMIT ?2)"
 );
 
-/// `?1` id, `?2` queue, `?3` token.
-pub(crate) const ACK: &str = concat!("DELETE FROM leaseq_items WHERE ", fence!());
+/// A statement that ends a lease (`?1` id, `?2` queue, `?3` token), in two
+/// forms: `plain`, and `returning`, the same returning `cancel_requested`
+/// for the event a write on a watched queue sends ([`crate::events`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseEnd {
+    /// Returns nothing: the rows affected say whether the fence held.
+    pub(crate) plain: &'static str,
+    /// Returns `cancel_requested` when the fence held.
+    pub(crate) returning: &'static str,
+}
+
+/// A [`LeaseEnd`] of the statement text `$t`.
+macro_rules! lease_end {
+    ($($t:tt)+) => {
+        LeaseEnd {
+            plain: concat!($($t)+),
+            returning: concat!($($t)+, " RETURNING cancel_requested"),
+        }
+    };
+}
+
+/// The ack: the row deleted (kept and counted by migrations 0016 and
+/// 0017's triggers).
+pub(crate) const ACK: LeaseEnd = lease_end!("DELETE FROM leaseq_items WHERE ", fence!());
 
 /// ... `?4` ttl (ms). The new expiry, and whether a cancel was requested.
 pub(crate) const EXTEND: &str = concat!(
@@ -267,7 +289,7 @@ pub(crate) const RELEASE: &str = concat!(
 /// Back to Ready at its place (the Ready index orders by priority and id)
 /// with the claim's attempt taken back (deleted instead when a cancel was
 /// requested, by the trigger `leaseq_cancelled_end`).
-pub(crate) const GIVE_BACK: &str = concat!(
+pub(crate) const GIVE_BACK: LeaseEnd = lease_end!(
     "UPDATE leaseq_items SET state = 'ready', attempts = max(attempts - 1, 0), ",
     "available_at = ",
     now!(),
@@ -277,7 +299,7 @@ pub(crate) const GIVE_BACK: &str = concat!(
 
 /// ... `?4` reason. (A cancel-requested item is deleted instead, by the
 /// trigger `leaseq_cancelled_end`.)
-pub(crate) const FAIL: &str = concat!(
+pub(crate) const FAIL: LeaseEnd = lease_end!(
     "UPDATE leaseq_items SET state = 'dead', dead_at = ",
     now!(),
     ", last_error = ?4, token = NULL, lease_expires_at = NULL WHERE ",
@@ -305,7 +327,7 @@ pub(crate) const TAKE_EXPIRED: &str = concat!(
 /// under the token the reaped lease had, and that new lease starts with
 /// none. The
 /// writer lock makes each batch see the last one's work: a lease is
-/// recovered once.
+/// recovered once. Returns each row's new state, cancel flag and id.
 pub(crate) const REAP: &str = concat!(
     "UPDATE leaseq_items SET ",
     "state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'ready' END, ",
@@ -318,7 +340,8 @@ pub(crate) const REAP: &str = concat!(
     now!(),
     ", token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL ",
     "WHERE id IN (SELECT id FROM leaseq_items WHERE queue = ?1 AND state = 'leased' ",
-    "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) RETURNING state, cancel_requested"
+    "AND lease_expires_at <= ?3 ORDER BY lease_expires_at, id LIMIT ?2) ",
+    "RETURNING state, cancel_requested, id"
 );
 
 /// `?1` queue, `?2` the traces' memory (ms). Through the age index.
@@ -393,7 +416,7 @@ pub(crate) const REMOVE_ITEM: &str = concat!(
 );
 
 /// `?1` queue. Each count through its own partial index; the pause from
-/// the limits row.
+/// the limits row; the completions from the counts row (migration 0017).
 pub(crate) const STATS: &str = concat!(
     "SELECT ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'ready' ",
@@ -410,7 +433,8 @@ pub(crate) const STATS: &str = concat!(
     " AND payload IS NOT NULL), ",
     "(SELECT count(*) FROM leaseq_items WHERE queue = ?1 AND state = 'dead' ",
     " AND payload IS NOT NULL), ",
-    "coalesce((SELECT paused FROM leaseq_queue_limits WHERE queue = ?1), 0)"
+    "coalesce((SELECT paused FROM leaseq_queue_limits WHERE queue = ?1), 0), ",
+    "coalesce((SELECT completed FROM leaseq_queue_counts WHERE queue = ?1), 0)"
 );
 
 /// A walk over the queues of one state's partial index: each step seeks
@@ -499,6 +523,14 @@ pub(crate) const ITEM: &str = concat!(
     " FROM leaseq_items WHERE id = ?2 AND queue = ?1 AND payload IS NOT NULL"
 );
 
+/// `?1` queue. Run just before [`PURGE`], in its transaction: the queue's
+/// Leased rows leave Leased (their cancel requests go), so the delete is
+/// no ack: it counts no completion, keeps nothing finished and holds no
+/// key, as for [`REMOVE_ITEM_UNLEASE`].
+pub(crate) const PURGE_UNLEASE: &str = "UPDATE leaseq_items SET state = 'ready', \
+     token = NULL, lease_expires_at = NULL, cancel_requested = 0 \
+     WHERE queue = ?1 AND state = 'leased'";
+
 /// `?1` queue. Each state's rows through its own index (one OR term each).
 pub(crate) const PURGE: &str = "DELETE FROM leaseq_items WHERE \
      (queue = ?1 AND state = 'ready') OR (queue = ?1 AND state = 'scheduled') \
@@ -550,8 +582,9 @@ pub(crate) fn dedup_holders(n: usize) -> String {
 
 /// `?1` a JSON array with one `[id, queue]` per lease, `?2` their tokens,
 /// 16 bytes each in the same order: each row deleted when its own fence
-/// holds; the rows deleted come back. Two parameters whatever the batch's
-/// size (see [`INSERT`]).
+/// holds; the rows deleted come back, with whether a cancel was requested
+/// (for the events). Two parameters whatever the batch's size (see
+/// [`INSERT`]).
 pub(crate) const ACK_MANY: &str = "WITH l(id, queue, token) AS (\
        SELECT j.value ->> 0, j.value ->> 1, substr(?2, j.key * 16 + 1, 16) \
        FROM json_each(?1) AS j) \
@@ -559,7 +592,7 @@ pub(crate) const ACK_MANY: &str = "WITH l(id, queue, token) AS (\
        SELECT i.id FROM l JOIN leaseq_items i \
        ON i.id = l.id AND i.queue = l.queue AND i.token = l.token \
        AND i.lease_expires_at IS NOT NULL) \
-     RETURNING id, queue, token";
+     RETURNING id, queue, token, cancel_requested";
 
 /// [`ACK_MANY`]'s parameters, and `?3` how many leases there are, each on
 /// a row of its own: deletes every row of the batch if each lease's fence
@@ -687,7 +720,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn every_statement_goes_through_an_index() {
-        let cases: [(&str, &str); 16] = [
+        let cases: [(&str, &str); 18] = [
             (
                 super::TAKE_EXPIRED,
                 "leaseq_items_leased (queue=? AND lease_expires_at<?)",
@@ -710,7 +743,9 @@ pub(crate) mod tests {
             (super::REMOVE_ITEM, "INTEGER PRIMARY KEY"),
             (super::STATS, "leaseq_items_leased (queue=?)"),
             (super::PURGE, "MULTI-INDEX OR"),
-            (super::ACK, "INTEGER PRIMARY KEY"),
+            (super::PURGE_UNLEASE, "leaseq_items_leased (queue=?)"),
+            (super::ACK.plain, "INTEGER PRIMARY KEY"),
+            (super::ACK.returning, "INTEGER PRIMARY KEY"),
             (super::ACK_MANY, "INTEGER PRIMARY KEY"),
             (super::ACK_ALL, "INTEGER PRIMARY KEY"),
             // Every lease of the queue: the call after a lost claim reply.

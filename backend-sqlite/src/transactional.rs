@@ -54,6 +54,10 @@ impl SqliteBackend {
     ///   the transaction has committed; other processes within their poll
     ///   interval.
     /// - Ids are spent even when the transaction rolls back, never reused.
+    /// - No [`leaseq_core::events::EventKind::Enqueued`] event is sent for
+    ///   the items: the backend does not see the caller's commit, and an
+    ///   event for a transaction that rolls back would report a job that
+    ///   never existed.
     pub async fn enqueue_in(
         &self,
         conn: &mut SqliteConnection,

@@ -6,7 +6,8 @@
 //! ([`targets`]) and, in the same shape, against every baseline
 //! ([`baseline`]). The criterion benches (`benches/ops.rs`,
 //! `benches/reap.rs`), the `leaseq-load` binary (also the cancel-to-handler
-//! latency, [`cancel`]) and `leaseq-pair` (one
+//! latency, [`cancel`], and the store's size under retention,
+//! [`retention_run`]) and `leaseq-pair` (one
 //! workload on a backend and its baseline, interleaved in short rounds) are
 //! thin drivers over this library.
 //!
@@ -44,10 +45,13 @@ pub mod await_result;
 pub mod baseline;
 pub mod cancel;
 pub mod drain;
+pub mod flatness;
 pub mod load;
 pub mod reap;
 pub mod report;
+pub mod retention_run;
 pub mod rss;
+pub mod store_size;
 pub mod targets;
 mod workload;
 

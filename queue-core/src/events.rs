@@ -264,7 +264,7 @@ fn unhex(s: &str) -> Option<Bytes> {
     if s == "-" {
         return Some(Bytes::new());
     }
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
@@ -432,14 +432,15 @@ impl EventHub {
         (stream(rx), true)
     }
 
-    /// True when a stream of `key` is open in this process.
+    /// True when a stream of `key` is open in this process. A backend that
+    /// asks before it writes (to choose what its write returns) keeps the
+    /// fast path as [`EventHub::publish`] does: a key whose last stream
+    /// went is forgotten here too.
     pub fn is_watched(&self, key: &str) -> bool {
         if self.watched.load(Ordering::Acquire) == 0 {
             return false;
         }
-        self.keys()
-            .get(key)
-            .is_some_and(|tx| tx.receiver_count() > 0)
+        self.live(&mut self.keys(), key).is_some()
     }
 
     /// Sends the event `make` builds to `key`'s streams; builds nothing
@@ -448,17 +449,26 @@ impl EventHub {
         if self.watched.load(Ordering::Acquire) == 0 {
             return;
         }
-        let mut keys = self.keys();
-        let Some(tx) = keys.get(key) else { return };
-        if tx.receiver_count() > 0 {
+        if let Some(tx) = self.live(&mut self.keys(), key) {
             // An error means the last stream just went: nobody to tell.
             let _ = tx.send(make());
-            return;
         }
-        // Its last stream is gone: forget the key, so that once no key is
-        // left, publishing is back to one atomic load.
-        keys.remove(key);
-        self.watched.store(keys.len(), Ordering::Release);
+    }
+
+    /// `key`'s sender while a stream of it is open. One whose last stream
+    /// is gone is forgotten, so that once no key is left, publishing and
+    /// asking are back to one atomic load.
+    fn live<'k>(
+        &self,
+        keys: &'k mut HashMap<String, broadcast::Sender<JobEvent>>,
+        key: &str,
+    ) -> Option<&'k broadcast::Sender<JobEvent>> {
+        if keys.get(key)?.receiver_count() == 0 {
+            keys.remove(key);
+            self.watched.store(keys.len(), Ordering::Release);
+            return None;
+        }
+        keys.get(key)
     }
 }
 
@@ -571,7 +581,20 @@ mod tests {
         drop(stream);
         assert!(!hub.is_watched("other"));
         hub.publish("other", || unreachable!("built after the last stream went"));
-        assert_eq!(hub.watched.load(Ordering::Acquire), 0, "the key is forgotten");
+        assert_eq!(
+            hub.watched.load(Ordering::Acquire),
+            0,
+            "the key is forgotten"
+        );
+        // Asking forgets a key whose last stream went, as publishing does.
+        let (stream, _) = hub.subscribe("asked");
+        drop(stream);
+        assert!(!hub.is_watched("asked"));
+        assert_eq!(
+            hub.watched.load(Ordering::Acquire),
+            0,
+            "the key is forgotten"
+        );
     }
 
     #[tokio::test]

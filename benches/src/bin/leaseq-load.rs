@@ -6,7 +6,10 @@
 //! `--cancel 200 --lanes 8` measures instead how long a running handler
 //! takes to see its cancellation (see `leaseq_benches::cancel`), and
 //! `--await 500 --await-rate 50` how long a producer waits for a job's
-//! result (see `leaseq_benches::await_result`).
+//! result (see `leaseq_benches::await_result`). `--steady-retention 10
+//! --rate 200 --keep-age 60` runs ten minutes at a steady rate with
+//! completed items kept for a minute and reads the store's size as it
+//! goes (see `leaseq_benches::retention_run`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,6 +20,9 @@ use leaseq_benches::await_result::{self, AwaitConfig, AwaitReport};
 use leaseq_benches::cancel::{self, CancelConfig, CancelReport};
 use leaseq_benches::drain::{self, DrainConfig, DrainReport, Runtime};
 use leaseq_benches::load::{self, LoadConfig, LoadReport};
+use leaseq_benches::retention_run::{self, SteadyConfig, SteadyReport};
+use leaseq_benches::store_size;
+use leaseq_benches::targets::NAMESPACE;
 use leaseq_conformance::BackendFactory;
 use leaseq_core::{Backend, QueueName};
 
@@ -61,7 +67,8 @@ struct Args {
     #[arg(long)]
     prefetch: Option<u32>,
     /// Jobs per second over all producers (default: as fast as the backlog
-    /// allows); a light rate such as 100 measures latency.
+    /// allows; 200 in steady retention mode); a light rate such as 100
+    /// measures latency.
     #[arg(long)]
     rate: Option<f64>,
     /// Producers pause while this many items are enqueued but not acked.
@@ -76,6 +83,9 @@ struct Args {
     /// Queue name (purged before and after the run).
     #[arg(long, default_value = "leaseq-load")]
     queue: String,
+    /// Redis key prefix and PostgreSQL schema.
+    #[arg(long, default_value = NAMESPACE)]
+    namespace: String,
     /// Runtime worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -112,6 +122,23 @@ struct Args {
     /// Await mode: jobs enqueued per second.
     #[arg(long, default_value_t = 50.0)]
     await_rate: f64,
+    /// Steady retention mode: run this many minutes at `--rate` jobs per
+    /// second (default 200) with a default worker that completes each job
+    /// with a small result, completed items kept for `--keep-age`, and
+    /// read the store's size every `--sample-every` (use a fresh queue,
+    /// and on PostgreSQL a fresh `--namespace`: the bytes are the whole
+    /// tables').
+    #[arg(long)]
+    steady_retention: Option<f64>,
+    /// Steady retention mode: seconds completed items are kept.
+    #[arg(long, default_value_t = 60.0)]
+    keep_age: f64,
+    /// Steady retention mode: also keep at most this many completed items.
+    #[arg(long)]
+    keep_count: Option<u64>,
+    /// Steady retention mode: seconds between readings of the store.
+    #[arg(long, default_value_t = 10.0)]
+    sample_every: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -147,6 +174,10 @@ fn main() -> ExitCode {
             print_await(&report, args.json);
             ExitCode::SUCCESS
         }
+        Ok(Report::Steady(report)) => {
+            print_steady(&report, args.json);
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("leaseq-load: {e}");
             ExitCode::FAILURE
@@ -160,6 +191,7 @@ enum Report {
     Drain(DrainReport),
     Cancel(CancelReport),
     Await(AwaitReport),
+    Steady(SteadyReport),
 }
 
 async fn run(args: &Args) -> Result<Report, String> {
@@ -169,8 +201,11 @@ async fn run(args: &Args) -> Result<Report, String> {
     if args.shards != 1 && !args.url.to_ascii_lowercase().starts_with("redis") {
         return Err("--shards applies to Redis URLs only".into());
     }
-    let (name, backend) = connect(&args.url, args.client, args.shards).await?;
+    let (name, backend) = connect(&args.url, args.client, args.shards, &args.namespace).await?;
     let queue = QueueName::new(&args.queue).map_err(|e| e.to_string())?;
+    if let Some(minutes) = args.steady_retention {
+        return steady(args, minutes, name, backend, &queue).await;
+    }
     if let Some(jobs) = args.await_jobs {
         let config = AwaitConfig {
             jobs,
@@ -228,10 +263,45 @@ async fn run(args: &Args) -> Result<Report, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Steady retention mode (see `leaseq_benches::retention_run`).
+async fn steady(
+    args: &Args,
+    minutes: f64,
+    name: &'static str,
+    backend: Arc<dyn Backend>,
+    queue: &QueueName,
+) -> Result<Report, String> {
+    let secs = |s: f64, what: &str| {
+        Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("{what} must be a positive number"))
+    };
+    if args.shards != 1 {
+        return Err("--steady-retention reads one physical queue: no --shards".into());
+    }
+    let config = SteadyConfig {
+        duration: secs(minutes * 60.0, "--steady-retention")?,
+        rate: args.rate.unwrap_or(200.0),
+        keep_age: secs(args.keep_age, "--keep-age")?,
+        max_count: args.keep_count,
+        sample_every: secs(args.sample_every, "--sample-every")?,
+        payload_bytes: args.payload_bytes,
+    };
+    let store = store_size::connect(name, &args.url, &args.namespace, queue)
+        .await
+        .map_err(|e| e.to_string())?;
+    retention_run::run(name, backend, queue, store.as_ref(), &config)
+        .await
+        .map(Report::Steady)
+        .map_err(|e| e.to_string())
+}
+
 async fn connect(
     url: &str,
     client: RedisClient,
     shards: u16,
+    namespace: &str,
 ) -> Result<(&'static str, Arc<dyn Backend>), String> {
     let scheme = url
         .split("://")
@@ -251,8 +321,8 @@ async fn connect(
                 .backend()
                 .await,
         )),
-        "redis" | "rediss" | "redis+cluster" => redis(url, client, shards).await,
-        "postgres" | "postgresql" => postgres(url).await,
+        "redis" | "rediss" | "redis+cluster" => redis(url, client, shards, namespace).await,
+        "postgres" | "postgresql" => postgres(url, namespace).await,
         "sqlite" => sqlite(url).await,
         other => Err(format!(
             "unknown scheme {other:?}: use memory://, redis://, redis+cluster://, postgres:// \
@@ -270,9 +340,14 @@ type Got = (
     Result<leaseq_conformance::TestBackend, leaseq_conformance::Unavailable>,
 );
 
-async fn redis(url: &str, client: RedisClient, shards: u16) -> Result<Got, String> {
+async fn redis(
+    url: &str,
+    client: RedisClient,
+    shards: u16,
+    namespace: &str,
+) -> Result<Got, String> {
     #[cfg(any(feature = "redis-rs", feature = "fred"))]
-    let config = leaseq_redis::RedisOptions::new(url).prefix(leaseq_benches::targets::NAMESPACE);
+    let config = leaseq_redis::RedisOptions::new(url).prefix(namespace);
     let unavailable =
         |e: leaseq_core::Error| leaseq_conformance::Unavailable(format!("no Redis at {url}: {e}"));
     match client {
@@ -294,7 +369,7 @@ async fn redis(url: &str, client: RedisClient, shards: u16) -> Result<Got, Strin
         )),
         #[allow(unreachable_patterns)]
         other => {
-            let _ = (url, shards, unavailable);
+            let _ = (url, shards, namespace, unavailable);
             Err(format!("built without the {other:?} client feature"))
         }
     }
@@ -316,18 +391,26 @@ fn sharded<C: leaseq_redis::client::ScriptClient>(
     Ok(leaseq_conformance::TestBackend::real(backend))
 }
 
-async fn postgres(url: &str) -> Result<Got, String> {
+/// The handle an application gets (no test hooks), in schema `namespace`.
+async fn postgres(url: &str, namespace: &str) -> Result<Got, String> {
     #[cfg(feature = "postgres")]
     {
-        let url = url.to_owned();
+        let options = leaseq_postgres::PgOptions::new()
+            .schema(namespace)
+            .max_connections(leaseq_benches::targets::PG_CONNECTIONS);
         Ok((
             "postgres",
-            leaseq_benches::targets::PgFactory { url }.backend().await,
+            match leaseq_postgres::PgBackend::connect(url, options).await {
+                Ok(b) => Ok(leaseq_conformance::TestBackend::real(Arc::new(b))),
+                Err(e) => Err(leaseq_conformance::Unavailable(format!(
+                    "no PostgreSQL at {url}: {e}"
+                ))),
+            },
         ))
     }
     #[cfg(not(feature = "postgres"))]
     {
-        let _ = url;
+        let _ = (url, namespace);
         Err("built without the `postgres` feature".into())
     }
 }
@@ -452,4 +535,63 @@ fn print_drain(r: &DrainReport, json: bool) {
         "drain        {:.0} jobs/s ({:.2} s)",
         r.drain_per_sec, r.drain_seconds
     );
+}
+
+fn print_steady(r: &SteadyReport, json: bool) {
+    if json {
+        return print_json(r);
+    }
+    println!("backend      {}", r.backend);
+    println!(
+        "policy       completed kept {} s{}; the worker's reaper collects every {} s",
+        r.keep_age_s,
+        r.max_count
+            .map_or(String::new(), |n| format!(", at most {n}")),
+        r.collect_every_s
+    );
+    println!(
+        "load         {} jobs/s for {:.0} s: {} enqueued, {} completed with a result",
+        r.rate, r.seconds, r.enqueued, r.completed
+    );
+    println!("measures     {}", r.measures);
+    let extras: Vec<&str> = r
+        .samples
+        .first()
+        .map(|s| s.size.extra.keys().copied().collect())
+        .unwrap_or_default();
+    print!(
+        "{:>7} {:>9} {:>9} {:>8} {:>8} {:>12}",
+        "t (s)", "enqueued", "completed", "in queue", "kept", "bytes"
+    );
+    for name in &extras {
+        print!(" {name:>16}");
+    }
+    println!();
+    for s in &r.samples {
+        print!(
+            "{:>7.0} {:>9} {:>9} {:>8} {:>8} {:>12}",
+            s.t_s, s.enqueued, s.completed, s.in_queue, s.size.kept, s.size.bytes
+        );
+        for name in &extras {
+            print!(" {:>16}", s.size.extra.get(name).copied().unwrap_or(0));
+        }
+        println!();
+    }
+    let show = |what: &str, t: &Option<leaseq_benches::flatness::Trend>| {
+        match t {
+        Some(t) => println!(
+            "{what:<12} from {:.0} s: min {}, max {} (max/min {:.2}), fitted line moved {:+.1}% of the mean: {}",
+            r.window_from_s,
+            t.min,
+            t.max,
+            t.ratio,
+            t.drift * 100.0,
+            if t.is_flat() { "flat" } else { "NOT flat" }
+        ),
+        None => println!("{what:<12} too few samples after {:.0} s", r.window_from_s),
+    }
+    };
+    show("kept", &r.kept);
+    show("bytes", &r.bytes);
+    println!("verdict      {}", if r.flat { "flat" } else { "NOT flat" });
 }

@@ -47,6 +47,13 @@ impl WorkerBuilder {
     /// can run; it keeps the worker's own bookkeeping in range).
     pub const MAX_CONCURRENCY: usize = 1 << 20;
 
+    /// How often the background reaper runs unless
+    /// [`WorkerBuilder::reap_interval`] says otherwise. Each round reaps
+    /// expired leases and, on a backend with the History group, collects
+    /// the finished items the queue's retention no longer keeps, so a kept
+    /// item outlives its age by up to this much.
+    pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(5);
+
     pub(crate) fn new(backend: Arc<dyn Backend>, queue: String) -> Self {
         WorkerBuilder {
             backend,
@@ -57,7 +64,7 @@ impl WorkerBuilder {
             prefetch: None,
             retry: RetryPolicy::default(),
             shutdown_deadline: Duration::from_secs(30),
-            reap_interval: Some(Duration::from_secs(5)),
+            reap_interval: Some(Self::DEFAULT_REAP_INTERVAL),
             idle_wait: Duration::from_secs(1),
             metrics: WorkerMetrics::default(),
             events: EventSink(None),
@@ -120,8 +127,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often this worker's background reaper runs; `None` runs none.
-    /// Any number of workers may reap one queue at once.
+    /// How often this worker's background reaper runs (default
+    /// [`WorkerBuilder::DEFAULT_REAP_INTERVAL`]); `None` runs none, and
+    /// then nothing this worker runs collects the queue's expired finished
+    /// items. Any number of workers may reap one queue at once.
     #[must_use]
     pub fn reap_interval(mut self, every: Option<Duration>) -> Self {
         self.reap_interval = every;
