@@ -186,6 +186,11 @@
 //!   which finds the edge by walking the bound's newest index entries, and
 //!   at a `set_retention`. Until then `finished_item` still answers them.
 //!   Purge deletes the kept items, `delete_queue` the policy row too.
+//!   A bound on dead letters ([`leaseq_core::Retention::dead`]) is stored
+//!   on the same row; `collect` removes the dead letters past it through
+//!   the dead index, oldest death first, the same two ways (a count walks
+//!   the bound's newest entries for the edge; an age stops at the first
+//!   death it keeps), deleting each row as `remove_item` does.
 //! - **Completion counter** ([`leaseq_core::QueueStats::completed`]).
 //!   The statements of ack, `ack_many` and `complete` add what they
 //!   completed to `leaseq_completions` in that same statement (an upsert
