@@ -58,6 +58,8 @@ pub(crate) struct Needs {
     pub(crate) registry: bool,
     /// Finished items (the [`leaseq_core::History`] group).
     pub(crate) history: bool,
+    /// Live job events (the [`leaseq_core::Events`] group).
+    pub(crate) events: bool,
 }
 
 impl Needs {
@@ -76,6 +78,7 @@ impl Needs {
         control: false,
         registry: false,
         history: false,
+        events: false,
     };
     pub(crate) const HOOKS: Needs = Needs {
         hooks: true,
@@ -126,6 +129,10 @@ impl Needs {
         history: true,
         ..Needs::NONE
     };
+    pub(crate) const EVENTS: Needs = Needs {
+        events: true,
+        ..Needs::NONE
+    };
     pub(crate) const DELETE_QUEUE: Needs = Needs::ADMIN;
     pub(crate) const REMOVE_ITEM: Needs = Needs::ADMIN;
     pub(crate) const UNIQUE_FOR: Needs = Needs {
@@ -151,6 +158,7 @@ impl Needs {
             control: self.control || other.control,
             registry: self.registry || other.registry,
             history: self.history || other.history,
+            events: self.events || other.events,
         }
     }
 
@@ -177,6 +185,9 @@ impl Needs {
         }
         if self.history && groups.history.is_none() {
             return Some(group_missing("history"));
+        }
+        if self.events && groups.events.is_none() {
+            return Some(group_missing("events"));
         }
         let counts = QueueName::new("_")
             .ok()
@@ -229,6 +240,7 @@ pub(crate) fn group_missing(name: &str) -> String {
         "control" => "control of running work (cancel, pause, snooze, run now, progress)",
         "registry" => "live workers",
         "history" => "finished items (retention, results, waiting for an ending)",
+        "events" => "live job events",
         _ => "test hooks",
     };
     format!(

@@ -165,6 +165,10 @@ macro_rules! __with_checks {
             history::collect_removes_what_expired
             history::purge_and_delete_take_the_history
             history::wait_finished_answers_the_result
+            history::completions_are_counted
+            history::dead_letters_go_by_their_bound
+            events::events_report_each_change
+            events::a_slow_subscriber_is_dropped
             lifecycle::delayed_item_waits
             lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired

@@ -1,5 +1,5 @@
-//! The history checks have teeth: against backends with a seeded fault in
-//! the History group they report a violation of its contract, every run;
+//! The history and events checks have teeth: against backends with a
+//! seeded fault in the History or Events group they report a violation of its contract, every run;
 //! against the same wrapper without a fault they pass.
 
 mod history_teeth {
@@ -9,7 +9,7 @@ mod history_teeth {
 use std::sync::Arc;
 
 use history_teeth::faulty::{Fault, Faulty};
-use leaseq_conformance::checks::history;
+use leaseq_conformance::checks::{events, history};
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
 use leaseq_core::ManualClock;
@@ -145,4 +145,81 @@ fn the_wrapper_without_a_fault_passes_every_history_check() {
         "wait_finished_answers_the_result",
         block_on(history::wait_finished_answers_the_result(&f)),
     );
+    passes(
+        "completions_are_counted",
+        block_on(history::completions_are_counted(&f)),
+    );
+    passes(
+        "dead_letters_go_by_their_bound",
+        block_on(history::dead_letters_go_by_their_bound(&f)),
+    );
+    passes(
+        "events_report_each_change",
+        block_on(events::events_report_each_change(&f)),
+    );
+    passes(
+        "a_slow_subscriber_is_dropped",
+        block_on(events::a_slow_subscriber_is_dropped(&f)),
+    );
+}
+
+#[test]
+fn completions_left_uncounted_are_caught() {
+    let f = FaultyFactory(Fault::CompletionsUncounted);
+    caught("completions uncounted", || {
+        history::completions_are_counted(&f)
+    });
+}
+
+#[test]
+fn dead_letters_kept_past_their_bound_are_caught() {
+    let f = FaultyFactory(Fault::DeadUnbounded);
+    caught("dead letters unbounded", || {
+        history::dead_letters_go_by_their_bound(&f)
+    });
+}
+
+const EVENTS: Rule = Rule::Contract("Events");
+
+/// Runs `check` RUNS times; each run must report the Events contract.
+fn caught_events<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = CheckResult>,
+{
+    for run in 0..RUNS {
+        match block_on(check()) {
+            Err(v) if v.rule == EVENTS => eprintln!("caught {what} (run {run}): {v}"),
+            Err(v) => panic!("{what} (run {run}): reported {v}, expected {EVENTS:?}"),
+            Ok(o) => panic!("{what} (run {run}): the suite let it through: {o:?}"),
+        }
+    }
+}
+
+#[test]
+fn silent_events_are_caught() {
+    let f = FaultyFactory(Fault::EventsSilent);
+    // Each run ends by the check's wait for an event that never comes (10
+    // s): once per check is enough to show it, and it is the same each time.
+    for (what, result) in [
+        ("no event", block_on(events::events_report_each_change(&f))),
+        (
+            "no event, flooded",
+            block_on(events::a_slow_subscriber_is_dropped(&f)),
+        ),
+    ] {
+        match result {
+            Err(v) if v.rule == EVENTS => eprintln!("caught {what}: {v}"),
+            other => panic!("{what}: expected a violation of {EVENTS:?}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn events_naming_the_wrong_job_are_caught() {
+    let f = FaultyFactory(Fault::EventsOffByOne);
+    caught_events("wrong ids", || events::events_report_each_change(&f));
+    caught_events("wrong ids, flooded", || {
+        events::a_slow_subscriber_is_dropped(&f)
+    });
 }

@@ -154,7 +154,7 @@ function completionRate(samples, _s, i) {
   return dt > 0 ? samples[i].completed / dt : 0;
 }
 
-// A completion counter is there: some queue keeps completed items.
+// A completion counter is there: the backend counts completions.
 function hasCounter(history) {
   return history.samples.some((p) => p.completed !== null && p.completed !== undefined);
 }
@@ -166,27 +166,25 @@ function completionChart(id, history) {
   const title = el("h2", { text: "Completions per second" });
   if (!hasCounter(history)) {
     return [title, el("p", { id: "counter-note", class: "muted", text: "No completion counter: " +
-      "retention off. A queue that keeps completed items is counted from its kept history." })];
+      "this backend does not count completions (it has no History group)." })];
   }
   return [title, chart(id, history, ["completed"], completionRate),
-    el("p", { id: "counter-note", class: "muted", text: "Counted from the kept history: completed " +
-      "items by finish time, per sample." })];
+    el("p", { id: "counter-note", class: "muted", text: "From the queue's completion counter, " +
+      "per sample." })];
 }
 
-// The overview's throughput: completions where a queue keeps history,
-// else the net drain, a lower bound, said so.
+// The overview's throughput: completions from the counters, else (a
+// backend that does not count) the net drain, a lower bound, said so.
 function throughputChart(history) {
   if (hasCounter(history)) {
-    return [el("h2", { text: "Completions per second, queues that keep completed items" }),
+    return [el("h2", { text: "Completions per second" }),
       chart("throughput", history, ["completed"], completionRate),
-      el("p", { id: "counter-note", class: "muted", text: "Counted from each queue's kept history. " +
-        "Queues with retention off have no completion counter and are not in this line." })];
+      el("p", { id: "counter-note", class: "muted", text: "From each queue's completion counter." })];
   }
   return [el("h2", { text: "Throughput: items leaving the queues per second (net of new ones)" }),
     chart("throughput", history, ["drained"], drainRate),
-    el("p", { id: "counter-note", class: "muted", text: "No completion counter: retention off, so " +
-      "this is the net drain, a lower bound. A queue that keeps completed items (leaseq retention) " +
-      "gets a real count." })];
+    el("p", { id: "counter-note", class: "muted", text: "No completion counter: this backend does " +
+      "not count completions, so this is the net drain, a lower bound." })];
 }
 
 // What a chart covers, in words.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leaseq_core::{Backend, CancellationToken, QueueName};
 
-use crate::completions::completed_between;
+use crate::completions::Counters;
 use crate::history::{Counts, History, Sample, MAX_QUEUES};
 
 /// The shortest interval accepted: each tick costs a `stats` call per queue.
@@ -97,8 +97,8 @@ async fn run(
     // A slow backend delays the next tick instead of bunching ticks up.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
-    // The last tick sampled: completions are counted since then.
-    let mut last_ms: Option<u64> = None;
+    // Each queue's completion counter at the last tick.
+    let mut counters = Counters::default();
     // Queues with a completion counter that may still count: a queue whose
     // items all completed is no longer listed, but its last completions
     // still count at the next tick.
@@ -108,7 +108,7 @@ async fn run(
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let sampled = sample(backend.as_ref(), last_ms, every, &counting).await;
+        let sampled = sample(backend.as_ref(), &mut counters, &counting).await;
         let Some(collector) = collector.upgrade() else {
             return;
         };
@@ -118,8 +118,8 @@ async fn run(
                     tracing::info!("the dashboard's collector samples again");
                     failing = false;
                 }
-                last_ms = Some(t_ms);
                 counting = still_counting(&listed);
+                counters.retain(|q| listed.iter().any(|(name, _, _)| name == q));
                 collector.lock().record(t_ms, &listed);
             }
             // Once per outage, not at every tick; the chart shows the gap.
@@ -146,29 +146,21 @@ fn still_counting(sampled: &[Counts]) -> BTreeSet<QueueName> {
 }
 
 /// The backend's time and the counts of every listed queue and of those
-/// in `counting`, each with its completions since `last_ms` (one interval
-/// back at the first tick).
+/// in `counting`, each with its completions since the last tick.
 async fn sample(
     backend: &dyn Backend,
-    last_ms: Option<u64>,
-    every: Duration,
+    counters: &mut Counters,
     counting: &BTreeSet<QueueName>,
 ) -> leaseq_core::Result<(u64, Vec<Counts>)> {
     let now = backend.now().await?.as_millis();
-    let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
-    let since = last_ms.unwrap_or_else(|| now.saturating_sub(every_ms));
     let mut names = backend.queues().await?;
     let listed: BTreeSet<_> = names.iter().cloned().collect();
     names.extend(counting.difference(&listed).cloned());
-    let counts = futures_util::future::join_all(names.iter().map(|q| async move {
-        let stats = backend.stats(q).await?;
-        let completed = completed_between(backend, q, since, now).await?;
-        Ok::<_, leaseq_core::Error>((stats, completed))
-    }))
-    .await;
+    let counts = futures_util::future::join_all(names.iter().map(|q| backend.stats(q))).await;
     let mut listed = Vec::with_capacity(names.len());
-    for (name, counts) in names.into_iter().zip(counts) {
-        let (stats, completed) = counts?;
+    for (name, stats) in names.into_iter().zip(counts) {
+        let stats = stats?;
+        let completed = counters.since_last(&name, &stats);
         listed.push((name, stats, completed));
     }
     Ok((now, listed))

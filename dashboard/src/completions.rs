@@ -1,47 +1,61 @@
-//! The completion counter the collector reads: how many kept Completed
-//! items of a queue finished within a sample's window, from the queue's
-//! history. A queue that keeps no completed items has no counter: its
-//! completions leave no trace, and the page says so instead of guessing.
+//! The completions the collector charts: each queue's completion counter
+//! ([`QueueStats::completed`]) read at every tick, as the difference from
+//! the tick before. A backend without the counter (no History group) has
+//! none to chart, and the page says so instead of guessing.
 
-use leaseq_core::limits::MAX_PEEK;
-use leaseq_core::{Backend, BackendExt as _, Ending, QueueName, Result};
+use std::collections::HashMap;
 
-/// The first read's length; it doubles while every item read is in the
-/// window, so a tick costs what finished in it.
-const FIRST_READ: usize = 64;
+use leaseq_core::{QueueName, QueueStats};
 
-/// Kept Completed items of `queue` whose finish time is in `(since,
-/// until]` (ms, the backend's clock), or `None` when the backend keeps no
-/// history or the queue keeps no completed items. At most [`MAX_PEEK`]
-/// are counted per window: past that, the count is a lower bound; a
-/// policy whose `max_count` is smaller than a window's completions, or
-/// whose `max_age` is shorter than the window, undercounts too.
-pub(crate) async fn completed_between(
-    backend: &dyn Backend,
-    queue: &QueueName,
-    since: u64,
-    until: u64,
-) -> Result<Option<u32>> {
-    let Ok(history) = backend.history() else {
-        return Ok(None);
-    };
-    if !history.retention(queue).await?.completed.keeps_any() {
-        return Ok(None);
+/// Each queue's counter at the last tick.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    last: HashMap<QueueName, u64>,
+}
+
+impl Counters {
+    /// `queue`'s completions since the last tick that read its counter;
+    /// `None` without a counter, or at the first reading (nothing to
+    /// compare with yet). A counter that went back (the queue was deleted
+    /// and made again) counts from 0.
+    pub(crate) fn since_last(&mut self, queue: &QueueName, stats: &QueueStats) -> Option<u32> {
+        let Some(now) = stats.completed else {
+            self.last.remove(queue);
+            return None;
+        };
+        let before = self.last.insert(queue.clone(), now)?;
+        let done = if now >= before { now - before } else { now };
+        Some(u32::try_from(done).unwrap_or(u32::MAX))
     }
-    let mut limit = FIRST_READ;
-    loop {
-        // Newest first: the items in the window come before the older ones.
-        let kept = history
-            .finished(queue, Some(Ending::Completed), limit)
-            .await?;
-        let older = kept.iter().any(|f| f.finished_at.as_millis() <= since);
-        if older || kept.len() < limit || limit >= MAX_PEEK {
-            let n = kept
-                .iter()
-                .filter(|f| (since + 1..=until).contains(&f.finished_at.as_millis()))
-                .count();
-            return Ok(Some(u32::try_from(n).unwrap_or(u32::MAX)));
+
+    /// Forgets the queues not in `keep`, so the map stays as small as the
+    /// set of queues sampled.
+    pub(crate) fn retain(&mut self, keep: impl Fn(&QueueName) -> bool) {
+        self.last.retain(|q, _| keep(q));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(completed: Option<u64>) -> QueueStats {
+        QueueStats {
+            completed,
+            ..QueueStats::default()
         }
-        limit = (limit * 2).min(MAX_PEEK);
+    }
+
+    #[test]
+    fn completions_are_the_counter_s_rise_between_ticks() {
+        let q = QueueName::new("q").unwrap();
+        let mut c = Counters::default();
+        assert_eq!(c.since_last(&q, &stats(Some(10))), None, "first reading");
+        assert_eq!(c.since_last(&q, &stats(Some(15))), Some(5));
+        assert_eq!(c.since_last(&q, &stats(Some(15))), Some(0));
+        assert_eq!(c.since_last(&q, &stats(Some(3))), Some(3), "made again");
+        assert_eq!(c.since_last(&q, &stats(None)), None, "no counter");
+        c.retain(|_| false);
+        assert_eq!(c.since_last(&q, &stats(Some(7))), None, "forgotten");
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 pub(crate) const MAX_QUEUES: usize = 100;
 
 /// One queue's counts at a tick, and its completions since the last one
-/// (`None`: no completion counter, the queue keeps no completed items).
+/// (`None`: no completion counter on this backend, or its first tick).
 pub(crate) type Counts = (QueueName, QueueStats, Option<u32>);
 
 /// One moment's counts, on the backend's clock. 48 bytes.
@@ -24,8 +24,8 @@ pub(crate) struct Sample {
     pub(crate) scheduled: u64,
     pub(crate) leased: u64,
     pub(crate) dead: u64,
-    /// Items completed since the previous sample, counted from the kept
-    /// history; `None` when no queue in it keeps completed items.
+    /// Items completed since the previous sample, from the completion
+    /// counters; `None` when no queue in it has one yet.
     pub(crate) completed: Option<u32>,
 }
 

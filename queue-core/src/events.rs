@@ -448,11 +448,17 @@ impl EventHub {
         if self.watched.load(Ordering::Acquire) == 0 {
             return;
         }
-        let keys = self.keys();
-        if let Some(tx) = keys.get(key).filter(|tx| tx.receiver_count() > 0) {
+        let mut keys = self.keys();
+        let Some(tx) = keys.get(key) else { return };
+        if tx.receiver_count() > 0 {
             // An error means the last stream just went: nobody to tell.
             let _ = tx.send(make());
+            return;
         }
+        // Its last stream is gone: forget the key, so that once no key is
+        // left, publishing is back to one atomic load.
+        keys.remove(key);
+        self.watched.store(keys.len(), Ordering::Release);
     }
 }
 
@@ -564,6 +570,8 @@ mod tests {
         assert!(hub.is_watched("other") && !hub.is_watched("q"));
         drop(stream);
         assert!(!hub.is_watched("other"));
+        hub.publish("other", || unreachable!("built after the last stream went"));
+        assert_eq!(hub.watched.load(Ordering::Acquire), 0, "the key is forgotten");
     }
 
     #[tokio::test]

@@ -78,11 +78,14 @@ pub async fn backend(which: Which, tag: &str) -> Option<(Arc<dyn Backend>, Clean
     }
 }
 
-/// A raw connection for planting corruption.
+/// A raw connection for planting corruption. No response timeout: the
+/// client's default (500 ms) fails a large read on a loaded machine, and
+/// each check has its own deadline.
 pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     redis::Client::open(url)
         .expect("url")
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("raw connection")
 }

@@ -168,6 +168,9 @@ pub(crate) async fn stats(url: &Target, args: StatsArgs) -> Result<(), CliError>
         println!("{:<10} {:>12}", state.as_str(), stats.get(state));
     }
     println!("{:<10} {:>12}", "total", stats.total());
+    if let Some(n) = stats.completed {
+        println!("{:<10} {:>12}  (since the queue was made)", "completed", n);
+    }
     Ok(())
 }
 

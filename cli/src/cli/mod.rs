@@ -5,6 +5,7 @@ mod control;
 mod dashboard;
 mod demo;
 mod error;
+mod events;
 mod history;
 mod limits;
 mod schedules;
@@ -111,6 +112,10 @@ enum Command {
     /// it (--completed-secs, --completed-count, --cancelled-secs,
     /// --cancelled-count; --off keeps nothing).
     Retention(history::RetentionArgs),
+    /// A queue's job events as they happen (enqueued, started, progress,
+    /// completed, failed, released, dead, cancelled), until interrupted or
+    /// --count events; at most once, on backends with the Events group.
+    Events(events::EventsArgs),
     /// Creates or upgrades the PostgreSQL or SQLite schema, or converts
     /// the Redis queues still in key layout 1 (the only command that does;
     /// admin commands never do).
@@ -232,6 +237,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Demo(args) => return demo::run(url, args, shutdown).await,
         Command::Schedules(cmd) => return schedules::run(url, cmd, shutdown).await,
         Command::Dashboard(args) => return dashboard::run(url, args, shutdown).await,
+        Command::Events(args) => return events::events(url, args, shutdown).await,
         one_shot => one_shot,
     };
     interruptible(&shutdown, one_shot_command(url, one_shot)).await
@@ -274,8 +280,10 @@ async fn one_shot_command(url: &Target, command: Command) -> Result<(), CliError
         Command::Retention(args) => history::retention(url, args).await,
         Command::Migrate => admin::migrate(url).await,
         Command::Limits(command) => limits::run(url, command).await,
-        Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) => Err(CliError::Usage(
-            "this command runs until interrupted, not once".into(),
-        )),
+        Command::Demo(_) | Command::Schedules(_) | Command::Dashboard(_) | Command::Events(_) => {
+            Err(CliError::Usage(
+                "this command runs until interrupted, not once".into(),
+            ))
+        }
     }
 }

@@ -228,7 +228,12 @@ pub(crate) fn item(queue: &str, it: &ItemInfo, now: Timestamp, out: Output) {
 
 /// A queue's counts as JSON.
 pub(crate) fn stats_json(queue: &str, stats: &QueueStats) -> Value {
-    let mut v = json!({ "queue": queue, "total": stats.total(), "paused": stats.paused });
+    let mut v = json!({
+        "queue": queue,
+        "total": stats.total(),
+        "paused": stats.paused,
+        "completed": stats.completed,
+    });
     for state in ItemState::ALL {
         v[state.as_str()] = json!(stats.get(state));
     }

@@ -116,8 +116,14 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
                 RULE,
                 "delete_queue deleted {deleted} items; the queue held {held} (Ready, Scheduled, Leased and Dead all count)"
             );
+            let stats = cx.stats().await?;
             ensure!(
-                cx.stats().await? == QueueStats::default(),
+                stats
+                    == QueueStats {
+                        // A backend that counts completions starts again at 0.
+                        completed: stats.completed.map(|_| 0),
+                        ..QueueStats::default()
+                    },
                 RULE,
                 "stats after delete_queue are {:?}; expected all zero",
                 cx.stats().await?

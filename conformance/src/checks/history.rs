@@ -335,3 +335,201 @@ pub async fn wait_finished_answers_the_result<F: BackendFactory>(factory: &F) ->
     })
     .await
 }
+
+/// `stats` counts every completion (ack, `ack_many`, `complete`), kept or
+/// not, and nothing else; a purge keeps the count, `delete_queue` sets it
+/// back to 0.
+pub async fn completions_are_counted<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "completions_are_counted",
+        RULE,
+        Needs::HISTORY,
+        |cx| async move {
+            let count = |cx: Cx| async move { cx.stats().await.map(|s| s.completed) };
+            let got = count(cx.clone()).await?;
+            ensure!(
+                got == Some(0),
+                RULE,
+                "a new queue's completion count is {got:?}; expected Some(0)"
+            );
+            cx.push_n(6).await?;
+            let mut leases = cx.claim(6, LONG).await?;
+            ensure!(leases.len() == 6, RULE, "claimed {} of 6", leases.len());
+            leases.sort_by_key(Lease::id);
+            cx.b.ack(&leases[0].key).await.or_fail(RULE, "ack")?;
+            let keys: Vec<_> = leases[1..3].iter().map(|l| l.key.clone()).collect();
+            cx.b.ack_many(&keys).await.or_fail(RULE, "ack_many")?;
+            cx.b.complete(&leases[3].key, Bytes::from_static(b"r"))
+                .await
+                .or_fail(RULE, "complete")?;
+            // Not completions: a release, a fail, and a stale ack.
+            cx.b.release(&leases[4].key, Duration::ZERO)
+                .await
+                .or_fail(RULE, "release")?;
+            cx.b.fail(&leases[5].key, "no")
+                .await
+                .or_fail(RULE, "fail")?;
+            let again = cx.b.ack(&leases[0].key).await;
+            ensure!(
+                matches!(again, Err(ref e) if e.is_lease_lost()),
+                RULE,
+                "a second ack answered {again:?}"
+            );
+            let got = count(cx.clone()).await?;
+            ensure!(
+                got == Some(4),
+                RULE,
+                "after 4 completions (nothing kept) the count is {got:?}; expected Some(4)"
+            );
+            set(&cx, Retention::default().completed(Keep::count(1))).await?;
+            let lease = cx.claim_one(LONG).await?;
+            cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+            let got = count(cx.clone()).await?;
+            ensure!(
+                got == Some(5),
+                RULE,
+                "after a kept completion the count is {got:?}; expected Some(5)"
+            );
+            if cx.b.groups().admin.is_some() {
+                cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
+                let got = count(cx.clone()).await?;
+                ensure!(
+                    got == Some(5),
+                    RULE,
+                    "a purge changed the completion count to {got:?}; expected it kept (5)"
+                );
+                cx.b.delete_queue(&cx.q)
+                    .await
+                    .or_fail(RULE, "delete_queue")?;
+                let got = count(cx.clone()).await?;
+                ensure!(
+                    got == Some(0),
+                    RULE,
+                    "after delete_queue the completion count is {got:?}; expected Some(0)"
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// [`Retention::dead`] bounds the dead letters: `collect` removes the
+/// oldest beyond the count and those dead longer than the age, and
+/// nothing else; a removed letter's dedup key is free; the bound round
+/// trips through `retention`.
+pub async fn dead_letters_go_by_their_bound<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(
+        factory,
+        "dead_letters_go_by_their_bound",
+        RULE,
+        Needs::HISTORY,
+        |cx| async move {
+            let history = cx.b.history().or_fail(RULE, "history")?;
+            let dedup = cx.b.capabilities().dedup;
+            let items = (0..4)
+                .map(|n| {
+                    let item = NewItem::new(format!("dead-{n}"));
+                    if dedup && n == 0 {
+                        item.dedup_key("dead-key")
+                    } else {
+                        item
+                    }
+                })
+                .collect();
+            let ids = cx.enqueue(items).await?;
+            // Die in id order, so the oldest deaths are the lowest ids.
+            for _ in 0..ids.len() {
+                let lease = cx.claim_one(LONG).await?;
+                cx.b.fail(&lease.key, "given up")
+                    .await
+                    .or_fail(RULE, "fail")?;
+            }
+            let removed = history.collect(&cx.q).await.or_fail(RULE, "collect")?;
+            ensure!(
+                removed == 0,
+                RULE,
+                "collect under the default policy removed {removed} dead letters"
+            );
+            let policy = Retention::default().dead(Keep::count(2));
+            set(&cx, policy).await?;
+            let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
+            ensure!(
+                got == policy,
+                RULE,
+                "retention answered {got:?} after set_retention({policy:?})"
+            );
+            let removed = history.collect(&cx.q).await.or_fail(RULE, "collect")?;
+            if cx.b.capabilities().order != leaseq_core::Order::Global {
+                // A queue spread over stores bounds each store's letters.
+                ensure!(
+                    removed <= 2,
+                    RULE,
+                    "collect with at most 2 dead letters kept removed {removed} of 4"
+                );
+                cx.b.purge(&cx.q).await.or_fail(RULE, "purge")?;
+                return dead_by_age(&cx).await;
+            }
+            ensure!(
+                removed == 2,
+                RULE,
+                "collect with at most 2 dead letters kept removed {removed} of 4"
+            );
+            for (n, &id) in ids.iter().enumerate() {
+                let present = cx.item(id).await?.is_some();
+                ensure!(
+                    present == (n >= 2),
+                    RULE,
+                    "after collect, dead letter {id} (death {n}) is {}",
+                    if present { "still there" } else { "gone" }
+                );
+            }
+            cx.expect_stats([0, 0, 0, 2], "with 2 dead letters kept")
+                .await?;
+            if dedup {
+                let out =
+                    cx.b.enqueue(&cx.q, vec![NewItem::new("again").dedup_key("dead-key")])
+                        .await
+                        .or_fail(RULE, "enqueue")?;
+                ensure!(
+                    !out[0].deduplicated,
+                    RULE,
+                    "the dedup key of the collected dead letter {} is still held",
+                    ids[0]
+                );
+                cx.b.remove_item(&cx.q, out[0].id).await.ok();
+            }
+            dead_by_age(&cx).await
+        },
+    )
+    .await
+}
+
+/// With 2 old dead letters in the queue: an age bound removes them at the
+/// next collect, and keeps one that died after.
+async fn dead_by_age(cx: &Cx) -> Result<(), crate::Violation> {
+    let history = cx.b.history().or_fail(RULE, "history")?;
+    let before = cx.stats().await?.dead;
+    let age = SHORT * 4;
+    set(cx, Retention::default().dead(Keep::for_age(age))).await?;
+    let first = cx.now().await?;
+    cx.wait_past(first.saturating_add(age)).await?;
+    let fresh = cx.enqueue(vec![NewItem::new("fresh")]).await?[0];
+    let lease = cx.claim_one(LONG).await?;
+    cx.b.fail(&lease.key, "given up")
+        .await
+        .or_fail(RULE, "fail")?;
+    let died = cx.now().await?;
+    let removed = history.collect(&cx.q).await.or_fail(RULE, "collect")?;
+    let after = cx.now().await?;
+    let fresh_gone = cx.item(fresh).await?.is_none();
+    // The fresh letter goes too only if its own age ran out meanwhile.
+    ensure!(
+            removed == before + u64::from(fresh_gone) && (!fresh_gone || after >= died.saturating_add(age)),
+            RULE,
+            "collect with an age bound removed {removed} dead letters (the fresh one {}); expected the {before} old ones",
+            if fresh_gone { "gone" } else { "kept" }
+        );
+    Ok(())
+}

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod control;
 pub mod dedup;
 pub mod delete;
+pub mod events;
 pub mod fencing;
 pub mod healing;
 pub mod history;

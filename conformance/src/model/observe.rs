@@ -49,7 +49,11 @@ impl Model {
         let got = got
             .as_ref()
             .map_err(|e| contract("stats", format!("stats failed: {e}")))?;
-        let want = self.expected_stats(now)?;
+        let mut want = self.expected_stats(now)?;
+        if self.kept.is_none() {
+            // Without History the count is not part of the contract.
+            want.completed = got.completed;
+        }
         ensure!(
             *got == want,
             Rule::Inv1,

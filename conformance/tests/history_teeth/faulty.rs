@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use leaseq_core::events::EventStream;
 use leaseq_core::signal::Signal;
 use leaseq_core::{
-    Backend, BackendExt, Bytes, Ending, Finished, Groups, History, ItemId, Keep, LayeredBackend,
-    LeaseKey, QueueName, Result, Retention,
+    Backend, BackendExt, Bytes, Ending, Events, Finished, Groups, History, ItemId, Keep,
+    LayeredBackend, LeaseKey, QueueName, QueueStats, Result, Retention,
 };
 
 /// The fault seeded into the wrapped backend.
@@ -33,6 +34,15 @@ pub(crate) enum Fault {
     /// The policy is cached beside the store: `delete_queue` does not
     /// forget it.
     PolicyCached,
+    /// `stats` never counts a completion.
+    CompletionsUncounted,
+    /// The dead-letter bound is answered as set but never stored: dead
+    /// letters stay for ever.
+    DeadUnbounded,
+    /// `subscribe` gives a stream on which nothing ever comes.
+    EventsSilent,
+    /// Events name the next job's id.
+    EventsOffByOne,
 }
 
 /// `inner` with `fault`.
@@ -70,7 +80,27 @@ impl LayeredBackend for Faulty {
     }
 
     fn groups(&self) -> Groups<'_> {
-        self.inner.groups().history(self)
+        self.inner.groups().history(self).events(self)
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let mut stats = self.inner.stats(queue).await?;
+        if self.fault == Fault::CompletionsUncounted {
+            stats.completed = Some(0);
+        }
+        Ok(stats)
+    }
+}
+
+#[async_trait]
+impl Events for Faulty {
+    async fn subscribe(&self, queue: &QueueName) -> Result<EventStream> {
+        let stream = self.inner.events()?.subscribe(queue).await?;
+        Ok(match self.fault {
+            Fault::EventsSilent => EventStream::empty(),
+            Fault::EventsOffByOne => stream.map_ids(|id| Some(ItemId::new(id.get() + 1))),
+            _ => stream,
+        })
     }
 }
 
@@ -83,6 +113,11 @@ impl History for Faulty {
                     keep.max_count = None;
                 }
             }
+        }
+        if self.fault == Fault::DeadUnbounded {
+            let mut cached = self.policies.lock().unwrap_or_else(|p| p.into_inner());
+            cached.insert(queue.clone(), retention);
+            retention.dead = Keep::FOREVER;
         }
         if self.fault == Fault::PolicyCached {
             let mut cached = self.policies.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,0 +1,249 @@
+//! The Events group: each change to a job is reported once, with its data,
+//! in order per job, and nothing is reported for what changes nothing; a
+//! subscriber that falls behind is dropped with `Lagged` instead of
+//! holding events without bound.
+//!
+//! For backends that offer [`leaseq_core::Events`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use leaseq_core::events::{EventKind, EventStream, JobEvent, EVENT_BUFFER, MAX_EVENT_RESULT};
+use leaseq_core::{BackendExt, Bytes, Error, ItemId, Lease, NewItem};
+
+use crate::cx::{run, Cx, Needs, LONG, SHORT};
+use crate::groupwise::Groupwise as _;
+use crate::outcome::{ensure, OrFail};
+use crate::{BackendFactory, CheckResult, Rule, Violation};
+
+const RULE: Rule = Rule::Contract("Events");
+
+/// How long a check waits for one event it expects before it calls it
+/// lost: generous, since events may cross a server.
+const EVENT_WAIT: Duration = Duration::from_secs(10);
+
+async fn subscribe(cx: &Cx) -> Result<EventStream, Violation> {
+    let events = cx.b.events().or_fail(RULE, "events")?;
+    events.subscribe(&cx.q).await.or_fail(RULE, "subscribe")
+}
+
+/// The next event, `None` when none came within `wait`; a lag or the end of
+/// the stream fails the check.
+async fn next(
+    cx: &Cx,
+    stream: &mut EventStream,
+    wait: Duration,
+) -> Result<Option<JobEvent>, Violation> {
+    match tokio::time::timeout(wait, stream.next()).await {
+        Err(_) => Ok(None),
+        Ok(Some(Ok(event))) => Ok(Some(event)),
+        Ok(Some(Err(e))) => Err(cx.fail(format!("the event stream failed: {e}"))),
+        Ok(None) => Err(cx.fail("the event stream ended while the backend was open")),
+    }
+}
+
+/// The kind, with a Failed or Dead reason left out unless `exact`.
+fn shape(kind: &EventKind, exact: bool) -> EventKind {
+    match kind {
+        EventKind::Failed { .. } if !exact => EventKind::failed("*"),
+        EventKind::Dead { .. } if !exact => EventKind::dead("*"),
+        other => other.clone(),
+    }
+}
+
+/// Every change to a job is reported, with its data, in order per job:
+/// enqueued, started (attempt), progress, completed (with a small result,
+/// or marked elided past [`MAX_EVENT_RESULT`]), released, dead (with the
+/// reason), failed (an expired lease reaped with attempts left),
+/// cancelled (at once, and when a cancel-requested lease ends). An
+/// enqueue that deduplicated reports nothing.
+pub async fn events_report_each_change<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "events_report_each_change", RULE, Needs::EVENTS, |cx| async move {
+        let groups = cx.b.groups();
+        let (control, history) = (groups.control.is_some(), groups.history.is_some());
+        let caps = cx.b.capabilities();
+        let can_expire = cx.hooks().is_some() || cx.tb.is_manual();
+        let mut stream = subscribe(&cx).await?;
+        // id -> the kinds it must report, in order; `true`: reasons exact.
+        let mut want: BTreeMap<ItemId, (Vec<EventKind>, bool)> = BTreeMap::new();
+        let started = |kinds: &[EventKind]| {
+            let mut v = vec![EventKind::Enqueued, EventKind::Started { attempt: 1 }];
+            v.extend_from_slice(kinds);
+            v
+        };
+
+        let mut items = vec![NewItem::new("a"), NewItem::new("b"), NewItem::new("c"), NewItem::new("d")];
+        if caps.dedup {
+            items.push(NewItem::new("e").dedup_key("events-key"));
+        }
+        items.push(NewItem::new("g").max_attempts(3));
+        if control {
+            items.push(NewItem::new("h"));
+        }
+        let ids = cx.enqueue(items).await?;
+        if caps.dedup {
+            let again = cx.b.enqueue(&cx.q, vec![NewItem::new("e2").dedup_key("events-key")]).await.or_fail(RULE, "enqueue")?;
+            ensure!(again[0].deduplicated, RULE, "a second enqueue of a held dedup key was not deduplicated");
+        }
+        let mut leases = cx.claim(ids.len() as u32, LONG).await?;
+        ensure!(leases.len() == ids.len(), RULE, "claimed {} of {}", leases.len(), ids.len());
+        leases.sort_by_key(Lease::id);
+        let by_payload = |p: &str| leases.iter().find(|l| l.payload == p.as_bytes()).cloned();
+        let lease = |p: &str| by_payload(p).ok_or_else(|| cx.fail(format!("no lease of item {p:?}")));
+
+        let a = lease("a")?;
+        let mut a_kinds = Vec::new();
+        if control {
+            cx.b.progress(&a.key, Bytes::from_static(b"half")).await.or_fail(RULE, "progress")?;
+            a_kinds.push(EventKind::Progress(Bytes::from_static(b"half")));
+        }
+        if history {
+            cx.b.complete(&a.key, Bytes::from_static(b"r")).await.or_fail(RULE, "complete")?;
+            a_kinds.push(EventKind::completed(Some(Bytes::from_static(b"r"))));
+        } else {
+            cx.b.ack(&a.key).await.or_fail(RULE, "ack")?;
+            a_kinds.push(EventKind::completed(None));
+        }
+        want.insert(a.id(), (started(&a_kinds), true));
+
+        let c = lease("c")?;
+        cx.b.fail(&c.key, "bad input").await.or_fail(RULE, "fail")?;
+        want.insert(c.id(), (started(&[EventKind::dead("bad input")]), true));
+
+        let d = lease("d")?;
+        cx.b.ack_many(std::slice::from_ref(&d.key)).await.or_fail(RULE, "ack_many")?;
+        want.insert(d.id(), (started(&[EventKind::completed(None)]), true));
+
+        if let Some(e) = by_payload("e") {
+            let end = if history {
+                let big = Bytes::from(vec![b'x'; MAX_EVENT_RESULT + 1]);
+                cx.b.complete(&e.key, big).await.or_fail(RULE, "complete")?;
+                EventKind::Completed { result: None, result_elided: true }
+            } else {
+                cx.b.ack(&e.key).await.or_fail(RULE, "ack")?;
+                EventKind::completed(None)
+            };
+            want.insert(e.id(), (started(&[end]), true));
+        }
+
+        if let Some(h) = by_payload("h") {
+            cx.b.cancel(&cx.q, h.id()).await.or_fail(RULE, "cancel")?;
+            cx.b.ack(&h.key).await.or_fail(RULE, "ack")?;
+            want.insert(h.id(), (started(&[EventKind::Cancelled]), true));
+            let f = cx.enqueue(vec![NewItem::new("f")]).await?[0];
+            cx.b.cancel(&cx.q, f).await.or_fail(RULE, "cancel")?;
+            want.insert(f, (vec![EventKind::Enqueued, EventKind::Cancelled], true));
+        }
+
+        let b = lease("b")?;
+        cx.b.release(&b.key, Duration::ZERO).await.or_fail(RULE, "release")?;
+        want.insert(b.id(), (started(&[EventKind::Released]), true));
+
+        let g = lease("g")?;
+        if can_expire {
+            cx.expire(std::slice::from_ref(&g)).await?;
+            let report = cx.reap_all().await?;
+            ensure!(report.requeued == 1, RULE, "the reap of one expired lease with attempts left answered {report:?}");
+            want.insert(g.id(), (started(&[EventKind::failed("*")]), false));
+        } else {
+            cx.b.ack(&g.key).await.or_fail(RULE, "ack")?;
+            want.insert(g.id(), (started(&[EventKind::completed(None)]), true));
+        }
+
+        // Read until every job reported what it must, then a little more
+        // for anything extra.
+        let mut got: BTreeMap<ItemId, Vec<EventKind>> = BTreeMap::new();
+        let complete = |got: &BTreeMap<ItemId, Vec<EventKind>>| {
+            want.iter().all(|(id, (kinds, _))| got.get(id).map_or(0, Vec::len) >= kinds.len())
+        };
+        while !complete(&got) {
+            let Some(event) = next(&cx, &mut stream, EVENT_WAIT).await? else {
+                return Err(cx.fail(format!(
+                    "no event came within {EVENT_WAIT:?}; the jobs reported {got:?}, and must report {want:?}"
+                )));
+            };
+            got.entry(event.id).or_default().push(event.kind);
+        }
+        while let Some(event) = next(&cx, &mut stream, SHORT).await? {
+            got.entry(event.id).or_default().push(event.kind);
+        }
+        for (id, kinds) in &got {
+            let Some((expected, exact)) = want.get(id) else {
+                return Err(cx.fail(format!("job {id} reported {kinds:?}; it was never enqueued here")));
+            };
+            let seen: Vec<EventKind> = kinds.iter().map(|k| shape(k, *exact)).collect();
+            ensure!(
+                &seen == expected,
+                RULE,
+                "job {id} reported {kinds:?}; expected {expected:?} (one event per change, in order)"
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A subscriber that reads nothing while more than [`EVENT_BUFFER`]
+/// events go by is dropped: it gets [`Error::Lagged`] once and then the
+/// end of its stream. A subscriber that keeps up, beside it, sees every
+/// event.
+pub async fn a_slow_subscriber_is_dropped<F: BackendFactory>(factory: &F) -> CheckResult {
+    run(factory, "a_slow_subscriber_is_dropped", RULE, Needs::EVENTS, |cx| async move {
+        let mut slow = subscribe(&cx).await?;
+        let mut quick = subscribe(&cx).await?;
+        // Enough for a queue spread over up to eight stores to overflow
+        // each store's buffer.
+        const ROUND: usize = 100;
+        let rounds = (EVENT_BUFFER * 8).div_ceil(ROUND) + 1;
+        for _ in 0..rounds {
+            let ids: BTreeSet<ItemId> = cx.push_n(ROUND).await?.into_iter().collect();
+            let mut seen = BTreeSet::new();
+            while seen.len() < ids.len() {
+                let Some(event) = next(&cx, &mut quick, EVENT_WAIT).await? else {
+                    return Err(cx.fail(format!(
+                        "a subscriber that keeps up saw {} of {} enqueues within {EVENT_WAIT:?}",
+                        seen.len(),
+                        ids.len()
+                    )));
+                };
+                ensure!(
+                    event.kind == EventKind::Enqueued && ids.contains(&event.id),
+                    RULE,
+                    "a subscriber got {event:?} while only enqueues of {ids:?} happened"
+                );
+                seen.insert(event.id);
+            }
+        }
+        let mut read = 0usize;
+        loop {
+            match tokio::time::timeout(EVENT_WAIT, slow.next()).await {
+                Err(_) => {
+                    return Err(cx.fail(format!(
+                        "a subscriber that read nothing while {} events went by got {read} of them and then \
+                         waited: it was neither dropped with Lagged nor bounded",
+                        rounds * ROUND
+                    )))
+                }
+                Ok(Some(Ok(_))) => {
+                    read += 1;
+                    ensure!(
+                        read <= EVENT_BUFFER * 8,
+                        RULE,
+                        "a subscriber that read nothing got {read} events afterwards: more than the bound"
+                    );
+                }
+                Ok(Some(Err(Error::Lagged { missed }))) => {
+                    ensure!(missed > 0, RULE, "Lagged reported 0 missed events");
+                    break;
+                }
+                Ok(Some(Err(e))) => return Err(cx.fail(format!("the slow stream failed with {e}; expected Lagged"))),
+                Ok(None) => return Err(cx.fail("the slow stream ended without Lagged")),
+            }
+        }
+        match tokio::time::timeout(EVENT_WAIT, slow.next()).await {
+            Ok(None) => Ok(()),
+            other => Err(cx.fail(format!("after Lagged the stream answered {other:?}; expected its end"))),
+        }
+    })
+    .await
+}
