@@ -78,6 +78,8 @@ pub(crate) struct HistorySql {
     finished_item: String,
     collect_age: String,
     collect_count: String,
+    collect_dead_age: String,
+    collect_dead_count: String,
 }
 
 /// The policy's count bound of the ending named by `$2`, for queue `$1`:
@@ -95,6 +97,7 @@ impl HistorySql {
     pub(crate) fn new(schema: &str) -> Self {
         let f = finished_table(schema);
         let p = retention_table(schema);
+        let t = format!("\"{schema}\".leaseq_items");
         let cols = format!(
             "id, ending, {fin} AS finished_ms, {enq} AS enqueued_ms, attempts, payload, \
              last_error, result",
@@ -121,22 +124,25 @@ impl HistorySql {
             format!("CASE WHEN $2 = 'completed' THEN completed_{what} ELSE cancelled_{what} END")
         };
         HistorySql {
-            // $1 queue, $2..$7 the row's columns.
+            // $1 queue, $2..$9 the row's columns.
             set_retention: format!(
                 "INSERT INTO {p} (queue, keep_completed, completed_age_ms, completed_count, \
-                                  keep_cancelled, cancelled_age_ms, cancelled_count) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                                  keep_cancelled, cancelled_age_ms, cancelled_count, \
+                                  dead_age_ms, dead_count) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
                  ON CONFLICT (queue) DO UPDATE SET keep_completed = EXCLUDED.keep_completed, \
                    completed_age_ms = EXCLUDED.completed_age_ms, \
                    completed_count = EXCLUDED.completed_count, \
                    keep_cancelled = EXCLUDED.keep_cancelled, \
                    cancelled_age_ms = EXCLUDED.cancelled_age_ms, \
-                   cancelled_count = EXCLUDED.cancelled_count"
+                   cancelled_count = EXCLUDED.cancelled_count, \
+                   dead_age_ms = EXCLUDED.dead_age_ms, dead_count = EXCLUDED.dead_count"
             ),
             // $1 queue: the default policy is no row.
             reset_retention: format!("DELETE FROM {p} WHERE queue = $1"),
             retention: format!(
-                "SELECT completed_age_ms, completed_count, cancelled_age_ms, cancelled_count \
+                "SELECT completed_age_ms, completed_count, cancelled_age_ms, cancelled_count, \
+                        dead_age_ms, dead_count \
                  FROM {p} WHERE queue = $1"
             ),
             // $1 queue, $2 the ending to list (NULL: both), $3 limit. Each
@@ -196,6 +202,45 @@ impl HistorySql {
                     bound("count")
                 ),
             ),
+            // $1 queue, $2 batch. As `collect_age`, over the dead letters:
+            // the oldest deaths first through the dead index, up to the
+            // first one the age bound keeps (no policy row or no bound:
+            // nothing). Locked `SKIP LOCKED`, re-checked on the row's
+            // latest version (a redrive meanwhile keeps the row), and
+            // deleted as `remove_item` deletes: the dedup key is free.
+            collect_dead_age: format!(
+                "WITH c AS MATERIALIZED ( \
+                   SELECT id FROM {t} WHERE queue = $1 AND state = 'dead' \
+                     AND dead_at <= now() - (SELECT dead_age_ms FROM {p} WHERE queue = $1) \
+                                            * interval '1 millisecond' \
+                   ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), d AS ( \
+                   DELETE FROM {t} WHERE id = ANY(ARRAY(SELECT id FROM c)) AND queue = $1 \
+                   RETURNING 1 \
+                 ) \
+                 SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)"
+            ),
+            // $1 queue, $2 batch. As `collect_count`, over the dead
+            // letters: the newest death past the count bound is the edge
+            // (a backward walk of the dead index over the bound's newest
+            // entries), and the batch the oldest up to it.
+            collect_dead_count: format!(
+                "WITH edge AS MATERIALIZED ( \
+                   SELECT dead_at, id FROM {t} WHERE queue = $1 AND state = 'dead' \
+                     AND {n} IS NOT NULL \
+                   ORDER BY dead_at DESC, id DESC OFFSET {n} LIMIT 1 \
+                 ), c AS MATERIALIZED ( \
+                   SELECT id FROM {t} WHERE queue = $1 AND state = 'dead' \
+                     AND EXISTS (SELECT 1 FROM edge) \
+                     AND (dead_at, id) <= ((SELECT dead_at FROM edge), (SELECT id FROM edge)) \
+                   ORDER BY dead_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ), d AS ( \
+                   DELETE FROM {t} WHERE id = ANY(ARRAY(SELECT id FROM c)) AND queue = $1 \
+                   RETURNING 1 \
+                 ) \
+                 SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)",
+                n = format!("(SELECT dead_count FROM {p} WHERE queue = $1)"),
+            ),
         }
     }
 }
@@ -236,14 +281,22 @@ fn finished(row: &PgRow) -> Result<Finished> {
 }
 
 impl PgBackend {
-    /// Runs one collection statement for `ending` until a batch locks
-    /// fewer rows than a batch; answers the rows removed.
-    async fn collect_by(&self, sql: &str, queue: &QueueName, ending: Ending) -> Result<u64> {
+    /// Runs one collection statement (for `ending`, or of dead letters
+    /// with `None`) until a batch locks fewer rows than a batch; answers
+    /// the rows removed.
+    async fn collect_by(
+        &self,
+        sql: &str,
+        queue: &QueueName,
+        ending: Option<Ending>,
+    ) -> Result<u64> {
         let mut gone = 0u64;
         loop {
-            let row = sqlx::query(sql)
-                .bind(queue.as_str())
-                .bind(ending.as_str())
+            let mut query = sqlx::query(sql).bind(queue.as_str());
+            if let Some(ending) = ending {
+                query = query.bind(ending.as_str());
+            }
+            let row = query
                 .bind(COLLECT_BATCH)
                 .fetch_one(self.statement_on([queue]))
                 .await
@@ -261,7 +314,7 @@ impl PgBackend {
         let mut gone = 0;
         for ending in Ending::ALL {
             gone += self
-                .collect_by(&self.inner.history_sql.collect_count, queue, ending)
+                .collect_by(&self.inner.history_sql.collect_count, queue, Some(ending))
                 .await?;
         }
         Ok(gone)
@@ -284,6 +337,7 @@ impl History for PgBackend {
         } else {
             let (c_age, c_n) = stored(retention.completed);
             let (x_age, x_n) = stored(retention.cancelled);
+            let (d_age, d_n) = stored(retention.dead);
             sqlx::query(&s.set_retention)
                 .bind(queue.as_str())
                 .bind(retention.completed.keeps_any())
@@ -292,6 +346,8 @@ impl History for PgBackend {
                 .bind(retention.cancelled.keeps_any())
                 .bind(x_age)
                 .bind(x_n)
+                .bind(d_age)
+                .bind(d_n)
                 .execute(self.statement_on([queue]))
                 .await
                 .map_err(db("set_retention"))?;
@@ -310,7 +366,8 @@ impl History for PgBackend {
         };
         Ok(Retention::default()
             .completed(keep(col(&row, 0)?, col(&row, 1)?))
-            .cancelled(keep(col(&row, 2)?, col(&row, 3)?)))
+            .cancelled(keep(col(&row, 2)?, col(&row, 3)?))
+            .dead(keep(col(&row, 4)?, col(&row, 5)?)))
     }
 
     /// The ack's statement, with the result bound: recorded with the
@@ -369,14 +426,17 @@ impl History for PgBackend {
 
     /// Ages through the order index from the oldest end (the cost follows
     /// what is removed); counts walk the bound's newest entries to find
-    /// the edge, then remove what lies past it.
+    /// the edge, then remove what lies past it. Dead letters the same way,
+    /// through the dead index: the oldest beyond the count, then those
+    /// older than the age.
     async fn collect(&self, queue: &QueueName) -> Result<u64> {
+        let s = &self.inner.history_sql;
         let mut gone = self.trim(queue).await?;
         for ending in Ending::ALL {
-            gone += self
-                .collect_by(&self.inner.history_sql.collect_age, queue, ending)
-                .await?;
+            gone += self.collect_by(&s.collect_age, queue, Some(ending)).await?;
         }
+        gone += self.collect_by(&s.collect_dead_count, queue, None).await?;
+        gone += self.collect_by(&s.collect_dead_age, queue, None).await?;
         Ok(gone)
     }
 

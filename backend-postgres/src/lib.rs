@@ -79,6 +79,9 @@
 //! with the index `leaseq_finished_order` on (queue, ending, finished_at,
 //! id).
 //!
+//! `leaseq_completions` holds the completion counters (see Completion
+//! counter below).
+//!
 //! `leaseq_queue_limits` holds, per queue, its global limits and its pause
 //! (both read by the claim statement's one probe of the row), and
 //! `leaseq_workers` the live workers (id, entry as JSON text, expiry).
@@ -183,6 +186,20 @@
 //!   which finds the edge by walking the bound's newest index entries, and
 //!   at a `set_retention`. Until then `finished_item` still answers them.
 //!   Purge deletes the kept items, `delete_queue` the policy row too.
+//!   A bound on dead letters ([`leaseq_core::Retention::dead`]) is stored
+//!   on the same row; `collect` removes the dead letters past it through
+//!   the dead index, oldest death first, the same two ways (a count walks
+//!   the bound's newest entries for the edge; an age stops at the first
+//!   death it keeps), deleting each row as `remove_item` does.
+//! - **Completion counter** ([`leaseq_core::QueueStats::completed`]).
+//!   The statements of ack, `ack_many` and `complete` add what they
+//!   completed to `leaseq_completions` in that same statement (an upsert
+//!   of one row per queue they touched). A single row per queue would
+//!   make concurrent acks wait on its lock until each commits, so each
+//!   queue has up to 16 stripes and a statement adds to the stripe of its
+//!   server process (`pg_backend_pid() % 16`): acks on different pool
+//!   connections seldom meet. `stats` sums the stripes; `delete_queue`
+//!   deletes them, a purge keeps them.
 //! - **Live workers** ([`leaseq_core::WorkerRegistry`]). `register` is one
 //!   upsert that also deletes expired entries (through the expiry index,
 //!   skipping rows another call is deleting); `workers` deletes them the
@@ -311,6 +328,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod completions;
 mod control;
 mod history;
 mod hooks;

@@ -858,6 +858,7 @@ impl Backend for PgBackend {
         }
         let pages: Option<i64> = col(&row, 5)?;
         let paused: bool = col(&row, 6)?;
+        let completed: i64 = col(&row, 7)?;
         if counts.iter().any(|&n| n >= cap) {
             // Whole pages, about STATS_SAMPLE_PAGES of them, scaled up by
             // the rate; a bucket is never put below what was counted.
@@ -884,7 +885,7 @@ impl Backend for PgBackend {
             leased: n(counts[3]),
             dead: n(counts[4]),
             paused,
-            completed: None,
+            completed: Some(n(completed)),
         })
     }
 

@@ -138,14 +138,15 @@ pub(crate) fn to_ready_walk(t: &str, key: &str, filter: &str, set: &str) -> Stri
 }
 
 /// An ack of the lease `$1`-`$3` whose kept record is `kept` (see
-/// `record`): the unique-for hold (`hold`) unless a cancel was requested.
-fn ack(t: &str, fence: &str, held_ms: &str, hold: &str, kept: &str) -> String {
+/// `record`): the unique-for hold (`hold`) unless a cancel was requested,
+/// and the completion counted (`counted`, see `completions::counted`).
+fn ack(t: &str, fence: &str, held_ms: &str, hold: &str, kept: &str, counted: &str) -> String {
     format!(
         "WITH d AS ( \
            DELETE FROM {t} WHERE {fence} \
            RETURNING id, queue, dedup_key, {held_ms}, enqueued_at, attempts, payload, \
              last_error, cancel_requested \
-         ), {hold}, {kept} \
+         ), {hold}, {kept}, {counted} \
          SELECT count(*) FROM d CROSS JOIN done"
     )
 }
@@ -239,6 +240,8 @@ impl Sql {
                 kept = cancelled("$5"),
             )
         };
+        // Completions counted by the acks' statements, from their `d`.
+        let counted = crate::completions::counted(schema, "d");
         let info = info_columns();
         // A row whose attempts reached its maximum (at most
         // `ATTEMPTS_LIMIT`) is not leased: it is poison.
@@ -543,9 +546,9 @@ impl Sql {
             // was requested: the item ends Cancelled, its key free at once.
             // RETURNING reads the version deleted, so a cancel that
             // committed while the ack waited for the row is seen.
-            ack: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "NULL::bytea", "$4")),
+            ack: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "NULL::bytea", "$4"), &counted),
             // ... $4 notify channel, $5 the result.
-            complete: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "$5::bytea", "$4")),
+            complete: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "$5::bytea", "$4"), &counted),
             // $1 ids, $2 queues, $3 tokens (parallel arrays), $4 notify
             // channel: one statement, each row fenced on its own; the rows
             // deleted come back, those the policy keeps recorded.
@@ -557,7 +560,7 @@ impl Sql {
                      AND i.lease_expires_at IS NOT NULL \
                    RETURNING i.id, i.queue, i.token, i.dedup_key, {held_ms}, \
                      i.enqueued_at, i.attempts, i.payload, i.last_error, i.cancel_requested \
-                 ), {hold}, {kept} \
+                 ), {hold}, {kept}, {counted} \
                  SELECT id, queue, token FROM d CROSS JOIN done",
                 kept = record(schema, "d", ending_of_d, "NULL::bytea", "$4"),
             ),
@@ -720,7 +723,8 @@ impl Sql {
             // bucket it thought would fill its limit early (the due
             // Scheduled items, when most rows' due time has passed but no
             // Scheduled one's has), and read all of it (0.1-0.2 s at
-            // 1,000,000 items).
+            // 1,000,000 items). Then the pause, and the completion count
+            // (the sum of the queue's stripes).
             stats: format!(
                 "SELECT \
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'ready' \
@@ -736,8 +740,10 @@ impl Sql {
                    (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE queue = $1 AND state = 'dead' \
                       AND payload IS NOT NULL ORDER BY dead_at, id LIMIT $2) x), \
                    pg_relation_size('{t}') / current_setting('block_size')::bigint, \
-                   (SELECT coalesce(bool_or(paused), false) FROM {lim} WHERE queue = $1)",
+                   (SELECT coalesce(bool_or(paused), false) FROM {lim} WHERE queue = $1), \
+                   {completed}",
                 lim = crate::limits::table(schema),
+                completed = crate::completions::total(schema),
             ),
             // $1 queue, $2 the percentage of the table's pages to read
             // (`TABLESAMPLE SYSTEM`: whole pages, each taken with that
@@ -825,17 +831,20 @@ impl Sql {
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}"
             ),
             // One statement, so one snapshot: the items, their held keys,
-            // the request records, the takeover traces and the limits row
-            // go together. Ids come
-            // from one sequence, so none is reused afterwards.
+            // the request records, the takeover traces, the limits row,
+            // the kept items, the policy and the completion count go
+            // together. Ids come from one sequence, so none is reused
+            // afterwards.
             delete_queue: format!(
                 "WITH k AS (DELETE FROM {h} WHERE queue = $1), \
                       q AS (DELETE FROM {r} WHERE queue = $1), \
                       l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1), \
                       tk AS (DELETE FROM {k} WHERE queue = $1), \
                       f AS (DELETE FROM {f} WHERE queue = $1), \
-                      p AS (DELETE FROM {p} WHERE queue = $1) \
-                 DELETE FROM {t} WHERE queue = $1 AND {any_state}"
+                      p AS (DELETE FROM {p} WHERE queue = $1), \
+                      cc AS (DELETE FROM {cc} WHERE queue = $1) \
+                 DELETE FROM {t} WHERE queue = $1 AND {any_state}",
+                cc = crate::completions::table(schema),
             ),
         }
     }
