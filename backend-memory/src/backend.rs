@@ -188,7 +188,7 @@ impl MemoryBackend {
         let q = Arc::<Queue>::default();
         let mut st = q.lock();
         st.kept.announce = Some((Arc::clone(&self.shared.finishes), name.clone()));
-        st.events = crate::events::Emitter::new(Arc::clone(&self.shared.events), name.clone());
+        st.events = crate::emitter::Emitter::new(Arc::clone(&self.shared.events), name.clone());
         st.completed = self.completions().remove(name).unwrap_or(0);
         drop(st);
         q

@@ -59,6 +59,7 @@
 
 mod backend;
 mod control;
+mod emitter;
 mod events;
 mod hash;
 mod history;

@@ -150,7 +150,7 @@ pub(crate) struct QueueState {
     /// Items completed since the queue was made or deleted.
     pub(crate) completed: u64,
     /// Where this queue's job events go.
-    pub(crate) events: crate::events::Emitter,
+    pub(crate) events: crate::emitter::Emitter,
 }
 
 /// Recent `enqueue_once` requests: results by request id, forgotten once

@@ -397,11 +397,6 @@ pub(crate) fn rejected(e: &ClientError) -> bool {
         || msg.starts_with("ERR unknown command")
 }
 
-/// Numbers and strings as script arguments.
-pub(crate) fn arg(v: impl ToString) -> Bytes {
-    Bytes::from(v.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,8 +25,8 @@ use bytes::Bytes;
 use leaseq_core::limits::{check_delay, check_progress, millis_ceil};
 use leaseq_core::{Cancelled, Control, Error, ItemId, LeaseKey, QueueName, Released, Result};
 
-use crate::backend::arg;
 use crate::ops::lease_args;
+use crate::scripts::arg;
 use crate::{decode, RedisBackend, Reply, ScriptClient};
 
 /// Scheduled entries one `run_all_now` script moves.

@@ -28,7 +28,7 @@
 use leaseq_core::limits::REQUEST_MEMORY;
 use leaseq_core::{Error, QueueName, Result};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{RedisBackend, ScriptClient};
 
 /// Items (per index) one purge script deletes.

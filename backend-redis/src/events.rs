@@ -18,8 +18,8 @@ use leaseq_core::events::{EventHub, EventStream, JobEvent};
 use leaseq_core::{Events, QueueName, Result};
 use tokio::time::Instant;
 
-use crate::backend::arg;
 use crate::cancel_feed::{entry_parts, stream_entries};
+use crate::scripts::arg;
 use crate::{RedisBackend, Reply, ScriptClient};
 
 /// How long a queue's gate stays after it was last set.

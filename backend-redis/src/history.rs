@@ -35,8 +35,8 @@ use leaseq_core::{
     Timestamp,
 };
 
-use crate::backend::arg;
 use crate::ops::lease_args;
+use crate::scripts::arg;
 use crate::{RedisBackend, Reply, ScriptClient};
 
 /// The most kept items one collect script removes.

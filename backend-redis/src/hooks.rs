@@ -5,7 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leaseq_core::{Error, IndexSnapshot, ItemId, ItemState, Poison, QueueName, Result, TestHooks};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{RedisBackend, ScriptClient};
 
 #[async_trait]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leaseq_core::{Error, QueueLimits, QueueName, Rate, Result};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{RedisBackend, ScriptClient};
 
 impl<C: ScriptClient> RedisBackend<C> {

@@ -55,8 +55,8 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 use leaseq_core::{Error, LeaseToken, NewItem, QueueName, Result};
 
-use crate::backend::arg;
 use crate::ops::batch_args;
+use crate::scripts::arg;
 use crate::{RedisBackend, Reply, Script, ScriptClient};
 
 /// The queue whose hash tag the registry carries (shared with the index of

@@ -2,7 +2,7 @@
 
 use leaseq_core::{QueueName, Result};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{RedisBackend, ScriptClient};
 
 /// Entries of each layout 1 index one script converts.

@@ -17,7 +17,7 @@ use leaseq_core::{
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{decode, RedisBackend, Reply, ScriptClient};
 
 /// The most items one `peek` returns.

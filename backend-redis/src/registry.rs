@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use leaseq_core::limits::millis_ceil;
 use leaseq_core::{Error, Result, Timestamp, WorkerEntry, WorkerRegistry};
 
-use crate::backend::arg;
+use crate::scripts::arg;
 use crate::{KeyLayout, RedisBackend, Reply, ScriptClient};
 
 impl<C: ScriptClient> RedisBackend<C> {

@@ -23,9 +23,9 @@ use leaseq_core::limits::check_batch;
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
 use leaseq_core::{Error, NewItem, QueueName, Result, Timestamp};
 
-use crate::backend::arg;
 use crate::decode::enqueued;
 use crate::ops::log_note;
+use crate::scripts::arg;
 use crate::{RedisBackend, Reply, ScriptClient};
 
 /// The queue whose hash tag the index of schedules carries.

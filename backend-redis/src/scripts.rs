@@ -19,6 +19,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 /// The shebang of every script that may run on a server over `maxmemory`.
 const ALLOW_OOM: &str = "#!lua flags=allow-oom\n";
 
@@ -194,6 +196,11 @@ impl Scripts {
             events_on: script!("events_on"),
         }
     }
+}
+
+/// Numbers and strings as script arguments.
+pub(crate) fn arg(v: impl ToString) -> Bytes {
+    Bytes::from(v.to_string())
 }
 
 #[cfg(test)]
