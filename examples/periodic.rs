@@ -3,7 +3,7 @@
 //! timeout. Each tick runs once; a unique-for key keeps a follow-up job
 //! from being enqueued twice within a minute, even after it was acked.
 //!
-//! `cargo run -p leaseq --example periodic`
+//! `cargo run -p leaseq --example periodic --features cron`
 
 use leaseq::BackendExt as _;
 use std::collections::BTreeMap;

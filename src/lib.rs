@@ -41,6 +41,10 @@
 //! | `postgres` | `leaseq::postgres::PgBackend` (sqlx) | `postgres://user@host/db` |
 //! | `sqlite` | `leaseq::sqlite::SqliteBackend` (sqlx), embedded | `sqlite://path/to/jobs.db`, `sqlite::memory:` |
 //!
+//! `cron` adds cron expressions and time zones to periodic jobs
+//! ([`schedule::Schedule::cron`]); interval schedules need no feature.
+//! `faults` adds `leaseq::layer::fault`, a layer that injects faults.
+//!
 //! [`connect`] turns a backend URL into an `Arc<dyn Backend>`, so one
 //! program runs on any backend compiled in.
 

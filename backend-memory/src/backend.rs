@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use leaseq_core::{Bounds, Clock, QueueName, StepCounter, SystemClock};
+use leaseq_core::testing::StepCounter;
+use leaseq_core::{Bounds, Clock, QueueName, SystemClock};
 use tokio::sync::Notify;
 
 use crate::state::QueueState;
@@ -117,7 +118,7 @@ impl MemoryBackend {
         }
     }
 
-    /// This handle with [`leaseq_core::TestHooks`] turned on, for test
+    /// This handle with [`leaseq_core::testing::TestHooks`] turned on, for test
     /// suites: they expire live leases and plant corrupt entries, so a
     /// handle made by [`MemoryBackend::new`] has none.
     #[must_use]

@@ -3,7 +3,8 @@
 use std::cmp::Reverse;
 use std::time::Duration;
 
-use leaseq_core::{async_trait, IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks};
+use leaseq_core::testing::{IndexSnapshot, TestHooks};
+use leaseq_core::{async_trait, ItemId, ItemState, QueueName, Result};
 
 use crate::backend::MemoryBackend;
 use crate::state::Slot;

@@ -9,11 +9,12 @@ use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
 use leaseq_core::queue_limits::Admission;
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     async_trait, Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended,
     Groups, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl,
     LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Result,
-    ScheduleStore, TestHooks, Throttles, Timestamp,
+    ScheduleStore, Throttles, Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};

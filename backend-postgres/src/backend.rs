@@ -32,7 +32,7 @@ pub(crate) struct Inner {
     pub(crate) channel: String,
     pub(crate) wakeups: Wakeups,
     /// Statements run per queue, counted only with test hooks on.
-    pub(crate) steps: leaseq_core::StepCounter,
+    pub(crate) steps: leaseq_core::testing::StepCounter,
     /// The test hooks' statements (beside the hooks, apart from `sql`).
     pub(crate) hook_sql: crate::hooks::HookSql,
     /// The Control group's statements (beside it).
@@ -116,7 +116,7 @@ impl PgBackend {
                 wakeups: Wakeups::new(pool.clone(), channel.clone(), options.poll_interval),
                 channel,
                 pool,
-                steps: leaseq_core::StepCounter::new(options.test_hooks),
+                steps: leaseq_core::testing::StepCounter::new(options.test_hooks),
                 planner: crate::planner::PlannerWatch::default(),
                 options,
             }),

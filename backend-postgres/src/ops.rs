@@ -8,11 +8,12 @@ use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, FINISH_MEMORY, LEASE_HORIZON,
     REQUEST_MEMORY,
 };
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups,
     ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl,
     LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
-    ScheduleStore, TestHooks, Throttles, Timestamp,
+    ScheduleStore, Throttles, Timestamp,
 };
 
 use crate::rows::{

@@ -24,8 +24,9 @@ use common::plans::{
 };
 use leaseq_core::layer::shard::Sharded;
 use leaseq_core::limits::{MAX_DEDUP_KEY_LEN, MAX_REASON_LEN};
+use leaseq_core::testing::Poison;
 use leaseq_core::{
-    Backend, BackendExt, ClaimSpec, Error, ItemId, ItemState, NewItem, Poison, QueueName, Released,
+    Backend, BackendExt, ClaimSpec, Error, ItemId, ItemState, NewItem, QueueName, Released,
 };
 use leaseq_postgres::PgBackend;
 use sqlx::{Connection, PgConnection, Row};

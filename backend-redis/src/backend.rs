@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use leaseq_core::{Error, ItemId, QueueName, Result, StepCounter};
+use leaseq_core::testing::StepCounter;
+use leaseq_core::{Error, ItemId, QueueName, Result};
 
 use crate::scripts::Scripts;
 use crate::server::PolicyWatch;

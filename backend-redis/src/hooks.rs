@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::{Error, IndexSnapshot, ItemId, ItemState, Poison, QueueName, Result, TestHooks};
+use leaseq_core::testing::{IndexSnapshot, Poison, TestHooks};
+use leaseq_core::{Error, ItemId, ItemState, QueueName, Result};
 
 use crate::scripts::arg;
 use crate::{RedisBackend, ScriptClient};

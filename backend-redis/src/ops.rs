@@ -8,11 +8,12 @@ use bytes::Bytes;
 use leaseq_core::limits::{
     check_ack_batch, check_batch, check_delay, clamp_reason, millis_ceil, REQUEST_MEMORY,
 };
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     Admin, Backend, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups, ItemId,
     ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, LimitScope, NewItem,
-    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, TestHooks,
-    Throttles, Timestamp,
+    QueueLimits, QueueName, QueueStats, ReapReport, Released, Result, ScheduleStore, Throttles,
+    Timestamp,
 };
 
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};

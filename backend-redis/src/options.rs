@@ -303,7 +303,7 @@ impl RedisOptions {
         self.tcp_nodelay
     }
 
-    /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
+    /// Turns on [`leaseq_core::testing::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt entries).
     #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {

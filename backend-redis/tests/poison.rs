@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Which;
+use leaseq_core::testing::{Poison, TestHooks};
 use leaseq_core::{
-    Backend, BackendExt, ClaimSpec, ItemId, ItemState, NewItem, Poison, QueueName, Released,
-    TestHooks,
+    Backend, BackendExt, ClaimSpec, ItemId, ItemState, NewItem, QueueName, Released,
 };
 
 const TTL: Duration = Duration::from_secs(60);

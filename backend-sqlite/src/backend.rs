@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::{Error, QueueName, Result, StepCounter};
+use leaseq_core::testing::StepCounter;
+use leaseq_core::{Error, QueueName, Result};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -278,7 +279,7 @@ impl SqliteBackend {
     }
 
     /// The writer, for one statement on `queues` (counted for
-    /// [`leaseq_core::TestHooks::steps`] once per distinct queue).
+    /// [`leaseq_core::testing::TestHooks::steps`] once per distinct queue).
     pub(crate) fn write_on<'a>(
         &self,
         queues: impl IntoIterator<Item = &'a QueueName>,

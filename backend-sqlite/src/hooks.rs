@@ -11,7 +11,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::{Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks};
+use leaseq_core::testing::{IndexSnapshot, Poison, TestHooks};
+use leaseq_core::{Error, ItemId, QueueName, Result};
 
 use crate::rows::{col, db, item_id, sql_id, state};
 use crate::SqliteBackend;

@@ -10,11 +10,12 @@ use leaseq_core::limits::{
     check_ack_batch, check_delay, clamp_reason, FINISH_MEMORY, LEASE_HORIZON,
 };
 use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Enqueued, Error, Extended, Groups,
     ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTraces, LeaseTtl,
     LimitScope, NewItem, QueueLimits, QueueName, QueueStats, ReapReport, Released, Repair, Result,
-    ScheduleStore, TestHooks, Throttles, Timestamp,
+    ScheduleStore, Throttles, Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row};

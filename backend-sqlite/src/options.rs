@@ -155,7 +155,7 @@ impl SqliteOptions {
         self
     }
 
-    /// Turns on [`leaseq_core::TestHooks`] for test suites (off by default:
+    /// Turns on [`leaseq_core::testing::TestHooks`] for test suites (off by default:
     /// hooks expire live leases and plant corrupt rows).
     #[must_use]
     pub fn test_hooks(mut self, on: bool) -> Self {

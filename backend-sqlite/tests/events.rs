@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use leaseq_core::events::{EventKind, EventStream, JobEvent};
 use leaseq_core::schedule::{Schedule, ScheduleName, ScheduleTick};
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     Admin, Backend, BackendExt, Bytes, Control, ItemId, LeaseToken, NewItem, QueueName,
-    ScheduleStore, TestHooks, Timestamp,
+    ScheduleStore, Timestamp,
 };
 use leaseq_sqlite::SqliteBackend;
 

@@ -12,9 +12,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use leaseq_core::testing::TestHooks;
 use leaseq_core::{
     Admin, Backend, BackendExt, Bytes, Control, Ending, History, ItemId, Keep, NewItem, QueueName,
-    Retention, TestHooks,
+    Retention,
 };
 use leaseq_sqlite::sqlx;
 

@@ -5,10 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leaseq_core::testing::TestHooks;
 use leaseq_core::BackendExt as _;
 use leaseq_core::{
     Backend, ClaimSpec, Error, ItemId, ItemInfo, ItemState, Lease, NewItem, Order, QueueName,
-    QueueStats, ReapReport, TestHooks, Timestamp,
+    QueueStats, ReapReport, Timestamp,
 };
 use tokio::task::JoinHandle;
 

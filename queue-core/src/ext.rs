@@ -6,9 +6,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::testing::TestHooks;
 use crate::{
     Admin, Backend, ClaimSpec, Claimed, Control, Error, Events, Finished, History, ItemId, Lease,
-    NewItem, QueueName, Result, ScheduleStore, TestHooks, Throttles, WorkerRegistry,
+    NewItem, QueueName, Result, ScheduleStore, Throttles, WorkerRegistry,
 };
 
 /// Single-item helpers and the optional groups' accessors on every

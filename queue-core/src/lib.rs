@@ -42,7 +42,6 @@ mod ext;
 pub mod finished;
 mod gauges;
 pub mod groups;
-mod hooks;
 mod ids;
 mod item;
 pub mod layer;
@@ -55,6 +54,7 @@ pub mod settle;
 pub mod signal;
 pub mod spans;
 pub mod stored;
+pub mod testing;
 mod typed;
 mod worker;
 
@@ -70,7 +70,6 @@ pub use groups::{
     Admin, Control, Events, Groups, History, RunningJob, ScheduleStore, Throttles, WorkerEntry,
     WorkerRegistry,
 };
-pub use hooks::{IndexSnapshot, Poison, StepCounter, TestHooks};
 pub use ids::{ItemId, LeaseToken, QueueName};
 pub use item::{
     Cancelled, Enqueued, Extended, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, NewItem,

@@ -9,9 +9,10 @@ use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, Violation};
 use leaseq_core::limits::{
     MAX_CLAIM, MAX_DEDUP_KEY_LEN, MAX_DELAY, MAX_ENQUEUE_BATCH, MAX_LEASE_TTL, MAX_REASON_LEN,
 };
+use leaseq_core::testing::IndexSnapshot;
 use leaseq_core::{
-    Backend, ClaimSpec, Error, IndexSnapshot, ItemId, ItemState, LeaseKey, LeaseToken, LeaseTtl,
-    NewItem, QueueName, QueueStats, Result,
+    Backend, ClaimSpec, Error, ItemId, ItemState, LeaseKey, LeaseToken, LeaseTtl, NewItem,
+    QueueName, QueueStats, Result,
 };
 
 const RULE: Rule = Rule::Contract("bad input");

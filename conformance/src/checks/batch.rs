@@ -358,7 +358,7 @@ async fn race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
 
 /// A batch is one step, not a loop over its items: an enqueue of 50 items,
 /// a claim of 50 and an `ack_many` of 50 leases each cost at most a fifth
-/// as many atomic steps as items ([`leaseq_core::TestHooks::steps`]). This
+/// as many atomic steps as items ([`leaseq_core::testing::TestHooks::steps`]). This
 /// proves the suite reaches the backend's own batch code, never a default
 /// per-item loop (of the trait, or of a layer that does not forward).
 pub async fn batches_are_single_steps<F: BackendFactory>(factory: &F) -> CheckResult {

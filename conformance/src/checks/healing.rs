@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::groupwise::Groupwise as _;
-use leaseq_core::{ItemId, ItemState, NewItem, TestHooks};
+use leaseq_core::testing::TestHooks;
+use leaseq_core::{ItemId, ItemState, NewItem};
 
 use crate::cx::{run, Cx, Needs, Rng, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -230,7 +231,7 @@ pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResul
         Rule::Inv6,
         Needs::HOOKS,
         |cx| async move {
-            for poison in leaseq_core::Poison::ALL {
+            for poison in leaseq_core::testing::Poison::ALL {
                 // The victim sits between healthy items, so a claim that
                 // judges an item by what it learned of the ones before it
                 // (values it found valid, say) is caught leasing it.

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use leaseq_core::limits::{MAX_DEDUP_KEY_LEN, MAX_DELAY, MAX_ENQUEUE_BATCH};
-use leaseq_core::{Error, IndexSnapshot, ItemState, NewItem, QueueStats};
+use leaseq_core::testing::IndexSnapshot;
+use leaseq_core::{Error, ItemState, NewItem, QueueStats};
 
 use crate::cx::{run, Cx, Needs, LONG};
 use crate::outcome::{ensure, OrFail};

@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::limits::{check_batch, check_delay, clamp_reason};
+use leaseq_core::testing::{IndexSnapshot, TestHooks};
 use leaseq_core::{
     Admin, Backend, Bytes, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Extended,
-    Groups, IndexSnapshot, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken,
-    LeaseTtl, NewItem, QueueName, QueueStats, ReapReport, Released, Result, TestHooks, Timestamp,
+    Groups, ItemId, ItemInfo, ItemState, Lease, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem,
+    QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
 };
 
 #[derive(Debug, Clone)]

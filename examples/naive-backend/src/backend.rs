@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use leaseq_core::limits::{self, REQUEST_MEMORY};
+use leaseq_core::testing::{StepCounter, TestHooks};
 use leaseq_core::{
     async_trait, Backend, Capabilities, ClaimSpec, Claimed, Clock, Enqueued, Error, Extended,
     Groups, ItemId, ItemInfo, ItemState, LeaseFate, LeaseKey, LeaseToken, LeaseTtl, NewItem,
-    QueueName, QueueStats, ReapReport, Released, Result, StepCounter, TestHooks, Timestamp,
+    QueueName, QueueStats, ReapReport, Released, Result, Timestamp,
 };
 
 use crate::queue::{Item, Queue};

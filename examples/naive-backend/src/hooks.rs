@@ -4,9 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
-use leaseq_core::{
-    async_trait, IndexSnapshot, ItemId, ItemState, QueueName, Result, TestHooks, Timestamp,
-};
+use leaseq_core::testing::{IndexSnapshot, TestHooks};
+use leaseq_core::{async_trait, ItemId, ItemState, QueueName, Result, Timestamp};
 
 use crate::queue::Item;
 use crate::{Bug, NaiveBackend};

@@ -47,9 +47,9 @@ pub use throttles::Throttles;
 
 use std::fmt;
 
+use crate::testing::TestHooks;
 #[cfg(doc)]
 use crate::Backend;
-use crate::TestHooks;
 
 /// The optional groups one backend offers: each is `Some` when offered.
 /// Built readably, with only what the backend has:

@@ -15,6 +15,7 @@
 //! the client side; they only decide which tick is due and ask the backend.
 //!
 //! ```
+//! # #[cfg(feature = "cron")] {
 //! use leaseq_core::schedule::{Missed, Schedule};
 //! use leaseq_core::QueueName;
 //! use std::time::Duration;
@@ -28,6 +29,7 @@
 //! let ping = Schedule::every("ping", QueueName::new("health")?, Duration::from_secs(30), "ping")?;
 //! assert_eq!(report.name().as_str(), "daily-report");
 //! assert_eq!(ping.missed_policy(), Missed::Skip);
+//! # }
 //! # Ok::<(), leaseq_core::Error>(())
 //! ```
 
@@ -43,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Enqueued, Error, NewItem, QueueName, Result, Timestamp};
 
+use cadence::Zone;
 pub use cadence::{Cadence, CronExpr};
 pub use scheduler::{Pass, Scheduler};
 
@@ -182,7 +185,7 @@ pub struct Schedule {
     name: ScheduleName,
     queue: QueueName,
     cadence: Cadence,
-    tz: chrono_tz::Tz,
+    tz: Zone,
     payload: Bytes,
     missed: Missed,
     priority: i32,
@@ -196,7 +199,8 @@ impl Schedule {
 
     /// A schedule on a cron expression (5 fields, or 6 with seconds first;
     /// names such as `MON` and `JAN` and nicknames such as `@hourly` work),
-    /// in UTC until [`Schedule::time_zone`] says otherwise.
+    /// in UTC until [`Schedule::time_zone`] says otherwise. Needs the `cron`
+    /// feature; without it the answer is [`Error::Unsupported`].
     pub fn cron(
         name: impl AsRef<str>,
         queue: QueueName,
@@ -229,7 +233,7 @@ impl Schedule {
             name: ScheduleName::new(name)?,
             queue,
             cadence,
-            tz: chrono_tz::Tz::UTC,
+            tz: Zone::UTC,
             payload: payload.into(),
             missed: Missed::Skip,
             priority: 0,
@@ -238,11 +242,10 @@ impl Schedule {
     }
 
     /// The time zone cron fields are read in (an IANA name such as
-    /// `Europe/Berlin`). It changes nothing for an interval.
+    /// `Europe/Berlin`). It changes nothing for an interval. A zone other
+    /// than `UTC` needs the `cron` feature.
     pub fn time_zone(mut self, tz: &str) -> Result<Self> {
-        self.tz = tz
-            .parse::<chrono_tz::Tz>()
-            .map_err(|_| Error::invalid(format!("unknown time zone {tz:?}")))?;
+        self.tz = Zone::parse(tz)?;
         Ok(self)
     }
 
@@ -326,7 +329,8 @@ impl Schedule {
     }
 
     /// The schedule a stored record describes; [`Error::Corrupt`] when its
-    /// spec does not parse.
+    /// spec does not parse, [`Error::Unsupported`] when it names a cron
+    /// expression or a time zone and this build lacks the `cron` feature.
     pub fn from_stored(stored: &StoredSchedule) -> Result<Self> {
         let spec: Spec = serde_json::from_str(&stored.spec).map_err(|e| Error::Corrupt {
             what: format!(
@@ -334,8 +338,15 @@ impl Schedule {
                 stored.name, stored.spec
             ),
         })?;
-        let corrupt = |e: Error| Error::Corrupt {
-            what: format!("schedule {}: {e}", stored.name),
+        // What this build cannot read (a cron expression or a time zone
+        // without the `cron` feature) is no damage to the store.
+        let corrupt = |e: Error| match e {
+            Error::Unsupported { what } => Error::Unsupported {
+                what: format!("schedule {}: {what}", stored.name),
+            },
+            e => Error::Corrupt {
+                what: format!("schedule {}: {e}", stored.name),
+            },
         };
         let cadence = match (spec.cron, spec.every_ms) {
             (Some(expr), None) => Cadence::cron(&expr).map_err(corrupt)?,

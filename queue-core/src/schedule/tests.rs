@@ -21,6 +21,7 @@ fn interval_ticks_are_multiples_since_the_epoch() {
     assert_eq!(s.next_tick(ms(29_999)), Some(ms(30_000)));
 }
 
+#[cfg(feature = "cron")]
 #[test]
 fn cron_ticks_follow_the_time_zone() {
     // 2024-01-01T00:00:00Z is 1_704_067_200_000 ms.
@@ -47,14 +48,12 @@ fn cron_ticks_follow_the_time_zone() {
     );
 }
 
+#[cfg(feature = "cron")]
 #[test]
-fn bad_definitions_are_invalid_input() {
+fn bad_cron_definitions_are_invalid_input() {
     for r in [
         Schedule::cron("s", q(), "not cron", "x"),
         Schedule::cron("s", q(), "61 * * * *", "x"),
-        Schedule::every("s", q(), Duration::ZERO, "x"),
-        Schedule::every("s", q(), Duration::from_micros(1500), "x"),
-        Schedule::every("bad name", q(), Duration::from_secs(1), "x"),
     ] {
         assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
     }
@@ -65,6 +64,57 @@ fn bad_definitions_are_invalid_input() {
     ));
 }
 
+/// Without the `cron` feature: intervals in UTC work, stored and read
+/// back; a cron expression or another zone is `Unsupported`, also when a
+/// store (written by a build with the feature) holds one, and never
+/// `Corrupt`.
+#[cfg(not(feature = "cron"))]
+#[test]
+fn without_the_cron_feature_cron_and_zones_are_unsupported() {
+    let unsupported = |r: Result<Schedule>| matches!(r, Err(Error::Unsupported { .. }));
+    assert!(unsupported(Schedule::cron("s", q(), "0 3 * * *", "x")));
+    let s = Schedule::every("s", q(), Duration::from_secs(10), "x").expect("schedule");
+    assert!(unsupported(s.clone().time_zone("Europe/Berlin")));
+    let utc = s.clone().time_zone("UTC").expect("UTC needs no feature");
+    assert_eq!(utc.next_tick(ms(20_000)), Some(ms(30_000)));
+    let stored = |spec: &str| StoredSchedule {
+        name: s.name().clone(),
+        queue: s.queue().clone(),
+        spec: spec.to_owned(),
+        payload: s.payload().clone(),
+        revision: 1,
+        defined_at: ms(0),
+        last_tick: None,
+    };
+    assert_eq!(
+        Schedule::from_stored(&stored(&s.spec())).expect("parses"),
+        s
+    );
+    let spec = s.spec();
+    assert!(
+        spec.contains(r#""every_ms":10000"#) && spec.contains(r#""tz":"UTC""#),
+        "{spec}"
+    );
+    let cron = spec.replace(r#""every_ms":10000"#, r#""cron":"0 3 * * *""#);
+    let zoned = spec.replace(r#""tz":"UTC""#, r#""tz":"Europe/Berlin""#);
+    for spec in [cron, zoned] {
+        let r = Schedule::from_stored(&stored(&spec));
+        assert!(matches!(r, Err(Error::Unsupported { .. })), "{spec}: {r:?}");
+    }
+}
+
+#[test]
+fn bad_definitions_are_invalid_input() {
+    for r in [
+        Schedule::every("s", q(), Duration::ZERO, "x"),
+        Schedule::every("s", q(), Duration::from_micros(1500), "x"),
+        Schedule::every("bad name", q(), Duration::from_secs(1), "x"),
+    ] {
+        assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
+    }
+}
+
+#[cfg(feature = "cron")]
 #[test]
 fn the_stored_form_round_trips() {
     let s = Schedule::cron("nightly", q(), "0 3 * * *", "payload")

@@ -7,9 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{sharded_id, split_id, Sharded};
-use crate::{
-    Backend, BackendExt, Error, IndexSnapshot, ItemId, Poison, QueueName, Result, TestHooks,
-};
+use crate::testing::{IndexSnapshot, Poison, TestHooks};
+use crate::{Backend, BackendExt, Error, ItemId, QueueName, Result};
 
 impl<B: Backend> Sharded<B> {
     fn inner_hooks(&self) -> Result<&dyn TestHooks> {

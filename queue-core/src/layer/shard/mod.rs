@@ -96,11 +96,12 @@ use rotation::{shares, Rotation};
 
 use crate::limits::{check_ack_batch, check_batch, check_delay, MAX_CLAIM};
 use crate::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
+use crate::testing::TestHooks;
 use crate::{
     Admin, Backend, BackendExt, Cancelled, Capabilities, ClaimSpec, Claimed, Control, Enqueued,
     Error, Extended, Groups, ItemId, ItemInfo, ItemState, LayeredBackend, LeaseFate, LeaseKey,
     LeaseToken, LeaseTtl, LimitScope, NewItem, Order, QueueLimits, QueueName, QueueStats,
-    ReapReport, Released, Repair, Result, ScheduleStore, TestHooks, Throttles, Timestamp,
+    ReapReport, Released, Repair, Result, ScheduleStore, Throttles, Timestamp,
 };
 
 /// The most shards one logical queue may have.

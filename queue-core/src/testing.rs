@@ -1,5 +1,9 @@
-//! Optional hooks a backend exposes so the conformance suite can force states
-//! that are otherwise hard to reach: stale leases and corrupt indexes.
+//! For test suites, not for production code: the optional hooks a backend
+//! exposes so the conformance suite can force states that are otherwise
+//! hard to reach (stale leases, corrupt indexes, poison), the snapshot of
+//! its indexes the suite checks, and the counter of its atomic steps.
+//! Backend authors implement [`TestHooks`] behind an option that is off by
+//! default; applications never need this module.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
