@@ -44,13 +44,18 @@ fn commands_in(text: &str) -> Vec<String> {
     found
 }
 
-/// Runs until a signal: parsed only.
+/// Runs until a signal: parsed only. `events` follows a queue until
+/// interrupted unless `--count` bounds it.
 fn runs_until_interrupted(args: &[&str]) -> bool {
     matches!(
         args,
         ["dashboard", ..] | ["demo", ..] | ["schedules", "run", ..]
-    )
+    ) || (args.first() == Some(&"events") && !args.contains(&"--count"))
 }
+
+/// How long one pasted command may run: a command that follows until
+/// interrupted, and is not known to, fails the test instead of hanging it.
+const COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[test]
 fn every_leaseq_command_in_the_readme_works_when_pasted() {
@@ -75,9 +80,15 @@ fn every_leaseq_command_in_the_readme_works_when_pasted() {
         if runs_until_interrupted(&args) {
             run.arg("--help");
         }
+        run.timeout(COMMAND_LIMIT);
         let out = run.output().expect("run leaseq");
         let code = out.status.code();
-        if !matches!(code, Some(0 | 3 | 4)) {
+        if code.is_none() {
+            failures.push(format!(
+                "`leaseq {cmd}`: did not end within {COMMAND_LIMIT:?}: if it follows until \
+                 interrupted, list it in runs_until_interrupted"
+            ));
+        } else if !matches!(code, Some(0 | 3 | 4)) {
             failures.push(format!(
                 "`leaseq {cmd}`: exit code {code:?}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
