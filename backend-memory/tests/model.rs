@@ -44,6 +44,8 @@ async fn run(seed: u64, steps: usize) {
     let hooks = f.backend.test_hooks().expect("hooks");
     let mut rng = Rng::new(seed);
     let mut model: BTreeMap<u64, Model> = BTreeMap::new();
+    // Acks so far: `stats` counts completions (History).
+    let mut completed = 0u64;
     let mut leases: Vec<Lease> = Vec::new();
     let now = |f: &common::Fixture| {
         use leaseq_core::Clock;
@@ -179,6 +181,7 @@ async fn run(seed: u64, steps: usize) {
                     match (op, outcome) {
                         (0, _) => {
                             model.remove(&id);
+                            completed += 1;
                         }
                         (1, _) => model.get_mut(&id).expect("m").state = ItemState::Dead,
                         (2, Some((released, delay))) => {
@@ -264,7 +267,10 @@ async fn run(seed: u64, steps: usize) {
             }
         }
         promote(&mut model, now(&f));
-        let mut want = QueueStats::default();
+        let mut want = QueueStats {
+            completed: Some(completed),
+            ..QueueStats::default()
+        };
         for m in model.values() {
             match m.state {
                 ItemState::Ready => want.ready += 1,
