@@ -441,7 +441,12 @@ async fn unflushed_claims_lease_as_durable_ones_and_leave_the_session_durable() 
     assert_eq!(second.leases[0].payload, "c");
     assert_eq!(second.leases[0].attempts, 1);
     b.ack(&second.leases[0].key).await.expect("ack");
-    assert!(b.claim(&queue, spec()).await.expect("claim").leases.is_empty());
+    assert!(b
+        .claim(&queue, spec())
+        .await
+        .expect("claim")
+        .leases
+        .is_empty());
     assert_eq!(b.stats(&queue).await.expect("stats").total(), 0);
     drop(b);
     common::drop_schema(&schema).await;

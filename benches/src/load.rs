@@ -192,7 +192,8 @@ pub async fn run(
             (hist, None)
         }
         Runtime::Worker => {
-            let (hist, starts) = run_workers(&backend, queue, config, &counters, origin, end).await?;
+            let (hist, starts) =
+                run_workers(&backend, queue, config, &counters, origin, end).await?;
             (hist, Some(starts))
         }
     };

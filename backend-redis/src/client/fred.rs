@@ -149,12 +149,7 @@ impl FredClient {
         tls_config(config, &mut base)?;
         base.fail_fast = true;
         let tcp = tcp_config(config);
-        let main = build(
-            &base,
-            config.response_timeout,
-            config.connect_timeout,
-            &tcp,
-        )?;
+        let main = build(&base, config.response_timeout, config.connect_timeout, &tcp)?;
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
@@ -608,13 +603,8 @@ impl FredClient {
         }
         // No command timeout: the server ends the wait; the guard in
         // `finish_wait` covers a server that stopped answering.
-        let c = build(
-            &self.base,
-            Duration::ZERO,
-            self.connect_timeout,
-            &self.tcp,
-        )
-        .map_err(ClientError::transport)?;
+        let c = build(&self.base, Duration::ZERO, self.connect_timeout, &self.tcp)
+            .map_err(ClientError::transport)?;
         start(&c, self.connect_timeout)
             .await
             .map_err(client_error)?;
