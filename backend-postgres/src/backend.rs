@@ -91,9 +91,28 @@ impl PgBackend {
             Ok(Err(e)) => return Err(refused("connecting")(e)),
             Err(_) => return Err(refused("connecting")(sqlx::Error::PoolTimedOut)),
         }
+        let ping_after = options.ping_idle_after;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            // sqlx would ping before every acquire: a round trip per
+            // statement. Only a connection idle a while is worth a ping.
+            .test_before_acquire(false)
+            .before_acquire(move |conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < ping_after {
+                        return Ok(true);
+                    }
+                    match conn.ping().await {
+                        Ok(()) => Ok(true),
+                        Err(e) => {
+                            // Refused quietly: the pool closes it and takes another.
+                            tracing::debug!(error = %e, "leaseq-postgres: idle connection failed its ping");
+                            Ok(false)
+                        }
+                    }
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(refused("connecting"))?;

@@ -260,6 +260,18 @@
 //! queue. The same channel carries `cancel <queue>` (a cancel request on a
 //! lease) and `done <queue>` (an ending kept); no queue name holds a space. A notification is a hint: waiters also wake after
 //! [`PgOptions::poll_interval`], and after the listener reconnects.
+//! A notification heard while a claim on its queue runs (whose snapshot
+//! may predate the item), or after that claim and before its caller waits,
+//! is not lost: each claim notes the queue's count of notifications before
+//! its statement, and `wait_for_work` returns at once when the count has
+//! moved since the latest claim on that queue began (or the latest wait on
+//! it returned).
+//!
+//! # Round trips
+//! A claim or an enqueue is one statement, one round trip. The pool the
+//! backend builds pings a connection before handing it out only when it sat
+//! idle longer than [`PgOptions::ping_idle_after`] (sqlx pings before every
+//! use by default).
 //!
 //! # Operating a busy queue
 //! Every item is inserted, updated a few times and deleted within seconds,

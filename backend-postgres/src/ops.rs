@@ -336,12 +336,36 @@ impl PgBackend {
     /// A claim with no limits on its queue; a queue with limits is
     /// claimed under its limits row ([`PgBackend::claim_limited`]).
     pub(crate) async fn claim_plain(&self, queue: &QueueName, spec: &ClaimSpec) -> Result<Claimed> {
-        let (out, limited) = self
-            .claim_rows(self.statement_on([queue]), queue, spec, spec.max(), false)
-            .await?;
+        let (out, limited) = if self.inner.options.durable_claims {
+            self.claim_rows(self.statement_on([queue]), queue, spec, spec.max(), false)
+                .await?
+        } else {
+            self.claim_rows_unflushed(queue, spec).await?
+        };
         if limited {
             return self.claim_limited(queue, spec).await;
         }
+        Ok(out)
+    }
+
+    /// The claim statement in a transaction of its own that commits
+    /// without waiting for its WAL to reach disk
+    /// ([`crate::PgOptions::durable_claims`] off). `BEGIN` and the setting
+    /// go in one round trip.
+    async fn claim_rows_unflushed(
+        &self,
+        queue: &QueueName,
+        spec: &ClaimSpec,
+    ) -> Result<(Claimed, bool)> {
+        let mut tx = self
+            .statement_on([queue])
+            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+            .await
+            .map_err(refused("claim: beginning a transaction"))?;
+        let out = self
+            .claim_rows(&mut *tx, queue, spec, spec.max(), false)
+            .await?;
+        tx.commit().await.map_err(db("claim: commit"))?;
         Ok(out)
     }
 
@@ -646,6 +670,10 @@ impl Backend for PgBackend {
     }
 
     async fn claim(&self, queue: &QueueName, spec: ClaimSpec) -> Result<Claimed> {
+        // Before the statement: a notification heard while it runs makes
+        // the caller's next wait return at once (its snapshot may predate
+        // the item).
+        self.inner.wakeups.claim_begins(queue.as_str());
         // One statement: rows moved aside take no slot, so a repair never
         // makes a claim come back short.
         self.claim_plain(queue, &spec).await

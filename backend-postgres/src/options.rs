@@ -28,6 +28,8 @@ pub struct PgOptions {
     pub(crate) test_hooks: bool,
     pub(crate) stats_exact_up_to: u64,
     pub(crate) planner_check: Duration,
+    pub(crate) ping_idle_after: Duration,
+    pub(crate) durable_claims: bool,
 }
 
 impl PgOptions {
@@ -40,9 +42,12 @@ impl PgOptions {
     pub const DEFAULT_STATS_EXACT_UP_TO: u64 = 10_000;
     /// The default of [`PgOptions::planner_check`].
     pub const DEFAULT_PLANNER_CHECK: Duration = Duration::from_secs(2);
+    /// The default of [`PgOptions::ping_idle_after`].
+    pub const DEFAULT_PING_IDLE_AFTER: Duration = Duration::from_secs(10);
 
     /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
-    /// fallback, a 30 s pool acquire timeout and the default limits.
+    /// fallback, a 30 s pool acquire timeout, a ping for connections idle
+    /// over 10 s and the default limits.
     pub fn new() -> Self {
         PgOptions {
             schema: Self::DEFAULT_SCHEMA.to_owned(),
@@ -55,6 +60,8 @@ impl PgOptions {
             test_hooks: false,
             stats_exact_up_to: Self::DEFAULT_STATS_EXACT_UP_TO,
             planner_check: Self::DEFAULT_PLANNER_CHECK,
+            ping_idle_after: Self::DEFAULT_PING_IDLE_AFTER,
+            durable_claims: true,
         }
     }
 
@@ -149,6 +156,47 @@ impl PgOptions {
     #[must_use]
     pub fn planner_check(mut self, every: Duration) -> Self {
         self.planner_check = every;
+        self
+    }
+
+    /// Pings a pooled connection before handing it out only when it sat
+    /// idle longer than this (default [`PgOptions::DEFAULT_PING_IDLE_AFTER`];
+    /// only when the backend builds its own pool). One that fails the ping
+    /// is closed and another taken. sqlx's own default pings before every
+    /// use, one more round trip per statement; a connection the server
+    /// dropped more recently than this is found by the statement instead,
+    /// which then fails as [`leaseq_core::Error::Unavailable`] or
+    /// [`leaseq_core::Error::OutcomeUnknown`] (as it would if the
+    /// connection dropped during the statement). `Duration::ZERO` pings
+    /// before every use.
+    #[must_use]
+    pub fn ping_idle_after(mut self, idle: Duration) -> Self {
+        self.ping_idle_after = idle;
+        self
+    }
+
+    /// Whether a claim's commit waits for its WAL to reach disk (default
+    /// true). Off, each claim runs in a transaction of its own with
+    /// `SET LOCAL synchronous_commit = off`: the claim returns without
+    /// waiting for a flush (one per claim that leased something), at the
+    /// cost of two more round trips (`BEGIN` and `COMMIT`). Every other
+    /// statement stays durable.
+    ///
+    /// What a server crash can then undo: a claim committed within the
+    /// last moments before the crash (up to three times the server's
+    /// `wal_writer_delay`, 600 ms by default) whose WAL was not yet
+    /// flushed. Its items are Ready again, as if never claimed, with their
+    /// attempt counts as before, and are handed out again as soon as the
+    /// server is back (not after the lease expires): a job may run twice,
+    /// as at-least-once delivery already allows, and the first holder's
+    /// ack, extend or release fails with [`leaseq_core::Error::LeaseLost`].
+    /// WAL is flushed in order, so once a later durable statement (an ack,
+    /// an enqueue) has committed, the claims before it are on disk too. A
+    /// crash of the client undoes nothing. Claims on a queue with
+    /// throttles ([`leaseq_core::QueueLimits`]) stay durable.
+    #[must_use]
+    pub fn durable_claims(mut self, durable: bool) -> Self {
+        self.durable_claims = durable;
         self
     }
 

@@ -396,3 +396,58 @@ async fn a_claim_that_waits_on_the_limits_lock_stamps_its_leases_after_the_wait(
         lease.enqueued_at
     );
 }
+
+#[tokio::test]
+async fn unflushed_claims_lease_as_durable_ones_and_leave_the_session_durable() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("unflushed");
+    // One connection: the claims and the check below share a session.
+    let b = leaseq_postgres::PgBackend::connect(
+        &common::url(),
+        common::options(&schema)
+            .max_connections(1)
+            .durable_claims(false),
+    )
+    .await
+    .expect("connect");
+    let queue = q("jobs");
+    b.enqueue(
+        &queue,
+        vec![
+            NewItem::new("a"),
+            NewItem::new("b").priority(5),
+            NewItem::new("c"),
+        ],
+    )
+    .await
+    .expect("enqueue");
+    let spec = || ClaimSpec::new(2, Duration::from_secs(30)).expect("spec");
+    let first = b.claim(&queue, spec()).await.expect("claim");
+    let payloads: Vec<_> = first.leases.iter().map(|l| l.payload.clone()).collect();
+    assert_eq!(payloads, vec!["b", "a"]);
+    // `SET LOCAL` ended with the claim's transaction.
+    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(b.pool())
+        .await
+        .expect("show");
+    assert_eq!(setting, "on");
+    for l in &first.leases {
+        b.ack(&l.key).await.expect("ack");
+    }
+    let second = b.claim(&queue, spec()).await.expect("claim");
+    assert_eq!(second.leases.len(), 1);
+    assert_eq!(second.leases[0].payload, "c");
+    assert_eq!(second.leases[0].attempts, 1);
+    b.ack(&second.leases[0].key).await.expect("ack");
+    assert!(b
+        .claim(&queue, spec())
+        .await
+        .expect("claim")
+        .leases
+        .is_empty());
+    assert_eq!(b.stats(&queue).await.expect("stats").total(), 0);
+    drop(b);
+    common::drop_schema(&schema).await;
+}

@@ -16,7 +16,7 @@ use leaseq_core::{Bounds, Result};
 /// let options = RedisOptions::new("redis://127.0.0.1:6379")
 ///     .prefix("jobs")
 ///     .response_timeout(Duration::from_secs(2));
-/// assert_eq!(options.get_prefix(), "jobs");
+/// assert_eq!(options.key_prefix(), "jobs");
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisOptions {
@@ -29,6 +29,7 @@ pub struct RedisOptions {
     pub(crate) reap_batch: u32,
     pub(crate) idle_wait_connections: usize,
     pub(crate) tcp_nodelay: bool,
+    pub(crate) tcp_keepalive: Option<Duration>,
     /// `Some(false)`: report the backend not durable whatever the server
     /// says (see [`RedisOptions::durable`]).
     pub(crate) durable: Option<bool>,
@@ -112,6 +113,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("reap_batch", &self.reap_batch)
             .field("idle_wait_connections", &self.idle_wait_connections)
             .field("tcp_nodelay", &self.tcp_nodelay)
+            .field("tcp_keepalive", &self.tcp_keepalive)
             .field("durable", &self.durable)
             .field("allow_eviction", &self.allow_eviction)
             .field("policy_check", &self.policy_check)
@@ -149,12 +151,12 @@ impl RedisOptions {
     /// let c = RedisOptions::new("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7000");
     /// assert!(c.is_cluster());
     /// assert_eq!(
-    ///     c.get_seeds(),
+    ///     c.seeds(),
     ///     ["redis://app:pw@10.0.0.1:7000", "redis://app:pw@10.0.0.2:7000"]
     /// );
     /// let tls = RedisOptions::new("rediss+cluster://10.0.0.1:7000");
     /// assert!(tls.uses_tls());
-    /// assert_eq!(tls.get_seeds(), ["rediss://10.0.0.1:7000"]);
+    /// assert_eq!(tls.seeds(), ["rediss://10.0.0.1:7000"]);
     /// ```
     pub fn new(url: impl Into<String>) -> Self {
         let url = url.into();
@@ -169,6 +171,7 @@ impl RedisOptions {
             reap_batch: 500,
             idle_wait_connections: 4,
             tcp_nodelay: true,
+            tcp_keepalive: None,
             durable: None,
             allow_eviction: false,
             policy_check: Self::DEFAULT_POLICY_CHECK,
@@ -187,7 +190,7 @@ impl RedisOptions {
     /// use leaseq_redis::RedisOptions;
     /// let c = RedisOptions::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
     /// assert!(c.is_cluster());
-    /// assert_eq!(c.get_url(), "redis+cluster://127.0.0.1:7000,127.0.0.1:7001");
+    /// assert_eq!(c.url(), "redis+cluster://127.0.0.1:7000,127.0.0.1:7001");
     /// ```
     pub fn cluster<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> Self {
         let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
@@ -202,7 +205,7 @@ impl RedisOptions {
     }
 
     /// The cluster's seed node URLs (empty for a single server).
-    pub fn get_seeds(&self) -> &[String] {
+    pub fn seeds(&self) -> &[String] {
         &self.seeds
     }
 
@@ -229,7 +232,7 @@ impl RedisOptions {
     /// // let ca_pem = std::fs::read("/etc/redis/tls/ca.pem")?;
     /// let config = RedisOptions::new("rediss://redis.internal:6380").tls_root_cert(ca_pem);
     /// assert!(config.uses_tls());
-    /// assert!(config.get_tls_root_cert().is_some());
+    /// assert!(config.root_cert_pem().is_some());
     /// ```
     #[must_use]
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
@@ -238,7 +241,7 @@ impl RedisOptions {
     }
 
     /// The CA certificates (PEM) set by [`RedisOptions::tls_root_cert`].
-    pub fn get_tls_root_cert(&self) -> Option<&[u8]> {
+    pub fn root_cert_pem(&self) -> Option<&[u8]> {
         self.tls_root_cert.as_ref().map(|c| c.0.as_slice())
     }
 
@@ -299,8 +302,37 @@ impl RedisOptions {
     }
 
     /// Whether connections set `TCP_NODELAY` ([`RedisOptions::tcp_nodelay`]).
-    pub fn get_tcp_nodelay(&self) -> bool {
+    pub fn sets_tcp_nodelay(&self) -> bool {
         self.tcp_nodelay
+    }
+
+    /// TCP keep-alive on every connection to the server: `Some(idle)`
+    /// turns on `SO_KEEPALIVE` with the first probe after `idle` without
+    /// traffic (the system's probe interval and count apply after it);
+    /// `None`, the default, leaves keep-alive off. A worker waiting for
+    /// work on a quiet queue holds a connection that may carry nothing for
+    /// long: probes keep a NAT or firewall from dropping it silently and
+    /// find a peer that vanished. Both clients apply it the same way, on
+    /// plain and TLS connections, single server and cluster. Platforms
+    /// count it in whole seconds.
+    ///
+    /// ```
+    /// use leaseq_redis::RedisOptions;
+    /// use std::time::Duration;
+    /// let c = RedisOptions::new("redis://127.0.0.1:6379")
+    ///     .tcp_keepalive(Some(Duration::from_secs(60)));
+    /// assert_eq!(c.keepalive_after(), Some(Duration::from_secs(60)));
+    /// ```
+    #[must_use]
+    pub fn tcp_keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.tcp_keepalive = idle;
+        self
+    }
+
+    /// The idle time before the first keep-alive probe
+    /// ([`RedisOptions::tcp_keepalive`]); `None` when keep-alive is off.
+    pub fn keepalive_after(&self) -> Option<Duration> {
+        self.tcp_keepalive
     }
 
     /// Turns on [`leaseq_core::testing::TestHooks`] for test suites (off by default:
@@ -354,7 +386,7 @@ impl RedisOptions {
     /// use std::time::Duration;
     /// let c = RedisOptions::new("redis://127.0.0.1:6379")
     ///     .wait_for_replicas(1, Duration::from_millis(500));
-    /// let wait = c.get_wait_for_replicas().expect("set");
+    /// let wait = c.replica_wait().expect("set");
     /// assert_eq!((wait.replicas(), wait.timeout()), (1, Duration::from_millis(500)));
     /// ```
     #[must_use]
@@ -364,7 +396,7 @@ impl RedisOptions {
     }
 
     /// What [`RedisOptions::wait_for_replicas`] set, if anything.
-    pub fn get_wait_for_replicas(&self) -> Option<ReplicaWait> {
+    pub fn replica_wait(&self) -> Option<ReplicaWait> {
         self.replica_wait
     }
 
@@ -401,7 +433,7 @@ impl RedisOptions {
     /// use std::time::Duration;
     /// let c = RedisOptions::new("redis://127.0.0.1:6379")
     ///     .policy_check_interval(Duration::from_secs(30));
-    /// assert_eq!(c.get_policy_check_interval(), Duration::from_secs(30));
+    /// assert_eq!(c.policy_check_every(), Duration::from_secs(30));
     /// ```
     #[must_use]
     pub fn policy_check_interval(mut self, every: Duration) -> Self {
@@ -411,19 +443,19 @@ impl RedisOptions {
 
     /// How often `maxmemory-policy` is read again
     /// ([`RedisOptions::policy_check_interval`]).
-    pub fn get_policy_check_interval(&self) -> Duration {
+    pub fn policy_check_every(&self) -> Duration {
         self.policy_check
     }
 
     /// Whether an evicting `maxmemory-policy` is accepted
     /// ([`RedisOptions::allow_eviction`]).
-    pub fn get_allow_eviction(&self) -> bool {
+    pub fn allows_eviction(&self) -> bool {
         self.allow_eviction
     }
 
     /// The server URL, password included: print [`RedisOptions::shown_url`]
     /// instead.
-    pub fn get_url(&self) -> &str {
+    pub fn url(&self) -> &str {
         &self.url
     }
 
@@ -442,7 +474,7 @@ impl RedisOptions {
     }
 
     /// The key prefix.
-    pub fn get_prefix(&self) -> &str {
+    pub fn key_prefix(&self) -> &str {
         &self.prefix
     }
 
@@ -592,13 +624,26 @@ mod tests {
     }
 
     #[test]
+    fn socket_settings_default_to_nodelay_without_keepalive() {
+        let c = RedisOptions::new("redis://h:1");
+        assert!(c.sets_tcp_nodelay());
+        assert_eq!(c.keepalive_after(), None);
+        let c = c
+            .tcp_nodelay(false)
+            .tcp_keepalive(Some(Duration::from_secs(45)));
+        assert!(!c.sets_tcp_nodelay());
+        assert_eq!(c.keepalive_after(), Some(Duration::from_secs(45)));
+        assert_eq!(c.tcp_keepalive(None).keepalive_after(), None);
+    }
+
+    #[test]
     fn tls_is_read_from_the_url_and_the_seeds() {
         assert!(!RedisOptions::new("redis://h:1").uses_tls());
         assert!(RedisOptions::new("rediss://h:1").uses_tls());
         assert!(RedisOptions::new("rediss+cluster://h:1,h:2").uses_tls());
         let c = RedisOptions::cluster(["rediss://h:1", "rediss://h:2"]);
         assert!(c.uses_tls());
-        assert_eq!(c.get_url(), "rediss+cluster://h:1,h:2");
+        assert_eq!(c.url(), "rediss+cluster://h:1,h:2");
     }
 
     #[test]
@@ -614,7 +659,7 @@ mod tests {
         assert!(refused(&none).contains("at least 1 ms"));
         let ok = base.wait_for_replicas(2, Duration::from_millis(300));
         assert!(ok.check().is_ok());
-        let w = ok.get_wait_for_replicas().expect("set");
+        let w = ok.replica_wait().expect("set");
         assert_eq!((w.replicas(), w.timeout_ms()), (2, 300));
     }
 

@@ -86,7 +86,7 @@ mod tests {
     fn wait(n: u32) -> ReplicaWait {
         crate::RedisOptions::new("redis://h:1")
             .wait_for_replicas(n, Duration::from_millis(50))
-            .get_wait_for_replicas()
+            .replica_wait()
             .expect("set")
     }
 

@@ -548,7 +548,7 @@ mod tests {
         let wait = |n| {
             RedisOptions::new("redis://h:1")
                 .wait_for_replicas(n, std::time::Duration::from_millis(100))
-                .get_wait_for_replicas()
+                .replica_wait()
         };
         assert!(covered(0, None));
         assert!(!covered(1, None));

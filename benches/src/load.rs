@@ -1,5 +1,6 @@
 //! The load generator: producers and consumers against one backend for a
-//! fixed time, reporting throughput, enqueue-to-ack latency and peak memory.
+//! fixed time, reporting throughput, enqueue-to-ack latency (and with
+//! workers enqueue-to-start latency) and peak memory.
 
 use leaseq_core::BackendExt as _;
 use std::collections::HashMap;
@@ -71,6 +72,8 @@ impl Default for LoadConfig {
 pub struct Latency {
     /// Median.
     pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
     /// 99th percentile.
     pub p99_us: u64,
     /// Largest seen.
@@ -86,11 +89,17 @@ impl Latency {
             h.record(v.as_micros().try_into().unwrap_or(u64::MAX))
                 .map_err(|e| leaseq_core::Error::outcome_unknown("histogram", e))?;
         }
-        Ok(Latency {
+        Ok(Latency::from_histogram(&h))
+    }
+
+    /// The percentiles recorded in `h` (in microseconds).
+    pub fn from_histogram(h: &Histogram<u64>) -> Latency {
+        Latency {
             p50_us: h.value_at_quantile(0.5),
+            p90_us: h.value_at_quantile(0.9),
             p99_us: h.value_at_quantile(0.99),
             max_us: h.max(),
-        })
+        }
     }
 }
 
@@ -119,6 +128,8 @@ pub struct LoadReport {
     pub jobs_per_sec: f64,
     /// Enqueue (call start) to ack (call end), per item.
     pub latency: Latency,
+    /// Workers only: enqueue (call start) to the handler's start, per item.
+    pub start_latency: Option<Latency>,
     /// Peak resident memory of this process, in bytes.
     pub peak_rss_bytes: Option<u64>,
 }
@@ -160,7 +171,7 @@ pub async fn run(
             produce(b.as_ref(), &q, &c, &cfg, origin, end).await
         }));
     }
-    let hist = match config.runtime {
+    let (hist, starts) = match config.runtime {
         Runtime::Api => {
             let mut consumers = Vec::new();
             for _ in 0..config.consumers {
@@ -178,9 +189,13 @@ pub async fn run(
                 hist.add(&h)
                     .map_err(|e| Error::outcome_unknown("merging histograms", e))?;
             }
-            hist
+            (hist, None)
         }
-        Runtime::Worker => run_workers(&backend, queue, config, &counters, origin, end).await?,
+        Runtime::Worker => {
+            let (hist, starts) =
+                run_workers(&backend, queue, config, &counters, origin, end).await?;
+            (hist, Some(starts))
+        }
     };
     for p in producers {
         p.await
@@ -200,17 +215,15 @@ pub async fn run(
         enqueued: counters.enqueued.load(Ordering::Relaxed),
         acked,
         jobs_per_sec: acked as f64 / seconds,
-        latency: Latency {
-            p50_us: hist.value_at_quantile(0.5),
-            p99_us: hist.value_at_quantile(0.99),
-            max_us: hist.max(),
-        },
+        latency: Latency::from_histogram(&hist),
+        start_latency: starts.as_ref().map(Latency::from_histogram),
         peak_rss_bytes: crate::rss::peak_rss_bytes(),
     })
 }
 
 /// Workers with a no-op handler until `end`. Latency runs from the
-/// enqueue call to the ack's result reaching the worker (its `Acked` event).
+/// enqueue call to the ack's result reaching the worker (its `Acked` event);
+/// the second histogram from the enqueue call to the handler's start.
 async fn run_workers(
     backend: &Arc<dyn Backend>,
     queue: &QueueName,
@@ -218,9 +231,10 @@ async fn run_workers(
     counters: &Arc<Counters>,
     origin: Instant,
     end: Instant,
-) -> Result<Histogram<u64>> {
+) -> Result<(Histogram<u64>, Histogram<u64>)> {
     let stamps: Arc<Mutex<HashMap<ItemId, u64>>> = Arc::default();
     let hist = Arc::new(Mutex::new(new_histogram()?));
+    let starts = Arc::new(Mutex::new(new_histogram()?));
     let stop = CancellationToken::new();
     let mut workers = Vec::new();
     for _ in 0..config.consumers {
@@ -232,7 +246,7 @@ async fn run_workers(
             config.concurrency,
         );
         let (seen, hist, c) = (stamps.clone(), hist.clone(), counters.clone());
-        let noted = stamps.clone();
+        let (noted, started) = (stamps.clone(), starts.clone());
         let worker = builder
             .on_event(move |event| {
                 let Some(at) = lock(&seen).remove(&event.id) else {
@@ -246,6 +260,10 @@ async fn run_workers(
             })
             .build(handler_fn(move |job: Job, _ctx: JobContext| {
                 if let Some(at) = stamped_at(&job.payload) {
+                    let now_us = origin.elapsed().as_micros() as u64;
+                    if Instant::now() <= end {
+                        let _ = lock(&started).record(now_us.saturating_sub(at));
+                    }
                     lock(&noted).insert(job.id, at);
                 }
                 async { Ok::<_, std::convert::Infallible>(()) }
@@ -259,7 +277,8 @@ async fn run_workers(
             .map_err(|e| Error::outcome_unknown("worker task", e))??;
     }
     let hist = lock(&hist).clone();
-    Ok(hist)
+    let starts = lock(&starts).clone();
+    Ok((hist, starts))
 }
 
 /// A poisoned lock only means another recorder panicked; the data is fine.
@@ -393,6 +412,15 @@ mod tests {
             assert!(report.acked > 0, "{runtime:?}: {report:?}");
             assert!(report.acked <= report.enqueued);
             assert!(report.latency.p50_us <= report.latency.max_us);
+            match (runtime, report.start_latency) {
+                (Runtime::Api, None) => {}
+                (Runtime::Worker, Some(start)) => {
+                    assert!(start.p50_us <= start.p90_us && start.p90_us <= start.p99_us);
+                    // A job starts before its ack returns.
+                    assert!(start.p50_us <= report.latency.p50_us, "{report:?}");
+                }
+                (_, other) => panic!("{runtime:?} reported start latency {other:?}"),
+            }
             assert_eq!(backend.stats(&queue).await.expect("stats").total(), 0);
         }
     }

@@ -138,14 +138,26 @@ impl BackendFactory for MemoryFactory {
 /// default ([`leaseq_redis::RedisOptions::tcp_nodelay`]). An unknown value
 /// is refused.
 pub fn redis_tcp_nodelay() -> Result<bool, Unavailable> {
-    match std::env::var("LEASEQ_BENCH_TCP_NODELAY") {
-        Err(_) => Ok(true),
+    switch("LEASEQ_BENCH_TCP_NODELAY", true)
+}
+
+/// Whether the PostgreSQL backends of the benches claim durably:
+/// `LEASEQ_BENCH_PG_DURABLE_CLAIMS` (`on` or `off`), else on, the
+/// backend's default (`leaseq_postgres::PgOptions::durable_claims`). An
+/// unknown value is refused.
+pub fn pg_durable_claims() -> Result<bool, Unavailable> {
+    switch("LEASEQ_BENCH_PG_DURABLE_CLAIMS", true)
+}
+
+/// An `on`/`off` environment variable; `default` when unset or empty.
+fn switch(name: &str, default: bool) -> Result<bool, Unavailable> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
         Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "" | "on" => Ok(true),
+            "" => Ok(default),
+            "on" => Ok(true),
             "off" => Ok(false),
-            other => Err(Unavailable(format!(
-                "LEASEQ_BENCH_TCP_NODELAY={other:?}: expected on or off"
-            ))),
+            other => Err(Unavailable(format!("{name}={other:?}: expected on or off"))),
         },
     }
 }
@@ -223,7 +235,8 @@ impl BackendFactory for PgFactory {
         let options = leaseq_postgres::PgOptions::new()
             .test_hooks(true)
             .schema(NAMESPACE)
-            .max_connections(PG_CONNECTIONS);
+            .max_connections(PG_CONNECTIONS)
+            .durable_claims(pg_durable_claims()?);
         let b = leaseq_postgres::PgBackend::connect(&self.url, options)
             .await
             .map_err(|e| Unavailable(format!("no PostgreSQL at {}: {e}", self.url)))?;

@@ -23,6 +23,7 @@ use fred::prelude::{
     Builder, ClientLike, Config, Error as FredError, ErrorKind, ListInterface, LuaInterface,
     Options, ReconnectPolicy, ServerConfig, StreamsInterface, Value,
 };
+use fred::types::config::TcpConfig;
 use fred::types::{ClusterHash, CustomCommand};
 use leaseq_core::{Error, Result};
 
@@ -51,8 +52,8 @@ pub struct FredClient {
     cluster: Option<Options>,
     base: Config,
     connect_timeout: Duration,
-    /// `TCP_NODELAY` on every connection ([`RedisOptions::tcp_nodelay`]).
-    nodelay: bool,
+    /// The socket settings of every connection ([`tcp_config`]).
+    tcp: TcpConfig,
     idle: IdlePool<fred::clients::Client>,
 }
 
@@ -88,11 +89,11 @@ fn build(
     base: &Config,
     command_timeout: Duration,
     connect_timeout: Duration,
-    nodelay: bool,
+    tcp: &TcpConfig,
 ) -> Result<fred::clients::Client> {
     Builder::from_config(base.clone())
         .with_connection_config(|c| {
-            c.tcp.nodelay = Some(nodelay);
+            c.tcp = tcp.clone();
             c.connection_timeout = connect_timeout;
             c.internal_command_timeout = connect_timeout;
             c.max_command_attempts = 1;
@@ -105,6 +106,18 @@ fn build(
         .set_policy(ReconnectPolicy::new_exponential(0, 100, 1_000, 2))
         .build()
         .map_err(|e| Error::invalid(format!("redis client settings: {e}")))
+}
+
+/// `TCP_NODELAY` as [`RedisOptions::tcp_nodelay`] says and keep-alive as
+/// [`RedisOptions::tcp_keepalive`] says; the rest as the crate sets it.
+fn tcp_config(config: &RedisOptions) -> TcpConfig {
+    TcpConfig {
+        nodelay: Some(config.tcp_nodelay),
+        keepalive: config
+            .tcp_keepalive
+            .map(|idle| socket2::TcpKeepalive::new().with_time(idle)),
+        ..TcpConfig::default()
+    }
 }
 
 async fn start(
@@ -135,12 +148,8 @@ impl FredClient {
         };
         tls_config(config, &mut base)?;
         base.fail_fast = true;
-        let main = build(
-            &base,
-            config.response_timeout,
-            config.connect_timeout,
-            config.tcp_nodelay,
-        )?;
+        let tcp = tcp_config(config);
+        let main = build(&base, config.response_timeout, config.connect_timeout, &tcp)?;
         // No call was made yet, so a failure here applied nothing.
         start(&main, config.connect_timeout)
             .await
@@ -150,7 +159,7 @@ impl FredClient {
             main,
             base,
             connect_timeout: config.connect_timeout,
-            nodelay: config.tcp_nodelay,
+            tcp,
             idle: IdlePool::new(config.idle_wait_connections),
         })
     }
@@ -594,13 +603,8 @@ impl FredClient {
         }
         // No command timeout: the server ends the wait; the guard in
         // `finish_wait` covers a server that stopped answering.
-        let c = build(
-            &self.base,
-            Duration::ZERO,
-            self.connect_timeout,
-            self.nodelay,
-        )
-        .map_err(ClientError::transport)?;
+        let c = build(&self.base, Duration::ZERO, self.connect_timeout, &self.tcp)
+            .map_err(ClientError::transport)?;
         start(&c, self.connect_timeout)
             .await
             .map_err(client_error)?;
@@ -639,6 +643,20 @@ impl FredClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_socket_settings_follow_the_options() {
+        let plain = tcp_config(&RedisOptions::new("redis://h:1"));
+        assert_eq!(plain.nodelay, Some(true));
+        assert!(plain.keepalive.is_none());
+        let set = tcp_config(
+            &RedisOptions::new("redis://h:1")
+                .tcp_nodelay(false)
+                .tcp_keepalive(Some(Duration::from_secs(30))),
+        );
+        assert_eq!(set.nodelay, Some(false));
+        assert!(set.keepalive.is_some());
+    }
 
     #[test]
     fn a_broken_pair_reports_the_connections_error() {

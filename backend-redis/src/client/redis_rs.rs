@@ -81,7 +81,7 @@ fn cluster_builder(config: &RedisOptions) -> ClusterClientBuilder {
     #[cfg(feature = "tls")]
     let builder = if config.uses_tls() {
         let builder = builder.tls(redis::TlsMode::Secure);
-        match config.get_tls_root_cert() {
+        match config.root_cert_pem() {
             Some(pem) => builder.certs(tls_certificates(pem)),
             None => builder,
         }
@@ -102,9 +102,14 @@ fn tls_certificates(pem: &[u8]) -> redis::TlsCertificates {
 }
 
 /// `TCP_NODELAY` as [`RedisOptions::tcp_nodelay`] says (the crate's default
-/// is off).
+/// is off), and keep-alive as [`RedisOptions::tcp_keepalive`] says.
 fn tcp_settings(config: &RedisOptions) -> redis::io::tcp::TcpSettings {
-    redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay)
+    use redis::io::tcp::socket2::TcpKeepalive;
+    let settings = redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
+    match config.tcp_keepalive {
+        Some(idle) => settings.set_keepalive(TcpKeepalive::new().with_time(idle)),
+        None => settings,
+    }
 }
 
 /// The client for one server; for a TLS URL, one that speaks TLS (with
@@ -119,7 +124,7 @@ fn single_client(config: &RedisOptions) -> Result<Client> {
         .map_err(invalid)?
         .set_tcp_settings(tcp_settings(config));
     #[cfg(feature = "tls")]
-    let client = match config.get_tls_root_cert() {
+    let client = match config.root_cert_pem() {
         Some(pem) => Client::build_with_tls(info, tls_certificates(pem)),
         None => Client::open(info),
     }
@@ -548,5 +553,24 @@ async fn blocking<C: redis::aio::ConnectionLike + Send>(
         Err(_) => Err(ClientError::transport(
             "a blocking wait got no answer in time",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_settings_follow_the_options() {
+        let plain = tcp_settings(&RedisOptions::new("redis://h:1"));
+        assert!(plain.nodelay());
+        assert!(plain.keepalive().is_none());
+        let set = tcp_settings(
+            &RedisOptions::new("redis://h:1")
+                .tcp_nodelay(false)
+                .tcp_keepalive(Some(Duration::from_secs(30))),
+        );
+        assert!(!set.nodelay());
+        assert!(set.keepalive().is_some());
     }
 }

@@ -1,5 +1,6 @@
 //! Load generator: P producers and C consumers against one backend for a
-//! fixed time; prints jobs/s, enqueue-to-ack latency and peak memory.
+//! fixed time; prints jobs/s, enqueue-to-ack latency (with workers also
+//! enqueue-to-start) and peak memory.
 //!
 //! `cargo run --release -p leaseq-benches --bin leaseq-load -- --url redis://127.0.0.1:6379 -p 2 -c 8 -d 10`
 //!
@@ -40,7 +41,8 @@ enum RedisClient {
 #[command(name = "leaseq-load", version)]
 struct Args {
     /// Backend URL: memory://, redis://host:port, redis+cluster://h:p,h:p,
-    /// postgres://user@host/db, sqlite:///path/to/file.db (created if
+    /// postgres://user@host/db (claims durable unless
+    /// LEASEQ_BENCH_PG_DURABLE_CLAIMS=off), sqlite:///path/to/file.db (created if
     /// missing; `synchronous=FULL` unless LEASEQ_BENCH_SQLITE_SYNC=normal).
     #[arg(long, default_value = "memory://")]
     url: String,
@@ -395,9 +397,11 @@ fn sharded<C: leaseq_redis::client::ScriptClient>(
 async fn postgres(url: &str, namespace: &str) -> Result<Got, String> {
     #[cfg(feature = "postgres")]
     {
+        let durable = leaseq_benches::targets::pg_durable_claims().map_err(|e| e.0)?;
         let options = leaseq_postgres::PgOptions::new()
             .schema(namespace)
-            .max_connections(leaseq_benches::targets::PG_CONNECTIONS);
+            .max_connections(leaseq_benches::targets::PG_CONNECTIONS)
+            .durable_claims(durable);
         Ok((
             "postgres",
             match leaseq_postgres::PgBackend::connect(url, options).await {
@@ -464,6 +468,12 @@ fn print(r: &LoadReport, json: bool) {
         "latency      p50 {} µs, p99 {} µs, max {} µs (enqueue to ack)",
         r.latency.p50_us, r.latency.p99_us, r.latency.max_us
     );
+    if let Some(start) = &r.start_latency {
+        println!(
+            "start        p50 {} µs, p90 {} µs, p99 {} µs, max {} µs (enqueue to handler start)",
+            start.p50_us, start.p90_us, start.p99_us, start.max_us
+        );
+    }
     match r.peak_rss_bytes {
         Some(b) => println!("peak memory  {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
         None => println!("peak memory  unknown (no /proc/self/status)"),
