@@ -330,6 +330,7 @@
 mod backend;
 mod completions;
 mod control;
+mod events;
 mod history;
 mod hooks;
 mod limits;
