@@ -317,3 +317,62 @@ async fn listen(pool: PgPool, channel: String, mut fanout: Fanout) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leaseq_core::events::EventKind;
+    use leaseq_core::ItemId;
+
+    fn fanout(events: &Arc<EventHub>) -> Fanout {
+        Fanout {
+            work: Arc::default(),
+            cancels: Arc::default(),
+            finishes: Arc::default(),
+            events: Arc::clone(events),
+            part: None,
+            listening: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_read_joined_and_skipped_when_they_do_not_read() {
+        let hub = Arc::new(EventHub::default());
+        let (mut stream, _) = hub.subscribe("q");
+        let mut f = fanout(&hub);
+        for payload in [
+            "event q enqueued 7",
+            "event q exploded 7",
+            "event q",
+            "eventpart q star",
+            "event q ted 7 2",
+            // A piece whose rest never came is dropped with it.
+            "eventpart other progress 9 ab",
+            "event q released 7",
+            "event unfollowed enqueued 1",
+            "eventpart q progress 7 ",
+            "eventpart q 00",
+            "event q ff",
+        ] {
+            f.heard(payload);
+        }
+        let id = ItemId::new(7);
+        let want = [
+            EventKind::Enqueued,
+            EventKind::Started { attempt: 2 },
+            EventKind::Released,
+            EventKind::Progress(leaseq_core::Bytes::from_static(b"\x00\xff")),
+        ];
+        for kind in want {
+            let got = stream.next().await.and_then(|r| r.ok());
+            assert_eq!(got, Some(JobEvent::new(id, kind)));
+        }
+        // A reconnect forgets a piece half heard.
+        f.heard("eventpart q enqueued");
+        f.everyone();
+        f.heard("event q  8");
+        f.heard("event q enqueued 8");
+        let got = stream.next().await.and_then(|r| r.ok());
+        assert_eq!(got, Some(JobEvent::new(ItemId::new(8), EventKind::Enqueued)));
+    }
+}
