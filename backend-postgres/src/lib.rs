@@ -82,6 +82,10 @@
 //! `leaseq_completions` holds the completion counters (see Completion
 //! counter below).
 //!
+//! `leaseq_event_listeners` holds the gate of job events: a row per queue
+//! a subscriber follows, with the time it stays live until (see Job events
+//! below).
+//!
 //! `leaseq_queue_limits` holds, per queue, its global limits and its pause
 //! (both read by the claim statement's one probe of the row), and
 //! `leaseq_workers` the live workers (id, entry as JSON text, expiry).
@@ -260,6 +264,49 @@
 //! queue. The same channel carries `cancel <queue>` (a cancel request on a
 //! lease) and `done <queue>` (an ending kept); no queue name holds a space. A notification is a hint: waiters also wake after
 //! [`PgOptions::poll_interval`], and after the listener reconnects.
+//!
+//! # Job events
+//! [`leaseq_core::Events`] is offered, and a subscriber hears the changes
+//! made by every handle on the schema, in any process. Each statement that
+//! changes a job sends its events with `pg_notify` on the schema's channel
+//! inside that statement, as `event <queue> <text>` (the text of
+//! [`leaseq_core::events::JobEvent::to_wire`], built in SQL): they are
+//! delivered when the statement's transaction commits (an enqueue inside
+//! the caller's transaction, [`PgBackend::enqueue_in`], reports at its
+//! commit, and nothing if it rolls back), and PostgreSQL delivers the
+//! notifications of different transactions in commit order, so one job's
+//! events arrive in the order of its changes. A payload holds under 8,000
+//! bytes: a result is carried up to
+//! [`leaseq_core::events::MAX_EVENT_RESULT`] bytes (else marked elided) and
+//! a reason is cut to [`leaseq_core::events::MAX_EVENT_TEXT`], so every
+//! event fits one notification except a progress value of more than about
+//! 3,800 bytes, which goes as `eventpart` notifications and a last `event`
+//! one, joined by the listener (one transaction's notifications arrive
+//! together).
+//!
+//! The gate: statements send events only while their queue's row in
+//! `leaseq_event_listeners` is live (`until > now()`). A handle with a
+//! subscriber sets it 30 s ahead, after its `LISTEN` is in force and
+//! before `subscribe` returns, and renews it every 10 s while a stream of
+//! the queue is open. A queue nobody follows pays one primary-key probe of
+//! that table per statement that has an event to tell (per queue in
+//! `ack_many`); no event text is built and nothing is sent.
+//!
+//! Per backend handle, the `LISTEN` connection of the wake-ups reads the
+//! events into the handle's [`leaseq_core::events::EventHub`], which every
+//! stream of the handle reads. Delivery is at most once, to the streams
+//! open when the change commits. Limits, all of them losses:
+//! - while the listener's connection is down (it reconnects with backoff)
+//!   nothing reaches it, and PostgreSQL keeps no notification for a
+//!   session that was not listening: the events sent meanwhile are lost,
+//!   and the hub cannot tell which;
+//! - a stream more than [`leaseq_core::events::EVENT_BUFFER`] events behind
+//!   ends with [`leaseq_core::Error::Lagged`];
+//! - a process that cannot renew the gate for 30 s lets it lapse: no events
+//!   are sent until a renewal;
+//! - a notification that does not read as an event is logged and skipped;
+//! - a failure reason holding a NUL character is stored, and reported,
+//!   with U+FFFD in its place.
 //!
 //! # Operating a busy queue
 //! Every item is inserted, updated a few times and deleted within seconds,
