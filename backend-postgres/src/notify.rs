@@ -373,6 +373,9 @@ mod tests {
         f.heard("event q  8");
         f.heard("event q enqueued 8");
         let got = stream.next().await.and_then(|r| r.ok());
-        assert_eq!(got, Some(JobEvent::new(ItemId::new(8), EventKind::Enqueued)));
+        assert_eq!(
+            got,
+            Some(JobEvent::new(ItemId::new(8), EventKind::Enqueued))
+        );
     }
 }
