@@ -291,6 +291,9 @@
 //! the queue is open. A queue nobody follows pays one primary-key probe of
 //! that table per statement that has an event to tell (per queue in
 //! `ack_many`); no event text is built and nothing is sent.
+//! On a followed queue every changing statement notifies, and PostgreSQL
+//! serializes the commits of notifying transactions (see below): a
+//! followed queue's acks and claims commit one at a time.
 //!
 //! Per backend handle, the `LISTEN` connection of the wake-ups reads the
 //! events into the handle's [`leaseq_core::events::EventHub`], which every
