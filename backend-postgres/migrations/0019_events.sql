@@ -11,3 +11,19 @@ CREATE TABLE leaseq_event_listeners (
     queue text        PRIMARY KEY,
     until timestamptz NOT NULL
 );
+
+-- Whether queue `q`'s gate is live. A function rather than an `EXISTS` in
+-- each statement: the statements are planned at every call (custom
+-- plans), and a subquery on a table costs their planning far more (about
+-- 0.07 ms) than a call does; PL/pgSQL keeps its own plan of the probe for
+-- the session. STABLE, so a call with the statement's queue parameter is
+-- made once per statement. The search path is this schema's, as at
+-- creation, whatever the caller's.
+CREATE FUNCTION leaseq_events_watched(q text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path FROM CURRENT
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM leaseq_event_listeners WHERE queue = q AND until > now());
+END
+$$;

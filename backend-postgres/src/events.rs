@@ -140,20 +140,25 @@ pub(crate) enum Gate<'a> {
 /// The CTE `events` (one row, `n`, the notifications sent): sends the
 /// event of each row of `rows` (a query yielding `q`, the queue, and `w`,
 /// the wire text) on channel `channel` while the row's queue's gate is
-/// live, in the order of `rows`, each in pieces of at most [`PIECE`]
-/// (`eventpart` but the last). A statement refers to it (a CTE nobody
-/// reads is not run) where it is read whenever `rows` has a row.
+/// live, in the order of `rows`, as `event <queue> <text>`. For texts that
+/// fit one notification: every event's but a progress value's
+/// ([`cte_in_pieces`]). A statement refers to it (a CTE nobody reads is
+/// not run) where it is read whenever `rows` has a row.
 pub(crate) fn cte(schema: &str, channel: &str, gate: Gate<'_>, rows: &str) -> String {
-    let listeners = table(schema);
-    let live = |queue: &str| {
-        format!("EXISTS (SELECT 1 FROM {listeners} WHERE queue = {queue} AND until > now())")
-    };
-    // An uncorrelated EXISTS runs once, before anything else of the CTE
-    // (a one-time filter): a queue nobody follows pays that probe alone.
-    let watched = match gate {
-        Gate::Queue(param) => live(&format!("{param}::text")),
-        Gate::PerRow => live("e.q"),
-    };
+    let watched = watched(schema, gate);
+    format!(
+        "events AS ( \
+           SELECT count(pg_notify({channel}, 'event ' || e.q || ' ' || e.w)) AS n \
+           FROM ({rows}) e WHERE {watched} \
+         )"
+    )
+}
+
+/// [`cte`] for texts that may need more than one notification: each goes
+/// in pieces of at most [`PIECE`], `eventpart` but the last. (A separate
+/// form, as the series of pieces costs every call's planning.)
+pub(crate) fn cte_in_pieces(schema: &str, channel: &str, gate: Gate<'_>, rows: &str) -> String {
+    let watched = watched(schema, gate);
     format!(
         "events AS ( \
            SELECT count(pg_notify({channel}, \
@@ -166,6 +171,21 @@ pub(crate) fn cte(schema: &str, channel: &str, gate: Gate<'_>, rows: &str) -> St
            WHERE {watched} \
          )"
     )
+}
+
+/// The condition that `gate` is live, over rows `e`.
+fn watched(schema: &str, gate: Gate<'_>) -> String {
+    match gate {
+        // A stable call on a parameter is made once, before anything else
+        // of the CTE (a one-time filter): a queue nobody follows pays that
+        // call alone.
+        Gate::Queue(param) => format!("\"{schema}\".leaseq_events_watched({param}::text)"),
+        // Per row: `ack_many`'s rows may be of several queues.
+        Gate::PerRow => format!(
+            "EXISTS (SELECT 1 FROM {} WHERE queue = e.q AND until > now())",
+            table(schema)
+        ),
+    }
 }
 
 /// A backend handle's followed queues: the gate renewal of each queue with

@@ -711,9 +711,10 @@ impl Sql {
                    RETURNING id \
                  ), {events} \
                  SELECT count(*) FROM u CROSS JOIN events",
-                events = events(
+                events = crate::events::cte_in_pieces(
+                    schema,
                     "$5",
-                    "$2",
+                    Gate::Queue("$2"),
                     &format!(
                         "SELECT $2::text AS q, {} AS w FROM u",
                         wire::progress("id", "$4::bytea")
