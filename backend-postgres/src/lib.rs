@@ -288,9 +288,11 @@
 //! `leaseq_event_listeners` is live (`until > now()`). A handle with a
 //! subscriber sets it 30 s ahead, after its `LISTEN` is in force and
 //! before `subscribe` returns, and renews it every 10 s while a stream of
-//! the queue is open. A queue nobody follows pays one primary-key probe of
-//! that table per statement that has an event to tell (per queue in
-//! `ack_many`); no event text is built and nothing is sent.
+//! the queue is open. A queue nobody follows pays, per statement that has
+//! an event to tell, one call of `leaseq_events_watched(queue)` (a
+//! PL/pgSQL function probing that table's primary key; a call costs the
+//! statement's planning less than a subquery would), and in `ack_many` one
+//! probe per lease; no event text is built and nothing is sent.
 //! On a followed queue every changing statement notifies, and PostgreSQL
 //! serializes the commits of notifying transactions (see below): a
 //! followed queue's acks and claims commit one at a time.
