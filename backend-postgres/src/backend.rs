@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     pub(crate) registry_sql: crate::registry::RegistrySql,
     /// When the reaper last looked at the planner's row count.
     pub(crate) planner: crate::planner::PlannerWatch,
+    /// The gate renewals of the queues this handle's streams follow.
+    pub(crate) events: crate::events::EventFeeds,
 }
 
 impl fmt::Debug for PgBackend {
@@ -137,6 +139,7 @@ impl PgBackend {
                 pool,
                 steps: leaseq_core::testing::StepCounter::new(options.test_hooks),
                 planner: crate::planner::PlannerWatch::default(),
+                events: crate::events::EventFeeds::default(),
                 options,
             }),
         };

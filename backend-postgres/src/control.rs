@@ -70,11 +70,21 @@ impl ControlSql {
                    FROM c WHERE i.id = c.id AND c.state = 'leased' RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($3, 'cancel ' || $1)) AS n FROM asked \
-                 ) \
+                 ), {events} \
                  SELECT CASE WHEN c.state = 'scheduled' AND c.due THEN 'ready' ELSE c.state END, \
                         (SELECT count(*) FROM gone) + (SELECT count(*) FROM asked) \
-                 FROM c, hint, done",
+                 FROM c, hint, done, events",
                 kept = crate::history::record(schema, "gone", "'cancelled'", "NULL::bytea", "$3"),
+                // Cancelled at once; a cancel-requested lease reports when it ends.
+                events = crate::events::cte(
+                    schema,
+                    "$3",
+                    crate::events::Gate::Queue("$1"),
+                    &format!(
+                        "SELECT $1::text AS q, {} AS w FROM gone",
+                        crate::events::wire::bare("cancelled", "id")
+                    ),
+                ),
                 c = locked("id, state, available_at <= now() AS due", "UPDATE"),
             ),
             // $1 queue, $2 id, $3 notify channel. One row: rows moved (0 or
@@ -206,15 +216,16 @@ impl Control for PgBackend {
 
     async fn progress(&self, lease: &LeaseKey, value: Bytes) -> Result<()> {
         check_progress(&value)?;
-        let done = sqlx::query(&self.inner.sql.progress)
+        let row = sqlx::query(&self.inner.sql.progress)
             .bind(crate::ops::fenced_id(lease))
             .bind(lease.queue.as_str())
             .bind(sql_token(lease.token))
             .bind(value.as_ref())
-            .execute(self.statement_on([&lease.queue]))
+            .bind(&self.inner.channel)
+            .fetch_one(self.statement_on([&lease.queue]))
             .await
             .map_err(db("progress"))?;
-        if done.rows_affected() == 0 {
+        if col::<i64>(&row, 0)? == 0 {
             return Err(Error::LeaseLost { id: lease.id });
         }
         Ok(())

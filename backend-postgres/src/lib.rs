@@ -82,6 +82,10 @@
 //! `leaseq_completions` holds the completion counters (see Completion
 //! counter below).
 //!
+//! `leaseq_event_listeners` holds the gate of job events: a row per queue
+//! a subscriber follows, with the time it stays live until (see Job events
+//! below).
+//!
 //! `leaseq_queue_limits` holds, per queue, its global limits and its pause
 //! (both read by the claim statement's one probe of the row), and
 //! `leaseq_workers` the live workers (id, entry as JSON text, expiry).
@@ -273,6 +277,54 @@
 //! idle longer than [`PgOptions::ping_idle_after`] (sqlx pings before every
 //! use by default).
 //!
+//! # Job events
+//! [`leaseq_core::Events`] is offered, and a subscriber hears the changes
+//! made by every handle on the schema, in any process. Each statement that
+//! changes a job sends its events with `pg_notify` on the schema's channel
+//! inside that statement, as `event <queue> <text>` (the text of
+//! [`leaseq_core::events::JobEvent::to_wire`], built in SQL): they are
+//! delivered when the statement's transaction commits (an enqueue inside
+//! the caller's transaction, [`PgBackend::enqueue_in`], reports at its
+//! commit, and nothing if it rolls back), and PostgreSQL delivers the
+//! notifications of different transactions in commit order, so one job's
+//! events arrive in the order of its changes. A payload holds under 8,000
+//! bytes: a result is carried up to
+//! [`leaseq_core::events::MAX_EVENT_RESULT`] bytes (else marked elided) and
+//! a reason is cut to [`leaseq_core::events::MAX_EVENT_TEXT`], so every
+//! event fits one notification except a progress value of more than about
+//! 3,800 bytes, which goes as `eventpart` notifications and a last `event`
+//! one, joined by the listener (one transaction's notifications arrive
+//! together).
+//!
+//! The gate: statements send events only while their queue's row in
+//! `leaseq_event_listeners` is live (`until > now()`). A handle with a
+//! subscriber sets it 30 s ahead, after its `LISTEN` is in force and
+//! before `subscribe` returns, and renews it every 10 s while a stream of
+//! the queue is open. A queue nobody follows pays, per statement that has
+//! an event to tell, one call of `leaseq_events_watched(queue)` (a
+//! PL/pgSQL function probing that table's primary key; a call costs the
+//! statement's planning less than a subquery would), and in `ack_many` one
+//! probe per lease; no event text is built and nothing is sent.
+//! On a followed queue every changing statement notifies, and PostgreSQL
+//! serializes the commits of notifying transactions (see below): a
+//! followed queue's acks and claims commit one at a time.
+//!
+//! Per backend handle, the `LISTEN` connection of the wake-ups reads the
+//! events into the handle's [`leaseq_core::events::EventHub`], which every
+//! stream of the handle reads. Delivery is at most once, to the streams
+//! open when the change commits. Limits, all of them losses:
+//! - while the listener's connection is down (it reconnects with backoff)
+//!   nothing reaches it, and PostgreSQL keeps no notification for a
+//!   session that was not listening: the events sent meanwhile are lost,
+//!   and the hub cannot tell which;
+//! - a stream more than [`leaseq_core::events::EVENT_BUFFER`] events behind
+//!   ends with [`leaseq_core::Error::Lagged`];
+//! - a process that cannot renew the gate for 30 s lets it lapse: no events
+//!   are sent until a renewal;
+//! - a notification that does not read as an event is logged and skipped;
+//! - a failure reason holding a NUL character is stored, and reported,
+//!   with U+FFFD in its place.
+//!
 //! # Operating a busy queue
 //! Every item is inserted, updated a few times and deleted within seconds,
 //! so the table and its indexes collect dead tuples fast. An ended lease
@@ -342,6 +394,7 @@
 mod backend;
 mod completions;
 mod control;
+mod events;
 mod history;
 mod hooks;
 mod limits;

@@ -5,7 +5,10 @@
 //! The same connection carries cancel requests: a `cancel <queue>` payload
 //! (no queue name holds a space) fires the queue's [`Signal`] instead, and
 //! endings kept by the History group a `done <queue>` payload, the queue's
-//! finished signal.
+//! finished signal. Job events come as `event <queue> <wire>` (the text of
+//! [`JobEvent::to_wire`]), an event too long for one notification as
+//! `eventpart <queue> <piece>` notifications before its last piece (see
+//! [`crate::events`]); they go to the [`EventHub`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,10 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaseq_core::backoff::Backoff;
+use leaseq_core::events::{EventHub, JobEvent};
 use leaseq_core::signal::{Signal, SignalHub};
+use leaseq_core::{Error, Result};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 /// Queues the registry remembers before it forgets idle ones.
@@ -126,6 +131,9 @@ pub(crate) struct Wakeups {
     registry: Arc<Registry>,
     cancels: Arc<SignalHub>,
     finishes: Arc<SignalHub>,
+    events: Arc<EventHub>,
+    /// True while the listener's `LISTEN` is in force.
+    listening: Arc<watch::Sender<bool>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -138,6 +146,8 @@ impl Wakeups {
             registry: Arc::default(),
             cancels: Arc::default(),
             finishes: Arc::default(),
+            events: Arc::default(),
+            listening: Arc::new(watch::Sender::new(false)),
             task: Mutex::new(None),
         }
     }
@@ -168,6 +178,29 @@ impl Wakeups {
         self.finishes.subscribe(queue)
     }
 
+    /// The job events heard, from any process.
+    pub(crate) fn events(&self) -> Arc<EventHub> {
+        Arc::clone(&self.events)
+    }
+
+    /// Starts the listener if needed and waits, at most `timeout`, until
+    /// its `LISTEN` is in force: a notification committed from then on
+    /// reaches it (unless its connection drops).
+    pub(crate) async fn listening(&self, timeout: Duration) -> Result<()> {
+        self.start();
+        let mut on = self.listening.subscribe();
+        let up = tokio::time::timeout(timeout, on.wait_for(|on| *on))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if up {
+            return Ok(());
+        }
+        Err(Error::unavailable(
+            "events: the LISTEN connection",
+            format!("not listening after {timeout:?}"),
+        ))
+    }
+
     /// Starts the listener task on first use, or again if it ended (e.g. its
     /// runtime went away).
     fn start(&self) {
@@ -180,10 +213,15 @@ impl Wakeups {
         };
         let pool = self.pool.clone();
         let channel = self.channel.clone();
+        // A task that ended left the flag as it was.
+        self.listening.send_replace(false);
         let fanout = Fanout {
             work: Arc::clone(&self.registry),
             cancels: Arc::clone(&self.cancels),
             finishes: Arc::clone(&self.finishes),
+            events: Arc::clone(&self.events),
+            part: None,
+            listening: Arc::clone(&self.listening),
         };
         *task = Some(handle.spawn(listen(pool, channel, fanout)));
     }
@@ -198,36 +236,109 @@ impl Drop for Wakeups {
     }
 }
 
+/// The most text of one event kept while its pieces come: more than any
+/// event's (a progress value's hex is at most 8 KiB).
+const MAX_PARTS: usize = 64 * 1024;
+
 /// Where the listener sends what it hears.
 struct Fanout {
     work: Arc<Registry>,
     cancels: Arc<SignalHub>,
     finishes: Arc<SignalHub>,
+    events: Arc<EventHub>,
+    /// The queue and the text so far of an event whose pieces are coming.
+    /// One transaction's notifications arrive together, in order, so its
+    /// pieces are never mixed with another's.
+    part: Option<(String, String)>,
+    listening: Arc<watch::Sender<bool>>,
 }
 
 impl Fanout {
-    fn heard(&self, payload: &str) {
+    fn heard(&mut self, payload: &str) {
         if let Some(queue) = payload.strip_prefix("cancel ") {
             self.cancels.fire(queue);
         } else if let Some(queue) = payload.strip_prefix("done ") {
             self.finishes.fire(queue);
+        } else if let Some(rest) = payload.strip_prefix("event ") {
+            self.event(rest);
+        } else if let Some(rest) = payload.strip_prefix("eventpart ") {
+            self.event_part(rest);
         } else {
             self.work.wake(payload);
         }
     }
 
+    /// The last (or only) piece of an event: `<queue> <piece>`.
+    fn event(&mut self, rest: &str) {
+        let part = self.part.take();
+        let Some((queue, piece)) = rest.split_once(' ') else {
+            tracing::warn!(payload = rest, "leaseq-postgres: an event without a queue");
+            return;
+        };
+        let text = match part {
+            Some((q, mut text)) if q == queue => {
+                text.push_str(piece);
+                text
+            }
+            Some((q, _)) => {
+                tracing::warn!(queue = q, "leaseq-postgres: dropped an event cut short");
+                piece.to_owned()
+            }
+            None => piece.to_owned(),
+        };
+        // Nothing is decoded for a queue nobody follows in this process.
+        if !self.events.is_watched(queue) {
+            return;
+        }
+        match JobEvent::from_wire(&text) {
+            Ok(event) => self.events.publish(queue, || event),
+            Err(e) => {
+                tracing::warn!(queue, error = %e, "leaseq-postgres: skipped an event that does not read")
+            }
+        }
+    }
+
+    /// A piece of an event before its last: `<queue> <piece>`.
+    fn event_part(&mut self, rest: &str) {
+        let Some((queue, piece)) = rest.split_once(' ') else {
+            tracing::warn!(
+                payload = rest,
+                "leaseq-postgres: an event piece without a queue"
+            );
+            return;
+        };
+        match &mut self.part {
+            Some((q, text)) if q == queue && text.len() + piece.len() <= MAX_PARTS => {
+                text.push_str(piece)
+            }
+            other => {
+                if let Some((q, _)) = other {
+                    tracing::warn!(queue = %q, "leaseq-postgres: dropped an event cut short");
+                }
+                *other = Some((queue.to_owned(), piece.to_owned()));
+            }
+        }
+    }
+
     /// Notifications may have been missed: everyone looks for themselves.
-    fn everyone(&self) {
+    /// (Events missed are lost: delivery is at most once.)
+    fn everyone(&mut self) {
+        self.part = None;
         self.work.wake_all();
         self.cancels.fire_all();
         self.finishes.fire_all();
+    }
+
+    /// Whether the `LISTEN` is in force, for [`Wakeups::listening`].
+    fn set_listening(&self, on: bool) {
+        self.listening.send_replace(on);
     }
 }
 
 /// The listener loop: (re)connects with backoff; after every (re)connect
 /// and every lost connection it wakes everyone, since notifications sent
 /// meanwhile are gone.
-async fn listen(pool: PgPool, channel: String, fanout: Fanout) {
+async fn listen(pool: PgPool, channel: String, mut fanout: Fanout) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
@@ -244,14 +355,22 @@ async fn listen(pool: PgPool, channel: String, fanout: Fanout) {
             continue;
         }
         backoff.reset();
+        fanout.set_listening(true);
         fanout.everyone();
         loop {
             match listener.try_recv().await {
                 Ok(Some(n)) => fanout.heard(n.payload()),
-                // The connection was lost; the next try_recv reconnects.
-                Ok(None) => fanout.everyone(),
+                // The connection was lost. Connect again here rather than
+                // in the next try_recv, so that `listening` knows when the
+                // LISTEN is back.
+                Ok(None) => {
+                    fanout.set_listening(false);
+                    fanout.everyone();
+                    break;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "leaseq-postgres: listener failed");
+                    fanout.set_listening(false);
                     fanout.everyone();
                     tokio::time::sleep(backoff.next_wait()).await;
                     break;
@@ -264,6 +383,8 @@ async fn listen(pool: PgPool, channel: String, fanout: Fanout) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leaseq_core::events::EventKind;
+    use leaseq_core::ItemId;
     use tokio::time::Instant;
 
     const POLL: Duration = Duration::from_secs(1);
@@ -347,5 +468,60 @@ mod tests {
         let map = r.queues.lock().unwrap_or_else(|p| p.into_inner());
         assert!(map.len() <= REMEMBERED_QUEUES, "{}", map.len());
         assert!(map.get("held").is_some_and(|q| Arc::ptr_eq(q, &held)));
+    }
+
+    fn fanout(events: &Arc<EventHub>) -> Fanout {
+        Fanout {
+            work: Arc::default(),
+            cancels: Arc::default(),
+            finishes: Arc::default(),
+            events: Arc::clone(events),
+            part: None,
+            listening: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_read_joined_and_skipped_when_they_do_not_read() {
+        let hub = Arc::new(EventHub::default());
+        let (mut stream, _) = hub.subscribe("q");
+        let mut f = fanout(&hub);
+        for payload in [
+            "event q enqueued 7",
+            "event q exploded 7",
+            "event q",
+            "eventpart q star",
+            "event q ted 7 2",
+            // A piece whose rest never came is dropped with it.
+            "eventpart other progress 9 ab",
+            "event q released 7",
+            "event unfollowed enqueued 1",
+            "eventpart q progress 7 ",
+            "eventpart q 00",
+            "event q ff",
+        ] {
+            f.heard(payload);
+        }
+        let id = ItemId::new(7);
+        let want = [
+            EventKind::Enqueued,
+            EventKind::Started { attempt: 2 },
+            EventKind::Released,
+            EventKind::Progress(leaseq_core::Bytes::from_static(b"\x00\xff")),
+        ];
+        for kind in want {
+            let got = stream.next().await.and_then(|r| r.ok());
+            assert_eq!(got, Some(JobEvent::new(id, kind)));
+        }
+        // A reconnect forgets a piece half heard.
+        f.heard("eventpart q enqueued");
+        f.everyone();
+        f.heard("event q  8");
+        f.heard("event q enqueued 8");
+        let got = stream.next().await.and_then(|r| r.ok());
+        assert_eq!(
+            got,
+            Some(JobEvent::new(ItemId::new(8), EventKind::Enqueued))
+        );
     }
 }

@@ -388,6 +388,7 @@ impl PgBackend {
             .bind(i64::try_from(spec.ttl().as_millis()).unwrap_or(i64::MAX))
             .bind(&tokens)
             .bind(held)
+            .bind(&self.inner.channel)
             .fetch_all(exec)
             .await
             .map_err(db("claim"))?;
@@ -969,6 +970,7 @@ impl Backend for PgBackend {
             .control(self)
             .registry(self)
             .history(self)
+            .events(self)
             .test_hooks(
                 self.inner
                     .options

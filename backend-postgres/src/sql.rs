@@ -3,6 +3,7 @@
 //! Each transition is one statement. Time is always the server's `now()`.
 //! `$n * interval '1 millisecond'` turns a millisecond count into an interval.
 
+use crate::events::{wire, Gate};
 use crate::history::{finished_table, record, retention_table};
 use crate::rows::ms;
 
@@ -137,17 +138,33 @@ pub(crate) fn to_ready_walk(t: &str, key: &str, filter: &str, set: &str) -> Stri
     )
 }
 
-/// An ack of the lease `$1`-`$3` whose kept record is `kept` (see
-/// `record`): the unique-for hold (`hold`) unless a cancel was requested,
-/// and the completion counted (`counted`, see `completions::counted`).
-fn ack(t: &str, fence: &str, held_ms: &str, hold: &str, kept: &str, counted: &str) -> String {
+/// The parts of an ack statement beside its `DELETE`.
+struct AckParts<'a> {
+    /// The unique-for hold, unless a cancel was requested.
+    hold: &'a str,
+    /// The kept record (see `record`).
+    kept: &'a str,
+    /// The completion counted (see `completions::counted`).
+    counted: &'a str,
+    /// The `events` CTE (see `crate::events::cte`).
+    events: &'a str,
+}
+
+/// An ack of the lease `$1`-`$3`.
+fn ack(t: &str, fence: &str, held_ms: &str, parts: &AckParts<'_>) -> String {
+    let AckParts {
+        hold,
+        kept,
+        counted,
+        events,
+    } = parts;
     format!(
         "WITH d AS ( \
            DELETE FROM {t} WHERE {fence} \
            RETURNING id, queue, dedup_key, {held_ms}, enqueued_at, attempts, payload, \
              last_error, cancel_requested \
-         ), {hold}, {kept}, {counted} \
-         SELECT count(*) FROM d CROSS JOIN done"
+         ), {hold}, {kept}, {counted}, {events} \
+         SELECT count(*) FROM d CROSS JOIN done CROSS JOIN events"
     )
 }
 
@@ -161,6 +178,11 @@ impl Sql {
         let k = format!("\"{schema}\".leaseq_takeovers");
         let f = finished_table(schema);
         let p = retention_table(schema);
+        // The `events` CTE of a statement on the queue `$q` (see
+        // `crate::events::cte`): `rows` yields the queue `q` and the event's
+        // text `w` of each change; `$ch` the notify channel.
+        let events =
+            |ch: &str, q: &str, rows: &str| crate::events::cte(schema, ch, Gate::Queue(q), rows);
         // The ending of a row an ack deleted: Cancelled when a cancel was
         // requested.
         let ending_of_d = "CASE WHEN d.cancel_requested THEN 'cancelled' ELSE 'completed' END";
@@ -225,19 +247,38 @@ impl Sql {
         // A release or a snooze: $4 delay (ms), $5 notify channel; `set`
         // says where the item goes. One row when the fence held: the state
         // the item went to, or 'cancelled'.
+        // The events of a statement that ended a lease: `moved` (an
+        // event's text of `r`'s row) for the rows it moved, Cancelled for
+        // those `gone` deleted.
+        let lease_end = |moved: &str| {
+            format!(
+                "SELECT $2::text AS q, {moved} AS w FROM r \
+                 UNION ALL SELECT $2::text, {} FROM gone",
+                wire::bare("cancelled", "id")
+            )
+        };
         let put_back = |set: &str| {
             format!(
                 "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET {set}, \
                      available_at = now() + $4 * interval '1 millisecond', {unleased} \
-                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.state \
+                   FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id, i.state \
                  ), hint AS ( \
                    SELECT count(pg_notify($5, $2)) AS n \
                    FROM (SELECT 1 FROM r WHERE state = 'ready' LIMIT 1) x \
-                 ) \
-                 SELECT r.state FROM r CROSS JOIN hint \
-                 UNION ALL SELECT 'cancelled' FROM gone CROSS JOIN done",
+                 ), {events} \
+                 SELECT r.state FROM r CROSS JOIN hint CROSS JOIN events \
+                 UNION ALL SELECT 'cancelled' FROM gone CROSS JOIN done CROSS JOIN events",
                 kept = cancelled("$5"),
+                events = events(
+                    "$5",
+                    "$2",
+                    &lease_end(&format!(
+                        "CASE WHEN state = 'dead' THEN {} ELSE {} END",
+                        wire::reason("dead", "id", "'attempts exhausted'"),
+                        wire::bare("released", "id")
+                    ))
+                ),
             )
         };
         // Completions counted by the acks' statements, from their `d`.
@@ -272,6 +313,19 @@ impl Sql {
             "SELECT {info} FROM {t} WHERE queue = $1 AND payload IS NOT NULL \
              AND state = 'dead' ORDER BY dead_at, id LIMIT $2"
         );
+        // The leases acks deleted (`d`): Completed with `result`, or
+        // Cancelled when a cancel was requested.
+        let acked = |result: Option<&str>| {
+            format!(
+                "SELECT queue AS q, {} AS w FROM d",
+                wire::acked("id", "cancel_requested", result)
+            )
+        };
+        // The items an enqueue inserted (`ins`; not those it deduplicated).
+        let enqueued = format!(
+            "SELECT $1::text AS q, {} AS w FROM ins",
+            wire::bare("enqueued", "id")
+        );
         Sql {
             items_table: t.clone(),
             // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
@@ -302,10 +356,11 @@ impl Sql {
                  ), hint AS ( \
                    SELECT count(pg_notify($7, $1)) AS n \
                    FROM (SELECT 1 FROM ins WHERE state = 'ready' LIMIT 1) x \
-                 ) \
+                 ), {events} \
                  SELECT input.id, ins.id IS NOT NULL AS inserted \
-                 FROM input LEFT JOIN ins ON ins.id = input.id CROSS JOIN hint \
-                 ORDER BY input.ord"
+                 FROM input LEFT JOIN ins ON ins.id = input.id CROSS JOIN hint CROSS JOIN events \
+                 ORDER BY input.ord",
+                events = events("$7", "$1", &enqueued),
             ),
             // A batch without dedup keys: no arbitration, no join back.
             // $1 queue, $2 payloads, $3 priorities, $4 max attempts,
@@ -327,8 +382,9 @@ impl Sql {
                  ), hint AS ( \
                    SELECT count(pg_notify($6, $1)) AS n \
                    FROM (SELECT 1 FROM ins WHERE state = 'ready' LIMIT 1) x \
-                 ) \
-                 SELECT array_agg(ins.id ORDER BY ins.id) FROM ins CROSS JOIN hint"
+                 ), {events} \
+                 SELECT array_agg(ins.id ORDER BY ins.id) FROM ins CROSS JOIN hint CROSS JOIN events",
+                events = events("$6", "$1", &enqueued),
             ),
             // Live holders come last, so they win over a hold.
             dedup_holders: format!(
@@ -368,6 +424,8 @@ impl Sql {
             // same item (a claim sent again after a lost reply reuses its
             // tokens) drops that takeover trace (`untraced`), which would
             // otherwise speak of this lease to `lease_fate`.
+            //
+            // $6 is the notify channel, for the Started events (`events`).
             //
             // Leases are stamped with the clock read by the statement itself
             // (`clock`, evaluated after its snapshot), not `now()` (the
@@ -433,9 +491,10 @@ impl Sql {
                              {exp} AS expires_ms, {enq} AS enqueued_ms \
                  ), untraced AS ( \
                    DELETE FROM {k} x USING leased l WHERE x.id = l.id AND x.token = l.token \
-                 ) \
+                 ), {events} \
                  SELECT id, token, payload, attempts, max_attempts, priority, expires_ms, \
-                        NULL::text AS repair_state, NULL::text AS repair, enqueued_ms FROM leased \
+                        NULL::text AS repair_state, NULL::text AS repair, enqueued_ms \
+                 FROM leased CROSS JOIN events \
                  UNION ALL \
                  SELECT id, NULL, NULL, 0, 0, 0, 0, state, 'missing', 0 FROM removed \
                  UNION ALL \
@@ -449,6 +508,14 @@ impl Sql {
                 enq = ms("i.enqueued_at"),
                 lim = crate::limits::table(schema),
                 poison_batch = leaseq_core::limits::MAX_CLAIM,
+                events = events(
+                    "$6",
+                    "$1",
+                    &format!(
+                        "SELECT $1::text AS q, {} AS w FROM leased",
+                        wire::started("id", "attempts")
+                    ),
+                ),
             ),
             // $1 queue, $2 and $3 the first and last token of the claim's
             // family, $4 the claim's ttl (ms). Uuids compare as big-endian
@@ -546,9 +613,29 @@ impl Sql {
             // was requested: the item ends Cancelled, its key free at once.
             // RETURNING reads the version deleted, so a cancel that
             // committed while the ack waited for the row is seen.
-            ack: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "NULL::bytea", "$4"), &counted),
+            ack: ack(
+                &t,
+                fence,
+                held_ms,
+                &AckParts {
+                    hold: &hold,
+                    kept: &record(schema, "d", ending_of_d, "NULL::bytea", "$4"),
+                    counted: &counted,
+                    events: &events("$4", "$2", &acked(None)),
+                },
+            ),
             // ... $4 notify channel, $5 the result.
-            complete: ack(&t, fence, held_ms, &hold, &record(schema, "d", ending_of_d, "$5::bytea", "$4"), &counted),
+            complete: ack(
+                &t,
+                fence,
+                held_ms,
+                &AckParts {
+                    hold: &hold,
+                    kept: &record(schema, "d", ending_of_d, "$5::bytea", "$4"),
+                    counted: &counted,
+                    events: &events("$4", "$2", &acked(Some("$5::bytea"))),
+                },
+            ),
             // $1 ids, $2 queues, $3 tokens (parallel arrays), $4 notify
             // channel: one statement, each row fenced on its own; the rows
             // deleted come back, those the policy keeps recorded.
@@ -560,9 +647,10 @@ impl Sql {
                      AND i.lease_expires_at IS NOT NULL \
                    RETURNING i.id, i.queue, i.token, i.dedup_key, {held_ms}, \
                      i.enqueued_at, i.attempts, i.payload, i.last_error, i.cancel_requested \
-                 ), {hold}, {kept}, {counted} \
-                 SELECT id, queue, token FROM d CROSS JOIN done",
+                 ), {hold}, {kept}, {counted}, {events} \
+                 SELECT id, queue, token FROM d CROSS JOIN done CROSS JOIN events",
                 kept = record(schema, "d", ending_of_d, "NULL::bytea", "$4"),
+                events = crate::events::cte(schema, "$4", Gate::PerRow, &acked(None)),
             ),
             // ... $4 ttl (ms). Also whether a cancel was requested.
             extend: format!(
@@ -582,6 +670,8 @@ impl Sql {
             // ... $4 notify channel. Back to Ready (at its place: the Ready
             // index orders by priority and id) with the claim's attempt
             // taken back; one row when the fence held.
+            // `events` is read in the select list: the one row comes also
+            // when `r` is empty.
             give_back: format!(
                 "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET state = 'ready', attempts = greatest(i.attempts - 1, 0), \
@@ -589,10 +679,11 @@ impl Sql {
                    FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
                  ), hint AS ( \
                    SELECT count(pg_notify($4, $2)) AS n FROM r \
-                 ) \
-                 SELECT count(*) + (SELECT count(*) FROM gone) \
+                 ), {events} \
+                 SELECT count(*) + (SELECT count(*) FROM gone), (SELECT n FROM events) \
                  FROM r CROSS JOIN hint CROSS JOIN done",
                 kept = cancelled("$4"),
+                events = events("$4", "$2", &lease_end(&wire::bare("released", "id"))),
             ),
             // ... $4 reason, $5 notify channel. One row: 1 when the fence
             // held.
@@ -600,9 +691,11 @@ impl Sql {
                 "WITH {ending}, {kept}, r AS ( \
                    UPDATE {t} i SET state = 'dead', dead_at = now(), last_error = $4, {unleased} \
                    FROM held WHERE i.id = held.id AND NOT held.cancel RETURNING i.id \
-                 ) \
-                 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM gone) FROM done",
+                 ), {events} \
+                 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM gone) \
+                 FROM done CROSS JOIN events",
                 kept = cancelled("$5"),
+                events = events("$5", "$2", &lease_end(&wire::reason("dead", "id", "$4::text"))),
             ),
             // ... $4 delay (ms), $5 notify channel. As `release`, but the
             // claim's attempt is taken back and the item never goes Dead.
@@ -610,9 +703,23 @@ impl Sql {
                 "state = CASE WHEN $4 > 0 THEN 'scheduled' ELSE 'ready' END, \
                  attempts = greatest(i.attempts - 1, 0)",
             ),
-            // ... $4 value.
+            // ... $4 value, $5 notify channel. One row: 1 when the fence
+            // held.
             progress: format!(
-                "UPDATE {t} SET progress = $4, progress_token = token WHERE {fence}"
+                "WITH u AS ( \
+                   UPDATE {t} SET progress = $4, progress_token = token WHERE {fence} \
+                   RETURNING id \
+                 ), {events} \
+                 SELECT count(*) FROM u CROSS JOIN events",
+                events = crate::events::cte_in_pieces(
+                    schema,
+                    "$5",
+                    Gate::Queue("$2"),
+                    &format!(
+                        "SELECT $2::text AS q, {} AS w FROM u",
+                        wire::progress("id", "$4::bytea")
+                    )
+                ),
             ),
             // $1 queue, $2 batch, $3 notify channel, $4 and $5 the key
             // (lease_expires_at as text, id) after which this batch starts
@@ -661,7 +768,7 @@ impl Sql {
                    RETURNING i.id, 'cancelled'::text AS state, {ended_cols} \
                  ), {kept}, ended AS ( \
                    SELECT id, state FROM r UNION ALL SELECT id, state FROM gone \
-                 ), taken AS ( \
+                 ), {events}, taken AS ( \
                    INSERT INTO {k} (id, token, queue, taken_at) \
                    SELECT c.id, c.token, $1, now() FROM c JOIN ended e ON e.id = c.id \
                    ON CONFLICT (id, token) DO UPDATE SET taken_at = EXCLUDED.taken_at \
@@ -676,8 +783,19 @@ impl Sql {
                         count(*) FILTER (WHERE e.state = 'dead') AS dead, \
                         count(*) FILTER (WHERE e.state = 'cancelled') AS cancelled, \
                         (SELECT at::text FROM last), (SELECT id FROM last) \
-                 FROM ended e CROSS JOIN hint CROSS JOIN done",
+                 FROM ended e CROSS JOIN hint CROSS JOIN done CROSS JOIN events",
                 kept = cancelled("$3"),
+                events = events(
+                    "$3",
+                    "$1",
+                    &format!(
+                        "SELECT $1::text AS q, CASE state WHEN 'ready' THEN {} \
+                           WHEN 'dead' THEN {} ELSE {} END AS w FROM ended",
+                        wire::reason("failed", "id", "'lease expired'"),
+                        wire::reason("dead", "id", "'lease expired on final attempt'"),
+                        wire::bare("cancelled", "id"),
+                    )
+                ),
             ),
             // $1 queue, $2 the traces' memory (ms). Through the age index:
             // the cost follows the traces that ran out.

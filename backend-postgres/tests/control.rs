@@ -268,8 +268,8 @@ async fn control_plans_find_their_rows_by_the_primary_key() {
         (
             "progress",
             prepared(b, "SET progress = $4").await,
-            ", bytea",
-            ", 'x'::bytea",
+            ", bytea, text",
+            ", 'x'::bytea, 'ch'",
         ),
     ];
     let by_id = [

@@ -718,11 +718,11 @@ async fn stats_reap_and_claim_plans_use_the_state_indexes() {
             // the planner taking a third of the Ready rows for poison.
             for queue in ["q42", "bigmix", "bigready"] {
                 let what = format!("claim of {queue}, {phase} ({mode})");
-                let args = format!("'{queue}', 10, 60000, ARRAY[]::uuid[], false, NULL");
+                let args = format!("'{queue}', 10, 60000, ARRAY[]::uuid[], false, 'ch'");
                 let found = plan(
                     &mut c,
                     &claim,
-                    "text, int8, int8, uuid[], bool, int8",
+                    "text, int8, int8, uuid[], bool, text",
                     &args,
                     mode,
                 )
