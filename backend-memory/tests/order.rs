@@ -72,7 +72,7 @@ async fn delayed_items_are_scheduled_until_due() {
             leased: 0,
             dead: 0,
             paused: false,
-            completed: None,
+            completed: Some(0),
         }
     );
     assert_eq!(f.claim_ids(10).await, [ids[1]]);
@@ -183,7 +183,10 @@ async fn unknown_queues_are_empty_not_errors() {
     let other = leaseq_core::QueueName::new("nothing-here").expect("name");
     assert_eq!(
         f.backend.stats(&other).await.expect("stats"),
-        QueueStats::default()
+        QueueStats {
+            completed: Some(0),
+            ..QueueStats::default()
+        }
     );
     assert!(f
         .backend
@@ -240,7 +243,10 @@ async fn queues_are_independent_and_clones_share_them() {
     assert_eq!(clone.stats(&other).await.expect("stats").ready, 1);
     assert_eq!(
         clone.stats(&f.queue).await.expect("stats"),
-        QueueStats::default()
+        QueueStats {
+            completed: Some(0),
+            ..QueueStats::default()
+        }
     );
 }
 
