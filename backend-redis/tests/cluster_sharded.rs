@@ -1,6 +1,7 @@
 //! The conformance suite on a logical queue sharded 4 ways over the local
 //! 3-master cluster, each queue's shards placed so they cover all three
-//! masters, on both clients. A sharded queue keeps order per shard only
+//! masters, on fred (redis-rs when fred is not built; `conformance_sharded.rs`
+//! runs the layer on redis-rs). A sharded queue keeps order per shard only
 //! (`Capabilities::order` is `PerShard`), so the suite itself leaves out the
 //! checks that need one global claim order and prints each with the reason.
 //! The reference model runs 8 sequences here, not 32: the layer itself is
@@ -62,7 +63,7 @@ fn factory(which: Which) -> ClusterFactory {
     ClusterFactory::sharded_with_prefix(which, SHARDS, prefix, Some(names))
 }
 
-#[cfg(feature = "redis-rs")]
+#[cfg(all(feature = "redis-rs", not(feature = "fred")))]
 mod redis_rs {
     leaseq_conformance::suite!(super::factory(super::Which::RedisRs), model_cases = 8);
 }
