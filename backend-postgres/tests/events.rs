@@ -43,6 +43,16 @@ async fn take(stream: &mut EventStream, n: usize) -> Vec<JobEvent> {
     got
 }
 
+/// A stream of `q`'s events through the test database's own handle.
+async fn follow(db: &common::TestDb, q: &QueueName) -> EventStream {
+    db.backend
+        .events()
+        .expect("events")
+        .subscribe(q)
+        .await
+        .expect("subscribe")
+}
+
 fn ev(id: ItemId, kind: EventKind) -> JobEvent {
     JobEvent::new(id, kind)
 }
@@ -53,13 +63,7 @@ async fn another_handles_changes_arrive_in_order_with_their_data() {
         return;
     };
     let q = queue("followed");
-    let mut stream = db
-        .backend
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = follow(&db, &q).await;
     let actor = other_handle(&db).await;
     let control = actor.control().expect("control");
     let history = actor.history().expect("history");
@@ -162,13 +166,7 @@ async fn a_queue_nobody_follows_gets_no_notification() {
     raw.listen(&format!("leaseq_{}", db.schema))
         .await
         .expect("listen");
-    let mut stream = db
-        .backend
-        .events()
-        .expect("events")
-        .subscribe(&followed)
-        .await
-        .expect("subscribe");
+    let mut stream = follow(&db, &followed).await;
 
     let b = &db.backend;
     b.push(&quiet, "x").await.expect("push");
@@ -209,13 +207,7 @@ async fn an_enqueue_in_a_transaction_reports_at_its_commit_only() {
         return;
     };
     let q = queue("outbox");
-    let mut stream = db
-        .backend
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = follow(&db, &q).await;
     let b = &db.backend;
 
     let mut tx = b.pool().begin().await.expect("begin");
@@ -242,13 +234,7 @@ async fn cancels_and_deduplicated_enqueues_report_as_memory_does() {
         return;
     };
     let q = queue("cancels");
-    let mut stream = db
-        .backend
-        .events()
-        .expect("events")
-        .subscribe(&q)
-        .await
-        .expect("subscribe");
+    let mut stream = follow(&db, &q).await;
     let actor = other_handle(&db).await;
     let control = actor.control().expect("control");
 
