@@ -11,24 +11,16 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use leaseq_core::events::{EventHub, EventStream, MAX_EVENT_RESULT, MAX_EVENT_TEXT};
+use leaseq_core::events::{
+    EventHub, EventStream, GATE_REFRESH, GATE_TTL, MAX_EVENT_RESULT, MAX_EVENT_TEXT,
+};
 use leaseq_core::{Events, QueueName, Result};
 use sqlx::PgPool;
 
 use crate::rows::db;
 use crate::PgBackend;
-
-/// How long a queue's gate stays live after it was last set.
-pub(crate) const GATE_TTL: Duration = Duration::from_secs(30);
-
-/// How often a followed queue's gate is set again: well within
-/// [`GATE_TTL`], so a renewal that fails once or twice loses nothing.
-pub(crate) const GATE_REFRESH: Duration = Duration::from_secs(10);
-
-const _: () = assert!(GATE_REFRESH.as_secs() * 2 < GATE_TTL.as_secs());
 
 /// The longest piece of an event's text one notification carries. A
 /// `NOTIFY` payload holds under 8,000 bytes; a piece goes out as

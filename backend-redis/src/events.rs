@@ -14,20 +14,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leaseq_core::backoff::Backoff;
-use leaseq_core::events::{EventHub, EventStream, JobEvent};
+use leaseq_core::events::{EventHub, EventStream, JobEvent, GATE_REFRESH, GATE_TTL};
 use leaseq_core::{Events, QueueName, Result};
 use tokio::time::Instant;
 
 use crate::cancel_feed::{entry_parts, stream_entries};
 use crate::scripts::arg;
 use crate::{RedisBackend, Reply, ScriptClient};
-
-/// How long a queue's gate stays after it was last set.
-pub(crate) const GATE_TTL: Duration = Duration::from_secs(30);
-
-/// How often a feed sets its queue's gate again: well within
-/// [`GATE_TTL`], so a renewal that fails once or twice loses nothing.
-pub(crate) const GATE_REFRESH: Duration = Duration::from_secs(10);
 
 /// How long one read blocks: also the longest a renewal waits.
 const READ_WAIT: Duration = Duration::from_secs(1);

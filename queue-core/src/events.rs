@@ -49,6 +49,18 @@ pub const MAX_EVENT_RESULT: usize = 2048;
 /// ones are cut at a character boundary.
 pub const MAX_EVENT_TEXT: usize = 1024;
 
+/// How long a backend that sends events only for followed queues (a
+/// "gate" per queue in the store) keeps a queue's gate after a subscriber
+/// last set it: a subscriber that vanished costs the queue's writers for
+/// this long at most.
+pub const GATE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How often a subscriber sets its queue's gate again: well within
+/// [`GATE_TTL`], so a renewal that fails once or twice loses nothing.
+pub const GATE_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+const _: () = assert!(GATE_REFRESH.as_secs() * 2 < GATE_TTL.as_secs());
+
 /// One thing that happened to one job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobEvent {
