@@ -12,6 +12,15 @@ use leaseq_memory::MemoryBackend;
 
 use crate::baseline::{Baseline, VecDequeBaseline};
 
+/// A server that did not answer, named by its URL with any password
+/// taken out (`leaseq_core::redact_url`): the reason is printed.
+pub fn no_server(what: &str, url: &str, e: impl std::fmt::Display) -> Unavailable {
+    Unavailable(format!(
+        "no {what} at {}: {e}",
+        leaseq_core::redact_url(url)
+    ))
+}
+
 /// Every backend name, in report order.
 pub const ALL: [&str; 5] = ["memory", "redis-rs", "fred", "postgres", "sqlite"];
 
@@ -188,7 +197,7 @@ impl BackendFactory for RedisRsFactory {
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let b = leaseq_redis::RedisRsBackend::connect(redis_config(&self.url)?)
             .await
-            .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
+            .map_err(|e| no_server("Redis", &self.url, e))?;
         Ok(TestBackend::real(Arc::new(b)))
     }
 }
@@ -211,7 +220,7 @@ impl BackendFactory for FredFactory {
     async fn backend(&self) -> Result<TestBackend, Unavailable> {
         let b = leaseq_redis::FredBackend::connect(redis_config(&self.url)?)
             .await
-            .map_err(|e| Unavailable(format!("no Redis at {}: {e}", self.url)))?;
+            .map_err(|e| no_server("Redis", &self.url, e))?;
         Ok(TestBackend::real(Arc::new(b)))
     }
 }
@@ -239,7 +248,7 @@ impl BackendFactory for PgFactory {
             .durable_claims(pg_durable_claims()?);
         let b = leaseq_postgres::PgBackend::connect(&self.url, options)
             .await
-            .map_err(|e| Unavailable(format!("no PostgreSQL at {}: {e}", self.url)))?;
+            .map_err(|e| no_server("PostgreSQL", &self.url, e))?;
         Ok(TestBackend::real(Arc::new(b)))
     }
 }
@@ -250,7 +259,7 @@ async fn redis_rs_target() -> Result<Target, Unavailable> {
     let backend = RedisRsFactory { url: url.clone() }.backend().await?;
     let raw = crate::baseline::RedisRsRaw::connect(&url, NAMESPACE, redis_tcp_nodelay()?)
         .await
-        .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
+        .map_err(|e| no_server("Redis", &url, e))?;
     Ok(Target {
         name: "redis-rs",
         backend,
@@ -269,7 +278,7 @@ async fn fred_target() -> Result<Target, Unavailable> {
     let backend = FredFactory { url: url.clone() }.backend().await?;
     let raw = crate::baseline::FredRaw::connect(&url, NAMESPACE, redis_tcp_nodelay()?)
         .await
-        .map_err(|e| Unavailable(format!("no Redis at {url}: {e}")))?;
+        .map_err(|e| no_server("Redis", &url, e))?;
     Ok(Target {
         name: "fred",
         backend,
@@ -289,7 +298,7 @@ async fn postgres_target() -> Result<Target, Unavailable> {
     let backend = PgFactory { url: url.clone() }.backend().await?;
     let raw = PgRaw::connect(&url, &format!("{NAMESPACE}_raw"), PG_CONNECTIONS)
         .await
-        .map_err(|e| Unavailable(format!("no PostgreSQL at {url}: {e}")))?;
+        .map_err(|e| no_server("PostgreSQL", &url, e))?;
     let batched = raw.with_ack(AckStyle::Batched);
     Ok(Target {
         name: "postgres",
@@ -390,7 +399,10 @@ pub async fn settle(name: &str) -> leaseq_core::Result<()> {
             use sqlx::Connection;
             let url = database_url();
             let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| {
-                leaseq_core::Error::outcome_unknown(format!("connecting to {url}"), e)
+                leaseq_core::Error::outcome_unknown(
+                    format!("connecting to {}", leaseq_core::redact_url(&url)),
+                    e,
+                )
             })?;
             sqlx::query(&format!("VACUUM (ANALYZE) \"{NAMESPACE}\".leaseq_items"))
                 .execute(&mut conn)
@@ -400,5 +412,20 @@ pub async fn settle(name: &str) -> leaseq_core::Result<()> {
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod no_server_tests {
+    #[test]
+    fn the_reason_names_the_server_without_its_password() {
+        let why = super::no_server(
+            "PostgreSQL",
+            "postgres://app:hunter2@db:5432/jobs",
+            "refused",
+        )
+        .0;
+        assert!(!why.contains("hunter2"), "{why}");
+        assert!(why.contains("db:5432") && why.contains("refused"), "{why}");
     }
 }

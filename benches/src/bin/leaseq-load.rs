@@ -350,8 +350,7 @@ async fn redis(
 ) -> Result<Got, String> {
     #[cfg(any(feature = "redis-rs", feature = "fred"))]
     let config = leaseq_redis::RedisOptions::new(url).prefix(namespace);
-    let unavailable =
-        |e: leaseq_core::Error| leaseq_conformance::Unavailable(format!("no Redis at {url}: {e}"));
+    let unavailable = |e: leaseq_core::Error| leaseq_benches::targets::no_server("Redis", url, e);
     match client {
         #[cfg(feature = "redis-rs")]
         RedisClient::RedisRs => Ok((
@@ -406,9 +405,7 @@ async fn postgres(url: &str, namespace: &str) -> Result<Got, String> {
             "postgres",
             match leaseq_postgres::PgBackend::connect(url, options).await {
                 Ok(b) => Ok(leaseq_conformance::TestBackend::real(Arc::new(b))),
-                Err(e) => Err(leaseq_conformance::Unavailable(format!(
-                    "no PostgreSQL at {url}: {e}"
-                ))),
+                Err(e) => Err(leaseq_benches::targets::no_server("PostgreSQL", url, e)),
             },
         ))
     }
