@@ -16,7 +16,8 @@ use common::Which;
 use leaseq_core::{BackendExt, NewItem, QueueName};
 use leaseq_redis::keys::KeyLayout;
 use leaseq_redis::RedisOptions;
-use leaseq_testkit::redis_server::{command_tls, free_port};
+use leaseq_testkit::ports::free_port_with_bus_excluding;
+use leaseq_testkit::redis_server::command_tls;
 use leaseq_testkit::tls::TestPki;
 
 /// Three TLS-only cluster masters, killed (and their dir removed) when
@@ -27,20 +28,6 @@ struct TlsCluster {
     dir: PathBuf,
     children: Vec<Child>,
     watchdog: Option<Child>,
-}
-
-/// A port P with P and its cluster bus port P + 10000 both free.
-fn free_cluster_port(taken: &[u16]) -> Result<u16, String> {
-    for _ in 0..200 {
-        let p = free_port()?;
-        if p > 55_000 || taken.contains(&p) {
-            continue;
-        }
-        if std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
-            return Ok(p);
-        }
-    }
-    Err("no free port pair for a cluster node".into())
 }
 
 impl TlsCluster {
@@ -64,7 +51,7 @@ impl TlsCluster {
             watchdog: None,
         };
         for _ in 0..3 {
-            let port = free_cluster_port(&c.ports)?;
+            let port = free_port_with_bus_excluding(10_000, &c.ports)?;
             let child = Command::new("redis-server")
                 .args(["--port", "0", "--tls-port", &port.to_string()])
                 .args(["--bind", "127.0.0.1"])

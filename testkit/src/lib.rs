@@ -1,6 +1,7 @@
 //! Test support shared by the leaseq crates, with no dependency on any of
 //! them: where the servers are and what to do when one is missing
-//! ([`env`](mod@env)), a private `redis-server` that tests may kill and restart
+//! ([`env`](mod@env)), free loopback ports for private servers
+//! ([`ports`]), a private `redis-server` that tests may kill and restart
 //! ([`redis_server`], feature `redis`), removal of a test's Redis keys
 //! ([`redis_prefix`], feature `redis`), a PostgreSQL schema per test
 //! ([`pg_schema`], feature `postgres`), a private PostgreSQL server
@@ -31,6 +32,7 @@ pub mod env;
 pub mod pg_schema;
 #[cfg(feature = "postgres")]
 pub mod pg_server;
+pub mod ports;
 #[cfg(feature = "redis")]
 pub mod redis_prefix;
 #[cfg(feature = "redis")]

@@ -11,7 +11,7 @@
 //! `LEASEQ_PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin`,
 //! else `PATH`.
 
-use std::net::TcpListener;
+use crate::ports::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -38,13 +38,6 @@ pub struct PrivatePostgres {
 
 /// The user that runs the server when the tests run as root.
 const SERVER_USER: &str = "postgres";
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
 
 /// The dir holding `initdb`, `pg_ctl` and `postgres`.
 fn bin_dir() -> Result<PathBuf, String> {

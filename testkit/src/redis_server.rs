@@ -9,7 +9,7 @@
 //! speaks TLS only (`--port 0`, `--tls-port`), with a certificate from a
 //! [`crate::tls::TestPki`]; its [`PrivateRedis::url`] is `rediss://`.
 
-use std::net::TcpListener;
+use crate::ports::free_port;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,17 +35,6 @@ pub struct PrivateRedis {
     /// speaks TLS only; its files are in `dir`.
     tls_ca: Option<Vec<u8>>,
     child: Option<Child>,
-}
-
-/// A loopback port nobody listens on right now.
-///
-/// # Errors
-/// When the OS hands out none.
-pub fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }
 
 /// Runs one command (`args[0]` and its arguments; `PING` when empty) on a
@@ -130,7 +119,7 @@ impl PrivateRedis {
             tls_ca: None,
             child: None,
         };
-        s.spawn()?;
+        s.first_spawn()?;
         Ok(s)
     }
 
@@ -151,7 +140,7 @@ impl PrivateRedis {
             child: None,
         };
         pki.copy_to(&s.dir)?;
-        s.spawn()?;
+        s.first_spawn()?;
         Ok(s)
     }
 
@@ -179,6 +168,22 @@ impl PrivateRedis {
     /// The server's data dir.
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
+    }
+
+    /// Starts the server; when it exits at once (another test's server
+    /// took the port first), again on another port.
+    fn first_spawn(&mut self) -> Result<(), String> {
+        let mut tries = 0;
+        loop {
+            match self.spawn() {
+                Err(e) if self.exited() && tries < 3 => {
+                    crate::env::loud(&format!("redis-server on {}: {e}; another port", self.port));
+                    self.port = free_port()?;
+                    tries += 1;
+                }
+                done => return done,
+            }
+        }
     }
 
     fn spawn(&mut self) -> Result<(), String> {

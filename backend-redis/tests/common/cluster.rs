@@ -4,13 +4,13 @@
 //! also kills them when the test process exits without dropping them (a
 //! cluster kept in a static is never dropped).
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use leaseq_redis::RedisOptions;
+use leaseq_testkit::ports::free_port_with_bus_excluding;
 
 /// One running cluster.
 #[derive(Debug)]
@@ -19,21 +19,6 @@ pub struct LocalCluster {
     pub dir: PathBuf,
     children: Vec<Child>,
     watchdog: Option<Child>,
-}
-
-/// A port P with P and its cluster bus port P + 10000 both free.
-fn free_cluster_port(taken: &[u16]) -> Result<u16, String> {
-    for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let p = l.local_addr().map_err(|e| e.to_string())?.port();
-        if p > 55_000 || taken.contains(&p) {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
-            return Ok(p);
-        }
-    }
-    Err("no free port pair for a cluster node".into())
 }
 
 fn redis_cmd(port: u16, args: &[&str]) -> Result<redis::Value, String> {
@@ -85,6 +70,36 @@ impl LocalCluster {
             .map_err(|e| format!("redis-server: {e}"))
     }
 
+    /// Starts one node that answers PING, and adds it to the cluster and
+    /// the watchdog. A node that exits at once lost its port or bus port
+    /// to another test between probe and bind: it gets other ports.
+    fn start_live_node(&mut self) -> Result<u16, String> {
+        let mut last = String::new();
+        for _ in 0..4 {
+            let port = free_port_with_bus_excluding(10_000, &self.ports)?;
+            let mut child = self.spawn_node(port)?;
+            let mut exited = false;
+            let up = wait_until(Duration::from_secs(10), || {
+                exited = !matches!(child.try_wait(), Ok(None));
+                exited || redis_cmd(port, &["PING"]).is_ok()
+            });
+            if up.is_ok() && !exited {
+                self.ports.push(port);
+                self.children.push(child);
+                self.start_watchdog();
+                return Ok(port);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            last = if exited {
+                format!("node {port} exited at start")
+            } else {
+                format!("node {port} never answered PING")
+            };
+        }
+        Err(last)
+    }
+
     /// `nodes` nodes joined with `replicas` replicas per master.
     fn start_nodes(nodes: usize, replicas: usize) -> Result<Self, String> {
         let dir = leaseq_testkit::env::temp_dir("leaseq-cluster")?;
@@ -95,15 +110,7 @@ impl LocalCluster {
             watchdog: None,
         };
         for _ in 0..nodes {
-            let port = free_cluster_port(&cluster.ports)?;
-            let child = cluster.spawn_node(port)?;
-            cluster.ports.push(port);
-            cluster.children.push(child);
-        }
-        cluster.start_watchdog();
-        for &p in &cluster.ports {
-            wait_until(Duration::from_secs(10), || redis_cmd(p, &["PING"]).is_ok())
-                .map_err(|_| format!("node {p} never answered PING"))?;
+            cluster.start_live_node()?;
         }
         let nodes: Vec<String> = cluster
             .ports
@@ -154,15 +161,7 @@ impl LocalCluster {
     /// (`CLUSTER MEET`, then `CLUSTER REPLICATE` once it knows the
     /// master); returns its port.
     pub fn add_replica(&mut self, master: u16) -> Result<u16, String> {
-        let port = free_cluster_port(&self.ports)?;
-        let child = self.spawn_node(port)?;
-        self.ports.push(port);
-        self.children.push(child);
-        self.start_watchdog();
-        wait_until(Duration::from_secs(10), || {
-            redis_cmd(port, &["PING"]).is_ok()
-        })
-        .map_err(|_| format!("node {port} never answered PING"))?;
+        let port = self.start_live_node()?;
         let id = node_text(master, &["CLUSTER", "MYID"])?;
         node_text(port, &["CLUSTER", "MEET", "127.0.0.1", &master.to_string()])?;
         wait_until(Duration::from_secs(10), || {
