@@ -267,15 +267,14 @@ pub(crate) struct Cx {
 /// Runs `body` on a fresh backend and queue, then deletes the queue (purges
 /// it on a backend that cannot delete one), also when the body found a
 /// violation: a shared store keeps nothing of the check.
-pub(crate) async fn run<F, Fut>(
-    factory: &F,
+pub(crate) async fn run<Fut>(
+    factory: &dyn BackendFactory,
     check: &str,
     rule: Rule,
     needs: Needs,
     body: impl FnOnce(Cx) -> Fut,
 ) -> CheckResult
 where
-    F: BackendFactory,
     Fut: Future<Output = Result<(), Violation>>,
 {
     let tb = match factory.backend().await {

@@ -8,7 +8,7 @@ use crate::{BackendFactory, CheckResult, Rule};
 
 /// Enqueue, claim and ack one item: the lease carries the payload, attempt 1
 /// and `expires_at = now + ttl`; after the ack the item is gone.
-pub async fn round_trip<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn round_trip(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueue/claim/ack");
     run(factory, "round_trip", rule, Needs::NONE, |cx| async move {
         let id = cx.enqueue(vec![NewItem::new("hello")]).await?[0];
@@ -79,7 +79,7 @@ pub async fn round_trip<F: BackendFactory>(factory: &F) -> CheckResult {
 }
 
 /// `item()` shows what was enqueued, and an unknown id is `NotFound`.
-pub async fn item_and_not_found<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn item_and_not_found(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("item");
     run(
         factory,
@@ -121,7 +121,7 @@ pub async fn item_and_not_found<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// `stats` counts each state; a `peek` per state lists the right items in
 /// index order and honours its limit.
-pub async fn stats_and_peek<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn stats_and_peek(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("stats/peek");
     run(
         factory,
@@ -230,7 +230,7 @@ pub async fn stats_and_peek<F: BackendFactory>(factory: &F) -> CheckResult {
 /// fits: Leased by expiry (three leases of different ttls), Ready by
 /// priority then enqueue order, Scheduled by due time; and each entry shows
 /// its lease's expiry or its due time.
-pub async fn peek_follows_each_index_order<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn peek_follows_each_index_order(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("peek");
     run(
         factory,
@@ -316,7 +316,7 @@ pub async fn peek_follows_each_index_order<F: BackendFactory>(factory: &F) -> Ch
 
 /// `extend` moves the expiry to `now + ttl`: the lease outlives its first
 /// ttl, a reap leaves it alone, and the holder can still ack.
-pub async fn extend_moves_expiry<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn extend_moves_expiry(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("extend");
     run(
         factory,
@@ -374,7 +374,7 @@ pub async fn extend_moves_expiry<F: BackendFactory>(factory: &F) -> CheckResult 
 
 /// A batch enqueue returns one distinct id per item, in order; an empty
 /// batch writes nothing.
-pub async fn batch_results_in_order<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn batch_results_in_order(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueue");
     run(
         factory,

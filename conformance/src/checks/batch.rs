@@ -68,7 +68,7 @@ async fn claim_in(cx: &Cx, queue: &QueueName, max: u32) -> Result<Vec<Lease>, Vi
 /// forged tokens and a lease named twice: results come back per slot, only
 /// the live leases' items are gone, every other item is untouched, and the
 /// items acked are never claimed again.
-pub async fn ack_many_fences_each<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn ack_many_fences_each(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "ack_many_fences_each",
@@ -270,7 +270,7 @@ async fn fences_each(cx: &Cx, q2: &QueueName) -> Result<(), Violation> {
 /// Batches of acks racing reapers just as their leases expire: each item
 /// ends either acked in its batch (and never seen again) or recovered by
 /// exactly one reaper (and its slot got `LeaseLost`), never both.
-pub async fn ack_many_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn ack_many_races_reap(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "ack_many_races_reap",
@@ -361,7 +361,7 @@ async fn race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
 /// as many atomic steps as items ([`leaseq_core::testing::TestHooks::steps`]). This
 /// proves the suite reaches the backend's own batch code, never a default
 /// per-item loop (of the trait, or of a layer that does not forward).
-pub async fn batches_are_single_steps<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn batches_are_single_steps(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "batches_are_single_steps",

@@ -17,7 +17,7 @@ use crate::{scale, BackendFactory, CheckResult, Rule, TimeControl, Violation};
 /// ttl) no earlier than that item's `enqueued_at`, as the claim's step came
 /// after the enqueue's. On a manual clock the time passes by a second, so a
 /// claim that read the clock before its step is caught every round.
-pub async fn claims_read_the_clock_in_their_step<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn claims_read_the_clock_in_their_step(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("now");
     run(
         factory,
@@ -116,7 +116,7 @@ async fn clock_just_before(cx: &Cx, t: Timestamp) -> Result<bool, Violation> {
 /// clock the suite also stops one millisecond before each instant: the
 /// lease is still live there (a reap leaves it, `recover_claim` returns
 /// it) and the item is not yet claimable.
-pub async fn expiry_and_due_times_are_exact<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn expiry_and_due_times_are_exact(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("expires_at/due_at");
     run(
         factory,

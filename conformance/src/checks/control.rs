@@ -45,7 +45,7 @@ async fn cancel(cx: &Cx, id: ItemId) -> Result<Option<Cancelled>, Violation> {
 /// answer names the state they were in, they are gone from `item`, stats
 /// and claims, a second cancel is `NotFound`, and a dedup key they held is
 /// free. Their neighbours keep their states. Unknown ids are `NotFound`.
-pub async fn cancel_ends_waiting_items_at_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn cancel_ends_waiting_items_at_once(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancel_ends_waiting_items_at_once", CANCEL, Needs::CONTROL, |cx| async move {
         let caps = cx.b.capabilities();
         let dead = cx.enqueue(vec![NewItem::new("dead").max_attempts(1)]).await?[0];
@@ -116,9 +116,7 @@ enum Ending {
 /// item is gone and never claimed again; release and snooze answer
 /// `Released::Cancelled` and the reap counts it as cancelled. An item
 /// nobody cancelled, released beside them, comes back as usual.
-pub async fn cancelled_lease_ends_whatever_it_reports<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn cancelled_lease_ends_whatever_it_reports(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancelled_lease_ends_whatever_it_reports", CANCEL, Needs::CONTROL, |cx| async move {
         let endings = [
             Ending::Ack,
@@ -204,7 +202,7 @@ pub async fn cancelled_lease_ends_whatever_it_reports<F: BackendFactory>(
 /// no claim ever returns it, or a claim leases it and the cancel answers
 /// `Requested`; a lease of a cancel-requested item that is released ends
 /// it. Nothing is left afterwards.
-pub async fn cancel_races_claims<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn cancel_races_claims(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancel_races_claims", CANCEL, Needs::CONTROL, |cx| async move {
         for round in 0..3 * scale() {
             let ids = cx.push_n(RACED).await?;
@@ -267,7 +265,7 @@ pub async fn cancel_races_claims<F: BackendFactory>(factory: &F) -> CheckResult 
 /// come after the reapers finished (a worker slower than its lease): those
 /// leases are lost, and the reapers end their items Cancelled, each once,
 /// never requeued.
-pub async fn cancel_races_ack_and_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn cancel_races_ack_and_reap(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancel_races_ack_and_reap", CANCEL, Needs::CONTROL, |cx| async move {
         for round in 0..3 * scale() {
             cx.push_n(RACED).await?;
@@ -335,7 +333,7 @@ pub async fn cancel_races_ack_and_reap<F: BackendFactory>(factory: &F) -> CheckR
 /// Racing cancels of one item: of a waiting item exactly one answers `Now`
 /// and the others `NotFound`; of a leased item every one answers
 /// `Requested`.
-pub async fn racing_cancels_answer_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn racing_cancels_answer_once(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "racing_cancels_answer_once", CANCEL, Needs::CONTROL, |cx| async move {
         for round in 0..10 * scale() {
             let id = cx.push_n(1).await?[0];
@@ -366,7 +364,7 @@ const SIGNAL_WAIT: Duration = Duration::from_secs(5);
 /// A cancel request reaches the worker that holds the lease through the
 /// cancel signal, not only at its next heartbeat: a subscription fires
 /// after a cancel answered `Requested`, and again for the next one.
-pub async fn cancel_signal_reaches_the_holder<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn cancel_signal_reaches_the_holder(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancel_signal_reaches_the_holder", CANCEL, Needs::CONTROL, |cx| async move {
         let control = cx.b.control().or_fail(CANCEL, "control")?;
         let mut signal = control.cancel_signal(&cx.q).await.or_fail(CANCEL, "cancel_signal")?;
@@ -391,7 +389,7 @@ pub async fn cancel_signal_reaches_the_holder<F: BackendFactory>(factory: &F) ->
 /// answer no leases and `paused`; `is_paused` and stats say so; enqueues
 /// go on; a lease held before the pause still extends and acks. Pausing
 /// twice changes nothing. After the resume claims lease again, in order.
-pub async fn pause_holds_every_claim<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn pause_holds_every_claim(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "pause_holds_every_claim", PAUSE, Needs::CONTROL, |cx| async move {
         let ids = cx.push_n(2).await?;
         let held = cx.claim_one(LONG).await?;
@@ -434,7 +432,7 @@ pub async fn pause_holds_every_claim<F: BackendFactory>(factory: &F) -> CheckRes
 /// Claimers run while the queue is paused: no claim that starts after the
 /// pause returned leases an item, and none is lost: after the resume every
 /// item is claimed once.
-pub async fn pause_races_claims<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn pause_races_claims(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "pause_races_claims", PAUSE, Needs::CONTROL, |cx| async move {
         for round in 0..3 * scale() {
             let ids = cx.push_n(RACED * 2).await?;
@@ -491,7 +489,7 @@ pub async fn pause_races_claims<F: BackendFactory>(factory: &F) -> CheckResult {
 /// Snooze puts a leased item back to wait without spending an attempt,
 /// also on its last attempt (never to Dead); it is fenced; a zero delay
 /// makes it Ready.
-pub async fn snooze_spends_no_attempt<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn snooze_spends_no_attempt(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "snooze_spends_no_attempt", SNOOZE, Needs::CONTROL.and(Needs::DELAYS), |cx| async move {
         let id = cx.enqueue(vec![NewItem::new("snoozy").max_attempts(1)]).await?[0];
         let lease = cx.claim_one(LONG).await?;
@@ -526,7 +524,7 @@ pub async fn snooze_spends_no_attempt<F: BackendFactory>(factory: &F) -> CheckRe
 /// Run now moves a waiting Scheduled item to Ready at once, in its place in
 /// claim order; other states answer false and change nothing; unknown ids
 /// are `NotFound`; run_all_now moves at most `limit`, earliest due first.
-pub async fn run_now_moves_waiting_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn run_now_moves_waiting_items(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "run_now_moves_waiting_items",
@@ -599,7 +597,7 @@ pub async fn run_now_moves_waiting_items<F: BackendFactory>(factory: &F) -> Chec
 /// in `item`; a forged token gets `LeaseLost` and writes nothing; an
 /// oversized value is `InvalidInput`; after a release the item shows none,
 /// and its next lease starts with none.
-pub async fn progress_is_fenced_and_per_lease<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn progress_is_fenced_and_per_lease(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "progress_is_fenced_and_per_lease",

@@ -13,7 +13,7 @@ use crate::{scale, BackendFactory, CheckResult, Rule, TimeControl, Violation};
 /// A second enqueue with a held key returns the holder's id with
 /// `deduplicated: true` and writes nothing, in every state the holder is in
 /// (Ready, Leased, Dead); after the ack the key is free again (INV-9).
-pub async fn dedup_returns_holder<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn dedup_returns_holder(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "dedup_returns_holder",
@@ -104,7 +104,7 @@ pub async fn dedup_returns_holder<F: BackendFactory>(factory: &F) -> CheckResult
 
 /// Within one batch the first item with a key wins; the others carry its id
 /// (INV-9).
-pub async fn dedup_within_batch<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn dedup_within_batch(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "dedup_within_batch",
@@ -147,7 +147,7 @@ pub async fn dedup_within_batch<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// Sixteen enqueues racing with one key create one item; all get its id and
 /// exactly one reports it new (INV-9).
-pub async fn concurrent_dedup_creates_one<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrent_dedup_creates_one(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "concurrent_dedup_creates_one", Rule::Inv9, Needs::DEDUP, |cx| async move {
         const TASKS: usize = 16;
         for round in 0..10 * scale() {
@@ -182,7 +182,7 @@ pub async fn concurrent_dedup_creates_one<F: BackendFactory>(factory: &F) -> Che
 }
 
 /// `purge` frees the dedup keys of the items it deletes (INV-9).
-pub async fn purge_frees_dedup_keys<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn purge_frees_dedup_keys(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "purge_frees_dedup_keys",
@@ -239,7 +239,7 @@ async fn clock_within(cx: &Cx, t: Timestamp) -> Result<(), Violation> {
 /// holds nothing. Asked only at once, a hold or a memory kept for a
 /// millisecond passed the suite, and so did a memory dropped with the
 /// queue's last item.
-pub async fn holds_last_their_whole_time<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn holds_last_their_whole_time(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("unique_for/enqueue_once");
     run(
         factory,

@@ -49,7 +49,7 @@ async fn one(cx: &Cx, item: NewItem) -> Result<ItemId, Violation> {
 /// leases are lost and its old ids are `NotFound`; another queue with the
 /// same dedup key and limits keeps its item and limits; new items get ids
 /// above every id the queue had.
-pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn delete_queue_forgets_the_queue(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "delete_queue_forgets_the_queue",
@@ -204,7 +204,7 @@ pub async fn delete_queue_forgets_the_queue<F: BackendFactory>(factory: &F) -> C
 
 /// Round after round of enqueue and delete, every new id is above every
 /// id handed out before: a deleted queue's counter does not start over.
-pub async fn ids_never_return_after_delete<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn ids_never_return_after_delete(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "ids_never_return_after_delete",
@@ -234,7 +234,7 @@ pub async fn ids_never_return_after_delete<F: BackendFactory>(factory: &F) -> Ch
 /// Enqueuers race repeated deletes: no id names two items, every item left
 /// is whole (its payload is the one enqueued under its id), counted and
 /// listed; an enqueue after the last delete is kept.
-pub async fn racing_enqueues_leave_whole_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn racing_enqueues_leave_whole_items(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "racing_enqueues_leave_whole_items",

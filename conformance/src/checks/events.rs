@@ -57,7 +57,7 @@ fn shape(kind: &EventKind, exact: bool) -> EventKind {
 /// reason), failed (an expired lease reaped with attempts left),
 /// cancelled (at once, and when a cancel-requested lease ends). An
 /// enqueue that deduplicated reports nothing.
-pub async fn events_report_each_change<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn events_report_each_change(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "events_report_each_change", RULE, Needs::EVENTS, |cx| async move {
         let groups = cx.b.groups();
         let (control, history) = (groups.control.is_some(), groups.history.is_some());
@@ -187,7 +187,7 @@ pub async fn events_report_each_change<F: BackendFactory>(factory: &F) -> CheckR
 /// events go by is dropped: it gets [`Error::Lagged`] once and then the
 /// end of its stream. A subscriber that keeps up, beside it, sees every
 /// event.
-pub async fn a_slow_subscriber_is_dropped<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn a_slow_subscriber_is_dropped(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "a_slow_subscriber_is_dropped", RULE, Needs::EVENTS, |cx| async move {
         let mut slow = subscribe(&cx).await?;
         let mut quick = subscribe(&cx).await?;

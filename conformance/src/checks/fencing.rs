@@ -49,7 +49,7 @@ async fn all_ops_lost(cx: &Cx, keys: &[LeaseKey], when: &str) -> Result<(), Viol
 
 /// Ack, extend, release and fail with a token whose lease was reaped get
 /// `LeaseLost`; the items stay Ready with attempts and reason untouched.
-pub async fn stale_token_after_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn stale_token_after_reap(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "stale_token_after_reap",
@@ -96,7 +96,7 @@ pub async fn stale_token_after_reap<F: BackendFactory>(factory: &F) -> CheckResu
 /// Ack, extend, release and fail with the token of a lease that another
 /// worker has since re-claimed get `LeaseLost`; the new holder is untouched
 /// and can ack.
-pub async fn stale_token_after_reclaim<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn stale_token_after_reclaim(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "stale_token_after_reclaim",
@@ -142,7 +142,7 @@ pub async fn stale_token_after_reclaim<F: BackendFactory>(factory: &F) -> CheckR
 
 /// A forged token, or another item's token, gets `LeaseLost` and changes
 /// nothing; the real holders can still ack.
-pub async fn forged_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn forged_token_is_rejected(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "forged_token_is_rejected",
@@ -204,7 +204,7 @@ pub async fn forged_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckRe
 
 /// Once a lease was acked, released or failed, its token is spent: every
 /// further call with it gets `LeaseLost` and changes nothing.
-pub async fn spent_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn spent_token_is_rejected(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "spent_token_is_rejected",
@@ -252,7 +252,7 @@ pub async fn spent_token_is_rejected<F: BackendFactory>(factory: &F) -> CheckRes
 /// A reaper racing workers that ack just as their leases expire: each item
 /// ends either acked (and never seen again) or recovered by exactly one
 /// reaper (and its ack got `LeaseLost`), never both.
-pub async fn ack_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn ack_races_reap(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "ack_races_reap",
@@ -327,7 +327,7 @@ async fn ack_race_round(cx: &Cx, round: u32) -> Result<(), Violation> {
 /// got `LeaseLost`), never both: an extend that checks the token and then
 /// writes the expiry in a second step would leave an item Ready and
 /// Leased at once.
-pub async fn extend_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn extend_races_reap(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "extend_races_reap",
@@ -404,7 +404,7 @@ pub async fn extend_races_reap<F: BackendFactory>(factory: &F) -> CheckResult {
 /// Workers acking just as their expired leases are reaped and re-claimed by
 /// another worker: no item both acked by its old holder and handed to the
 /// new one, and every new holder can ack (INV-3).
-pub async fn ack_races_reclaim<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn ack_races_reclaim(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "ack_races_reclaim",

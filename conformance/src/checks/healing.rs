@@ -24,7 +24,7 @@ fn hooks(cx: &Cx) -> Result<&dyn TestHooks, Violation> {
 
 /// A claim that meets a dangling id at the head of Ready removes it,
 /// reports the repair, and still returns every real item asked for (INV-6).
-pub async fn claim_heals_dangling_id<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn claim_heals_dangling_id(factory: &dyn BackendFactory) -> CheckResult {
     let needs = Needs::HOOKS.and(Needs::GLOBAL_ORDER);
     run(factory, "claim_heals_dangling_id", Rule::Inv6, needs, |cx| async move {
         let mut rng = Rng::seeded();
@@ -55,7 +55,7 @@ pub async fn claim_heals_dangling_id<F: BackendFactory>(factory: &F) -> CheckRes
 /// The ghost loop: a leftover id whose item was acked is skipped and
 /// removed by the claim; reaps never bring it back and the queue drains to
 /// empty (INV-6).
-pub async fn acked_ghost_is_removed<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn acked_ghost_is_removed(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "acked_ghost_is_removed",
@@ -106,7 +106,7 @@ pub async fn acked_ghost_is_removed<F: BackendFactory>(factory: &F) -> CheckResu
 
 /// Several dangling ids ahead of one real item never stall a claim of one:
 /// it skips them all and returns the real item (INV-6).
-pub async fn dangling_ids_never_stall_a_claim<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn dangling_ids_never_stall_a_claim(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "dangling_ids_never_stall_a_claim",
@@ -159,7 +159,7 @@ pub async fn dangling_ids_never_stall_a_claim<F: BackendFactory>(factory: &F) ->
 
 /// Through enqueue, delay, claim, release, fail, reap and redrive, every
 /// item sits in exactly the index of its state, once (INV-1).
-pub async fn indexes_stay_consistent<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn indexes_stay_consistent(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "indexes_stay_consistent",
@@ -224,7 +224,7 @@ async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
 /// Dead, or removed), reported as a repair, and never leased; the healthy
 /// items around it are claimed by that same claim, each on its first
 /// attempt.
-pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn poison_is_quarantined(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "poison_is_quarantined",
@@ -313,7 +313,7 @@ pub async fn poison_is_quarantined<F: BackendFactory>(factory: &F) -> CheckResul
 /// reports it as a repair of the Leased index, and its token is fenced
 /// afterwards. A live lease moved ahead by less, within the horizon, is
 /// neither recovered nor reported (INV-6).
-pub async fn leases_past_the_horizon_expire<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn leases_past_the_horizon_expire(factory: &dyn BackendFactory) -> CheckResult {
     use leaseq_core::limits::{LEASE_HORIZON, MAX_LEASE_TTL};
     run(
         factory,

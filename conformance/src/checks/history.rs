@@ -51,7 +51,7 @@ fn ids_of(list: &[Finished]) -> Vec<ItemId> {
 /// own step: gone from the queue, listed newest first, with payload,
 /// attempts and times. A stale `complete` and a result over the bound
 /// change nothing; a kept item's dedup key is free.
-pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn kept_items_record_their_ending(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "kept_items_record_their_ending", RULE, Needs::HISTORY, |cx| async move {
         let history = cx.b.history().or_fail(RULE, "history")?;
         let got = history.retention(&cx.q).await.or_fail(RULE, "retention")?;
@@ -127,7 +127,7 @@ pub async fn kept_items_record_their_ending<F: BackendFactory>(factory: &F) -> C
 /// and one whose cancel-requested lease then ends (by an ack, and by a
 /// `complete` whose result is dropped) as Cancelled, never Completed; with
 /// completed items not kept, an ack records nothing.
-pub async fn cancelled_items_are_kept_as_cancelled<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn cancelled_items_are_kept_as_cancelled(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "cancelled_items_are_kept_as_cancelled", RULE, Needs::HISTORY.and(Needs::CONTROL), |cx| async move {
         let history = cx.b.history().or_fail(RULE, "history")?;
         set(&cx, Retention::default().cancelled(Keep::count(10))).await?;
@@ -165,7 +165,7 @@ pub async fn cancelled_items_are_kept_as_cancelled<F: BackendFactory>(factory: &
 
 /// A count bound keeps the newest: after five endings under a bound of
 /// two, the last two are kept; lowering the bound to one trims at once.
-pub async fn retention_count_keeps_the_newest<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn retention_count_keeps_the_newest(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "retention_count_keeps_the_newest",
@@ -205,7 +205,7 @@ pub async fn retention_count_keeps_the_newest<F: BackendFactory>(factory: &F) ->
 /// second collect finds nothing; racing collects remove each item once.
 /// (An item that finished after the others is kept unless the clock had
 /// passed its own age bound by the time the collects ended.)
-pub async fn collect_removes_what_expired<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn collect_removes_what_expired(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "collect_removes_what_expired", RULE, Needs::HISTORY, |cx| async move {
         let history = cx.b.history().or_fail(RULE, "history")?;
         let age = SHORT * 4;
@@ -247,7 +247,7 @@ pub async fn collect_removes_what_expired<F: BackendFactory>(factory: &F) -> Che
 
 /// Purge takes the kept items and keeps the policy; `delete_queue` forgets
 /// both; a queue that holds only kept items is not listed.
-pub async fn purge_and_delete_take_the_history<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn purge_and_delete_take_the_history(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "purge_and_delete_take_the_history",
@@ -305,7 +305,7 @@ pub async fn purge_and_delete_take_the_history<F: BackendFactory>(factory: &F) -
 /// `wait_finished` answers the kept record (with the result) once the item
 /// completes on another task, `None` at its timeout while the item waits,
 /// and `NotFound` for an item neither in the queue nor kept.
-pub async fn wait_finished_answers_the_result<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn wait_finished_answers_the_result(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "wait_finished_answers_the_result", RULE, Needs::HISTORY, |cx| async move {
         set(&cx, Retention::default().completed(Keep::count(10))).await?;
         let id = cx.push_n(1).await?[0];
@@ -339,7 +339,7 @@ pub async fn wait_finished_answers_the_result<F: BackendFactory>(factory: &F) ->
 /// `stats` counts every completion (ack, `ack_many`, `complete`), kept or
 /// not, and nothing else; a purge keeps the count, `delete_queue` sets it
 /// back to 0.
-pub async fn completions_are_counted<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn completions_are_counted(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "completions_are_counted",
@@ -419,7 +419,7 @@ pub async fn completions_are_counted<F: BackendFactory>(factory: &F) -> CheckRes
 /// oldest beyond the count and those dead longer than the age, and
 /// nothing else; a removed letter's dedup key is free; the bound round
 /// trips through `retention`.
-pub async fn dead_letters_go_by_their_bound<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn dead_letters_go_by_their_bound(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "dead_letters_go_by_their_bound",

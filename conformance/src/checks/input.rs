@@ -24,7 +24,7 @@ async fn state(cx: &Cx) -> Result<(QueueStats, Option<IndexSnapshot>), Violation
 /// Each bad batch (payload over the limit, zero attempts, delay over the
 /// limit, empty or long dedup key, too many items) is rejected with
 /// `InvalidInput` and writes nothing, not even its good items.
-pub async fn bad_enqueue_writes_nothing<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn bad_enqueue_writes_nothing(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "bad_enqueue_writes_nothing",
@@ -103,7 +103,7 @@ pub async fn bad_enqueue_writes_nothing<F: BackendFactory>(factory: &F) -> Check
 
 /// `release` with a delay over the limit is `InvalidInput` and leaves the
 /// lease as it was; the holder can still ack.
-pub async fn bad_release_keeps_lease<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn bad_release_keeps_lease(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "bad_release_keeps_lease",
@@ -139,7 +139,7 @@ pub async fn bad_release_keeps_lease<F: BackendFactory>(factory: &F) -> CheckRes
 
 /// An empty payload, every byte value, and a payload exactly at the limit
 /// round-trip unchanged.
-pub async fn edge_payloads_round_trip<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn edge_payloads_round_trip(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "edge_payloads_round_trip",
@@ -174,7 +174,7 @@ pub async fn edge_payloads_round_trip<F: BackendFactory>(factory: &F) -> CheckRe
 /// dedup key is `InvalidInput` and writes nothing; a peek over
 /// `MAX_PEEK` returns `MAX_PEEK` items; an id over `i64::MAX` is
 /// `NotFound` for `item` and `LeaseLost` for a fenced call.
-pub async fn hostile_inputs_have_one_answer<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn hostile_inputs_have_one_answer(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("hostile input");
     run(
         factory,

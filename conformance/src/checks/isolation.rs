@@ -12,7 +12,7 @@ use crate::{BackendFactory, CheckResult, Rule};
 /// One dedup key in two queues makes two items; ack, release, reap, purge
 /// and stats on one queue leave the other as it was; a lease presented
 /// with the other queue's name is lost.
-pub async fn queues_are_isolated<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn queues_are_isolated(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("queue isolation");
     run(
         factory,
@@ -145,7 +145,7 @@ pub async fn queues_are_isolated<F: BackendFactory>(factory: &F) -> CheckResult 
 /// moves by about as much (not in seconds where milliseconds are due, nor
 /// by a multiple), and it ticks finer than once a second. Backends on a
 /// manual clock skip it.
-pub async fn clock_follows_real_time<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn clock_follows_real_time(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("now");
     run(factory, "clock_follows_real_time", rule, Needs::REAL_TIME, |cx| async move {
         // Resolution: ten reads 30 ms apart must show several values.

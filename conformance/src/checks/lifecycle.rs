@@ -12,7 +12,7 @@ use crate::{BackendFactory, CheckResult, Rule};
 
 /// `release` without delay puts the item back to Ready; the next claim gets
 /// it with attempt 2 and a fresh token.
-pub async fn release_to_ready<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn release_to_ready(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("release");
     run(
         factory,
@@ -55,7 +55,7 @@ pub async fn release_to_ready<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// `release` with a delay schedules the item; it is claimable once due. A
 /// delay of 1 ms schedules it too.
-pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn release_with_delay(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("release");
     run(
         factory,
@@ -114,7 +114,7 @@ pub async fn release_with_delay<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// `release` when attempts are exhausted sends the item Dead with the reason
 /// "attempts exhausted".
-pub async fn release_exhausted_goes_dead<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn release_exhausted_goes_dead(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("release");
     run(
         factory,
@@ -189,7 +189,7 @@ pub async fn release_exhausted_goes_dead<F: BackendFactory>(factory: &F) -> Chec
 }
 
 /// `fail` sends the item Dead with the reason, cut to the reason limit.
-pub async fn fail_goes_dead_with_reason<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn fail_goes_dead_with_reason(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("fail");
     run(
         factory,
@@ -236,7 +236,7 @@ pub async fn fail_goes_dead_with_reason<F: BackendFactory>(factory: &F) -> Check
 
 /// `redrive` moves Dead items, oldest death first, back to Ready with their
 /// attempts reset to 0, up to its limit.
-pub async fn redrive_dead_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn redrive_dead_items(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("redrive");
     run(factory, "redrive_dead_items", rule, Needs::ADMIN, |cx| async move {
         cx.push_n(3).await?;
@@ -271,7 +271,7 @@ pub async fn redrive_dead_items<F: BackendFactory>(factory: &F) -> CheckResult {
 /// (a release on the last attempt, a reap of the final attempt, a fail),
 /// and that is neither enqueue order nor its reverse: `peek(Dead)` lists
 /// the deaths in order and `redrive` moves the oldest deaths first.
-pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn dead_order_is_death_order(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("redrive");
     run(
         factory,
@@ -371,7 +371,7 @@ pub async fn dead_order_is_death_order<F: BackendFactory>(factory: &F) -> CheckR
 
 /// `purge` deletes every item in every state and returns how many; leases
 /// on purged items are lost.
-pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn purge_removes_everything(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("purge");
     run(
         factory,
@@ -436,7 +436,7 @@ pub async fn purge_removes_everything<F: BackendFactory>(factory: &F) -> CheckRe
 
 /// An item enqueued with a delay is Scheduled and not claimable until due;
 /// then it is (and counts as ready).
-pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn delayed_item_waits(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueue with delay");
     run(
         factory,
@@ -538,7 +538,7 @@ pub async fn delayed_item_waits<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// `reap` sends an expired lease back to Ready (attempts kept), and the next
 /// claim gets it with a fresh token.
-pub async fn reap_requeues_expired<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_requeues_expired(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("reap");
     run(
         factory,
@@ -580,7 +580,7 @@ pub async fn reap_requeues_expired<F: BackendFactory>(factory: &F) -> CheckResul
 
 /// `reap` of an expired lease on its final attempt sends the item Dead with
 /// a reason.
-pub async fn reap_final_attempt_goes_dead<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_final_attempt_goes_dead(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("reap");
     run(
         factory,
@@ -620,7 +620,7 @@ pub async fn reap_final_attempt_goes_dead<F: BackendFactory>(factory: &F) -> Che
 
 /// A lease that expired but was not reaped or re-claimed still works: ack,
 /// extend, release and fail succeed.
-pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn expired_unreaped_lease_still_works(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("ack/extend/release/fail after expiry, before reap");
     run(
         factory,
@@ -665,7 +665,7 @@ pub async fn expired_unreaped_lease_still_works<F: BackendFactory>(factory: &F) 
 /// a claim takes it (the contract of every method: "Ready to every caller,
 /// whether or not the store has moved it yet"). Reads come first, `item`
 /// before `peek`, so neither finds it already moved by the other.
-pub async fn due_item_is_ready_to_every_read<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn due_item_is_ready_to_every_read(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("a due Scheduled item is Ready");
     run(
         factory,
@@ -780,7 +780,7 @@ async fn fall_due(cx: &crate::cx::Cx, last: leaseq_core::ItemId) -> Result<(), c
 /// `give_back` returns the item to Ready without spending an attempt: on
 /// its last attempt it does not go Dead, its place in the queue is kept,
 /// and a stale token changes nothing.
-pub async fn give_back_spends_no_attempt<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn give_back_spends_no_attempt(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("give_back");
     run(factory, "give_back_spends_no_attempt", rule, Needs::NONE, |cx| async move {
         let ids = cx.enqueue(vec![NewItem::new("last").max_attempts(1)]).await?;
@@ -817,7 +817,7 @@ pub async fn give_back_spends_no_attempt<F: BackendFactory>(factory: &F) -> Chec
 /// each state, and again after a release and a re-claim, after a fail and a
 /// redrive, after a reap and after a `give_back`. Time is let pass before each claim, so a backend that
 /// reports the claim's time instead is caught.
-pub async fn enqueue_time_is_kept<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn enqueue_time_is_kept(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueued_at");
     run(
         factory,
@@ -935,7 +935,7 @@ async fn peeked_at(
 /// promotion is not a recovery), reports no repair, and afterwards all
 /// three items are Ready and claimable: the promoted ones on their first
 /// attempt, the recovered one on its second.
-pub async fn reap_with_due_scheduled_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_with_due_scheduled_items(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("reap");
     run(
         factory,
@@ -993,7 +993,7 @@ pub async fn reap_with_due_scheduled_items<F: BackendFactory>(factory: &F) -> Ch
 /// used, which it does not list afterwards), a Scheduled item not yet due,
 /// a Scheduled item overdue that nothing has promoted yet, a Ready item,
 /// only a Leased item, only a Dead item.
-pub async fn wait_for_work_returns_in_every_state<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn wait_for_work_returns_in_every_state(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("wait_for_work");
     run(
         factory,

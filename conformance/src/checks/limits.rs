@@ -28,9 +28,12 @@ const LIMITS: Needs = Needs {
 
 /// Runs `body` like [`run`], then clears the queue's limits (also after a
 /// violation), so no limit outlives the check.
-async fn run_limited<F, Fut>(factory: &F, check: &str, body: impl FnOnce(Cx) -> Fut) -> CheckResult
+async fn run_limited<Fut>(
+    factory: &dyn BackendFactory,
+    check: &str,
+    body: impl FnOnce(Cx) -> Fut,
+) -> CheckResult
 where
-    F: BackendFactory,
     Fut: Future<Output = Result<(), Violation>>,
 {
     run(factory, check, RULE, LIMITS, |cx| async move {
@@ -91,7 +94,7 @@ async fn ack_all(cx: &Cx, leases: &[Lease]) -> Result<(), Violation> {
 /// leases held never exceed 3, neither by what the claims returned nor by
 /// `stats` read while they race; a claim the limit cut short says when to
 /// come back; and the free slots are always filled.
-pub async fn concurrency_limit_holds_under_race<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrency_limit_holds_under_race(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "concurrency_limit_holds_under_race", |cx| async move {
         const K: u64 = 3;
         const CLAIMERS: usize = 16;
@@ -188,7 +191,7 @@ pub async fn concurrency_limit_holds_under_race<F: BackendFactory>(factory: &F) 
 /// allowed instead would refuse them). Each try starts at a window's start;
 /// one whose two claims fell into two windows of the backend's clock does
 /// not count, and another is made.
-pub async fn rate_counts_only_leased_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn rate_counts_only_leased_items(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "rate_counts_only_leased_items", |cx| async move {
         const N: u32 = 5;
         const TRIES: usize = 5;
@@ -284,8 +287,8 @@ where
 /// of 5 in the same window leases 2 (the 3 still count); cleared and set
 /// to 3 per hour again, a claim leases 3 (the count was forgotten). A try
 /// whose claims straddle two windows of the backend's clock is made again.
-pub async fn rate_window_outlives_a_change_not_a_clear<F: BackendFactory>(
-    factory: &F,
+pub async fn rate_window_outlives_a_change_not_a_clear(
+    factory: &dyn BackendFactory,
 ) -> CheckResult {
     run_limited(
         factory,
@@ -324,7 +327,7 @@ pub async fn rate_window_outlives_a_change_not_a_clear<F: BackendFactory>(
 /// limit allowed more than was Ready (nothing held it back); when both a
 /// concurrency and a rate limit cut a claim, the longer wait (the rate's,
 /// until its hour-long window ends, rather than the concurrency hint).
-pub async fn retry_after_names_the_binding_limit<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn retry_after_names_the_binding_limit(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(
         factory,
         "retry_after_names_the_binding_limit",
@@ -372,7 +375,7 @@ pub async fn retry_after_names_the_binding_limit<F: BackendFactory>(factory: &F)
 /// placed in its window by its claim's time on the backend's clock,
 /// `expires_at - ttl`), and a claim cut short says when to come back (on a
 /// manual clock: exactly when the window ends, and every window fills).
-pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn rate_limit_holds_per_window(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "rate_limit_holds_per_window", |cx| async move {
         const N: u32 = 5;
         const CLAIMERS: usize = 16;
@@ -525,7 +528,7 @@ pub async fn rate_limit_holds_per_window<F: BackendFactory>(factory: &F) -> Chec
 
 /// Under a concurrency limit, an expired lease holds its slot until it is
 /// reaped; the reap frees it and the next claim fills it.
-pub async fn reap_frees_limited_slots<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_frees_limited_slots(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "reap_frees_limited_slots", |cx| async move {
         cx.push_n(5).await?;
         set(&cx, &cx.q, QueueLimits::NONE.concurrency(2)).await?;
@@ -573,7 +576,7 @@ pub async fn reap_frees_limited_slots<F: BackendFactory>(factory: &F) -> CheckRe
 /// the backend has it) `remove_item`. Under a
 /// limit of 1, after each the next claim gets a lease again; a slot kept by
 /// one of them would stall the queue for good.
-pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn every_exit_frees_a_slot(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "every_exit_frees_a_slot", |cx| async move {
         set(&cx, &cx.q, QueueLimits::NONE.concurrency(1)).await?;
         let mut exits = vec![
@@ -662,7 +665,7 @@ pub async fn every_exit_frees_a_slot<F: BackendFactory>(factory: &F) -> CheckRes
 /// Limits belong to one queue: another queue claims freely and keeps its
 /// own limits; a spent limit on one queue never cuts the other's claims,
 /// and leases held on the other queue take none of this queue's slots.
-pub async fn limits_are_per_queue<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn limits_are_per_queue(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "limits_are_per_queue", |cx| async move {
         let other = QueueName::new(format!("{}-x", cx.q)).or_fail(RULE, "naming a queue")?;
         let result = async {
@@ -754,7 +757,7 @@ pub async fn limits_are_per_queue<F: BackendFactory>(factory: &F) -> CheckResult
 
 /// Bad limits are refused and change nothing; limits survive a purge;
 /// clearing them restores plain claims (no retry_after, every item).
-pub async fn clearing_limits_restores_claims<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn clearing_limits_restores_claims(factory: &dyn BackendFactory) -> CheckResult {
     run_limited(factory, "clearing_limits_restores_claims", |cx| async move {
         ensure!(
             cx.b.queue_limits(&cx.q).await.or_fail(RULE, "queue_limits")? == QueueLimits::NONE,

@@ -58,7 +58,7 @@ async fn expect_listed(cx: &Cx, want: &[&QueueName], when: &str) -> Result<(), V
 /// Listed from the first enqueue until the queue holds nothing: while its
 /// only item is Ready, Leased, Dead or Scheduled; not once that item is
 /// acked, nor after a purge; again from the next enqueue.
-pub async fn listed_while_holding_items<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn listed_while_holding_items(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "listed_while_holding_items",
@@ -115,7 +115,7 @@ pub async fn listed_while_holding_items<F: BackendFactory>(factory: &F) -> Check
 /// listed; `enqueue_once` and a schedule's fire list the queue they give
 /// an item, as `enqueue` does. (Each part runs where the backend offers
 /// the operation.)
-pub async fn every_item_path_lists_the_queue<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn every_item_path_lists_the_queue(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "every_item_path_lists_the_queue",
@@ -203,9 +203,7 @@ async fn fire_lists_the_queue(cx: &Cx) -> Result<(), Violation> {
 
 /// The listing shows exactly the check's queues that hold items: three
 /// filled, one purged, one never used; each once, in name order.
-pub async fn listing_shows_exactly_the_filled_queues<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn listing_shows_exactly_the_filled_queues(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "listing_shows_exactly_the_filled_queues",
@@ -252,8 +250,8 @@ pub async fn listing_shows_exactly_the_filled_queues<F: BackendFactory>(
 /// rounds; after each round, with every call returned, a queue is listed
 /// if and only if `stats` shows it holds an item: no phantom, nothing
 /// hidden.
-pub async fn racing_calls_leave_no_phantom_and_hide_nothing<F: BackendFactory>(
-    factory: &F,
+pub async fn racing_calls_leave_no_phantom_and_hide_nothing(
+    factory: &dyn BackendFactory,
 ) -> CheckResult {
     run(
         factory,

@@ -10,7 +10,7 @@ use crate::{BackendFactory, CheckResult, Rule};
 
 /// Within one priority, claims follow enqueue order, across batches and
 /// claim sizes; `peek(Ready)` shows the same order (INV-8).
-pub async fn fifo_within_priority<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn fifo_within_priority(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "fifo_within_priority",
@@ -53,7 +53,7 @@ pub async fn fifo_within_priority<F: BackendFactory>(factory: &F) -> CheckResult
 
 /// Higher priority is claimed first, FIFO within each priority, whatever
 /// the enqueue order (INV-8).
-pub async fn priority_then_fifo<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn priority_then_fifo(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "priority_then_fifo",
@@ -103,9 +103,7 @@ pub async fn priority_then_fifo<F: BackendFactory>(factory: &F) -> CheckResult {
 /// redrive, and a delay falling due, claims still follow priority, then
 /// enqueue order (INV-8), and a due Scheduled item competes with Ready ones
 /// by that same order.
-pub async fn order_holds_after_every_return_to_ready<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn order_holds_after_every_return_to_ready(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "order_holds_after_every_return_to_ready",
@@ -201,8 +199,8 @@ pub async fn order_holds_after_every_return_to_ready<F: BackendFactory>(
 /// item of priority 7 is claimed before one of priority 0 enqueued before it
 /// and Ready all along (INV-8: it takes its place by priority, as if it had
 /// never left; a return that ranks it as priority 0 puts it behind).
-pub async fn priority_holds_after_every_return_to_ready<F: BackendFactory>(
-    factory: &F,
+pub async fn priority_holds_after_every_return_to_ready(
+    factory: &dyn BackendFactory,
 ) -> CheckResult {
     run(
         factory,

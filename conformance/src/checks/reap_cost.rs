@@ -34,7 +34,7 @@ const FACTOR: f64 = 5.0;
 /// A reap with 10,000 live leases costs about what one with 10 costs:
 /// neither has an expired lease, so a reaper that visits live leases is
 /// the only way for the first to be slower (INV-7).
-pub async fn reap_cost_ignores_live_leases<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_cost_ignores_live_leases(factory: &dyn BackendFactory) -> CheckResult {
     const CHECK: &str = "reap_cost_ignores_live_leases";
     run(factory, CHECK, Rule::Inv7, Needs::NONE, |large| async move {
         let small = run(factory, CHECK, Rule::Inv7, Needs::NONE, |small| async move {

@@ -70,7 +70,7 @@ async fn reaper_reports(cx: &Cx, k: usize) -> Result<Vec<ReapReport>, Violation>
 
 /// Two reapers on one expired lease: it is requeued exactly once, and the
 /// Ready index holds it once (INV-4, INV-1).
-pub async fn two_reapers_one_lease<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn two_reapers_one_lease(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "two_reapers_one_lease",
@@ -107,7 +107,7 @@ pub async fn two_reapers_one_lease<F: BackendFactory>(factory: &F) -> CheckResul
 
 /// Eight reapers over 1,000 expired leases: the recoveries add up to exactly
 /// 1,000 and every item is claimable exactly once afterwards (INV-4).
-pub async fn many_reapers_many_leases<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn many_reapers_many_leases(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "many_reapers_many_leases", Rule::Inv4, Needs::NONE, |cx| async move {
         const N: usize = 1_000;
         for round in 0..2 * scale() {
@@ -138,7 +138,7 @@ pub async fn many_reapers_many_leases<F: BackendFactory>(factory: &F) -> CheckRe
 /// Eight reapers over leases on their last attempt: each item goes Dead
 /// exactly once and never back to Ready, the Dead index holds each once,
 /// and a redrive finds each once (INV-4, INV-1).
-pub async fn reapers_dead_letter_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reapers_dead_letter_once(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "reapers_dead_letter_once",
@@ -215,7 +215,7 @@ pub async fn reapers_dead_letter_once<F: BackendFactory>(factory: &F) -> CheckRe
 
 /// Reapers running while claims take leases never recover a freshly taken
 /// lease, and no item is handed out twice (INV-2).
-pub async fn reaper_inside_claim<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reaper_inside_claim(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "reaper_inside_claim", Rule::Inv2, Needs::NONE, |cx| async move {
         const N: usize = 200;
         for round in 0..3 * scale() {
@@ -279,7 +279,7 @@ pub async fn reaper_inside_claim<F: BackendFactory>(factory: &F) -> CheckResult 
 /// A claim never returns an item whose lease is live: not to the next
 /// claim, not after a reap, not to eight claimers racing for one item
 /// (INV-2).
-pub async fn claim_skips_live_lease<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn claim_skips_live_lease(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "claim_skips_live_lease",
@@ -335,7 +335,7 @@ pub async fn claim_skips_live_lease<F: BackendFactory>(factory: &F) -> CheckResu
 
 /// Six claimers draining 300 items concurrently get each item exactly once
 /// (INV-2).
-pub async fn concurrent_claims_each_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrent_claims_each_once(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "concurrent_claims_each_once",
@@ -400,7 +400,7 @@ const SWEEP: usize = 2_100;
 /// that brings them all back, each a single call. A loop that stops after
 /// its first batch, or one batch early, leaves items behind that only a
 /// later call finds.
-pub async fn one_call_finishes_every_batch<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn one_call_finishes_every_batch(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("reap/redrive");
     run(
         factory,
@@ -452,7 +452,7 @@ pub async fn one_call_finishes_every_batch<F: BackendFactory>(factory: &F) -> Ch
 /// With 10,000 live leases and 10 expired, a reap recovers exactly the 10
 /// and leaves every live lease untouched; with none expired it recovers
 /// nothing (INV-7 by behaviour; `reap_cost` measures what the reap costs).
-pub async fn reap_touches_only_expired<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn reap_touches_only_expired(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "reap_touches_only_expired",
@@ -519,7 +519,7 @@ pub async fn reap_touches_only_expired<F: BackendFactory>(factory: &F) -> CheckR
 
 /// Once an ack succeeded, no claim returns that item again, even after
 /// leases expire and reapers run (INV-10).
-pub async fn no_redelivery_after_ack<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn no_redelivery_after_ack(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "no_redelivery_after_ack",

@@ -66,7 +66,7 @@ async fn expect_not_found(cx: &Cx, id: ItemId, what: &str) -> Result<(), Violati
 /// attempts 0 and keeps its payload, priority, max attempts and dedup key;
 /// every other Dead item stays Dead, in death order; the item is claimed
 /// next, and `redrive` afterwards still takes the oldest death first.
-pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn redrive_item_moves_that_item(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "redrive_item_moves_that_item",
@@ -190,7 +190,7 @@ pub async fn redrive_item_moves_that_item<F: BackendFactory>(factory: &F) -> Che
 /// changes nothing (a Leased item's lease still acks); an id the queue
 /// does not hold (acked, of another queue, never handed out) is
 /// `NotFound`, and a Dead item of another queue stays Dead.
-pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn redrive_item_leaves_other_states(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "redrive_item_leaves_other_states",
@@ -298,7 +298,7 @@ pub async fn redrive_item_leaves_other_states<F: BackendFactory>(factory: &F) ->
 /// backend of one claim order, with a `redrive` racing them for the same,
 /// only, Dead item): exactly one moves it, the others answer `false`, and
 /// the item is Ready exactly once: claims return it and nothing else.
-pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrent_redrive_item_moves_once(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "concurrent_redrive_item_moves_once",
@@ -369,7 +369,7 @@ pub async fn concurrent_redrive_item_moves_once<F: BackendFactory>(factory: &F) 
 /// to the Dead count, and each item is Ready once (claims return each id
 /// once, INV-1). A redrive that reads the Dead index and then moves what it
 /// read without checking would move an item twice.
-pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrent_redrives_move_each_once(factory: &dyn BackendFactory) -> CheckResult {
     const REDRIVE: Rule = Rule::Contract("redrive");
     run(
         factory,
@@ -433,7 +433,7 @@ pub async fn concurrent_redrives_move_each_once<F: BackendFactory>(factory: &F) 
 /// `redrive_item` calls for it each answer `Ok`, at most one moves it, the
 /// death is carried out once, and the item ends where the answers say: Ready with attempts 0 when one call moved it, Dead when
 /// none did (a call that came first found it Leased).
-pub async fn redrive_item_races_the_death<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn redrive_item_races_the_death(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "redrive_item_races_the_death",

@@ -18,7 +18,7 @@ const RULE: Rule = Rule::Contract("WorkerRegistry");
 /// and an expiry after now); one registered with a short time-to-live
 /// drops out once it passes, the other once it is deregistered. Entries
 /// over the size bound and bad times-to-live are refused.
-pub async fn registry_lists_live_workers<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn registry_lists_live_workers(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "registry_lists_live_workers",

@@ -60,7 +60,7 @@ async fn remove_from(cx: &Cx, id: ItemId, want: ItemState) -> Result<(), Violati
 /// their states, and the Ready ones are claimed in their order afterwards.
 /// An id of another queue, and an id never handed out, are `NotFound` and
 /// change nothing.
-pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn remove_item_takes_out_that_item(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "remove_item_takes_out_that_item",
@@ -212,7 +212,7 @@ pub async fn remove_item_takes_out_that_item<F: BackendFactory>(factory: &F) -> 
 /// A removed item's lease is lost: ack, `ack_many`, extend, release and
 /// fail on it fail with `LeaseLost` and change nothing, and once the lease
 /// has expired a reap recovers nothing: the item never comes back.
-pub async fn remove_item_loses_its_lease<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn remove_item_loses_its_lease(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "remove_item_loses_its_lease",
@@ -313,7 +313,7 @@ pub async fn remove_item_loses_its_lease<F: BackendFactory>(factory: &F) -> Chec
 /// Scheduled, Ready or Leased, and also when it was enqueued with a hold
 /// after the ack (it was never acked): the next item with the key is a new
 /// item with a new id.
-pub async fn remove_item_frees_its_dedup_key<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn remove_item_frees_its_dedup_key(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "remove_item_frees_its_dedup_key",
@@ -381,7 +381,7 @@ pub async fn remove_item_frees_its_dedup_key<F: BackendFactory>(factory: &F) -> 
 /// found an item Ready means no claim ever leased it; one that found it
 /// Leased means its lease was lost (its ack failed); two removers never
 /// both remove one item. The queue ends empty.
-pub async fn racing_removes_settle_each_item_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn racing_removes_settle_each_item_once(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "racing_removes_settle_each_item_once",

@@ -43,7 +43,7 @@ fn held(l: &Lease) -> Held {
 /// made, with the spec's tokens in claim order and every field as the
 /// claim returned it, and claims nothing; another
 /// spec recovers nothing, nor does the same spec on another queue.
-pub async fn claim_recovers_its_own_leases<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn claim_recovers_its_own_leases(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("recover_claim");
     run(factory, "claim_recovers_its_own_leases", rule, Needs::NONE, |cx| async move {
         // Items whose fields all differ from the defaults and from each
@@ -111,7 +111,7 @@ async fn fate(cx: &Cx, key: &LeaseKey, until: Timestamp) -> Result<LeaseFate, Vi
 /// traces: anything but Held). After a
 /// release whose delay has fallen due the state is Ready, the effective
 /// one.
-pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn lease_fate_names_what_happened(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lease_fate");
     run(factory, "lease_fate_names_what_happened", rule, Needs::NONE, |cx| async move {
         cx.push_n(4).await?;
@@ -185,8 +185,8 @@ pub async fn lease_fate_names_what_happened<F: BackendFactory>(factory: &F) -> C
 /// leases recovered are the claim's, lease for lease, in the order the
 /// claim returned them. A backend that numbers its tokens by id instead
 /// of by claim order recovers them out of order.
-pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
-    factory: &F,
+pub async fn recovered_in_claim_order_across_priorities(
+    factory: &dyn BackendFactory,
 ) -> CheckResult {
     let rule = Rule::Contract("recover_claim");
     run(
@@ -261,7 +261,7 @@ pub async fn recovered_in_claim_order_across_priorities<F: BackendFactory>(
 /// state: None }` before `held_until` and Lost from it on. A backend that keeps
 /// nothing of an emptied queue must still compare the clock with
 /// `held_until`, not answer one fate for every unknown queue.
-pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn lease_fate_at_its_bounds(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lease_fate");
     run(
         factory,
@@ -360,7 +360,7 @@ pub async fn lease_fate_at_its_bounds<F: BackendFactory>(factory: &F) -> CheckRe
 /// past its expiry, and Finished in Ready after the lease's own
 /// `give_back`. A backend that reads only the stored token, not whether
 /// the lease is live, fails here.
-pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn settling_sees_requeues(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("recover_claim");
     run(factory, "settling_sees_requeues", rule, Needs::NONE, |cx| async move {
         let keys = |ls: &[Lease]| ls.iter().map(|l| (l.id(), l.token())).collect::<Vec<_>>();
@@ -434,7 +434,7 @@ pub async fn settling_sees_requeues<F: BackendFactory>(factory: &F) -> CheckResu
 
 /// `enqueue_once` sent twice with one request writes the batch once and
 /// returns the first results; a new request writes again.
-pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn enqueue_once_writes_once(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueue_once");
     run(
         factory,
@@ -540,7 +540,7 @@ pub async fn enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckRe
 /// that retried before the first reply came back): the batch is written
 /// once and every call gets the same results. A request id belongs to its
 /// queue: the same id on another queue writes that queue's batch.
-pub async fn concurrent_enqueue_once_writes_once<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn concurrent_enqueue_once_writes_once(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("enqueue_once");
     run(
         factory,
@@ -613,7 +613,7 @@ pub async fn concurrent_enqueue_once_writes_once<F: BackendFactory>(factory: &F)
 /// what the store holds: an enqueue is written once, a claim leases once
 /// (under its spec's tokens), and ack, `ack_many`, release and fail report
 /// that they landed. A later claim with a new spec gets tokens of its own.
-pub async fn lost_replies_settle_truthfully<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn lost_replies_settle_truthfully(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lost replies");
     run(
         factory,
@@ -778,9 +778,7 @@ fn latest(leases: &[Lease]) -> Timestamp {
 /// reports each as landed (never `LeaseLost`), and the store agrees. The
 /// traces name the token: after a reap, a new claim and that claim's ack,
 /// the first lease's fate is Lost and the second's Finished.
-pub async fn landed_finishes_past_expiry_are_reported<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn landed_finishes_past_expiry_are_reported(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lost replies");
     run(
         factory,
@@ -850,9 +848,7 @@ pub async fn landed_finishes_past_expiry_are_reported<F: BackendFactory>(
 /// returns them, renewed (a reap then takes nothing), on their first
 /// attempt; they ack. Where a reaper acted first, `recover_claim` returns
 /// nothing and the item's record says its attempt ended by lease expiry.
-pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn lost_claim_past_expiry_costs_no_attempt(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("recover_claim");
     run(
         factory,
@@ -918,7 +914,7 @@ pub async fn lost_claim_past_expiry_costs_no_attempt<F: BackendFactory>(
 /// second lease's ack that landed is reported landed, also asked past its
 /// expiry: whatever trace the reap left speaks of the first lease, not of
 /// this one. (Found by the protocol model, `model-check`.)
-pub async fn claim_sent_again_under_a_reaped_token<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn claim_sent_again_under_a_reaped_token(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lost replies");
     run(
         factory,

@@ -87,7 +87,7 @@ async fn race(
 /// enqueues; the others say `AlreadyFired` with that tick. Firing every
 /// done tick again (a scheduler that restarted and saw none of it)
 /// enqueues nothing.
-pub async fn schedulers_race_one_item_per_tick<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn schedulers_race_one_item_per_tick(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "schedulers_race_one_item_per_tick",
@@ -180,7 +180,7 @@ pub async fn schedulers_race_one_item_per_tick<F: BackendFactory>(factory: &F) -
 /// each tick's item acked before the next: every tick any of them fired
 /// has exactly one item. Then they stop, and a new scheduler starts: it
 /// never fires a tick that was done before it started.
-pub async fn scheduler_runtimes_race_and_restart<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn scheduler_runtimes_race_and_restart(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "scheduler_runtimes_race_and_restart",
@@ -287,7 +287,7 @@ pub async fn scheduler_runtimes_race_and_restart<F: BackendFactory>(factory: &F)
 /// seconds ahead fires a tick that is in the backend's future, and nothing
 /// is enqueued (`NotDue`); the one on time fires the current tick. Once
 /// the backend's clock passes the early tick it fires once.
-pub async fn clock_skew_cannot_fire_early<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn clock_skew_cannot_fire_early(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "clock_skew_cannot_fire_early",
@@ -384,9 +384,7 @@ pub async fn clock_skew_cannot_fire_early<F: BackendFactory>(factory: &F) -> Che
 /// now, with the spec stored as given; after the move a tick fills the new
 /// queue only. Bad input (a schedule whose item is not valid, a fire with
 /// an item that is not) is `InvalidInput` and writes nothing.
-pub async fn every_change_of_a_schedule_is_a_revision<F: BackendFactory>(
-    factory: &F,
-) -> CheckResult {
+pub async fn every_change_of_a_schedule_is_a_revision(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "every_change_of_a_schedule_is_a_revision",
@@ -479,7 +477,7 @@ pub async fn every_change_of_a_schedule_is_a_revision<F: BackendFactory>(
 /// A put that changes nothing keeps the revision; a change raises it and
 /// keeps the last tick; a fire of the old revision is `Stale` and writes
 /// nothing; a removal makes every fire `Stale` and leaves the list.
-pub async fn schedule_changes_take_effect<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn schedule_changes_take_effect(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "schedule_changes_take_effect",
@@ -607,7 +605,7 @@ pub async fn schedule_changes_take_effect<F: BackendFactory>(factory: &F) -> Che
 /// keeps the holds of other keys, and the ack of a key's next holder holds
 /// it again under the new id, also when many holds have run out. A purge
 /// frees held keys too.
-pub async fn unique_for_holds_after_ack<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn unique_for_holds_after_ack(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "unique_for_holds_after_ack",

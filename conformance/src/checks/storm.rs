@@ -34,7 +34,7 @@ struct Storm {
 /// enqueued id was acked exactly once or is Dead exactly once, nothing is
 /// left in any index, and the history shows no overlapping leases, no stale
 /// success and no redelivery after ack (INV-5).
-pub async fn storm_no_loss<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn storm_no_loss(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
         "storm_no_loss",

@@ -528,11 +528,7 @@ impl Run {
 /// Runs one operation sequence on a fresh queue of a backend from
 /// `factory`, comparing every answer with the model, and purges the queue.
 /// A violation names the step and the operation.
-pub async fn run_ops<F: BackendFactory>(
-    factory: &F,
-    ops: &[Op],
-    sweep_every: usize,
-) -> CheckResult {
+pub async fn run_ops(factory: &dyn BackendFactory, ops: &[Op], sweep_every: usize) -> CheckResult {
     let tb = match factory.backend().await {
         Ok(tb) => tb,
         Err(u) => return Ok(Outcome::Unavailable(u.0)),
@@ -618,7 +614,7 @@ fn at_step(v: Violation, i: usize, op: &Op) -> Violation {
 ///
 /// # Panics
 /// When no tokio runtime can be built.
-pub fn check_model<F: BackendFactory>(factory: &F, config: &ModelConfig) -> CheckResult {
+pub fn check_model(factory: &dyn BackendFactory, config: &ModelConfig) -> CheckResult {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
