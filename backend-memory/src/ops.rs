@@ -644,7 +644,7 @@ pub(crate) fn insert_batch(
     let mut out = Vec::with_capacity(items.len());
     let mut woke = false;
     for item in items {
-        let dedup_key = match item.get_dedup_key() {
+        let dedup_key = match item.dedup_key.as_deref() {
             Some(key) => {
                 if let Some(id) = st.dedup_holder(key, now) {
                     out.push(Enqueued {
@@ -657,16 +657,16 @@ pub(crate) fn insert_batch(
             }
             None => None,
         };
-        let delay = item.get_delay();
+        let delay = item.delay;
         let due = (!delay.is_zero()).then(|| due_after(now, delay));
         woke |= due.is_none();
         let id = st.insert(
             Fresh {
-                payload: item.get_payload().clone(),
-                priority: item.get_priority(),
-                max_attempts: item.get_max_attempts(),
+                payload: item.payload.clone(),
+                priority: item.priority,
+                max_attempts: item.max_attempts,
                 dedup_key,
-                unique_for: item.get_unique_for().map(millis_ceil),
+                unique_for: item.unique_for.map(millis_ceil),
                 due,
             },
             now,

@@ -82,7 +82,7 @@ async fn run(seed: u64, steps: usize) {
                     .await
                     .expect("enqueue");
                 for (item, e) in batch.iter().zip(&out) {
-                    let key = item.get_dedup_key().map(str::to_owned);
+                    let key = item.dedup_key.as_deref().map(str::to_owned);
                     let holder = key.as_ref().and_then(|k| {
                         model
                             .iter()
@@ -95,7 +95,7 @@ async fn run(seed: u64, steps: usize) {
                         }
                         None => {
                             assert!(!e.deduplicated, "step {step}");
-                            let delay = item.get_delay().as_millis() as u64;
+                            let delay = item.delay.as_millis() as u64;
                             model.insert(
                                 e.id.get(),
                                 Model {
@@ -104,10 +104,10 @@ async fn run(seed: u64, steps: usize) {
                                     } else {
                                         ItemState::Ready
                                     },
-                                    priority: item.get_priority(),
+                                    priority: item.priority,
                                     seq: e.id.get(),
                                     attempts: 0,
-                                    max_attempts: item.get_max_attempts(),
+                                    max_attempts: item.max_attempts,
                                     key,
                                     at: t + delay,
                                     token: None,

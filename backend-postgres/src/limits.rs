@@ -15,7 +15,7 @@
 //! the row if it holds nothing.
 
 use leaseq_core::queue_limits::{Admission, RateWindow, CONCURRENCY_RETRY};
-use leaseq_core::{ClaimSpec, Claimed, Error, QueueLimits, QueueName, Result};
+use leaseq_core::{ClaimSpec, Claimed, QueueLimits, QueueName, Result};
 
 use crate::rows::{col, db, refused};
 use crate::PgBackend;
@@ -127,10 +127,7 @@ impl PgBackend {
             }
             // Not committed: rolled back (on the server when the connection
             // is gone), so nothing of this call was applied.
-            Err(Error::OutcomeUnknown { message, source }) => {
-                Err(Error::Unavailable { message, source })
-            }
-            Err(e) => Err(e),
+            Err(e) => Err(e.uncommitted()),
         }
     }
 

@@ -83,25 +83,22 @@ impl PgBackend {
         items: &[(usize, &NewItem)],
     ) -> Result<Vec<Option<Enqueued>>> {
         let s = &self.inner.sql;
-        let payloads: Vec<&[u8]> = items
-            .iter()
-            .map(|(_, i)| i.get_payload().as_ref())
-            .collect();
-        let priorities: Vec<i32> = items.iter().map(|(_, i)| i.get_priority()).collect();
+        let payloads: Vec<&[u8]> = items.iter().map(|(_, i)| i.payload.as_ref()).collect();
+        let priorities: Vec<i32> = items.iter().map(|(_, i)| i.priority).collect();
         let attempts: Vec<i32> = items
             .iter()
-            .map(|(_, i)| i32::try_from(i.get_max_attempts()).unwrap_or(i32::MAX))
+            .map(|(_, i)| i32::try_from(i.max_attempts).unwrap_or(i32::MAX))
             .collect();
-        let delays: Vec<i64> = items.iter().map(|(_, i)| millis(i.get_delay())).collect();
-        if items.iter().all(|(_, i)| i.get_dedup_key().is_none()) {
+        let delays: Vec<i64> = items.iter().map(|(_, i)| millis(i.delay)).collect();
+        if items.iter().all(|(_, i)| i.dedup_key.is_none()) {
             return self
                 .insert_plain(conn, queue, &payloads, &priorities, &attempts, &delays)
                 .await;
         }
-        let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.get_dedup_key()).collect();
+        let keys: Vec<Option<&str>> = items.iter().map(|(_, i)| i.dedup_key.as_deref()).collect();
         let holds: Vec<Option<i64>> = items
             .iter()
-            .map(|(_, i)| i.get_unique_for().map(millis))
+            .map(|(_, i)| i.unique_for.map(millis))
             .collect();
         let rows = sqlx::query(&s.enqueue)
             .bind(queue.as_str())
@@ -134,7 +131,7 @@ impl PgBackend {
                     deduplicated: false,
                 }));
             } else {
-                wanted.extend(item.get_dedup_key());
+                wanted.extend(item.dedup_key.as_deref());
                 out.push(None);
             }
         }
@@ -152,7 +149,7 @@ impl PgBackend {
             .collect::<Result<_>>()?;
         for (slot, (_, item)) in out.iter_mut().zip(items) {
             if slot.is_none() {
-                if let Some(id) = item.get_dedup_key().and_then(|k| holders.get(k)) {
+                if let Some(id) = item.dedup_key.as_deref().and_then(|k| holders.get(k)) {
                     *slot = Some(Enqueued {
                         id: item_id(*id)?,
                         deduplicated: true,
@@ -205,19 +202,10 @@ impl PgBackend {
             .collect()
     }
 
-    /// [`check_batch`], plus what PostgreSQL cannot store: `text` cannot
-    /// hold a NUL character.
+    /// [`check_batch`] against this backend's bounds (a NUL in a dedup
+    /// key among them: no store is asked to keep one).
     pub(crate) fn check_items(&self, items: &[NewItem]) -> Result<()> {
-        check_batch(items, &self.inner.options.limits)?;
-        if let Some(i) = items
-            .iter()
-            .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
-        {
-            return Err(Error::invalid(format!(
-                "item {i}: a dedup key with a NUL character cannot be stored in PostgreSQL"
-            )));
-        }
-        Ok(())
+        check_batch(items, &self.inner.options.limits)
     }
 
     /// Enqueues a checked batch on `conn` (in a transaction or not).
@@ -640,16 +628,10 @@ impl Backend for PgBackend {
             .begin()
             .await
             .map_err(refused("enqueue_once: beginning a transaction"))?;
-        let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
-            Ok(done) => done,
-            // Not committed: the transaction is rolled back whatever went
-            // wrong (on the server when the connection is gone), so nothing
-            // of this call was applied.
-            Err(Error::OutcomeUnknown { message, source }) => {
-                return Err(Error::Unavailable { message, source })
-            }
-            Err(e) => return Err(e),
-        };
+        let done = self
+            .enqueue_once_in(&mut tx, queue, request, &items)
+            .await
+            .map_err(Error::uncommitted)?;
         match done {
             Recalled::Before(results) => {
                 // This call wrote nothing: roll back at once, so the lock on

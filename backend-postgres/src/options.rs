@@ -14,7 +14,7 @@ use leaseq_core::{Bounds, Error, Result};
 ///     .max_connections(16)
 ///     .poll_interval(Duration::from_millis(500))
 ///     .migrate_on_connect(false);
-/// assert_eq!(options.get_schema(), "billing_jobs");
+/// assert_eq!(options.schema_name(), "billing_jobs");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
@@ -201,7 +201,7 @@ impl PgOptions {
     }
 
     /// The schema name as set.
-    pub fn get_schema(&self) -> &str {
+    pub fn schema_name(&self) -> &str {
         &self.schema
     }
 

@@ -5,12 +5,14 @@
 //! item with the ordinary enqueue statements, and records the tick; a
 //! concurrent fire that waited on the lock then sees the new last tick.
 
-use bytes::Bytes;
-use leaseq_core::schedule::{Fired, Schedule, ScheduleName, ScheduleTick, StoredSchedule};
-use leaseq_core::{Error, NewItem, QueueName, Result};
+use leaseq_core::schedule::{
+    FireStep, Fired, Schedule, ScheduleName, ScheduleRecord, ScheduleTick, StoredSchedule,
+    TickRecord,
+};
+use leaseq_core::{Error, NewItem, Result};
 use sqlx::postgres::PgRow;
 
-use crate::rows::{col, db, refused, ts};
+use crate::rows::{col, db, refused};
 use crate::PgBackend;
 
 /// Epoch ms of the server's now, as the core counts time.
@@ -25,23 +27,14 @@ fn table(b: &PgBackend) -> String {
 }
 
 fn stored(row: &PgRow) -> Result<StoredSchedule> {
-    let name: String = col(row, 0)?;
-    let queue: String = col(row, 1)?;
-    let corrupt = |what: String| Error::Corrupt { what };
-    let payload: Vec<u8> = col(row, 3)?;
-    let revision: i64 = col(row, 4)?;
-    let last: Option<i64> = col(row, 6)?;
-    Ok(StoredSchedule {
-        name: ScheduleName::new(&name)
-            .map_err(|e| corrupt(format!("a schedule is named {name:?}: {e}")))?,
-        queue: QueueName::new(&queue)
-            .map_err(|e| corrupt(format!("schedule {name} names queue {queue:?}: {e}")))?,
+    StoredSchedule::try_from(ScheduleRecord {
+        name: col(row, 0)?,
+        queue: col(row, 1)?,
         spec: col(row, 2)?,
-        payload: Bytes::from(payload),
-        revision: u64::try_from(revision)
-            .map_err(|_| corrupt(format!("schedule {name} has revision {revision}")))?,
-        defined_at: ts(col(row, 5)?),
-        last_tick: last.map(ts),
+        payload: col(row, 3)?,
+        revision: col(row, 4)?,
+        defined_at_ms: col(row, 5)?,
+        last_tick_ms: col(row, 6)?,
     })
 }
 
@@ -115,9 +108,6 @@ impl PgBackend {
         let items = vec![item];
         self.check_items(&items)?;
         let t = table(self);
-        let at = i64::try_from(tick.at.as_millis()).map_err(|_| {
-            Error::invalid(format!("tick {} is past the year 292 million", tick.at))
-        })?;
         let mut tx = self
             .inner
             .pool
@@ -131,40 +121,34 @@ impl PgBackend {
         .fetch_optional(&mut *tx)
         .await
         .map_err(refused("fire_schedule: locking the schedule"))?;
-        let Some(row) = row else {
-            return Ok(Fired::Stale);
+        let record = row.as_ref().map(record).transpose()?;
+        // Nothing written on the early returns: the transaction rolls back
+        // as it drops.
+        let (queue, tick_ms) = match tick.next_step(record)? {
+            FireStep::Answer(answer) => return Ok(answer),
+            FireStep::Enqueue { queue, tick_ms } => (queue, tick_ms),
         };
-        let queue: String = col(&row, 0)?;
-        let revision: i64 = col(&row, 1)?;
-        let last: Option<i64> = col(&row, 2)?;
-        let now: i64 = col(&row, 3)?;
-        let record = u64::try_from(revision).ok().map(|r| (r, last.map(ts)));
-        if let Some(answer) = tick.refusal(record, ts(now)) {
-            return Ok(answer);
-        }
-        let queue = QueueName::new(&queue).map_err(|e| Error::Corrupt {
-            what: format!("schedule {} names queue {queue:?}: {e}", tick.name),
-        })?;
-        let out = match self.enqueue_on(&mut tx, &queue, &items).await {
-            Ok(out) => out,
-            // Not committed: rolled back whatever went wrong.
-            Err(Error::OutcomeUnknown { message, source }) => {
-                return Err(Error::Unavailable { message, source })
-            }
-            Err(e) => return Err(e),
-        };
+        let out = self
+            .enqueue_on(&mut tx, &queue, &items)
+            .await
+            .map_err(Error::uncommitted)?;
         sqlx::query(&format!("UPDATE {t} SET last_tick_ms = $2 WHERE name = $1"))
             .bind(tick.name.as_str())
-            .bind(at)
+            .bind(tick_ms)
             .execute(&mut *tx)
             .await
             .map_err(refused("fire_schedule: recording the tick"))?;
         tx.commit().await.map_err(db("fire_schedule: commit"))?;
-        out.into_iter()
-            .next()
-            .map(Fired::Enqueued)
-            .ok_or_else(|| Error::Corrupt {
-                what: "an enqueue of one item returned no result".into(),
-            })
+        Fired::from_enqueued(out)
     }
+}
+
+/// The schedule's record as the fire reads it.
+fn record(row: &PgRow) -> Result<TickRecord> {
+    Ok(TickRecord {
+        queue: col(row, 0)?,
+        revision: col(row, 1)?,
+        last_tick_ms: col(row, 2)?,
+        now_ms: col(row, 3)?,
+    })
 }

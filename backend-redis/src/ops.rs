@@ -54,10 +54,10 @@ pub(crate) fn lease_args(lease: &LeaseKey) -> Vec<Bytes> {
 /// `max,0,payload`) or six (form `g`; see `scripts/enqueue_batch.lua`).
 pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
     let plain = items.iter().all(|i| {
-        i.get_priority() == 0
-            && millis_ceil(i.get_delay()) == 0
-            && i.get_dedup_key().is_none()
-            && i.get_unique_for().is_none()
+        i.priority == 0
+            && millis_ceil(i.delay) == 0
+            && i.dedup_key.is_none()
+            && i.unique_for.is_none()
     });
     args.reserve(3 + items.len() * if plain { 1 } else { 6 });
     args.push(arg(floor));
@@ -65,8 +65,8 @@ pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
     if plain {
         args.push(Bytes::from_static(b"f"));
         for item in items {
-            let max = item.get_max_attempts().to_string();
-            let payload = item.get_payload();
+            let max = item.max_attempts.to_string();
+            let payload = &item.payload;
             let mut rec = Vec::with_capacity(max.len() + 3 + payload.len());
             rec.extend_from_slice(max.as_bytes());
             rec.extend_from_slice(b",0,");
@@ -77,12 +77,14 @@ pub(crate) fn batch_args(floor: u64, items: &[NewItem], args: &mut Vec<Bytes>) {
     }
     args.push(Bytes::from_static(b"g"));
     for item in items {
-        args.push(item.get_payload().clone());
-        args.push(arg(item.get_priority()));
-        args.push(arg(millis_ceil(item.get_delay())));
-        args.push(arg(item.get_max_attempts()));
-        args.push(Bytes::from(item.get_dedup_key().unwrap_or("").to_owned()));
-        args.push(arg(item.get_unique_for().map_or(0, millis_ceil)));
+        args.push(item.payload.clone());
+        args.push(arg(item.priority));
+        args.push(arg(millis_ceil(item.delay)));
+        args.push(arg(item.max_attempts));
+        args.push(Bytes::from(
+            item.dedup_key.as_deref().unwrap_or("").to_owned(),
+        ));
+        args.push(arg(item.unique_for.map_or(0, millis_ceil)));
     }
 }
 

@@ -22,26 +22,17 @@ enum Slot {
 }
 
 impl SqliteBackend {
-    /// [`check_batch`], plus one answer for a NUL in a dedup key on every
-    /// backend: refused.
+    /// [`check_batch`] against this backend's bounds (a NUL in a dedup
+    /// key among them: no store is asked to keep one).
     pub(crate) fn check_items(&self, items: &[NewItem]) -> Result<()> {
-        check_batch(items, &self.inner.options.limits)?;
-        if let Some(i) = items
-            .iter()
-            .position(|i| i.get_dedup_key().is_some_and(|k| k.contains('\0')))
-        {
-            return Err(Error::invalid(format!(
-                "item {i}: a dedup key may not contain a NUL character"
-            )));
-        }
-        Ok(())
+        check_batch(items, &self.inner.options.limits)
     }
 
     /// Whether writing `items` needs a transaction: dedup keys must be
     /// looked up and inserted under one lock, and a batch of several
     /// statements must be written whole.
     pub(crate) fn needs_transaction(items: &[NewItem]) -> bool {
-        items.len() > sql::INSERT_CHUNK || items.iter().any(|i| i.get_dedup_key().is_some())
+        items.len() > sql::INSERT_CHUNK || items.iter().any(|i| i.dedup_key.is_some())
     }
 
     /// Enqueues a checked batch on `conn`: in a transaction when
@@ -56,7 +47,7 @@ impl SqliteBackend {
             let mut seen = std::collections::HashSet::new();
             items
                 .iter()
-                .filter_map(NewItem::get_dedup_key)
+                .filter_map(|i| i.dedup_key.as_deref())
                 .filter(|k| seen.insert(*k))
                 .collect()
         };
@@ -66,7 +57,7 @@ impl SqliteBackend {
         let mut fresh: Vec<&NewItem> = Vec::new();
         let mut slots = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let slot = match item.get_dedup_key() {
+            let slot = match item.dedup_key.as_deref() {
                 Some(k) => match (holders.get(k), first.get(k)) {
                     (Some(id), _) => Slot::Held(*id),
                     (None, Some(j)) => Slot::SameAs(*j),
@@ -147,26 +138,26 @@ impl SqliteBackend {
     ) -> Result<Vec<i64>> {
         use std::fmt::Write as _;
         let mut fields = String::with_capacity(items.len() * 24);
-        let mut payloads = Vec::with_capacity(items.iter().map(|i| i.get_payload().len()).sum());
+        let mut payloads = Vec::with_capacity(items.iter().map(|i| i.payload.len()).sum());
         fields.push('[');
         for (n, item) in items.iter().enumerate() {
             if n > 0 {
                 fields.push(',');
             }
-            let payload = item.get_payload();
+            let payload = &item.payload;
             let _ = write!(
                 fields,
                 "[{},{},{},",
-                item.get_priority(),
-                item.get_max_attempts(),
-                millis(item.get_delay())
+                item.priority,
+                item.max_attempts,
+                millis(item.delay)
             );
-            match item.get_dedup_key() {
+            match item.dedup_key.as_deref() {
                 Some(key) => sql::json_string(key, &mut fields),
                 None => fields.push_str("null"),
             }
             let _ = write!(fields, ",{},{},", payloads.len() + 1, payload.len());
-            match item.get_unique_for() {
+            match item.unique_for {
                 Some(hold) => {
                     let _ = write!(fields, "{}]", millis(hold));
                 }
@@ -196,7 +187,7 @@ impl SqliteBackend {
         // One statement under the write lock, rows in batch order: the
         // AUTOINCREMENT ids are consecutive, ending at the last one.
         let last = done.last_insert_rowid();
-        if items.iter().any(|i| i.get_delay().is_zero()) {
+        if items.iter().any(|i| i.delay.is_zero()) {
             self.inner.wakeups.wake(queue.as_str());
         }
         Ok((last - n + 1..=last).collect())

@@ -436,14 +436,10 @@ impl Backend for SqliteBackend {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db("enqueue: beginning a transaction"))?;
-        let results = match self.enqueue_on(&mut tx, queue, &items).await {
-            Ok(r) => r,
-            // Not committed: rolled back as the transaction drops.
-            Err(Error::OutcomeUnknown { message, source }) => {
-                return Err(Error::Unavailable { message, source })
-            }
-            Err(e) => return Err(e),
-        };
+        let results = self
+            .enqueue_on(&mut tx, queue, &items)
+            .await
+            .map_err(Error::uncommitted)?;
         self.count([queue]);
         tx.commit().await.map_err(db("enqueue: commit"))?;
         if let Some(events) = events {
@@ -463,13 +459,10 @@ impl Backend for SqliteBackend {
         let mut tx = self
             .begin_on(queue, "enqueue_once: beginning a transaction")
             .await?;
-        let done = match self.enqueue_once_in(&mut tx, queue, request, &items).await {
-            Ok(done) => done,
-            Err(Error::OutcomeUnknown { message, source }) => {
-                return Err(Error::Unavailable { message, source })
-            }
-            Err(e) => return Err(e),
-        };
+        let done = self
+            .enqueue_once_in(&mut tx, queue, request, &items)
+            .await
+            .map_err(Error::uncommitted)?;
         match done {
             Recalled::Before(results) => {
                 // Nothing written: give the lock back at once.

@@ -60,7 +60,7 @@ pub enum Durability {
 ///     .durability(Durability::Normal)
 ///     .busy_timeout(Duration::from_secs(10))
 ///     .poll_interval(Duration::from_millis(200));
-/// assert_eq!(options.get_durability(), Durability::Normal);
+/// assert_eq!(options.durability_level(), Durability::Normal);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
@@ -164,7 +164,7 @@ impl SqliteOptions {
     }
 
     /// The durability as set.
-    pub fn get_durability(&self) -> Durability {
+    pub fn durability_level(&self) -> Durability {
         self.durability
     }
 }

@@ -158,6 +158,17 @@ impl Error {
         }
     }
 
+    /// The error of a step inside a transaction that was not committed:
+    /// an [`Error::OutcomeUnknown`] becomes [`Error::Unavailable`], since
+    /// the rollback undid whatever the step did; any other error stays.
+    #[must_use]
+    pub fn uncommitted(self) -> Self {
+        match self {
+            Error::OutcomeUnknown { message, source } => Error::Unavailable { message, source },
+            other => other,
+        }
+    }
+
     /// Builds [`Error::Unavailable`]: the call certainly did not run.
     pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Unavailable {

@@ -71,16 +71,29 @@ impl std::str::FromStr for ItemState {
 ///     .delay(Duration::from_secs(30))
 ///     .max_attempts(3)
 ///     .dedup_key("welcome:42");
-/// assert_eq!(item.get_priority(), 5);
+/// assert_eq!(item.priority, 5);
 /// ```
+///
+/// The fields are public to read, and to write where a setter is in the
+/// way; [`crate::limits::check_batch`] checks every bound at enqueue, so
+/// a field set out of bounds is an [`crate::Error::InvalidInput`] there.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NewItem {
-    pub(crate) payload: Bytes,
-    pub(crate) priority: i32,
-    pub(crate) delay: Duration,
-    pub(crate) max_attempts: u32,
-    pub(crate) dedup_key: Option<String>,
-    pub(crate) unique_for: Option<Duration>,
+    /// The bytes a handler receives.
+    pub payload: Bytes,
+    /// Higher is claimed first; FIFO within one priority.
+    pub priority: i32,
+    /// How long after enqueue the item becomes claimable.
+    pub delay: Duration,
+    /// Claims the item gets before it goes Dead: 1 to
+    /// [`crate::limits::MAX_ATTEMPTS`].
+    pub max_attempts: u32,
+    /// The key an unfinished item holds against duplicates.
+    pub dedup_key: Option<String>,
+    /// How long the dedup key stays held after the ack: 1 ms to
+    /// [`crate::limits::MAX_DELAY`].
+    pub unique_for: Option<Duration>,
 }
 
 impl NewItem {
@@ -142,36 +155,6 @@ impl NewItem {
     pub fn unique_for(mut self, hold: Duration) -> Self {
         self.unique_for = (!hold.is_zero()).then_some(hold);
         self
-    }
-
-    /// How long the dedup key stays held after the ack, if set.
-    pub fn get_unique_for(&self) -> Option<Duration> {
-        self.unique_for
-    }
-
-    /// The payload.
-    pub fn get_payload(&self) -> &Bytes {
-        &self.payload
-    }
-
-    /// The priority.
-    pub fn get_priority(&self) -> i32 {
-        self.priority
-    }
-
-    /// The delay before the item becomes claimable.
-    pub fn get_delay(&self) -> Duration {
-        self.delay
-    }
-
-    /// The attempts allowed.
-    pub fn get_max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// The dedup key, if any.
-    pub fn get_dedup_key(&self) -> Option<&str> {
-        self.dedup_key.as_deref()
     }
 }
 

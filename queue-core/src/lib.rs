@@ -9,7 +9,7 @@
 //! let queue = QueueName::new("emails")?;
 //! let item = NewItem::new(b"hello".to_vec()).priority(10).max_attempts(3);
 //! let claim = ClaimSpec::new(32, Duration::from_secs(30))?;
-//! assert_eq!((queue.as_str(), item.get_priority(), claim.max()), ("emails", 10, 32));
+//! assert_eq!((queue.as_str(), item.priority, claim.max()), ("emails", 10, 32));
 //!
 //! // Bad input is a typed error, never a panic.
 //! assert!(matches!(ClaimSpec::new(0, Duration::from_secs(1)), Err(Error::InvalidInput { .. })));

@@ -310,6 +310,12 @@ pub fn check_batch(items: &[NewItem], limits: &Bounds) -> Result<()> {
         if item.max_attempts == 0 {
             return Err(Error::invalid(format!("item {i}: max_attempts is 0")));
         }
+        if item.max_attempts > MAX_ATTEMPTS {
+            return Err(Error::invalid(format!(
+                "item {i}: max_attempts {} is over the limit of {MAX_ATTEMPTS}",
+                item.max_attempts
+            )));
+        }
         check_delay(item.delay).map_err(|e| Error::invalid(format!("item {i}: {e}")))?;
         if let Some(hold) = item.unique_for {
             if item.dedup_key.is_none() {
@@ -465,10 +471,10 @@ mod tests {
     #[test]
     fn max_attempts_are_clamped_to_the_documented_limit() {
         assert_eq!(
-            NewItem::new("x").max_attempts(u32::MAX).get_max_attempts(),
+            NewItem::new("x").max_attempts(u32::MAX).max_attempts,
             MAX_ATTEMPTS
         );
-        assert_eq!(NewItem::new("x").max_attempts(7).get_max_attempts(), 7);
+        assert_eq!(NewItem::new("x").max_attempts(7).max_attempts, 7);
     }
 
     #[test]

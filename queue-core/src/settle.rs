@@ -24,7 +24,7 @@
 //! ```
 //! use leaseq_core::settle::Settle;
 //! let settle = Settle::new().attempts(4);
-//! assert_eq!(settle.get_attempts(), 4);
+//! assert_eq!(settle.max_tries(), 4);
 //! ```
 
 use std::fmt;
@@ -109,7 +109,7 @@ impl Settle {
     }
 
     /// The most tries.
-    pub fn get_attempts(&self) -> u32 {
+    pub fn max_tries(&self) -> u32 {
         self.attempts
     }
 

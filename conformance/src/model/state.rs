@@ -230,7 +230,7 @@ impl Model {
             items.len()
         );
         for (i, (item, e)) in items.iter().zip(got).enumerate() {
-            let holder = item.get_dedup_key().and_then(|k| {
+            let holder = item.dedup_key.as_deref().and_then(|k| {
                 self.items
                     .iter()
                     .find(|(_, m)| m.dedup.as_deref() == Some(k))
@@ -241,7 +241,7 @@ impl Model {
                     e.id == id && e.deduplicated,
                     Rule::Inv9,
                     "item {i} of the batch: key {:?} is held by {id}, but enqueue returned {e:?}",
-                    item.get_dedup_key()
+                    item.dedup_key.as_deref()
                 );
                 continue;
             }
@@ -262,7 +262,7 @@ impl Model {
                 "item {i} of the batch got id {}, which was already used",
                 e.id
             );
-            let delay = u64::try_from(item.get_delay().as_millis()).unwrap_or(u64::MAX);
+            let delay = u64::try_from(item.delay.as_millis()).unwrap_or(u64::MAX);
             let slot = if delay == 0 {
                 Slot::Ready
             } else {
@@ -275,11 +275,11 @@ impl Model {
                 e.id,
                 Entry {
                     seq: self.next_seq,
-                    payload: item.get_payload().clone(),
-                    priority: item.get_priority(),
+                    payload: item.payload.clone(),
+                    priority: item.priority,
                     attempts: 0,
-                    max_attempts: item.get_max_attempts(),
-                    dedup: item.get_dedup_key().map(str::to_owned),
+                    max_attempts: item.max_attempts,
+                    dedup: item.dedup_key.as_deref().map(str::to_owned),
                     fifo: delay == 0,
                     note: Note::Is(None),
                     slot,

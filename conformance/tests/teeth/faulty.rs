@@ -453,7 +453,7 @@ impl LayeredBackend for Faulty {
             return Ok(out);
         }
         if self.fault == Fault::PeekMissesDue {
-            let delayed: Vec<bool> = items.iter().map(|i| !i.get_delay().is_zero()).collect();
+            let delayed: Vec<bool> = items.iter().map(|i| !i.delay.is_zero()).collect();
             let out = self.inner.enqueue(queue, items).await?;
             let mut filed = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
             for (e, later) in out.iter().zip(delayed) {
@@ -467,7 +467,7 @@ impl LayeredBackend for Faulty {
             let items = items
                 .into_iter()
                 .map(|item| {
-                    let delay = item.get_delay();
+                    let delay = item.delay;
                     if delay.is_zero() {
                         item
                     } else {
@@ -482,7 +482,7 @@ impl LayeredBackend for Faulty {
         }
         let mut out = Vec::with_capacity(items.len());
         for item in items {
-            let key = item.get_dedup_key().map(str::to_owned);
+            let key = item.dedup_key.as_deref().map(str::to_owned);
             let held = key.as_ref().and_then(|k| {
                 self.keys
                     .lock()

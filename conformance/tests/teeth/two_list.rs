@@ -157,10 +157,10 @@ impl Backend for TwoList {
             });
             self.cmd(queue, |k, now| {
                 let record = Record {
-                    payload: item.get_payload().clone(),
-                    priority: item.get_priority(),
+                    payload: item.payload.clone(),
+                    priority: item.priority,
                     attempts: 0,
-                    max_attempts: item.get_max_attempts(),
+                    max_attempts: item.max_attempts,
                     last_error: None,
                     enqueued_at: Timestamp::from_millis(now),
                 };

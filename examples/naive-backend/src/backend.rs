@@ -108,7 +108,7 @@ impl NaiveBackend {
     ) -> Vec<Enqueued> {
         let mut out = Vec::with_capacity(items.len());
         for item in items {
-            let key = item.get_dedup_key().map(str::to_owned);
+            let key = item.dedup_key.as_deref().map(str::to_owned);
             let holder = key.as_ref().and_then(|k| {
                 if self.bug == Bug::SharedDedupKeys {
                     // Looked up in every queue, not in this one.
@@ -132,10 +132,10 @@ impl NaiveBackend {
             q.items.insert(
                 id,
                 Item {
-                    payload: item.get_payload().clone(),
-                    priority: item.get_priority(),
+                    payload: item.payload.clone(),
+                    priority: item.priority,
                     attempts: 0,
-                    max_attempts: item.get_max_attempts(),
+                    max_attempts: item.max_attempts,
                     dedup_key: key,
                     state: ItemState::Ready,
                     due: None,
@@ -146,7 +146,7 @@ impl NaiveBackend {
                     died: 0,
                 },
             );
-            let delay = item.get_delay();
+            let delay = item.delay;
             if delay.is_zero() {
                 q.make_ready(id);
             } else {

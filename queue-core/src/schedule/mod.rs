@@ -34,6 +34,7 @@
 //! ```
 
 mod cadence;
+mod records;
 mod scheduler;
 
 use std::fmt;
@@ -47,6 +48,7 @@ use crate::{Enqueued, Error, NewItem, QueueName, Result, Timestamp};
 
 use cadence::Zone;
 pub use cadence::{Cadence, CronExpr};
+pub use records::{FireStep, ScheduleRecord, TickRecord};
 pub use scheduler::{Pass, Scheduler};
 
 /// A validated schedule name: the same rules as a [`QueueName`] (1 to 128

@@ -135,7 +135,7 @@ fn the_stored_form_round_trips() {
     };
     assert_eq!(Schedule::from_stored(&stored).expect("parses"), s);
     let item = s.item();
-    assert_eq!((item.get_priority(), item.get_max_attempts()), (7, 3));
+    assert_eq!((item.priority, item.max_attempts), (7, 3));
     let broken = StoredSchedule {
         spec: "{\"tz\":\"UTC\"}".into(),
         ..stored

@@ -83,7 +83,7 @@ impl RetryPolicy {
     }
 
     /// The attempt cap set with [`RetryPolicy::max_attempts`], if any.
-    pub fn get_max_attempts(&self) -> Option<u32> {
+    pub fn attempt_cap(&self) -> Option<u32> {
         self.max_attempts
     }
 

@@ -349,7 +349,7 @@ impl<B: Backend> Sharded<B> {
         let mut positions: Vec<Vec<usize>> = vec![Vec::new(); k];
         let mut batches: Vec<Vec<NewItem>> = vec![Vec::new(); k];
         for (pos, item) in items.into_iter().enumerate() {
-            let shard = match (item.get_dedup_key(), start) {
+            let shard = match (item.dedup_key.as_deref(), start) {
                 (Some(key), _) => usize::from(ids::dedup_shard(key, self.shards)),
                 (None, Some(start)) => start,
                 (None, None) => usize::from(self.enqueue_turn.next(self.shards)),
@@ -840,7 +840,7 @@ impl<B: Backend> ScheduleStore for Sharded<B> {
     /// the tick's item can only be written on the schedule's, in one step
     /// with the tick.
     async fn fire_schedule(&self, tick: &ScheduleTick, item: NewItem) -> Result<Fired> {
-        if let Some(key) = item.get_dedup_key() {
+        if let Some(key) = item.dedup_key.as_deref() {
             return Err(Error::invalid(format!(
                 "schedule {}: a tick's item with a dedup key ({key:?}) cannot be fired through the \
                  sharded layer (the key is held on its own shard, the tick on the schedule's)",
