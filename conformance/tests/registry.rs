@@ -1,7 +1,7 @@
 //! Every public check is in the suite's registry (`CHECKS`, what `suite!`
 //! expands): a check written and not registered would compile and never
 //! run. The checks are read from the source of `src/checks/`, one public
-//! `async fn name<F: BackendFactory>` per check.
+//! `async fn name(factory: &dyn BackendFactory)` per check.
 
 use std::collections::BTreeSet;
 
@@ -15,11 +15,11 @@ fn declared_checks() -> BTreeSet<String> {
             continue;
         }
         let source = std::fs::read_to_string(&path).expect("source");
-        for line in source.lines() {
-            let Some(rest) = line.strip_prefix("pub async fn ") else {
-                continue;
-            };
-            if !rest.contains("<F: BackendFactory>") {
+        // A signature may wrap, so each is read up to its closing paren.
+        for (at, opening) in source.match_indices("\npub async fn ") {
+            let rest = &source[at + opening.len()..];
+            let params = rest.split(')').next().unwrap_or_default();
+            if !params.contains("&dyn BackendFactory") {
                 continue;
             }
             let name: String = rest
