@@ -49,7 +49,17 @@ impl LayeredBackend for SerialWriter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_stay_full_while_acks_wait_their_turn() {
-    const JOBS: usize = 600;
+    // A prefetch of twice the concurrency: the claim-ahead buffer of
+    // `concurrency` jobs fills every claim.
+    claims_stay_full(Some(16), 16).await;
+    // The default: microsecond handlers widen the buffer to the prefetch.
+    claims_stay_full(None, leaseq::WorkerBuilder::DEFAULT_PREFETCH).await;
+}
+
+/// Drains a queue with `prefetch` (the worker's default when `None`) and
+/// checks that most claims ask for `full` items.
+async fn claims_stay_full(prefetch: Option<u32>, full: u32) {
+    const JOBS: usize = 1_200;
     const CONCURRENCY: usize = 8;
     let serial = Arc::new(SerialWriter {
         inner: tokio_backend(),
@@ -60,10 +70,18 @@ async fn claims_stay_full_while_acks_wait_their_turn() {
     });
     let backend: Arc<dyn Backend> = serial.clone();
     let q = queue("whole");
-    let items = (0..JOBS).map(|i| leaseq::NewItem::new(format!("{i}")));
-    backend.enqueue(&q, items.collect()).await.expect("enqueue");
+    let items: Vec<_> = (0..JOBS)
+        .map(|i| leaseq::NewItem::new(format!("{i}")))
+        .collect();
+    for batch in items.chunks(JOBS / 2) {
+        backend.enqueue(&q, batch.to_vec()).await.expect("enqueue");
+    }
     let (on_event, mut events) = events();
-    let worker = Worker::builder(backend.clone(), "whole")
+    let mut builder = Worker::builder(backend.clone(), "whole");
+    if let Some(k) = prefetch {
+        builder = builder.prefetch(k);
+    }
+    let worker = builder
         .concurrency(CONCURRENCY)
         .reap_interval(None)
         .on_event(on_event)
@@ -83,17 +101,13 @@ async fn claims_stay_full_while_acks_wait_their_turn() {
     assert_eq!(acked.len(), JOBS, "every job acked");
     assert_eq!(acks.iter().map(Vec::len).sum::<usize>(), JOBS, "once");
     // Once handlers are known to be short a claim asks for the whole
-    // prefetch (2 × concurrency) although a claim's worth of acks is on its
-    // way and another gathers behind it; the queue runs dry only at the
-    // end. With room for one claim of acks, most claims got what the
-    // gathering acks left.
+    // prefetch although a claim's worth of acks is on its way and another
+    // gathers behind it; the queue runs dry only at the end. With room for
+    // one claim of acks, most claims got what the gathering acks left.
     let asked = serial.claims.lock().expect("lock").clone();
-    let full = asked
-        .iter()
-        .filter(|&&n| n == 2 * CONCURRENCY as u32)
-        .count();
+    let whole = asked.iter().filter(|&&n| n == full).count();
     assert!(
-        full * 10 >= asked.len() * 8,
-        "too few full claims: {asked:?}"
+        whole * 10 >= asked.len() * 8,
+        "prefetch {prefetch:?}: too few claims of {full}: {asked:?}"
     );
 }

@@ -15,11 +15,13 @@ use crate::codec::{Codec, JsonCodec};
 use crate::limits::MAX_CLAIM;
 use crate::{Backend, Error, LeaseTtl, QueueName, Result};
 
+// The default prefetch is a claim's size, and `clamp` needs it below the cap.
+const _: () = assert!(WorkerBuilder::DEFAULT_PREFETCH <= MAX_CLAIM);
+
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
 /// Defaults: concurrency 8, lease ttl 30 s, heartbeat every third of the
-/// ttl, claims of up to twice the concurrency (see
-/// [`WorkerBuilder::prefetch`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
+/// ttl, claims of up to 100 items (see [`WorkerBuilder::prefetch`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
 /// reaper every 5 s, and at most 1 s of idle waiting between claims when the
 /// backend gives no wake-up.
 #[derive(Debug)]
@@ -42,6 +44,11 @@ pub struct WorkerBuilder {
 impl WorkerBuilder {
     /// Handler slots unless [`WorkerBuilder::concurrency`] says otherwise.
     pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    /// The most items a claim asks for unless [`WorkerBuilder::prefetch`]
+    /// says otherwise (twice the concurrency when that is more). A claim
+    /// asks for this many only while handlers finish in microseconds.
+    pub const DEFAULT_PREFETCH: u32 = 100;
 
     /// The most handler slots a worker takes (more than any one process
     /// can run; it keeps the worker's own bookkeeping in range).
@@ -97,13 +104,15 @@ impl WorkerBuilder {
         self
     }
 
-    /// The most items one claim asks for (1 to 1,000; default twice the
-    /// concurrency). A claim asks for the free handler slots and, while
-    /// handlers finish within 10 ms on average, for up to `concurrency`
-    /// more that wait for a slot with their leases kept alive: one round
-    /// trip then serves many short jobs. Long handlers claim for free
-    /// slots only, so no job waits out another's run while a different
-    /// worker could start it.
+    /// The most items one claim asks for (1 to 1,000; default
+    /// [`WorkerBuilder::DEFAULT_PREFETCH`], or twice the concurrency if
+    /// more). A claim asks for the free handler slots and, while handlers
+    /// finish within 10 ms on average, for jobs that wait for a slot with
+    /// their leases kept alive: `concurrency` of them, or as many as the
+    /// handlers get through in about a millisecond when that is more (up
+    /// to `prefetch`). One round trip then serves many short jobs. Long
+    /// handlers claim for free slots only, so no job waits out another's
+    /// run while a different worker could start it.
     #[must_use]
     pub fn prefetch(mut self, k: u32) -> Self {
         self.prefetch = Some(k);
@@ -223,7 +232,7 @@ impl WorkerBuilder {
             }
             Some(k) => k,
             None => u32::try_from(self.concurrency.saturating_mul(2))
-                .map_or(MAX_CLAIM, |n| n.min(MAX_CLAIM)),
+                .map_or(MAX_CLAIM, |n| n.clamp(Self::DEFAULT_PREFETCH, MAX_CLAIM)),
         };
         let heartbeat = self
             .heartbeat

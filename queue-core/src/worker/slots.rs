@@ -4,8 +4,12 @@
 //! A claim costs one round trip whatever its size, so a worker whose
 //! handlers finish in microseconds would spend its time on claims of one or
 //! two items if it only claimed for free handler slots. While handlers are
-//! short, a worker therefore claims ahead: up to `concurrency` jobs may wait
-//! for a slot, their leases kept alive by heartbeats like running ones.
+//! short, a worker therefore claims ahead: jobs may wait for a slot, their
+//! leases kept alive by heartbeats like running ones. The buffer holds
+//! `concurrency` jobs, and more while handlers finish in microseconds: as
+//! many as the handlers get through in [`AHEAD_WAIT`], so a job claimed
+//! ahead waits about that long at most, and a claim of many jobs serves
+//! handlers that are done before another claim's round trip would be.
 //! When handlers run long, a job claimed ahead would sit out a whole run
 //! while another worker could have started it, so the buffer closes and
 //! claims ask for the free slots only.
@@ -23,6 +27,11 @@ pub(crate) const GATHER_TURNS: usize = 4;
 /// The longest mean handler time at which a worker still claims ahead.
 pub(crate) const CLAIM_AHEAD_BELOW: Duration = Duration::from_millis(10);
 
+/// About the longest a job claimed ahead waits for a slot, reckoned from
+/// the mean handler time: the buffer grows past `concurrency` only while
+/// the handlers get through it within this time.
+pub(crate) const AHEAD_WAIT: Duration = Duration::from_millis(1);
+
 /// No handler has finished yet: the mean is unknown, so no claiming ahead.
 const UNKNOWN: u64 = u64::MAX;
 
@@ -30,6 +39,8 @@ const UNKNOWN: u64 = u64::MAX;
 #[derive(Debug)]
 pub(crate) struct Slots {
     concurrency: usize,
+    /// The most jobs claimed ahead: `concurrency`, or `prefetch` if larger.
+    ahead_cap: usize,
     handlers: Arc<Semaphore>,
     leases: Arc<Semaphore>,
     /// Jobs claimed but not yet running their handler.
@@ -42,19 +53,23 @@ pub(crate) struct Slots {
 
 impl Slots {
     /// `concurrency` handler slots, and room for the leases of the running
-    /// jobs and of the jobs claimed ahead (`2 × concurrency`), plus two
-    /// claims' worth (a claim is at most `prefetch`) for acks: the batch on
-    /// its way and the one gathering behind it. On a backend that runs one
-    /// write at a time, less room would make each claim wait for the acks
-    /// ahead of it and shrink to what they left free.
+    /// jobs and of the jobs claimed ahead (at most the larger of
+    /// `concurrency` and `prefetch`), plus two claims' worth (a claim is at
+    /// most `prefetch`) for acks: the batch on its way and the one
+    /// gathering behind it. On a backend that runs one write at a time,
+    /// less room would make each claim wait for the acks ahead of it and
+    /// shrink to what they left free.
     pub(crate) fn new(concurrency: usize, prefetch: u32) -> Arc<Self> {
-        let ahead = concurrency.saturating_mul(2);
-        let claim = ahead.min(usize::try_from(prefetch).unwrap_or(usize::MAX));
-        let room = ahead
+        let prefetch = usize::try_from(prefetch).unwrap_or(usize::MAX);
+        let ahead_cap = concurrency.max(prefetch);
+        let held = concurrency.saturating_add(ahead_cap);
+        let claim = held.min(prefetch);
+        let room = held
             .saturating_add(claim.saturating_mul(2))
             .min(Semaphore::MAX_PERMITS);
         Arc::new(Slots {
             concurrency,
+            ahead_cap,
             handlers: Arc::new(Semaphore::new(concurrency)),
             leases: Arc::new(Semaphore::new(room)),
             waiting: AtomicUsize::new(0),
@@ -82,12 +97,8 @@ impl Slots {
     /// How many jobs a claim may ask for now: the free handler slots, plus
     /// the room left in the claim-ahead buffer while handlers are short.
     pub(crate) fn demand(&self) -> usize {
-        let ahead = if self.handlers_are_short() {
-            self.concurrency
-        } else {
-            0
-        };
         let free = self.handlers.available_permits();
+        let ahead = self.ahead();
         (free + ahead).saturating_sub(self.waiting.load(Ordering::Relaxed))
     }
 
@@ -130,9 +141,20 @@ impl Slots {
         self.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
-    fn handlers_are_short(&self) -> bool {
+    /// The claim-ahead buffer's size for the mean handler time: none while
+    /// it is unknown or long, `concurrency` while it is short, and what the
+    /// handlers get through in [`AHEAD_WAIT`] (up to the cap) when that is
+    /// more.
+    fn ahead(&self) -> usize {
         let mean = self.mean_us.load(Ordering::Relaxed);
-        mean != UNKNOWN && u128::from(mean) < CLAIM_AHEAD_BELOW.as_micros()
+        if mean == UNKNOWN || u128::from(mean) >= CLAIM_AHEAD_BELOW.as_micros() {
+            return 0;
+        }
+        let wait_us = u64::try_from(AHEAD_WAIT.as_micros()).unwrap_or(u64::MAX);
+        let in_wait = usize::try_from(wait_us / mean.max(1))
+            .unwrap_or(usize::MAX)
+            .saturating_mul(self.concurrency);
+        in_wait.clamp(self.concurrency, self.ahead_cap)
     }
 
     fn record(&self, ran: Duration) {
@@ -196,7 +218,7 @@ mod tests {
             drop(slots.handler().await);
         }
         // Four short runs: the buffer opens.
-        assert_eq!(slots.demand(), 8);
+        assert_eq!(slots.demand(), 12);
         slots.record(Duration::from_secs(1));
         for _ in 0..8 {
             slots.record(Duration::from_secs(1));
@@ -206,10 +228,10 @@ mod tests {
 
     #[tokio::test]
     async fn room_covers_running_ahead_and_two_claims_of_acks() {
-        for (concurrency, prefetch, room) in [(4, 8, 24), (4, 2, 12), (4, 1000, 24), (1, 1, 4)] {
+        for (concurrency, prefetch, room) in [(4, 8, 28), (4, 2, 12), (4, 1000, 3004), (1, 1, 4)] {
             let slots = Slots::new(concurrency, prefetch);
             let mut permits = Vec::new();
-            slots.gather(&mut permits, 1000);
+            slots.gather(&mut permits, 10_000);
             assert_eq!(
                 permits.len(),
                 room,
@@ -221,14 +243,42 @@ mod tests {
     #[tokio::test]
     async fn waiting_jobs_count_against_the_demand() {
         let slots = Slots::new(2, 4);
-        slots.record(Duration::from_micros(50));
-        assert_eq!(slots.demand(), 4);
-        slots.claimed(3);
+        slots.record(Duration::from_micros(500));
+        assert_eq!(
+            slots.demand(),
+            6,
+            "two free slots, four ahead (500 µs: four in 1 ms)"
+        );
+        slots.claimed(5);
         assert_eq!(slots.demand(), 1);
         let running = slots.handler().await;
-        assert_eq!(slots.demand(), 1, "one running, two waiting, room for one");
+        assert_eq!(slots.demand(), 1, "one running, four waiting, room for one");
         slots.never_started();
         drop(running);
         assert_eq!(slots.demand(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_buffer_follows_how_many_handlers_finish_in_the_wait() {
+        let slots = Slots::new(4, 100);
+        let ahead_at = |mean: Duration| {
+            slots
+                .mean_us
+                .store(mean.as_micros() as u64, Ordering::Relaxed);
+            slots.demand() - 4
+        };
+        assert_eq!(ahead_at(Duration::from_millis(5)), 4, "short: concurrency");
+        assert_eq!(ahead_at(Duration::from_micros(400)), 8, "4 × 1 ms / 400 µs");
+        assert_eq!(ahead_at(Duration::from_micros(50)), 80, "4 × 1 ms / 50 µs");
+        assert_eq!(
+            ahead_at(Duration::from_micros(1)),
+            100,
+            "capped at prefetch"
+        );
+        assert_eq!(ahead_at(Duration::ZERO), 100, "sub-microsecond handlers");
+        assert_eq!(ahead_at(Duration::from_millis(20)), 0, "long: none");
+        let small = Slots::new(4, 2);
+        small.record(Duration::ZERO);
+        assert_eq!(small.demand(), 8, "the cap is never below concurrency");
     }
 }
