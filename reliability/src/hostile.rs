@@ -55,7 +55,7 @@ async fn state(
 /// Text with a NUL character (valid in a Rust string, so in a dedup key and
 /// a failure reason) is stored, or refused as `InvalidInput`; never a
 /// server error.
-pub async fn nul_text<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn nul_text(factory: &dyn BackendFactory) -> CheckResult {
     let tb = match factory.backend().await {
         Ok(tb) => tb,
         Err(u) => return Ok(Outcome::Unavailable(u.0)),
@@ -93,7 +93,7 @@ pub async fn nul_text<F: BackendFactory>(factory: &F) -> CheckResult {
 
 /// Every hostile value tried against a backend from `factory`, on two
 /// queues of its own that it purges afterwards.
-pub async fn hostile_input<F: BackendFactory>(factory: &F) -> CheckResult {
+pub async fn hostile_input(factory: &dyn BackendFactory) -> CheckResult {
     let tb = match factory.backend().await {
         Ok(tb) => tb,
         Err(u) => return Ok(Outcome::Unavailable(u.0)),
