@@ -16,7 +16,7 @@ use common::Which;
 use leaseq_core::{BackendExt, NewItem, QueueName};
 use leaseq_redis::keys::KeyLayout;
 use leaseq_redis::RedisOptions;
-use leaseq_testkit::ports::free_port_with_bus_excluding;
+use leaseq_testkit::ports::spawn_on_free_port;
 use leaseq_testkit::redis_server::command_tls;
 use leaseq_testkit::tls::TestPki;
 
@@ -51,35 +51,35 @@ impl TlsCluster {
             watchdog: None,
         };
         for _ in 0..3 {
-            let port = free_port_with_bus_excluding(10_000, &c.ports)?;
-            let child = Command::new("redis-server")
-                .args(["--port", "0", "--tls-port", &port.to_string()])
-                .args(["--bind", "127.0.0.1"])
-                .arg("--tls-cert-file")
-                .arg(c.pki.cert_path())
-                .arg("--tls-key-file")
-                .arg(c.pki.key_path())
-                .arg("--tls-ca-cert-file")
-                .arg(c.pki.ca_path())
-                .args(["--tls-auth-clients", "no", "--tls-cluster", "yes"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--appendonly", "no", "--save", ""])
-                .arg("--dir")
-                .arg(&c.dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("redis-server: {e}"))?;
+            let spawn = |port: u16| {
+                Command::new("redis-server")
+                    .args(["--port", "0", "--tls-port", &port.to_string()])
+                    .args(["--bind", "127.0.0.1"])
+                    .arg("--tls-cert-file")
+                    .arg(c.pki.cert_path())
+                    .arg("--tls-key-file")
+                    .arg(c.pki.key_path())
+                    .arg("--tls-ca-cert-file")
+                    .arg(c.pki.ca_path())
+                    .args(["--tls-auth-clients", "no", "--tls-cluster", "yes"])
+                    .args(["--cluster-enabled", "yes"])
+                    .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+                    .args(["--cluster-node-timeout", "5000"])
+                    .args(["--appendonly", "no", "--save", ""])
+                    .arg("--dir")
+                    .arg(&c.dir)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("redis-server: {e}"))
+            };
+            let answers = |p: u16| c.node(p, &["PING"]).is_ok();
+            let (port, child) = spawn_on_free_port(10_000, &c.ports, spawn, answers)
+                .map_err(|e| format!("TLS node: {e}"))?;
             c.ports.push(port);
             c.children.push(child);
         }
         c.start_watchdog();
-        for &p in &c.ports {
-            wait_until(Duration::from_secs(10), || c.node(p, &["PING"]).is_ok())
-                .map_err(|_| format!("TLS node {p} never answered PING"))?;
-        }
         let nodes: Vec<String> = c.ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         // `--cluster create` waits for the nodes to join, for ever if the
         // cluster bus cannot connect: bounded here.

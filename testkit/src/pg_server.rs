@@ -11,9 +11,10 @@
 //! `LEASEQ_PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin`,
 //! else `PATH`.
 
-use crate::ports::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+use crate::ports::free_port;
 
 /// How clients may connect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,10 +9,11 @@
 //! speaks TLS only (`--port 0`, `--tls-port`), with a certificate from a
 //! [`crate::tls::TestPki`]; its [`PrivateRedis::url`] is `rediss://`.
 
-use crate::ports::free_port;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::ports::free_port;
 
 /// What the server keeps on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

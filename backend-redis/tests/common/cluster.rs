@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use leaseq_redis::RedisOptions;
-use leaseq_testkit::ports::free_port_with_bus_excluding;
+use leaseq_testkit::ports::spawn_on_free_port;
 
 /// One running cluster.
 #[derive(Debug)]
@@ -70,34 +70,19 @@ impl LocalCluster {
             .map_err(|e| format!("redis-server: {e}"))
     }
 
-    /// Starts one node that answers PING, and adds it to the cluster and
-    /// the watchdog. A node that exits at once lost its port or bus port
-    /// to another test between probe and bind: it gets other ports.
+    /// Starts one node that answers PING (on other ports if it exits at
+    /// start), and adds it to the cluster and the watchdog.
     fn start_live_node(&mut self) -> Result<u16, String> {
-        let mut last = String::new();
-        for _ in 0..4 {
-            let port = free_port_with_bus_excluding(10_000, &self.ports)?;
-            let mut child = self.spawn_node(port)?;
-            let mut exited = false;
-            let up = wait_until(Duration::from_secs(10), || {
-                exited = !matches!(child.try_wait(), Ok(None));
-                exited || redis_cmd(port, &["PING"]).is_ok()
-            });
-            if up.is_ok() && !exited {
-                self.ports.push(port);
-                self.children.push(child);
-                self.start_watchdog();
-                return Ok(port);
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            last = if exited {
-                format!("node {port} exited at start")
-            } else {
-                format!("node {port} never answered PING")
-            };
-        }
-        Err(last)
+        let (port, child) = spawn_on_free_port(
+            10_000,
+            &self.ports,
+            |p| self.spawn_node(p),
+            |p| redis_cmd(p, &["PING"]).is_ok(),
+        )?;
+        self.ports.push(port);
+        self.children.push(child);
+        self.start_watchdog();
+        Ok(port)
     }
 
     /// `nodes` nodes joined with `replicas` replicas per master.
