@@ -478,6 +478,20 @@ mod tests {
     }
 
     #[test]
+    fn fields_set_by_hand_past_a_bound_are_refused_at_enqueue() {
+        let limits = Bounds::default();
+        let mut attempts = NewItem::new("x");
+        attempts.max_attempts = MAX_ATTEMPTS + 1;
+        assert!(invalid(check_batch(&[attempts], &limits)));
+        let mut hold = NewItem::new("x").dedup_key("k");
+        hold.unique_for = Some(Duration::ZERO);
+        assert!(invalid(check_batch(&[hold], &limits)));
+        let mut key = NewItem::new("x");
+        key.dedup_key = Some("a\0b".into());
+        assert!(invalid(check_batch(&[key], &limits)));
+    }
+
+    #[test]
     fn reasons_are_cut_on_a_char_boundary() {
         let long = "é".repeat(MAX_REASON_LEN);
         let cut = clamp_reason(&long);

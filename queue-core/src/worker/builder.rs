@@ -21,9 +21,10 @@ const _: () = assert!(WorkerBuilder::DEFAULT_PREFETCH <= MAX_CLAIM);
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
 /// Defaults: concurrency 8, lease ttl 30 s, heartbeat every third of the
-/// ttl, claims of up to 100 items (see [`WorkerBuilder::prefetch`]), [`RetryPolicy::default`], shutdown deadline 30 s, a
-/// reaper every 5 s, and at most 1 s of idle waiting between claims when the
-/// backend gives no wake-up.
+/// ttl, claims of up to [`WorkerBuilder::DEFAULT_PREFETCH`] items (see
+/// [`WorkerBuilder::prefetch`]), [`RetryPolicy::default`], shutdown
+/// deadline 30 s, a reaper every 5 s, and at most 1 s of idle waiting
+/// between claims when the backend gives no wake-up.
 #[derive(Debug)]
 pub struct WorkerBuilder {
     backend: Arc<dyn Backend>,
