@@ -1,7 +1,7 @@
 //! The worker reports through the `metrics` facade: per-queue counters,
 //! the in-flight gauge, the handler-duration and wait histograms, and
-//! `export_queue_gauges` reports items per state, of the queues named or
-//! of every queue listed.
+//! `export_queue_gauges` reports items per state and the store's
+//! completion counter, of the queues named or of every queue listed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +91,8 @@ fn the_worker_and_the_gauge_task_report_through_the_metrics_facade() {
     assert_eq!(counter(metric_names::CLAIMED), 10);
     assert_eq!(counter(metric_names::ACKED), 9);
     assert_eq!(counter(metric_names::DEAD), 1);
+    // The store's own count, sampled by the gauge task.
+    assert_eq!(counter(metric_names::COMPLETED), 9);
     match value(&snap, MetricKind::Gauge, metric_names::IN_FLIGHT, &q) {
         Some(DebugValue::Gauge(g)) => assert_eq!(g.into_inner(), 0.0),
         other => panic!("in flight: {other:?}"),

@@ -319,6 +319,126 @@ fn control_round_trip(url: &str) {
     ns.leaseq().arg("workers").assert().success();
 }
 
+/// `retention`, `events`, `history` and `item` on a server, all through
+/// the binary: `events` (another process) hears an enqueue and a cancel
+/// made by other processes, and the cancelled item is kept and shown.
+fn history_round_trip(url: &str) {
+    if !reachable(url) {
+        return;
+    }
+    let ns = Namespace::new(url, "cli_history");
+    ns.leaseq().arg("migrate").assert().success();
+    let queue = format!("cli-history-{}", std::process::id());
+    ns.leaseq()
+        .args(["retention", &queue, "--cancelled-count", "10"])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^cancelled\s+the newest 10 kept$").expect("regex"));
+
+    let follower = Follower::start(&ns, &queue, 2);
+    let out = ns
+        .leaseq()
+        .args(["enqueue", &queue, "hello"])
+        .output()
+        .expect("run");
+    let id = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    ns.leaseq()
+        .args(["cancel", &queue, "--id", &id])
+        .assert()
+        .success();
+    let heard = follower.finish();
+    let lines: Vec<&str> = heard.lines().collect();
+    assert_eq!(lines.len(), 2, "two events: {heard}");
+    assert!(
+        lines[0].contains(&id) && lines[0].contains("enqueued"),
+        "{heard}"
+    );
+    assert!(
+        lines[1].contains(&id) && lines[1].contains("cancelled"),
+        "{heard}"
+    );
+
+    ns.leaseq()
+        .args(["history", &queue, "--ending", "cancelled"])
+        .assert()
+        .success()
+        .stdout(contains(id.as_str()).and(contains("hello")));
+    ns.leaseq()
+        .args(["item", &queue, "--id", &id])
+        .assert()
+        .success()
+        .stdout(is_match(r"(?m)^state\s+cancelled$").expect("regex"));
+}
+
+/// `leaseq events QUEUE --count N` running as a process of its own.
+struct Follower {
+    child: std::process::Child,
+}
+
+impl Follower {
+    /// Starts it and waits until it follows the queue (it says so on
+    /// stderr once subscribed).
+    fn start(ns: &Namespace, queue: &str, count: u32) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("leaseq"))
+            .env_remove("RUST_LOG")
+            .args(["--backend", &ns.url, namespace_flag(&ns.url), &ns.name])
+            .args(["events", queue, "--count", &count.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn leaseq events");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut first = String::new();
+        std::io::BufReader::new(stderr)
+            .read_line(&mut first)
+            .expect("read stderr");
+        assert!(
+            first.contains("following the events"),
+            "leaseq events said: {first:?}"
+        );
+        Follower { child }
+    }
+
+    /// Its output once it printed its events and ended (killed and failed
+    /// after a minute).
+    fn finish(mut self) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.child.try_wait().expect("wait") {
+                Some(status) => {
+                    assert!(status.success(), "leaseq events ended with {status}");
+                    break;
+                }
+                None if std::time::Instant::now() > deadline => {
+                    let _ = self.child.kill();
+                    panic!("leaseq events did not print its events within a minute");
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+        let mut out = String::new();
+        use std::io::Read;
+        self.child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_to_string(&mut out)
+            .expect("read stdout");
+        out
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `leaseq --backend URL` with no namespace flag.
 fn leaseq_plain(url: &str) -> Command {
     leaseq(url)
@@ -366,6 +486,12 @@ fn admin_commands_on_redis() {
 #[test]
 fn control_commands_on_redis() {
     control_round_trip(&redis_url());
+}
+
+#[cfg(any(feature = "redis", feature = "fred"))]
+#[test]
+fn history_and_events_commands_on_redis() {
+    history_round_trip(&redis_url());
 }
 
 #[cfg(any(feature = "redis", feature = "fred"))]
@@ -451,6 +577,12 @@ fn admin_commands_on_postgres() {
 #[test]
 fn control_commands_on_postgres() {
     control_round_trip(&postgres_url());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn history_and_events_commands_on_postgres() {
+    history_round_trip(&postgres_url());
 }
 
 #[cfg(feature = "postgres")]

@@ -1,6 +1,7 @@
 //! Queue depths as gauges: a task that samples [`Backend::stats`] at an
-//! interval and reports `leaseq_queue_items{queue, state}` through the
-//! [`metrics`] facade.
+//! interval and reports `leaseq_queue_items{queue, state}` (and the
+//! store's `leaseq_queue_completed_total{queue}`) through the [`metrics`]
+//! facade.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,15 +13,17 @@ use crate::worker::metric_names;
 use crate::{Backend, ItemState, QueueName, QueueStats};
 
 /// Samples `stats` of every queue in `queues` every `every` into the gauge
-/// `leaseq_queue_items` (labels `queue` and `state`), until `stop` is
-/// cancelled. A failed sample is logged and skipped. Run one per process
+/// `leaseq_queue_items` (labels `queue` and `state`), and the store's
+/// completion counter ([`QueueStats::completed`], where the backend keeps
+/// one) into the counter `leaseq_queue_completed_total` (label `queue`),
+/// until `stop` is cancelled. A failed sample is logged and skipped. Run one per process
 /// (or per fleet: the numbers are the store's, not this process's).
 ///
 /// With `queues` empty it samples every queue [`Backend::queues`] lists,
 /// listed again at each tick, so queues created later are picked up. A
 /// queue listed at the previous tick and not at this one holds nothing
 /// now: its gauges are set to 0, so a dashboard does not keep showing its
-/// last counts. A failed listing is logged and the tick skipped.
+/// last counts, and its completion counter is read once more. A failed listing is logged and the tick skipped.
 ///
 /// ```no_run
 /// # async fn demo(backend: std::sync::Arc<dyn leaseq_core::Backend>) -> leaseq_core::Result<()> {
@@ -66,7 +69,20 @@ pub async fn export_queue_gauges(
         }
         let listed: BTreeSet<QueueName> = listed.into_iter().collect();
         for gone in last.difference(&listed) {
-            set(gone, &QueueStats::default());
+            // Holds no item now; one more read catches the completions
+            // since the last tick (a queue of kept items only is not
+            // listed).
+            let completed = match backend.stats(gone).await {
+                Ok(stats) => stats.completed,
+                Err(_) => None,
+            };
+            set(
+                gone,
+                &QueueStats {
+                    completed,
+                    ..QueueStats::default()
+                },
+            );
         }
         last = listed;
     }
@@ -88,5 +104,12 @@ fn set(queue: &QueueName, stats: &QueueStats) {
             "state" => state.as_str()
         )
         .set(stats.get(state) as f64);
+    }
+    // The store's own count, so every process exports the same figure;
+    // a delete_queue starts it again at 0, which Prometheus reads as a
+    // counter reset.
+    if let Some(completed) = stats.completed {
+        metrics::counter!(metric_names::COMPLETED, "queue" => queue.to_string())
+            .absolute(completed);
     }
 }

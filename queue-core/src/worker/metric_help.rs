@@ -117,6 +117,12 @@ const HELP: &[(&str, Kind, Unit, &str)] = &[
         Unit::Count,
         "Items per queue and state, sampled from the store.",
     ),
+    (
+        names::COMPLETED,
+        Kind::Counter,
+        Unit::Count,
+        "Items completed per queue, by every worker, as the store counts them.",
+    ),
 ];
 
 /// Gives the installed `metrics` recorder every leaseq metric's help text

@@ -52,6 +52,11 @@ pub mod names {
     /// Gauge (from [`crate::export_queue_gauges`]): items per state, with a
     /// `state` label too.
     pub const ITEMS: &str = "leaseq_queue_items";
+    /// Counter (from [`crate::export_queue_gauges`]): the store's
+    /// completion counter per queue ([`crate::QueueStats::completed`]),
+    /// every handle's completions, where the backend counts them. It starts
+    /// again at 0 after [`crate::Admin::delete_queue`].
+    pub const COMPLETED: &str = "leaseq_queue_completed_total";
 
     /// Every name above, in this order.
     pub const ALL: &[&str] = &[
@@ -72,6 +77,7 @@ pub mod names {
         DURATION,
         WAIT,
         ITEMS,
+        COMPLETED,
     ];
 }
 
