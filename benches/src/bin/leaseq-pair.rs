@@ -33,6 +33,32 @@ struct Args {
     /// Iterations per side per round.
     #[arg(long, default_value_t = 10)]
     iters: u64,
+    /// The baseline by name (default: the backend's primary one; for
+    /// postgres also postgres-raw-batchdel).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `--json` prints.
+#[derive(Debug, serde::Serialize)]
+struct PairReport<'a> {
+    workload: &'a str,
+    backend: &'a str,
+    baseline: &'a str,
+    rounds: u32,
+    iters: u64,
+    /// Median over rounds of leaseq's time per iteration.
+    leaseq_us_per_iter: f64,
+    /// Median over rounds of the baseline's time per iteration.
+    baseline_us_per_iter: f64,
+    /// Baseline time over leaseq time, of the medians: leaseq's share of
+    /// the baseline's throughput.
+    ratio_medians: f64,
+    /// The same of the totals.
+    ratio_totals: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -52,11 +78,20 @@ async fn run(args: &Args) -> Result<(), String> {
     let target = targets::connect(&args.backend, false)
         .await
         .map_err(|e| e.0)?;
-    let raw = target
-        .baselines
-        .first()
-        .ok_or_else(|| format!("{} has no baseline", args.backend))?
-        .clone();
+    let raw = match &args.baseline {
+        None => target.baselines.first(),
+        Some(name) => target.baselines.iter().find(|b| b.name() == name),
+    }
+    .ok_or_else(|| {
+        let names: Vec<&str> = target.baselines.iter().map(|b| b.name()).collect();
+        format!(
+            "{} has no baseline {:?} (it has: {})",
+            args.backend,
+            args.baseline.as_deref().unwrap_or("(primary)"),
+            names.join(", ")
+        )
+    })?
+    .clone();
     let queue = QueueName::new(format!("pair-{}-{}", workload.name(), std::process::id()))
         .map_err(|e| e.to_string())?;
     let backend = target.backend.backend.as_ref();
@@ -92,6 +127,22 @@ async fn run(args: &Args) -> Result<(), String> {
     let (sum_a, sum_b): (f64, f64) = (ours.iter().sum(), theirs.iter().sum());
     let (a, b) = (median(ours), median(theirs));
     let jobs = workload.elements() as f64;
+    if args.json {
+        let report = PairReport {
+            workload: workload.name(),
+            backend: target.name,
+            baseline: raw.name(),
+            rounds: args.rounds,
+            iters: args.iters,
+            leaseq_us_per_iter: a,
+            baseline_us_per_iter: b,
+            ratio_medians: b / a,
+            ratio_totals: sum_b / sum_a,
+        };
+        let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+        println!("{line}");
+        return Ok(());
+    }
     println!(
         "{} on {}: {} rounds of {} iterations each side, interleaved",
         workload.name(),
