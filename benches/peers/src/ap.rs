@@ -104,7 +104,7 @@ impl Conn {
                     .bind(namespace)
                     .execute(&pool)
                     .await?;
-                vacuum_schemas(&pool, &["apalis"]).await?;
+                vacuum_schemas(s, &pool, &["apalis"]).await?;
                 let config = apalis_sql::Config::new(namespace)
                     .set_poll_interval(s.apalis_poll)
                     .set_buffer_size(s.apalis_buffer);

@@ -36,6 +36,10 @@ pub struct Settings {
     pub apalis_buffer: usize,
     /// Longest a drain may take before the run counts as failed.
     pub timeout: Duration,
+    /// Whether each PostgreSQL run vacuums its tables first; without, the
+    /// runs meet the dead rows of the runs before them, as on a server
+    /// whose autovacuum is off or behind.
+    pub vacuum: bool,
 }
 
 /// One run's rates.

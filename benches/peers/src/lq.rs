@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use bytes::Bytes;
 use leaseq_core::{
-    handler_fn, Backend, CancellationToken, ClaimSpec, Job, JobContext, JobOutcome, LeaseKey,
+    handler_fn, Backend, BackendExt as _, CancellationToken, ClaimSpec, Job, JobContext, JobOutcome, LeaseKey,
     NewItem, QueueName, Worker,
 };
 use leaseq_postgres::{PgBackend, PgOptions};
@@ -75,10 +75,10 @@ async fn reset(
     queue: &QueueName,
     s: &Settings,
 ) -> Result<()> {
-    backend.purge(queue).await?;
+    backend.admin()?.purge(queue).await?;
     if store == Store::Postgres {
         let pool = pg_pool(&s.pg_url, 1).await?;
-        vacuum_schemas(&pool, &[NAMESPACE]).await?;
+        vacuum_schemas(s, &pool, &[NAMESPACE]).await?;
         pool.close().await;
     }
     Ok(())
@@ -169,7 +169,7 @@ pub async fn drain(store: Store, runtime: Runtime, s: &Settings) -> Result<Rates
     done.cancel();
     let drain = drain?;
     let left = backend.stats(&queue).await?.total();
-    backend.purge(&queue).await?;
+    backend.admin()?.purge(&queue).await?;
     if left != 0 {
         bail!("{left} items left in the queue after the drain");
     }
@@ -254,6 +254,6 @@ pub async fn probe(store: Store, s: &Settings) -> Result<ProbeReport> {
     while let Some(r) = drainers.join_next().await {
         r.context("drainer task")??;
     }
-    backend.purge(&queue).await?;
+    backend.admin()?.purge(&queue).await?;
     Ok(tally.verdict(crashed, Some(requeued)))
 }

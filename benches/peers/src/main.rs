@@ -82,6 +82,10 @@ struct Args {
     /// Only these systems (comma-separated ids; `--list` shows them).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// PostgreSQL: do not vacuum before each run, so every run meets the
+    /// dead rows the runs before it left (a table churned without vacuum).
+    #[arg(long)]
+    no_vacuum: bool,
     /// List the systems and exit.
     #[arg(long)]
     list: bool,
@@ -474,11 +478,16 @@ fn report(args: &Args, s: &Settings, rows: &[Row], v: &Versions) -> String {
     );
     let _ = writeln!(
         out,
-        "- Servers: Redis {} at {}, PostgreSQL {} at {} (autovacuum off; every PostgreSQL run vacuums its tables first). Every client connects over TCP to 127.0.0.1.",
+        "- Servers: Redis {} at {}, PostgreSQL {} at {} ({}). Every client connects over TCP to 127.0.0.1.",
         v.redis_server,
         redact(&s.redis_url),
         v.pg_server,
-        redact(&s.pg_url)
+        redact(&s.pg_url),
+        if s.vacuum {
+            "autovacuum off; every PostgreSQL run vacuums its tables first"
+        } else {
+            "autovacuum off and no vacuum between runs (`--no-vacuum`): every run meets the dead rows of the runs before it"
+        }
     );
     let _ = writeln!(
         out,
@@ -570,6 +579,7 @@ async fn run(args: Args) -> Result<()> {
         apalis_poll: Duration::from_millis(args.apalis_poll_ms.max(1)),
         apalis_buffer: args.apalis_buffer.max(1),
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
+        vacuum: !args.no_vacuum,
     };
     let v = versions(&settings).await;
     let mut rows: Vec<Row> = systems

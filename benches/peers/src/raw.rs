@@ -109,8 +109,12 @@ pub async fn pg_pool(url: &str, n: u32) -> Result<PgPool> {
 }
 
 /// `VACUUM (ANALYZE)` of every table in `schemas` (the server runs with
-/// autovacuum off; dead tuples of earlier runs would slow later ones).
-pub async fn vacuum_schemas(pool: &PgPool, schemas: &[&str]) -> Result<()> {
+/// autovacuum off; dead tuples of earlier runs would slow later ones),
+/// unless `s.vacuum` is off.
+pub async fn vacuum_schemas(s: &Settings, pool: &PgPool, schemas: &[&str]) -> Result<()> {
+    if !s.vacuum {
+        return Ok(());
+    }
     let tables: Vec<(String, String)> = sqlx::query_as(
         "SELECT schemaname::text, tablename::text FROM pg_tables WHERE schemaname = ANY($1)",
     )
@@ -144,7 +148,7 @@ pub async fn pg_drain(s: &Settings) -> Result<Rates> {
     ] {
         sqlx::raw_sql(&stmt).execute(&pool).await?;
     }
-    vacuum_schemas(&pool, &[PG_SCHEMA]).await?;
+    vacuum_schemas(s, &pool, &[PG_SCHEMA]).await?;
     let insert = format!("INSERT INTO {table} (payload) SELECT p FROM unnest($1::bytea[]) AS p");
     let enqueue_secs = {
         let pool = pool.clone();
