@@ -47,13 +47,23 @@ def load_average():
 
 
 def vacuum():
-    # Best effort: a missing schema (first run) is not an error.
-    subprocess.run(
-        ["psql", PG, "-qc", "vacuum leaseq_bench.leaseq_items; vacuum leaseq_bench.leaseq_finished"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
+    """Vacuums the tables the runs churn: the backend's and the baseline's.
+    One `-c` per table, since VACUUM cannot run in the transaction that
+    several statements of one `-c` share; a table not made yet (a first
+    run) is skipped."""
+    tables = subprocess.run(
+        ["psql", PG, "-qAtc",
+         "SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables "
+         "WHERE schemaname IN ('leaseq_bench', 'leaseq_bench_raw')"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()
+    args = ["psql", PG, "-q"]
+    for table in tables:
+        args += ["-c", f"VACUUM {table}"]
+    if tables:
+        out = subprocess.run(args, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            sys.exit(f"targets: vacuuming {PG} failed:\n{out.stderr}")
 
 
 def run_json(args, env=None):
