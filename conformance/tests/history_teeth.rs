@@ -61,6 +61,14 @@ fn a_complete_that_drops_the_result_is_caught() {
 }
 
 #[test]
+fn deaths_kept_as_completions_are_caught() {
+    let f = FaultyFactory(Fault::DeathsKeptAsCompleted);
+    caught("a dead letter read as kept completed, awaited", || {
+        history::wait_finished_answers_the_result(&f)
+    });
+}
+
+#[test]
 fn a_listing_oldest_first_is_caught() {
     let f = FaultyFactory(Fault::OldestFirst);
     caught("oldest first", || {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use leaseq_core::events::EventStream;
 use leaseq_core::signal::Signal;
 use leaseq_core::{
-    Backend, BackendExt, Bytes, Ending, Events, Finished, Groups, History, ItemId, Keep,
+    Backend, BackendExt, Bytes, Ending, Events, Finished, Groups, History, ItemId, ItemState, Keep,
     LayeredBackend, LeaseKey, QueueName, QueueStats, Result, Retention,
 };
 
@@ -43,6 +43,9 @@ pub(crate) enum Fault {
     EventsSilent,
     /// Events name the next job's id.
     EventsOffByOne,
+    /// A dead letter reads as kept Completed: deaths recorded as
+    /// completions.
+    DeathsKeptAsCompleted,
 }
 
 /// `inner` with `fault`.
@@ -164,8 +167,25 @@ impl History for Faulty {
         if self.fault == Fault::RecordsUnreadable {
             return Err(leaseq_core::Error::NotFound { id });
         }
-        let f = self.inner.history()?.finished_item(queue, id).await?;
-        Ok(self.read(f))
+        let found = self.inner.history()?.finished_item(queue, id).await;
+        if self.fault == Fault::DeathsKeptAsCompleted {
+            if let Err(leaseq_core::Error::NotFound { .. }) = found {
+                let info = self.inner.item(queue, id).await?;
+                if info.state == ItemState::Dead {
+                    return Ok(Finished {
+                        id,
+                        ending: Ending::Completed,
+                        finished_at: self.inner.now().await?,
+                        enqueued_at: info.enqueued_at,
+                        attempts: info.attempts,
+                        payload: info.payload,
+                        last_error: info.last_error,
+                        result: None,
+                    });
+                }
+            }
+        }
+        Ok(self.read(found?))
     }
 
     async fn collect(&self, queue: &QueueName) -> Result<u64> {
