@@ -9,7 +9,7 @@ mod history_teeth {
 use std::sync::Arc;
 
 use history_teeth::faulty::{Fault, Faulty};
-use leaseq_conformance::checks::{events, history};
+use leaseq_conformance::checks::{collect_cost, events, history};
 use leaseq_conformance::runner::block_on;
 use leaseq_conformance::{BackendFactory, CheckResult, Outcome, Rule, TestBackend, Unavailable};
 use leaseq_core::ManualClock;
@@ -96,6 +96,14 @@ fn a_collect_that_takes_everything_is_caught() {
 }
 
 #[test]
+fn a_collect_that_reads_every_kept_item_is_caught() {
+    let f = FaultyFactory(Fault::ScanningCollect);
+    caught("collect scanning the kept items", || {
+        collect_cost::collect_cost_ignores_kept_items(&f)
+    });
+}
+
+#[test]
 fn unreadable_records_are_caught() {
     let f = FaultyFactory(Fault::RecordsUnreadable);
     caught("records not readable", || {
@@ -160,6 +168,10 @@ fn the_wrapper_without_a_fault_passes_every_history_check() {
     passes(
         "dead_letters_go_by_their_bound",
         block_on(history::dead_letters_go_by_their_bound(&f)),
+    );
+    passes(
+        "collect_cost_ignores_kept_items",
+        block_on(collect_cost::collect_cost_ignores_kept_items(&f)),
     );
     passes(
         "events_report_each_change",

@@ -4,6 +4,7 @@
 pub mod basics;
 pub mod batch;
 pub mod clock;
+pub mod collect_cost;
 pub mod control;
 pub mod dedup;
 pub mod delete;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use leaseq_core::events::EventStream;
+use leaseq_core::limits::MAX_PEEK;
 use leaseq_core::signal::Signal;
 use leaseq_core::{
     Backend, BackendExt, Bytes, Ending, Events, Finished, Groups, History, ItemId, ItemState, Keep,
@@ -46,6 +47,9 @@ pub(crate) enum Fault {
     /// A dead letter reads as kept Completed: deaths recorded as
     /// completions.
     DeathsKeptAsCompleted,
+    /// `collect` reads every kept item (up to `MAX_PEEK`) before it
+    /// collects: its cost follows what is kept.
+    ScanningCollect,
 }
 
 /// `inner` with `fault`.
@@ -190,6 +194,9 @@ impl History for Faulty {
 
     async fn collect(&self, queue: &QueueName) -> Result<u64> {
         let history = self.inner.history()?;
+        if self.fault == Fault::ScanningCollect {
+            history.finished(queue, None, MAX_PEEK).await?;
+        }
         if self.fault == Fault::CollectTakesAll {
             let policy = history.retention(queue).await?;
             history
