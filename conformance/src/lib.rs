@@ -170,6 +170,8 @@ macro_rules! __with_checks {
             history::completions_are_counted
             history::dead_letters_go_by_their_bound
             collect_cost::collect_cost_ignores_kept_items
+            history_interplay::unique_for_holds_as_without_history
+            history_interplay::redriven_letters_leave_the_dead_bound
             events::events_report_each_change
             events::a_slow_subscriber_is_dropped
             lifecycle::delayed_item_waits

@@ -12,6 +12,7 @@ pub mod events;
 pub mod fencing;
 pub mod healing;
 pub mod history;
+pub mod history_interplay;
 pub mod input;
 pub mod isolation;
 pub mod lifecycle;
