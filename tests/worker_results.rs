@@ -1,7 +1,8 @@
 //! A job's result, end to end on the memory backend: the handler sets it,
 //! the worker completes the item with it, and a producer waiting on the
-//! item gets it; a queue that keeps nothing drops it, and a result over
-//! the bound is refused where the handler sets it.
+//! item gets it (or learns that the job died); a queue that keeps nothing
+//! drops it, and a result over the bound is refused where the handler
+//! sets it.
 
 mod support;
 
@@ -9,8 +10,8 @@ use std::time::Duration;
 
 use leaseq::finished::MAX_RESULT_LEN;
 use leaseq::{
-    handler_fn, BackendExt, CancellationToken, Ending, Error, Job, JobContext, JobOutcome, Keep,
-    Retention, Worker,
+    handler_fn, Awaited, BackendExt, CancellationToken, Ending, Error, Job, JobContext, JobOutcome,
+    Keep, Permanent, Retention, Worker,
 };
 use support::{events, queue, tokio_backend};
 
@@ -46,11 +47,56 @@ async fn a_producer_gets_the_result_its_job_returned() {
         .wait_finished(&q, id, Duration::from_secs(60))
         .await
         .expect("wait")
+        .finished()
         .expect("finished before the timeout");
     assert_eq!(done.ending, Ending::Completed);
     assert_eq!(done.result.as_deref(), Some(b"42".as_slice()));
     assert_eq!(done.attempts, 1);
     assert_eq!(events.next().await.outcome, JobOutcome::Acked);
+    stop.cancel();
+    run.await.expect("join").expect("run");
+}
+
+/// A job that gives up stays in the queue as a dead letter: its producer
+/// is told so (with the reason) instead of waiting out its timeout.
+#[tokio::test(start_paused = true)]
+async fn a_producer_is_told_its_job_died() {
+    let backend = tokio_backend();
+    let q = queue("dies");
+    let history = backend.history().expect("history");
+    history
+        .set_retention(&q, Retention::default().completed(Keep::count(100)))
+        .await
+        .expect("retention");
+    let id = backend.push(&q, "cat.png").await.expect("enqueue");
+    let (on_event, mut events) = events();
+    let stop = CancellationToken::new();
+    let worker = Worker::builder(backend.clone(), q.as_str())
+        .on_event(on_event)
+        .build(handler_fn(|_job: Job, _ctx: JobContext| async move {
+            Err::<(), _>(Permanent::boxed("no such image"))
+        }))
+        .expect("worker");
+    let run = tokio::spawn(worker.run(stop.clone()));
+    let waited = backend
+        .wait_finished(&q, id, Duration::from_secs(3600))
+        .await
+        .expect("wait");
+    let Awaited::Dead(letter) = waited else {
+        panic!("a job that died was answered {waited:?}");
+    };
+    assert_eq!(letter.id, id);
+    assert!(
+        letter
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("no such image")),
+        "{letter:?}"
+    );
+    assert!(matches!(
+        events.next().await.outcome,
+        JobOutcome::Dead { .. }
+    ));
     stop.cancel();
     run.await.expect("join").expect("run");
 }

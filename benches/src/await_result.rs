@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_core::{
-    handler_fn, Backend, BackendExt as _, CancellationToken, Error, Job, JobContext, Keep, NewItem,
-    QueueName, Result, Retention, Worker,
+    handler_fn, Awaited, Backend, BackendExt as _, CancellationToken, Error, Job, JobContext, Keep,
+    NewItem, QueueName, Result, Retention, Worker,
 };
 use serde::Serialize;
 
@@ -111,10 +111,15 @@ async fn sample(b: &dyn Backend, q: &QueueName, n: u32) -> Result<(Duration, boo
     let payload = format!("job {n}");
     let t0 = Instant::now();
     let id = b.enqueue_one(q, NewItem::new(payload.clone())).await?;
-    let done = b
-        .wait_finished(q, id, LIMIT)
-        .await?
-        .ok_or_else(|| Error::outcome_unknown(format!("item {id}"), "no result within 30 s"))?;
+    let done = match b.wait_finished(q, id, LIMIT).await? {
+        Awaited::Finished(done) => done,
+        other => {
+            return Err(Error::outcome_unknown(
+                format!("item {id}"),
+                format!("no result within 30 s: {other:?}"),
+            ))
+        }
+    };
     Ok((
         t0.elapsed(),
         done.result.as_deref() == Some(payload.as_bytes()),

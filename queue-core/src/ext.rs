@@ -8,8 +8,8 @@ use bytes::Bytes;
 
 use crate::testing::TestHooks;
 use crate::{
-    Admin, Backend, ClaimSpec, Claimed, Control, Error, Events, Finished, History, ItemId, Lease,
-    NewItem, QueueName, Result, ScheduleStore, Throttles, WorkerRegistry,
+    Admin, Awaited, Backend, ClaimSpec, Claimed, Control, Error, Events, Finished, History, ItemId,
+    ItemState, Lease, NewItem, QueueName, Result, ScheduleStore, Throttles, WorkerRegistry,
 };
 
 /// Single-item helpers and the optional groups' accessors on every
@@ -60,43 +60,50 @@ pub trait BackendExt: Backend {
             .ok_or_else(|| Error::unsupported("live job events (the Events group)"))
     }
 
-    /// Waits until item `id` of `queue` finishes and is kept, for at most
-    /// `timeout`: a producer awaiting a job's result.
+    /// Waits until item `id` of `queue` finishes and is kept, or goes
+    /// Dead, for at most `timeout`: a producer awaiting a job's result.
     ///
-    /// Answers the kept record; `Ok(None)` when `timeout` passed with the
-    /// item still in the queue; [`Error::NotFound`] when the item is
+    /// Answers [`Awaited::Finished`] with the kept record;
+    /// [`Awaited::Dead`] with the dead letter as soon as a look sees it
+    /// Dead (it stays in the queue, so waiting on would only wait out the
+    /// timeout); [`Awaited::Pending`] when `timeout` passed with the item
+    /// still waiting or leased; [`Error::NotFound`] when the item is
     /// neither in the queue nor kept (never enqueued, or it ended in a way
-    /// the queue's [`crate::Retention`] does not keep). Woken by the
-    /// backend's [`History::finished_signal`], with a look every
-    /// [`crate::groups::FINISHED_POLL`] in case a signal was missed; it
-    /// holds nothing once it returns.
+    /// the queue's [`crate::Retention`] does not keep).
+    ///
+    /// It looks when the backend's [`History::finished_signal`] fires, and
+    /// at least every [`crate::groups::FINISHED_POLL`] in case a signal was
+    /// missed. No signal fires when an item dies, so a death is seen
+    /// within [`crate::groups::FINISHED_POLL`] of it. It holds nothing once
+    /// it returns.
     async fn wait_finished(
         &self,
         queue: &QueueName,
         id: ItemId,
         timeout: Duration,
-    ) -> Result<Option<Finished>> {
+    ) -> Result<Awaited> {
         let history = self.history()?;
         let mut signal = history.finished_signal(queue).await?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if let Some(done) = kept(history, queue, id).await? {
-                return Ok(Some(done));
+                return Ok(Awaited::Finished(done));
             }
             match self.item(queue, id).await {
+                Ok(info) if info.state == ItemState::Dead => return Ok(Awaited::Dead(info)),
                 Ok(_) => {}
                 // Gone from the queue: kept just now, or not kept at all.
                 Err(Error::NotFound { .. }) => {
                     return kept(history, queue, id)
                         .await?
-                        .map(Some)
+                        .map(Awaited::Finished)
                         .ok_or(Error::NotFound { id })
                 }
                 Err(e) => return Err(e),
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
-                return Ok(None);
+                return Ok(Awaited::Pending);
             }
             let look = left.min(crate::groups::FINISHED_POLL);
             let _ = tokio::time::timeout(look, signal.changed()).await;

@@ -31,6 +31,7 @@
 // example may define a function it shows without calling it.
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
+mod awaited;
 mod backend;
 pub mod backoff;
 mod capabilities;
@@ -58,6 +59,7 @@ pub mod testing;
 mod typed;
 mod worker;
 
+pub use awaited::Awaited;
 pub use backend::Backend;
 pub use capabilities::{Capabilities, LeaseTraces, Order};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use leaseq_core::finished::MAX_RESULT_LEN;
 use leaseq_core::{
-    BackendExt, Bytes, Ending, Error, Finished, ItemId, Keep, Lease, NewItem, Retention,
+    Awaited, BackendExt, Bytes, Ending, Error, Finished, ItemId, ItemState, Keep, Lease, NewItem,
+    Retention,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -302,15 +303,23 @@ pub async fn purge_and_delete_take_the_history(factory: &dyn BackendFactory) -> 
     .await
 }
 
+/// How long a waiter waits on an item that dies: long next to
+/// [`leaseq_core::groups::FINISHED_POLL`], the longest a death may take to
+/// be seen, so that only a waiter blind to deaths reaches it (and answers
+/// `Pending`).
+const DEATH_WAIT: Duration = Duration::from_secs(15);
+
 /// `wait_finished` answers the kept record (with the result) once the item
-/// completes on another task, `None` at its timeout while the item waits,
-/// and `NotFound` for an item neither in the queue nor kept.
+/// completes on another task, `Pending` at its timeout while the item
+/// waits, `Dead` (with the reason) for an item whose last attempt failed
+/// while it waited, well within its timeout, and `NotFound` for an item
+/// neither in the queue nor kept.
 pub async fn wait_finished_answers_the_result(factory: &dyn BackendFactory) -> CheckResult {
     run(factory, "wait_finished_answers_the_result", RULE, Needs::HISTORY, |cx| async move {
         set(&cx, Retention::default().completed(Keep::count(10))).await?;
         let id = cx.push_n(1).await?[0];
         let none = cx.b.wait_finished(&cx.q, id, Duration::from_millis(50)).await.or_fail(RULE, "wait_finished")?;
-        ensure!(none.is_none(), RULE, "wait_finished of a waiting item answered {none:?} at its timeout; expected None");
+        ensure!(none.is_pending(), RULE, "wait_finished of a waiting item answered {none:?} at its timeout; expected Pending");
         let waiter = {
             let waiting = cx.clone();
             cx.spawn(async move { waiting.b.wait_finished(&waiting.q, id, LONG).await })
@@ -321,10 +330,36 @@ pub async fn wait_finished_answers_the_result(factory: &dyn BackendFactory) -> C
         let got = cx.join(vec![waiter]).await?.pop().ok_or_else(|| cx.fail("no waiter"))?;
         let got = got.or_fail(RULE, "wait_finished")?;
         ensure!(
-            got.as_ref().is_some_and(|f| f.id == id && f.result.as_deref() == Some(b"42".as_slice())),
+            matches!(&got, Awaited::Finished(f) if f.id == id && f.result.as_deref() == Some(b"42".as_slice())),
             RULE,
             "wait_finished answered {got:?}; expected item {id} with result 42"
         );
+
+        // A dead letter stays in the queue: the waiter is told it died.
+        let doomed = cx.enqueue(vec![NewItem::new("doomed").max_attempts(1)]).await?[0];
+        let waiter = {
+            let waiting = cx.clone();
+            cx.spawn(async move { waiting.b.wait_finished(&waiting.q, doomed, DEATH_WAIT).await })
+        };
+        let lease = cx.claim_one(LONG).await?;
+        cx.b.fail(&lease.key, "out of ink").await.or_fail(RULE, "fail")?;
+        let got = cx.join(vec![waiter]).await?.pop().ok_or_else(|| cx.fail("no waiter"))?;
+        let got = got.or_fail(RULE, "wait_finished")?;
+        ensure!(
+            matches!(&got, Awaited::Dead(info) if info.id == doomed && info.state == ItemState::Dead
+                && info.last_error.as_deref() == Some("out of ink")),
+            RULE,
+            "wait_finished of an item whose last attempt failed answered {got:?} after waiting up to {DEATH_WAIT:?}; \
+             expected Dead (item {doomed}, last error \"out of ink\"): a dead letter stays in the queue, and a waiter \
+             must see it within FINISHED_POLL instead of waiting out its timeout"
+        );
+        let again = cx.b.wait_finished(&cx.q, doomed, LONG).await.or_fail(RULE, "wait_finished")?;
+        ensure!(
+            matches!(&again, Awaited::Dead(info) if info.id == doomed),
+            RULE,
+            "wait_finished of a dead letter answered {again:?}; expected Dead"
+        );
+
         set(&cx, Retention::default()).await?;
         let gone = cx.push_n(1).await?[0];
         let lease = cx.claim_one(LONG).await?;

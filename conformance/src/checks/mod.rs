@@ -4,6 +4,7 @@
 pub mod basics;
 pub mod batch;
 pub mod clock;
+pub mod collect_cost;
 pub mod control;
 pub mod dedup;
 pub mod delete;
@@ -11,6 +12,7 @@ pub mod events;
 pub mod fencing;
 pub mod healing;
 pub mod history;
+pub mod history_interplay;
 pub mod input;
 pub mod isolation;
 pub mod lifecycle;

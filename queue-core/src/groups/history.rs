@@ -92,7 +92,7 @@ pub trait History: Send + Sync {
     async fn collect(&self, queue: &QueueName) -> Result<u64>;
 
     /// Subscribes to `queue`'s endings: the [`Signal`] fires when an item
-    /// of `queue` may have been recorded finished. A hint, like
+    /// of `queue` may have been recorded finished (not when one dies). A hint, like
     /// [`crate::Control::cancel_signal`]; see [`crate::BackendExt::wait_finished`]
     /// for waiting on one item.
     ///
@@ -104,5 +104,6 @@ pub trait History: Send + Sync {
 }
 
 /// How long [`crate::BackendExt::wait_finished`] waits between looks when no
-/// signal came: it bounds how late an ending the signal missed is seen.
+/// signal came: it bounds how late an ending the signal missed is seen,
+/// and how late a death is seen (no signal fires when an item dies).
 pub const FINISHED_POLL: Duration = Duration::from_millis(500);
