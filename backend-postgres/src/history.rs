@@ -14,7 +14,7 @@ use leaseq_core::{
 use sqlx::postgres::PgRow;
 
 use crate::rows::ms;
-use crate::rows::{col, count, db, item_id, limit, millis, sql_id, sql_token, ts};
+use crate::rows::{col, count, db, item_id, limit, millis, refused, sql_id, sql_token, ts};
 use crate::PgBackend;
 
 /// Rows one collection statement removes; `collect` loops while a batch
@@ -31,12 +31,36 @@ pub(crate) fn retention_table(schema: &str) -> String {
     format!("\"{schema}\".leaseq_retention")
 }
 
+/// The kept-item counts of `schema` (migration 0020), striped as the
+/// completion counter.
+pub(crate) fn kept_counts_table(schema: &str) -> String {
+    format!("\"{schema}\".leaseq_kept_counts")
+}
+
+/// The CTE (`name`) that adds `delta` (an aggregate over `from`, grouped
+/// by its `queue` and `ending`) to the kept counts, in the stripe of this
+/// server process; groups in name order, so statements take the row
+/// locks in one order.
+fn count_kept(schema: &str, name: &str, from: &str, delta: &str) -> String {
+    let kc = kept_counts_table(schema);
+    let stripes = crate::completions::STRIPES;
+    format!(
+        "{name} AS ( \
+           INSERT INTO {kc} AS k (queue, ending, slot, n) \
+           SELECT queue, ending, (pg_backend_pid() % {stripes})::smallint, {delta} \
+           FROM {from} GROUP BY queue, ending ORDER BY queue, ending \
+           ON CONFLICT (queue, ending, slot) DO UPDATE SET n = k.n + EXCLUDED.n \
+         )"
+    )
+}
+
 /// The CTEs a statement that ends items adds once `from` (a CTE of the
 /// rows it deleted from `leaseq_items`, with their `queue`, `id`,
 /// `enqueued_at`, `attempts`, `payload` and `last_error`) is known:
 /// `kept` records those whose ending (`ending`, an expression over the
 /// deleted row `d`) the queue's policy keeps, with `result` (an
-/// expression) for a completed one, and `done` sends one `done <queue>`
+/// expression) for a completed one, `kept_counted` adds them to the kept
+/// counts, and `done` sends one `done <queue>`
 /// notification on `channel` per queue that kept any. The join probes
 /// the policy table's primary key: a queue that keeps nothing (no row)
 /// records nothing and notifies nothing. The statement's final `SELECT`
@@ -60,11 +84,12 @@ pub(crate) fn record(
                         {ending} AS ending FROM {from} d) e \
            JOIN {p} p ON p.queue = e.queue \
            WHERE CASE WHEN e.ending = 'completed' THEN p.keep_completed ELSE p.keep_cancelled END \
-           RETURNING queue \
-         ), done AS ( \
+           RETURNING queue, ending \
+         ), {counted}, done AS ( \
            SELECT count(pg_notify({channel}, 'done ' || queue)) AS n \
            FROM (SELECT DISTINCT queue FROM kept) x \
-         )"
+         )",
+        counted = count_kept(schema, "kept_counted", "kept", "count(*)"),
     )
 }
 
@@ -170,37 +195,37 @@ impl HistorySql {
                    ORDER BY finished_at, id LIMIT $3 FOR UPDATE SKIP LOCKED \
                  ), d AS ( \
                    DELETE FROM {f} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM c)) \
-                   RETURNING 1 \
-                 ) \
+                   RETURNING queue, ending \
+                 ), {uncounted} \
                  SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)",
                 age = bound("age_ms"),
+                uncounted = count_kept(schema, "uncounted", "d", "-count(*)"),
             ),
-            // $1 queue, $2 ending, $3 batch. The items past the count bound:
-            // `edge` is the newest one past it (a walk over the bound's
-            // newest index entries, not locked), and the batch the oldest up
-            // to it, locked as for the age. No count bound: nothing (the
-            // edge is read as scalars, so an empty one is a one-time
-            // filter, not a join the planner could drive from the items).
+            // $1 queue, $2 ending, $3 batch. The oldest items past the count
+            // bound: how many are past it is the kept count (the stripes'
+            // sum) less the bound, so nothing walks the items the bound
+            // keeps; the batch is the oldest through the order index,
+            // locked as for the age. No count bound: nothing. The caller
+            // holds the queue's collect lock, so no other count collect
+            // takes the same excess from a count read before its own.
             collect_count: format!(
-                "WITH edge AS MATERIALIZED ( \
-                   SELECT finished_at, id FROM {f} WHERE queue = $1 AND ending = $2 \
-                     AND {n} IS NOT NULL \
-                   ORDER BY finished_at DESC, id DESC OFFSET {n} LIMIT 1 \
+                "WITH excess AS MATERIALIZED ( \
+                   SELECT greatest(0, least($3::bigint, coalesce( \
+                            (SELECT sum(n) FROM {kc} WHERE queue = $1 AND ending = $2)::bigint \
+                            - (SELECT {n} FROM {p} WHERE queue = $1), 0)))::bigint AS n \
                  ), c AS MATERIALIZED ( \
                    SELECT id FROM {f} WHERE queue = $1 AND ending = $2 \
-                     AND EXISTS (SELECT 1 FROM edge) \
-                     AND (finished_at, id) <= ((SELECT finished_at FROM edge), (SELECT id FROM edge)) \
-                   ORDER BY finished_at, id LIMIT $3 FOR UPDATE SKIP LOCKED \
+                   ORDER BY finished_at, id LIMIT (SELECT n FROM excess) \
+                   FOR UPDATE SKIP LOCKED \
                  ), d AS ( \
                    DELETE FROM {f} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM c)) \
-                   RETURNING 1 \
-                 ) \
-                 SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)",
-                n = format!(
-                    "(SELECT CASE WHEN count(*) = 0 THEN 0 ELSE max({}) END FROM {p} \
-                      WHERE queue = $1)",
-                    bound("count")
-                ),
+                   RETURNING queue, ending \
+                 ), {uncounted} \
+                 SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d), \
+                        (SELECT n FROM excess)",
+                kc = kept_counts_table(schema),
+                n = bound("count"),
+                uncounted = count_kept(schema, "uncounted", "d", "-count(*)"),
             ),
             // $1 queue, $2 batch. As `collect_age`, over the dead letters:
             // the oldest deaths first through the dead index, up to the
@@ -282,10 +307,10 @@ fn finished(row: &PgRow) -> Result<Finished> {
 
 impl PgBackend {
     /// Runs one collection statement (for `ending`, or of dead letters
-    /// with `None`) until a batch locks fewer rows than a batch; answers
-    /// the rows removed.
+    /// with `None`) on `conn` until a batch locks fewer rows than a batch;
+    /// answers the rows removed.
     async fn collect_by(
-        &self,
+        conn: &mut sqlx::PgConnection,
         sql: &str,
         queue: &QueueName,
         ending: Option<Ending>,
@@ -298,7 +323,7 @@ impl PgBackend {
             }
             let row = query
                 .bind(COLLECT_BATCH)
-                .fetch_one(self.statement_on([queue]))
+                .fetch_one(&mut *conn)
                 .await
                 .map_err(db("collecting finished items"))?;
             let locked: i64 = col(&row, 0)?;
@@ -309,14 +334,58 @@ impl PgBackend {
         }
     }
 
-    /// Removes `queue`'s kept items past their count bounds.
-    async fn trim(&self, queue: &QueueName) -> Result<u64> {
+    /// A transaction that holds `queue`'s collect lock (a
+    /// transaction-level advisory lock on the schema and queue), so
+    /// collects of one queue take turns: each statement reads the kept
+    /// counts the one before it left, and two never remove the same excess
+    /// twice.
+    async fn collect_lock(
+        &self,
+        queue: &QueueName,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let mut tx = self
+            .statement_on([queue])
+            .begin()
+            .await
+            .map_err(refused("collect: beginning a transaction"))?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!(
+                "leaseq collect {} {}",
+                self.inner.options.schema_name(),
+                queue
+            ))
+            .execute(&mut *tx)
+            .await
+            .map_err(db("collect: taking the queue's collect lock"))?;
+        Ok(tx)
+    }
+
+    /// Removes `queue`'s kept items past their count bounds, on `conn`
+    /// (holding the collect lock).
+    async fn trim(&self, conn: &mut sqlx::PgConnection, queue: &QueueName) -> Result<u64> {
         let mut gone = 0;
         for ending in Ending::ALL {
-            gone += self
-                .collect_by(&self.inner.history_sql.collect_count, queue, Some(ending))
-                .await?;
+            gone += Self::collect_by(
+                conn,
+                &self.inner.history_sql.collect_count,
+                queue,
+                Some(ending),
+            )
+            .await?;
         }
+        Ok(gone)
+    }
+
+    /// Every collection of `queue` on `conn` (holding the collect lock):
+    /// the count bounds, the age bounds, then the dead letters'.
+    async fn collect_all(&self, conn: &mut sqlx::PgConnection, queue: &QueueName) -> Result<u64> {
+        let s = &self.inner.history_sql;
+        let mut gone = self.trim(conn, queue).await?;
+        for ending in Ending::ALL {
+            gone += Self::collect_by(conn, &s.collect_age, queue, Some(ending)).await?;
+        }
+        gone += Self::collect_by(conn, &s.collect_dead_count, queue, None).await?;
+        gone += Self::collect_by(conn, &s.collect_dead_age, queue, None).await?;
         Ok(gone)
     }
 }
@@ -352,7 +421,11 @@ impl History for PgBackend {
                 .await
                 .map_err(db("set_retention"))?;
         }
-        self.trim(queue).await.map(|_| ())
+        let mut tx = self.collect_lock(queue).await?;
+        self.trim(&mut tx, queue)
+            .await
+            .map_err(Error::uncommitted)?;
+        tx.commit().await.map_err(db("set_retention: commit"))
     }
 
     async fn retention(&self, queue: &QueueName) -> Result<Retention> {
@@ -430,13 +503,12 @@ impl History for PgBackend {
     /// through the dead index: the oldest beyond the count, then those
     /// older than the age.
     async fn collect(&self, queue: &QueueName) -> Result<u64> {
-        let s = &self.inner.history_sql;
-        let mut gone = self.trim(queue).await?;
-        for ending in Ending::ALL {
-            gone += self.collect_by(&s.collect_age, queue, Some(ending)).await?;
-        }
-        gone += self.collect_by(&s.collect_dead_count, queue, None).await?;
-        gone += self.collect_by(&s.collect_dead_age, queue, None).await?;
+        let mut tx = self.collect_lock(queue).await?;
+        let gone = self
+            .collect_all(&mut tx, queue)
+            .await
+            .map_err(Error::uncommitted)?;
+        tx.commit().await.map_err(db("collect: commit"))?;
         Ok(gone)
     }
 

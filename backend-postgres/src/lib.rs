@@ -186,15 +186,22 @@
 //!   oldest item and stops at the first one its age bound keeps, in
 //!   batches locked `SKIP LOCKED` (racing collects remove each item once):
 //!   it costs what it removes. A count bound cuts `finished` at once; the
-//!   rows past it go at the next `collect` (run by every worker's reaper),
-//!   which finds the edge by walking the bound's newest index entries, and
-//!   at a `set_retention`. Until then `finished_item` still answers them.
+//!   rows past it go at the next `collect` (run by every worker's reaper)
+//!   and at a `set_retention`. How many lie past it is read from
+//!   `leaseq_kept_counts` (migration 0020: each queue's kept items per
+//!   ending, in stripes as the completion counter, added to by the
+//!   statements that keep items and taken from by the ones that remove
+//!   them), so the count collect also costs what it removes. A queue's
+//!   collects take turns on a transaction-level advisory lock, so two
+//!   never remove the same excess twice. Until then `finished_item` still
+//!   answers them.
 //!   Purge deletes the kept items, `delete_queue` the policy row too.
 //!   A bound on dead letters ([`leaseq_core::Retention::dead`]) is stored
 //!   on the same row; `collect` removes the dead letters past it through
-//!   the dead index, oldest death first, the same two ways (a count walks
-//!   the bound's newest entries for the edge; an age stops at the first
-//!   death it keeps), deleting each row as `remove_item` does.
+//!   the dead index, oldest death first (a count bound walks the bound's
+//!   newest dead letters for the edge, so it costs up to the bound, not
+//!   what it removes; an age stops at the first death it keeps), deleting
+//!   each row as `remove_item` does.
 //! - **Completion counter** ([`leaseq_core::QueueStats::completed`]).
 //!   The statements of ack, `ack_many` and `complete` add what they
 //!   completed to `leaseq_completions` in that same statement (an upsert

@@ -945,8 +945,10 @@ impl Sql {
             // among 10,000, where this takes 0.3 ms).
             purge: format!(
                 "WITH f AS (DELETE FROM {f} WHERE queue = $1), \
+                      fc AS (DELETE FROM {fc} WHERE queue = $1), \
                       k AS (DELETE FROM {h} WHERE queue = $1) \
-                 DELETE FROM {t} WHERE queue = $1 AND {any_state}"
+                 DELETE FROM {t} WHERE queue = $1 AND {any_state}",
+                fc = crate::history::kept_counts_table(schema),
             ),
             // One statement, so one snapshot: the items, their held keys,
             // the request records, the takeover traces, the limits row,
@@ -959,10 +961,12 @@ impl Sql {
                       l AS (DELETE FROM \"{schema}\".leaseq_queue_limits WHERE queue = $1), \
                       tk AS (DELETE FROM {k} WHERE queue = $1), \
                       f AS (DELETE FROM {f} WHERE queue = $1), \
+                      fc AS (DELETE FROM {fc} WHERE queue = $1), \
                       p AS (DELETE FROM {p} WHERE queue = $1), \
                       cc AS (DELETE FROM {cc} WHERE queue = $1) \
                  DELETE FROM {t} WHERE queue = $1 AND {any_state}",
                 cc = crate::completions::table(schema),
+                fc = crate::history::kept_counts_table(schema),
             ),
         }
     }

@@ -216,3 +216,133 @@ async fn collect_removes_what_lies_past_the_count_oldest_first() {
         assert_eq!(kept, i >= 4, "item {id} (ending {i}) kept: {kept}");
     }
 }
+
+/// Kept completions of `queue`: `n` items enqueued, claimed and acked in
+/// batches of 1,000.
+async fn keep_completions(b: &PgBackend, queue: &QueueName, n: usize) {
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1_000);
+        let items = (0..batch).map(|_| leaseq_core::NewItem::new("k")).collect();
+        b.enqueue(queue, items).await.expect("enqueue");
+        let leases = b
+            .claim_up_to(queue, u32::try_from(batch).expect("small"), TTL)
+            .await
+            .expect("claim")
+            .leases;
+        let keys: Vec<LeaseKey> = leases.into_iter().map(|l| l.key).collect();
+        b.ack_many(&keys).await.expect("ack_many");
+        left -= batch;
+    }
+}
+
+/// The sum of `queue`'s kept counts of `ending` (migration 0020).
+async fn kept_count(b: &PgBackend, schema: &str, queue: &str, ending: &str) -> i64 {
+    sqlx::query_scalar::<_, Option<i64>>(&format!(
+        "SELECT sum(n)::bigint FROM \"{schema}\".leaseq_kept_counts WHERE queue = $1 AND ending = $2"
+    ))
+    .bind(queue)
+    .bind(ending)
+    .fetch_one(b.pool())
+    .await
+    .expect("kept count")
+    .unwrap_or(0)
+}
+
+/// Shared buffers a run of `sql` (the backend's prepared statement) reads,
+/// under `EXPLAIN (ANALYZE, BUFFERS)`.
+async fn buffers(b: &PgBackend, sql: &str, types: &str, args: &str) -> u64 {
+    let mut c = b.pool().acquire().await.expect("connection");
+    sqlx::raw_sql(&format!("PREPARE counted({types}) AS {sql}"))
+        .execute(&mut *c)
+        .await
+        .expect("prepare");
+    let lines: Vec<String> = sqlx::query_scalar(&format!(
+        "EXPLAIN (ANALYZE, BUFFERS) EXECUTE counted({args})"
+    ))
+    .fetch_all(&mut *c)
+    .await
+    .expect("explain");
+    sqlx::raw_sql("DEALLOCATE counted")
+        .execute(&mut *c)
+        .await
+        .expect("deallocate");
+    // The first `Buffers:` line is the root node's, which counts its
+    // children's and its subplans'.
+    let line = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("Buffers: shared"))
+        .unwrap_or_else(|| panic!("no buffers in the plan: {lines:#?}"));
+    ["hit=", "read="]
+        .iter()
+        .filter_map(|key| {
+            let at = line.find(key)? + key.len();
+            let digits: String = line[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// A count bound is collected from the kept counts: every kept ending
+/// adds to them and every removal takes away, so `collect` finds how many
+/// lie past the bound without walking the ones it keeps. With 20,000 kept
+/// under a bound of a million, the count statement reads a few buffers
+/// (a walk of the bound's newest entries read every leaf page of the
+/// 20,000); past the bound it removes the oldest, and the counts follow.
+#[tokio::test]
+async fn a_count_bound_is_collected_from_the_kept_counts() {
+    let Some(one) = common::plans::OneConnection::new("kept_counts").await else {
+        return;
+    };
+    let (b, schema) = (&one.backend, one.schema.as_str());
+    let queue = q("counted");
+    let keep = |n| Retention::default().completed(Keep::count(n));
+    history(b)
+        .set_retention(&queue, keep(1_000_000))
+        .await
+        .expect("retention");
+    keep_completions(b, &queue, 20_000).await;
+    assert_eq!(kept_count(b, schema, "counted", "completed").await, 20_000);
+    assert_eq!(history(b).collect(&queue).await.expect("collect"), 0);
+
+    let sql = common::plans::prepared(b, "excess AS MATERIALIZED").await;
+    sqlx::query(&format!("VACUUM ANALYZE \"{schema}\".leaseq_finished"))
+        .execute(b.pool())
+        .await
+        .expect("analyze");
+    let read = buffers(b, &sql, "text, text, int8", "'counted', 'completed', 1000").await;
+    eprintln!("the count collect read {read} buffers");
+    assert!(
+        read < 20,
+        "the count collect read {read} buffers with nothing past the bound"
+    );
+
+    // A lower bound: the oldest go, the counts follow.
+    history(b)
+        .set_retention(&queue, keep(15_000))
+        .await
+        .expect("retention");
+    assert_eq!(kept_count(b, schema, "counted", "completed").await, 15_000);
+    let listed = history(b)
+        .finished(&queue, Some(Ending::Completed), 1)
+        .await
+        .expect("finished");
+    let newest = listed[0].id;
+    keep_completions(b, &queue, 10).await;
+    assert_eq!(history(b).collect(&queue).await.expect("collect"), 10);
+    assert_eq!(kept_count(b, schema, "counted", "completed").await, 15_000);
+    assert!(
+        history(b).finished_item(&queue, newest).await.is_ok(),
+        "the newest kept before stays"
+    );
+    // A purge takes the counts with the items.
+    b.admin()
+        .expect("admin")
+        .purge(&queue)
+        .await
+        .expect("purge");
+    assert_eq!(kept_count(b, schema, "counted", "completed").await, 0);
+}
