@@ -195,6 +195,34 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str) -> Result<()> {
     MIGRATOR
         .run_direct(&mut *conn)
         .await
-        .map_err(|e| Error::outcome_unknown("postgres: running migrations", e))?;
+        .map_err(|e| migration_error(e, &format!("schema {schema:?}")))?;
     Ok(())
+}
+
+/// A migration that failed. A store migrated by another build (one
+/// that knows a migration this one does not, or whose migration of the
+/// same number differs) is refused before anything runs: a clear
+/// [`Error::Rejected`], since mixing builds on one store would let the
+/// older one write what the newer one no longer reads. Anything else is
+/// [`Error::OutcomeUnknown`].
+pub(crate) fn migration_error(e: sqlx::migrate::MigrateError, store: &str) -> Error {
+    use sqlx::migrate::MigrateError;
+    match e {
+        MigrateError::VersionMissing(v) => Error::rejected(
+            format!(
+                "{store} was migrated by a newer leaseq: migration {v} is unknown to this \
+                 build; upgrade leaseq (every process on one store runs the same version), \
+                 or use another store"
+            ),
+            e,
+        ),
+        MigrateError::VersionMismatch(v) => Error::rejected(
+            format!(
+                "{store} holds a migration {v} that differs from this build's: it was \
+                 migrated by another build of leaseq; run the same version everywhere"
+            ),
+            e,
+        ),
+        e => Error::outcome_unknown("postgres: running migrations", e),
+    }
 }

@@ -151,3 +151,35 @@ async fn bad_urls_and_schemas_are_typed_errors() {
         "{nowhere:?}"
     );
 }
+
+/// A schema migrated by a newer build (a migration this build does not
+/// know) is refused with a clear error, and this build changes nothing.
+#[tokio::test]
+async fn a_schema_from_a_newer_build_is_refused_clearly() {
+    let Some(db) = common::TestDb::new("mignew").await else {
+        return;
+    };
+    let mut c = PgConnection::connect(&common::url())
+        .await
+        .expect("connect");
+    sqlx::query(&format!(
+        "INSERT INTO \"{}\"._sqlx_migrations \
+           (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from a newer build', true, '\\x00'::bytea, 0)",
+        db.schema
+    ))
+    .execute(&mut c)
+    .await
+    .expect("plant a newer migration");
+    let _ = c.close().await;
+    match db.backend.migrate().await {
+        Err(leaseq_core::Error::Rejected { message, .. }) => {
+            assert!(
+                message.contains("newer leaseq") && message.contains("9999"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a clear refusal, got {other:?}"),
+    }
+    assert_eq!(applied(&db.schema).await, migrations() + 1);
+}

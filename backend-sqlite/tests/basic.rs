@@ -167,3 +167,26 @@ async fn missing_tables_are_rejected_not_retried() {
     );
     assert!(!err.is_retryable());
 }
+
+/// A file migrated by a newer build (a migration this build does not know)
+/// is refused with a clear error when this build opens it.
+#[tokio::test]
+async fn a_file_from_a_newer_build_is_refused_clearly() {
+    let db = common::TestDb::new().await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from a newer build', 1, x'00', 0)",
+    )
+    .execute(db.backend.pool())
+    .await
+    .expect("plant a newer migration");
+    match leaseq_sqlite::SqliteBackend::connect(&common::url(&db.path), common::options()).await {
+        Err(leaseq_core::Error::Rejected { message, .. }) => {
+            assert!(
+                message.contains("newer leaseq") && message.contains("9999"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a clear refusal, got {other:?}"),
+    }
+}
