@@ -21,19 +21,6 @@ const TTL: Duration = Duration::from_secs(30);
 /// bound for a loaded machine, not a figure under test.
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The other client when it is built, else the same one (on a handle of
-/// its own all the same).
-fn other(which: Which) -> Which {
-    match which {
-        #[cfg(feature = "fred")]
-        Which::RedisRs => Which::Fred,
-        #[cfg(feature = "redis-rs")]
-        Which::Fred => Which::RedisRs,
-        #[allow(unreachable_patterns)]
-        same => same,
-    }
-}
-
 /// `producer` enqueues and waits; `worker` completes the job with a
 /// result. The producer's finished signal fires for the worker's ending,
 /// and its wait answers the worker's result.
@@ -100,7 +87,7 @@ async fn a_result_reaches_another_handle(which: Which) {
         return;
     };
     let config = RedisOptions::new(&cleanup.url).prefix(&cleanup.prefix);
-    let worker = common::connect(other(which), config)
+    let worker = common::connect(which.other(), config)
         .await
         .expect("a second handle");
     hears_the_result(producer, worker).await;
@@ -113,7 +100,7 @@ async fn a_result_reaches_another_handle_on_a_cluster(which: Which) {
     };
     let prefix = common::fresh_prefix(&format!("await-cluster-{}", which.name()));
     let connect = |w: Which| common::connect(w, cluster.config(&prefix));
-    let (producer, worker) = (connect(which).await, connect(other(which)).await);
+    let (producer, worker) = (connect(which).await, connect(which.other()).await);
     hears_the_result(
         producer.expect("a cluster handle"),
         worker.expect("a second cluster handle"),

@@ -25,19 +25,6 @@ const TTL: Duration = Duration::from_secs(30);
 /// a bound for a loaded machine, not a figure under test.
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The other client when it is built, else the same one (on a handle of
-/// its own all the same).
-fn other(which: Which) -> Which {
-    match which {
-        #[cfg(feature = "fred")]
-        Which::RedisRs => Which::Fred,
-        #[cfg(feature = "redis-rs")]
-        Which::Fred => Which::RedisRs,
-        #[allow(unreachable_patterns)]
-        same => same,
-    }
-}
-
 async fn next(stream: &mut EventStream) -> JobEvent {
     tokio::time::timeout(WAIT, stream.next())
         .await
@@ -109,7 +96,7 @@ async fn another_handles_changes_reach_the_subscriber(which: Which) {
         return;
     };
     let config = RedisOptions::new(&cleanup.url).prefix(&cleanup.prefix);
-    let writer = common::connect(other(which), config)
+    let writer = common::connect(which.other(), config)
         .await
         .expect("a second handle");
     hears_the_writer(b.as_ref(), writer.as_ref()).await;
@@ -123,7 +110,7 @@ async fn another_handles_changes_reach_the_subscriber_on_a_cluster(which: Which)
     };
     let prefix = common::fresh_prefix(&format!("ev-cluster-{}", which.name()));
     let connect = |w: Which| common::connect(w, cluster.config(&prefix));
-    let (subscriber, writer) = (connect(which).await, connect(other(which)).await);
+    let (subscriber, writer) = (connect(which).await, connect(which.other()).await);
     let (subscriber, writer) = (
         subscriber.expect("a cluster handle"),
         writer.expect("a second cluster handle"),

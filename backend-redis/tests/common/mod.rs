@@ -44,6 +44,20 @@ impl Which {
             Which::Fred => "fred",
         }
     }
+
+    /// The other client when it is built, else the same one (on a handle
+    /// of its own all the same): a second handle that talks to the store
+    /// as another process would.
+    pub fn other(self) -> Which {
+        match self {
+            #[cfg(feature = "fred")]
+            Which::RedisRs => Which::Fred,
+            #[cfg(feature = "redis-rs")]
+            Which::Fred => Which::RedisRs,
+            #[allow(unreachable_patterns)]
+            same => same,
+        }
+    }
 }
 
 /// A backend of `which` for `config`.

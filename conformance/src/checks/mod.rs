@@ -6,6 +6,7 @@ pub mod batch;
 pub mod clock;
 pub mod collect_cost;
 pub mod control;
+mod cost;
 pub mod dedup;
 pub mod delete;
 pub mod events;
