@@ -199,30 +199,14 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str) -> Result<()> {
     Ok(())
 }
 
-/// A migration that failed. A store migrated by another build (one
-/// that knows a migration this one does not, or whose migration of the
-/// same number differs) is refused before anything runs: a clear
-/// [`Error::Rejected`], since mixing builds on one store would let the
-/// older one write what the newer one no longer reads. Anything else is
-/// [`Error::OutcomeUnknown`].
+/// A migration that failed: a store another build migrated is refused
+/// ([`Error::migrated_by_another_build`]) before anything runs; anything
+/// else is [`Error::OutcomeUnknown`].
 pub(crate) fn migration_error(e: sqlx::migrate::MigrateError, store: &str) -> Error {
     use sqlx::migrate::MigrateError;
     match e {
-        MigrateError::VersionMissing(v) => Error::rejected(
-            format!(
-                "{store} was migrated by a newer leaseq: migration {v} is unknown to this \
-                 build; upgrade leaseq (every process on one store runs the same version), \
-                 or use another store"
-            ),
-            e,
-        ),
-        MigrateError::VersionMismatch(v) => Error::rejected(
-            format!(
-                "{store} holds a migration {v} that differs from this build's: it was \
-                 migrated by another build of leaseq; run the same version everywhere"
-            ),
-            e,
-        ),
+        MigrateError::VersionMissing(v) => Error::migrated_by_another_build(store, v, true, e),
+        MigrateError::VersionMismatch(v) => Error::migrated_by_another_build(store, v, false, e),
         e => Error::outcome_unknown("postgres: running migrations", e),
     }
 }

@@ -397,29 +397,14 @@ fn names_memory(name: &str) -> bool {
         || (name.starts_with("file:") && name.contains("mode=memory"))
 }
 
-/// A migration that failed. A file migrated by another build (one that
-/// knows a migration this one does not, or whose migration of the same
-/// number differs) is refused before anything runs: a clear
-/// [`Error::Rejected`], since mixing builds on one file would let the
-/// older one write what the newer one no longer reads. Anything else is
-/// [`Error::OutcomeUnknown`].
-fn migration_error(e: sqlx::migrate::MigrateError, file: &str) -> Error {
+/// A migration that failed: a store another build migrated is refused
+/// ([`Error::migrated_by_another_build`]) before anything runs; anything
+/// else is [`Error::OutcomeUnknown`].
+fn migration_error(e: sqlx::migrate::MigrateError, store: &str) -> Error {
     use sqlx::migrate::MigrateError;
     match e {
-        MigrateError::VersionMissing(v) => Error::rejected(
-            format!(
-                "{file} was migrated by a newer leaseq: migration {v} is unknown to this \
-                 build; upgrade leaseq (every process on one file runs the same version)"
-            ),
-            e,
-        ),
-        MigrateError::VersionMismatch(v) => Error::rejected(
-            format!(
-                "{file} holds a migration {v} that differs from this build's: it was \
-                 migrated by another build of leaseq; run the same version everywhere"
-            ),
-            e,
-        ),
+        MigrateError::VersionMissing(v) => Error::migrated_by_another_build(store, v, true, e),
+        MigrateError::VersionMismatch(v) => Error::migrated_by_another_build(store, v, false, e),
         e => Error::outcome_unknown("sqlite: running migrations", e),
     }
 }

@@ -185,6 +185,31 @@ impl Error {
         }
     }
 
+    /// [`Error::Rejected`] for a store another build of leaseq migrated:
+    /// `newer` when it holds migration `migration` that this build does
+    /// not know, else when its migration of that number differs from this
+    /// build's. Every process on one store must run the same version, or
+    /// an older build writes what a newer one no longer reads.
+    pub fn migrated_by_another_build(
+        store: &str,
+        migration: i64,
+        newer: bool,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        let message = if newer {
+            format!(
+                "{store} was migrated by a newer leaseq: migration {migration} is unknown to \
+                 this build; upgrade leaseq (every process on one store runs the same version)"
+            )
+        } else {
+            format!(
+                "{store} holds a migration {migration} that differs from this build's: it was \
+                 migrated by another build of leaseq; run the same version everywhere"
+            )
+        };
+        Error::rejected(message, source)
+    }
+
     /// Builds [`Error::Full`].
     pub fn full(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Full {
