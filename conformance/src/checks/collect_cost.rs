@@ -1,7 +1,7 @@
 //! Bounded retention: what a `History::collect` costs grows with the kept
 //! items it removes, not with the ones it must keep.
 //!
-//! Measured as [`super::reap_cost`] measures the reap ([`super::cost`]):
+//! Measured as [`super::reap_cost`] measures the reap (`checks/cost.rs`):
 //! two backends from the factory keep 10 and 10,000 completed items, none
 //! expired (kept an hour), and their collects are timed in interleaved
 //! rounds. A ratio over the factor in every measurement is a collect that

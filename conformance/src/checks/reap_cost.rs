@@ -1,7 +1,7 @@
 //! Bounded GC (INV-7): what a reap costs grows with the expired leases it
 //! recovers, not with the live ones it must leave alone.
 //!
-//! Measured rather than counted, as every cost check is ([`super::cost`]):
+//! Measured rather than counted, as every cost check is (`checks/cost.rs`):
 //! two backends from the factory hold 10 and 10,000 live leases (none
 //! expired), and their reaps are timed in interleaved rounds. A ratio over
 //! the factor in every measurement is a scanning reaper; a correct one
