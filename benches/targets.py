@@ -28,6 +28,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,11 @@ BIN = pathlib.Path(os.environ.get("LEASEQ_BENCH_BIN", "target/release"))
 PG = os.environ.get("LEASEQ_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("LEASEQ_REDIS_URL", "redis://127.0.0.1:6379")
 SQLITE_FILE = "/tmp/leaseq-targets.db"
+
+
+def redact(text):
+    """`text` with the password of every URL in it replaced by `***`."""
+    return re.sub(r"(://[^/:@\s]*:)[^@\s]*@", r"\1***@", text)
 
 
 def load_average():
@@ -63,7 +69,7 @@ def vacuum():
     if tables:
         out = subprocess.run(args, capture_output=True, text=True, check=False)
         if out.returncode != 0:
-            sys.exit(f"targets: vacuuming {PG} failed:\n{out.stderr}")
+            sys.exit(f"targets: vacuuming {redact(PG)} failed:\n{redact(out.stderr)}")
 
 
 def run_json(args, env=None):
@@ -75,7 +81,8 @@ def run_json(args, env=None):
         check=False,
     )
     if out.returncode != 0:
-        sys.exit(f"targets: {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
+        command = redact(" ".join(args))
+        sys.exit(f"targets: {command} failed ({out.returncode}):\n{redact(out.stderr)}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
