@@ -41,8 +41,8 @@ pub(crate) struct Inner {
     pub(crate) history_sql: crate::history::HistorySql,
     /// The WorkerRegistry group's statements (beside it).
     pub(crate) registry_sql: crate::registry::RegistrySql,
-    /// When the reaper last looked at the planner's row count.
-    pub(crate) planner: crate::planner::PlannerWatch,
+    /// When the reaper last looked at its tables, and its vacuum.
+    pub(crate) upkeep: crate::upkeep::Upkeep,
     /// The gate renewals of the queues this handle's streams follow.
     pub(crate) events: crate::events::EventFeeds,
 }
@@ -138,7 +138,7 @@ impl PgBackend {
                 channel,
                 pool,
                 steps: leaseq_core::testing::StepCounter::new(options.test_hooks),
-                planner: crate::planner::PlannerWatch::default(),
+                upkeep: crate::upkeep::Upkeep::default(),
                 events: crate::events::EventFeeds::default(),
                 options,
             }),

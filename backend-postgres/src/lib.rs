@@ -358,21 +358,29 @@
 //!   look at each database only once per `autovacuum_naptime` (default
 //!   1 min): at 20,000 items a second, set `autovacuum_naptime = 10s` (or
 //!   less) on the server, as a per-table setting cannot.
-//! - **Autovacuum off** (on the server, or `autovacuum_enabled = false` on
-//!   the table): nothing removes the entries, and reaps and claims slow
-//!   down for good. Run `VACUUM ANALYZE <schema>.leaseq_items` yourself, every few
-//!   seconds to a minute depending on the rate (it takes no lock that
-//!   blocks the queue's statements, and with nothing to do it returns in
-//!   milliseconds), for example from the process that runs the reaper.
+//! - **The reaper vacuums** ([`PgOptions::vacuum_after`], on by default):
+//!   at each look at the server's statistics (every
+//!   [`PgOptions::planner_check`], 2 s) it starts `VACUUM (SKIP_LOCKED)` of
+//!   the items table, and of `leaseq_finished`, once either holds 10,000
+//!   dead rows, in a task of its own. This keeps the walks short with
+//!   autovacuum off or behind, as long as a worker's reaper runs against
+//!   the schema and the connecting role owns the tables. It skips a table
+//!   another vacuum is working on.
+//! - **Otherwise** (no reaper, the tables owned by another role, or
+//!   `vacuum_after(None)`): run `VACUUM ANALYZE <schema>.leaseq_items`
+//!   yourself, every few seconds to a minute depending on the rate (it
+//!   takes no lock that blocks the queue's statements, and with nothing to
+//!   do it returns in milliseconds).
 //!
 //! A queue that keeps finished items ([`leaseq_core::History`]) churns
 //! `leaseq_finished` the same way: a row inserted at each kept ending and
 //! deleted by the collection once the retention lets it go. That table
 //! keeps the server's autovacuum settings (a vacuum once a fifth of its
 //! rows are dead, at most once per `autovacuum_naptime`), so it holds about
-//! one retention period of live rows and one naptime of dead ones. With
-//! autovacuum off it grows for good, and its indexes with it: vacuum it
-//! with `leaseq_items`. (`benches/RESULTS.md`, "Finished items": 200 jobs
+//! one retention period of live rows and one naptime of dead ones; the
+//! reaper vacuums it past [`PgOptions::vacuum_after`] dead rows like the
+//! items table. Without either it grows for good, and its indexes with it:
+//! vacuum it with `leaseq_items`. (`benches/RESULTS.md`, "Finished items": 200 jobs
 //! a second kept for a minute, 10 minutes.)
 //!
 //! Plans also rest on the row count the planner believes the table holds,
@@ -408,12 +416,12 @@ mod limits;
 mod notify;
 mod ops;
 mod options;
-mod planner;
 mod registry;
 mod rows;
 mod schedules;
 mod sql;
 mod transactional;
+mod upkeep;
 
 pub use backend::PgBackend;
 pub use options::PgOptions;

@@ -39,6 +39,14 @@ const STATS_SAMPLE_PAGES: f64 = 200.0;
 const DEDUP_ROUNDS: usize = 8;
 
 impl PgBackend {
+    /// After an enqueue of `items` on `queue` committed: wakes this
+    /// handle's waiters at once when some item is Ready now.
+    fn woke_by(&self, queue: &QueueName, items: &[NewItem]) {
+        if items.iter().any(|i| i.delay.is_zero()) {
+            self.inner.wakeups.wake_here(queue.as_str());
+        }
+    }
+
     /// The pool, for one statement on `queues` (counted for
     /// [`TestHooks::steps`] once per distinct queue).
     pub(crate) fn statement_on<'a>(
@@ -613,7 +621,9 @@ impl Backend for PgBackend {
             .acquire()
             .await
             .map_err(refused("enqueue: acquiring a connection"))?;
-        self.enqueue_on(&mut conn, queue, &items).await
+        let out = self.enqueue_on(&mut conn, queue, &items).await?;
+        self.woke_by(queue, &items);
+        Ok(out)
     }
 
     async fn enqueue_once(
@@ -647,6 +657,7 @@ impl Backend for PgBackend {
             Recalled::Now(results) => {
                 let _ = self.statement_on([queue]);
                 tx.commit().await.map_err(db("enqueue_once: commit"))?;
+                self.woke_by(queue, &items);
                 Ok(results)
             }
         }
@@ -822,7 +833,7 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        self.keep_planner_informed().await;
+        self.keep_tables_healthy().await;
         let repairs = self.expire_past_horizon(queue).await?;
         let [requeued, dead, cancelled] = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")

@@ -30,6 +30,7 @@ pub struct PgOptions {
     pub(crate) planner_check: Duration,
     pub(crate) ping_idle_after: Duration,
     pub(crate) durable_claims: bool,
+    pub(crate) vacuum_after: Option<u64>,
 }
 
 impl PgOptions {
@@ -44,6 +45,8 @@ impl PgOptions {
     pub const DEFAULT_PLANNER_CHECK: Duration = Duration::from_secs(2);
     /// The default of [`PgOptions::ping_idle_after`].
     pub const DEFAULT_PING_IDLE_AFTER: Duration = Duration::from_secs(10);
+    /// The default of [`PgOptions::vacuum_after`]: 10,000 dead rows.
+    pub const DEFAULT_VACUUM_AFTER: u64 = 10_000;
 
     /// Schema `leaseq`, 10 connections, migrations on connect, a 1 s poll
     /// fallback, a 30 s pool acquire timeout, a ping for connections idle
@@ -62,6 +65,7 @@ impl PgOptions {
             planner_check: Self::DEFAULT_PLANNER_CHECK,
             ping_idle_after: Self::DEFAULT_PING_IDLE_AFTER,
             durable_claims: true,
+            vacuum_after: Some(Self::DEFAULT_VACUUM_AFTER),
         }
     }
 
@@ -145,14 +149,15 @@ impl PgOptions {
         self
     }
 
-    /// How often, at most, the reaper compares the planner's row count for
-    /// the items table with the live rows the server counts, and analyzes
-    /// the table when the count is under a quarter of them (default
-    /// [`PgOptions::DEFAULT_PLANNER_CHECK`]; zero: every reap). A count
-    /// left behind by a `VACUUM` of an emptied table makes every claim read
-    /// the whole Ready set once it fills; see "Operating a busy queue" in
-    /// the crate docs. One cheap catalog read per look; `ANALYZE` only when
-    /// the count is that far off.
+    /// How often, at most, the reaper looks at the server's statistics for
+    /// its tables (default [`PgOptions::DEFAULT_PLANNER_CHECK`]; zero: every
+    /// reap). It analyzes the items table when the planner's row count is
+    /// under a quarter of the live rows the server counts (a count left
+    /// behind by a `VACUUM` of an emptied table makes every claim read the
+    /// whole Ready set once it fills), and vacuums a table holding
+    /// [`PgOptions::vacuum_after`] dead rows; see "Operating a busy queue"
+    /// in the crate docs. One cheap catalog read per look; `ANALYZE` or
+    /// `VACUUM` only when a table needs it.
     #[must_use]
     pub fn planner_check(mut self, every: Duration) -> Self {
         self.planner_check = every;
@@ -197,6 +202,25 @@ impl PgOptions {
     #[must_use]
     pub fn durable_claims(mut self, durable: bool) -> Self {
         self.durable_claims = durable;
+        self
+    }
+
+    /// The reaper vacuums the items table, and the kept-items table, once
+    /// the server counts this many dead rows in it (default
+    /// [`PgOptions::DEFAULT_VACUUM_AFTER`]; `None`: never, leaving them to
+    /// autovacuum or to you). Each claim and each ended lease leaves a dead
+    /// index entry at the head of the queue's walk; until a vacuum removes
+    /// them, every claim and reap steps over them all, so with autovacuum
+    /// off or behind a queue slows down with everything it ever held.
+    ///
+    /// The vacuum (`VACUUM (SKIP_LOCKED)`) runs in a task of its own, one
+    /// at a time per handle, on a pooled connection; it takes no lock that
+    /// blocks the queue's statements and skips a table another vacuum
+    /// (autovacuum's, or another process's) is working on. Only a table
+    /// the connecting role owns is vacuumed, as `VACUUM` requires.
+    #[must_use]
+    pub fn vacuum_after(mut self, dead_rows: Option<u64>) -> Self {
+        self.vacuum_after = dead_rows;
         self
     }
 

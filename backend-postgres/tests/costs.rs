@@ -349,3 +349,100 @@ async fn a_stale_planner_count_is_analyzed_by_the_reaper() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The server's count of dead rows in `table`, and when it was last
+/// vacuumed by hand (not by autovacuum), as seconds since the epoch.
+async fn dead_and_vacuumed(b: &PgBackend, table: &str) -> (i64, Option<f64>) {
+    let row = sqlx::query(
+        "SELECT coalesce(n_dead_tup, 0), extract(epoch FROM last_vacuum)::float8 \
+         FROM pg_stat_user_tables WHERE relid = to_regclass($1)",
+    )
+    .bind(table)
+    .fetch_one(b.pool())
+    .await
+    .expect("table statistics");
+    (row.get(0), row.get(1))
+}
+
+/// Claims and acks every Ready item of `queue`, 1,000 at a time.
+async fn drain(b: &PgBackend, queue: &QueueName) {
+    loop {
+        let got = b
+            .claim(queue, ClaimSpec::new(1_000, LONG).expect("spec"))
+            .await
+            .expect("claim");
+        if got.leases.is_empty() {
+            return;
+        }
+        let keys: Vec<_> = got.leases.iter().map(|l| l.key.clone()).collect();
+        for r in b.ack_many(&keys).await.expect("ack_many") {
+            r.expect("ack");
+        }
+    }
+}
+
+/// Each claim and ack leaves dead rows (and dead entries at the head of
+/// the Ready index, which every claim walks). Past `vacuum_after` the
+/// reaper vacuums the table; with it off, it never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_rows_are_vacuumed_by_the_reaper_past_the_bound() {
+    if !common::server_or_skip().await {
+        return;
+    }
+    let schema = common::fresh_schema("cvac");
+    let off = PgBackend::connect(
+        &common::url(),
+        common::options(&schema)
+            .planner_check(Duration::ZERO)
+            .vacuum_after(None),
+    )
+    .await
+    .expect("connect and migrate");
+    let _drop = Schema(schema.clone());
+    let table = format!("\"{schema}\".leaseq_items");
+    let churn = q("churn");
+    insert_ready(&off, &schema, "churn", 3_000, 16).await;
+    drain(&off, &churn).await;
+    // The server's statistics learn of the dead rows within seconds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while dead_and_vacuumed(&off, &table).await.0 < 3_000 {
+        assert!(Instant::now() < deadline, "no dead rows counted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for _ in 0..5 {
+        off.reap(&churn).await.expect("reap");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        dead_and_vacuumed(&off, &table).await.1,
+        None,
+        "vacuum_after(None) vacuumed the table"
+    );
+
+    let on = PgBackend::connect(
+        &common::url(),
+        common::options(&schema)
+            .planner_check(Duration::ZERO)
+            .vacuum_after(Some(1_000)),
+    )
+    .await
+    .expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        on.reap(&churn).await.expect("reap");
+        let (dead, vacuumed) = dead_and_vacuumed(&on, &table).await;
+        if vacuumed.is_some() && dead < 1_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{dead} dead rows, last vacuum {vacuumed:?}: the reaper did not vacuum past 1,000"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The queue still works after the vacuum.
+    on.enqueue(&churn, vec![NewItem::new("after")])
+        .await
+        .expect("enqueue");
+    drain(&on, &churn).await;
+}

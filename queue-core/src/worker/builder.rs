@@ -56,7 +56,8 @@ impl WorkerBuilder {
     pub const MAX_CONCURRENCY: usize = 1 << 20;
 
     /// How often the background reaper runs unless
-    /// [`WorkerBuilder::reap_interval`] says otherwise. Each round reaps
+    /// [`WorkerBuilder::reap_interval`] says otherwise; its first round runs
+    /// as the worker starts. Each round reaps
     /// expired leases and, on a backend with the History group, collects
     /// the finished items the queue's retention no longer keeps, so a kept
     /// item outlives its age by up to this much.

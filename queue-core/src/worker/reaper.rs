@@ -12,13 +12,12 @@ use super::metrics::Counter;
 use super::shared::Shared;
 use crate::BackendExt;
 
-/// Reaps every `every` until `stop` fires.
+/// Reaps at once and then every `every` until `stop` fires.
 pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {
+    // The first round runs as the worker starts: the leases a crashed
+    // predecessor left are recovered at once, and the backend's upkeep
+    // (a PostgreSQL table's dead rows) looks before the first drain.
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
         match shared.backend.reap(&shared.queue).await {
             Ok(report) => {
                 let m = &shared.metrics;
@@ -40,6 +39,10 @@ pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: Cancellation
             }
         }
         collect(&shared).await;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
     }
 }
 
