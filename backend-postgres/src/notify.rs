@@ -166,16 +166,6 @@ impl Wakeups {
         self.registry.claim_begins(queue);
     }
 
-    /// Wakes this handle's waiters on `queue` at once, after a write of its
-    /// own committed Ready items there: they need not wait for the
-    /// notification to come round through the server (two more process
-    /// hops, each a scheduling delay on a busy machine). The notification
-    /// still comes, for every other handle; heard here too, it costs at
-    /// most one more claim.
-    pub(crate) fn wake_here(&self, queue: &str) {
-        self.registry.wake(queue);
-    }
-
     /// Subscribes to cancel requests on `queue`'s leases, from any process.
     pub(crate) fn cancel_signal(&self, queue: &str) -> Signal {
         self.start();

@@ -39,14 +39,6 @@ const STATS_SAMPLE_PAGES: f64 = 200.0;
 const DEDUP_ROUNDS: usize = 8;
 
 impl PgBackend {
-    /// After an enqueue of `items` on `queue` committed: wakes this
-    /// handle's waiters at once when some item is Ready now.
-    fn woke_by(&self, queue: &QueueName, items: &[NewItem]) {
-        if items.iter().any(|i| i.delay.is_zero()) {
-            self.inner.wakeups.wake_here(queue.as_str());
-        }
-    }
-
     /// The pool, for one statement on `queues` (counted for
     /// [`TestHooks::steps`] once per distinct queue).
     pub(crate) fn statement_on<'a>(
@@ -621,9 +613,7 @@ impl Backend for PgBackend {
             .acquire()
             .await
             .map_err(refused("enqueue: acquiring a connection"))?;
-        let out = self.enqueue_on(&mut conn, queue, &items).await?;
-        self.woke_by(queue, &items);
-        Ok(out)
+        self.enqueue_on(&mut conn, queue, &items).await
     }
 
     async fn enqueue_once(
@@ -657,7 +647,6 @@ impl Backend for PgBackend {
             Recalled::Now(results) => {
                 let _ = self.statement_on([queue]);
                 tx.commit().await.map_err(db("enqueue_once: commit"))?;
-                self.woke_by(queue, &items);
                 Ok(results)
             }
         }
@@ -833,7 +822,7 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        self.keep_tables_healthy().await;
+        self.keep_planner_informed().await;
         let repairs = self.expire_past_horizon(queue).await?;
         let [requeued, dead, cancelled] = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")
