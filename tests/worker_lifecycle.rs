@@ -110,13 +110,13 @@ async fn shutdown_stops_claiming_and_lets_running_handlers_finish() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_crashed_workers_items_are_recovered_by_another_workers_reaper() {
-    let backend = tokio_backend();
-    let q = queue("crash");
+/// A worker on `name` that leases its one item (lease 1 s) and is stopped
+/// hard while its handler runs: no release, no ack.
+async fn crash_holding_the_item(backend: &Arc<dyn Backend>, name: &str) {
+    let q = queue(name);
     backend.push(&q, "x").await.expect("enqueue");
     let (started_tx, mut started) = mpsc::unbounded_channel();
-    let crashing = Worker::builder(backend.clone(), "crash")
+    let crashing = Worker::builder(backend.clone(), name)
         .lease_ttl(Duration::from_secs(1))
         .reap_interval(None)
         .build(handler_fn(move |_job: Job, _ctx: JobContext| {
@@ -133,6 +133,13 @@ async fn a_crashed_workers_items_are_recovered_by_another_workers_reaper() {
     crashed.abort(); // a hard stop: no release, no ack
     let _ = crashed.await;
     assert_eq!(backend.stats(&q).await.expect("stats").leased, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_workers_items_are_recovered_by_another_workers_reaper() {
+    let backend = tokio_backend();
+    let q = queue("crash");
+    crash_holding_the_item(&backend, "crash").await;
 
     let (on_event, mut events) = events();
     let rescuer = Worker::builder(backend.clone(), "crash")
@@ -151,6 +158,39 @@ async fn a_crashed_workers_items_are_recovered_by_another_workers_reaper() {
     stop.cancel();
     run.await.expect("join").expect("run");
     assert_eq!(metrics.snapshot().reaped, 1);
+    assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
+}
+
+/// A worker's reaper runs its first round as the worker starts: a
+/// restarted worker recovers the lease its crashed predecessor left as
+/// soon as it has expired, not one reap interval later.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_worker_reaps_as_it_starts() {
+    let backend = tokio_backend();
+    let q = queue("restart");
+    crash_holding_the_item(&backend, "restart").await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // the lease expires
+    let every = Duration::from_secs(3600);
+    let (on_event, mut events) = events();
+    let restarted = Worker::builder(backend.clone(), "restart")
+        .reap_interval(Some(every))
+        .on_event(on_event)
+        .build(handler_fn(|_job: Job, _ctx: JobContext| async {
+            Ok::<_, std::io::Error>(())
+        }))
+        .expect("worker");
+    let started = tokio::time::Instant::now();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(restarted.run(stop.clone()));
+    let ev = events.next().await;
+    assert_eq!((ev.attempts, ev.outcome), (2, JobOutcome::Acked));
+    let waited = started.elapsed();
+    assert!(
+        waited < every / 2,
+        "the expired lease was recovered {waited:?} after the start, as if by the second reap"
+    );
+    stop.cancel();
+    run.await.expect("join").expect("run");
     assert_eq!(backend.stats(&q).await.expect("stats").total(), 0);
 }
 

@@ -822,7 +822,7 @@ impl Backend for PgBackend {
     }
 
     async fn reap(&self, queue: &QueueName) -> Result<ReapReport> {
-        self.keep_planner_informed().await;
+        self.keep_tables_healthy().await;
         let repairs = self.expire_past_horizon(queue).await?;
         let [requeued, dead, cancelled] = self
             .walk(&self.inner.sql.reap, queue, REAP_BATCH, i64::MAX, "reap")
