@@ -214,7 +214,8 @@ impl PgOptions {
     /// off or behind a queue slows down with everything it ever held.
     ///
     /// The vacuum (`VACUUM (SKIP_LOCKED)`) runs in a task of its own, one
-    /// at a time per handle, on a pooled connection; it takes no lock that
+    /// at a time per handle, on a connection of its own (outside the pool,
+    /// with no statement timeout); it takes no lock that
     /// blocks the queue's statements and skips a table another vacuum
     /// (autovacuum's, or another process's) is working on. Only a table
     /// the connecting role owns is vacuumed, as `VACUUM` requires.

@@ -20,13 +20,17 @@
 //! reads the server's statistics for the items and kept-items tables: it
 //! analyzes the items table when the planner's count is far below the live
 //! rows, and vacuums a table that holds [`crate::PgOptions::vacuum_after`]
-//! dead rows or more (in a task of its own, so the reap does not wait;
-//! `SKIP_LOCKED`, so it never queues behind autovacuum or another
-//! process's vacuum; only a table this role owns, as `VACUUM` requires).
+//! dead rows or more (in a task of its own, so the reap does not wait, on
+//! a connection of its own without a statement timeout; `SKIP_LOCKED`, so
+//! it never queues behind autovacuum or another process's vacuum; only a
+//! table this role owns, as `VACUUM` requires).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection};
 
 use crate::PgBackend;
 
@@ -152,22 +156,41 @@ impl PgBackend {
         if running.swap(true, Ordering::AcqRel) {
             return;
         }
-        let pool = self.inner.pool.clone();
+        // A connection of its own, without the pool's statement timeout
+        // (a vacuum cut short by one would redo its work at every look),
+        // and taking none of the pool's slots.
+        let connect = (*self.inner.pool.connect_options())
+            .clone()
+            .options([("statement_timeout", "0")]);
         let names: Vec<(String, i64)> = tables.iter().map(|l| (l.name.clone(), l.dead)).collect();
         tokio::spawn(async move {
-            for (table, dead) in names {
-                tracing::debug!(table = %table, dead, "leaseq-postgres: vacuuming a table the queue churned");
-                if let Err(e) = sqlx::query(&format!("VACUUM (SKIP_LOCKED) {table}"))
-                    .execute(&pool)
-                    .await
-                {
-                    tracing::warn!(table = %table, error = %e,
-                        "leaseq-postgres: VACUUM failed; claims and reaps walk the dead rows until a vacuum runs");
-                }
-            }
+            vacuum(connect, names).await;
             running.store(false, Ordering::Release);
         });
     }
+}
+
+/// Vacuums each of `tables` (name, dead rows counted) on a connection of
+/// its own; a failure is logged, and the next look tries again.
+async fn vacuum(connect: PgConnectOptions, tables: Vec<(String, i64)>) {
+    let mut conn = match PgConnection::connect_with(&connect).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::warn!(error = %e, "leaseq-postgres: no connection to vacuum with");
+            return;
+        }
+    };
+    for (table, dead) in tables {
+        tracing::debug!(table = %table, dead, "leaseq-postgres: vacuuming a table the queue churned");
+        if let Err(e) = sqlx::query(&format!("VACUUM (SKIP_LOCKED) {table}"))
+            .execute(&mut conn)
+            .await
+        {
+            tracing::warn!(table = %table, error = %e,
+                "leaseq-postgres: VACUUM failed; claims and reaps walk the dead rows until a vacuum runs");
+        }
+    }
+    let _ = conn.close().await;
 }
 
 #[cfg(test)]
