@@ -15,7 +15,9 @@
 //! session of the pools ended with `pg_terminate_backend`; the server at
 //! its `max_connections` (other sessions hold every slot) while the idle
 //! timeouts end the pools' connections; and an immediate-mode restart
-//! (every backend killed, crash recovery). After each the storm resumes by
+//! (every backend killed, crash recovery). The reapers vacuum the queue's
+//! table all through (`PgOptions::vacuum_after` set low), and must have
+//! vacuumed since the restart. After each the storm resumes by
 //! itself and the indexes are consistent; in the end every item whose
 //! enqueue returned Ok was acked exactly once (or Dead), nothing ran after
 //! its ack, and no batch was written twice.
@@ -174,12 +176,16 @@ async fn pool(url: &str, opts: &[(&str, &str)], options: PgOptions) -> Arc<dyn B
     )
 }
 
+/// The reapers look at the tables every 250 ms and vacuum past 100 dead
+/// rows, so vacuums run all through the storm and meet every fault.
 fn options() -> PgOptions {
     PgOptions::new()
         .test_hooks(true)
         .schema("storm")
         .application_name(APP)
         .poll_interval(Duration::from_millis(200))
+        .planner_check(Duration::from_millis(250))
+        .vacuum_after(Some(100))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,11 +274,20 @@ async fn postgres_survives_restarts_timeouts_terminations_and_full_pools() {
         .settle(&observer, Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("postgres: {e}"));
+    // Statistics restart with the server: these are the vacuums since the
+    // immediate restart (the Lock fault and the settling after it).
+    let vacuums = scalar(
+        &url,
+        "SELECT coalesce(sum(vacuum_count), 0)::int8 FROM pg_stat_user_tables \
+         WHERE schemaname = 'storm' AND relname = 'leaseq_items' AND $1 IS NOT NULL",
+    )
+    .await;
     let verdict = format!(
-        "postgres: {}; {failures} failed calls; {}",
+        "postgres: {}; {failures} failed calls; {vacuums} vacuums by the reapers since the restart; {}",
         log.join("; "),
         end.figures
     );
+    assert!(vacuums > 0, "{verdict}: the reapers never vacuumed");
     env::loud(&verdict);
     indexes_consistent(&observer, &q, Duration::from_secs(10))
         .await
