@@ -20,6 +20,10 @@ pub(crate) struct Cancels {
     pub(crate) now: HashMap<ItemId, (u64, ItemState)>,
     /// `Now` answers by the state the item was in: Ready, Scheduled, Dead.
     now_was: [u64; 3],
+    /// Items the operator sent a cancel for, recorded before the call: a
+    /// worker may report the cancel it caused before its answer is
+    /// recorded.
+    pub(crate) asked: IdSet,
     /// Items a cancel answered `Requested` for.
     pub(crate) requested: IdSet,
     /// Items a worker reported ended Cancelled.
@@ -160,11 +164,16 @@ impl Cancels {
             self.wrong
                 .push(format!("{id} ended Cancelled after its ack"));
         }
-        if !self.requested.contains(id) && !self.unknown.contains(id) {
+        if !self.asked.contains(id) {
             self.wrong
                 .push(format!("{id} ended Cancelled but no cancel asked for it"));
         }
         self.by_worker.insert(id);
+    }
+
+    /// The operator is about to send a cancel of `id`.
+    pub(crate) fn asking(&mut self, id: ItemId) {
+        self.asked.insert(id);
     }
 
     /// A cancel of `id` answered at sequence `seq`; `ended` is whether an

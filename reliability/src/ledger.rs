@@ -132,6 +132,13 @@ impl Ledger {
         b.cancels.by_worker(id, acked);
     }
 
+    /// The operator is about to send a cancel of `id` (recorded before the
+    /// call: the worker it reaches may report the item ended Cancelled
+    /// before the call's answer is back).
+    pub fn cancel_asked(&self, id: ItemId) {
+        self.book().cancels.asking(id);
+    }
+
     /// A cancel of `id` answered `answer` (recorded after the answer, so a
     /// delivery recorded later surely came after it).
     pub fn cancel_answered(&self, id: ItemId, answer: &Result<Cancelled, Error>) {
@@ -307,25 +314,31 @@ mod cancel_tests {
         Ok(Cancelled::Now { was })
     }
 
+    /// The operator's cancel of `id`, answered `answer`.
+    fn cancel(l: &Ledger, id: ItemId, answer: &Result<Cancelled, Error>) {
+        l.cancel_asked(id);
+        l.cancel_answered(id, answer);
+    }
+
     #[test]
     fn each_item_ends_once_acked_dead_or_cancelled() {
         let l = Ledger::default();
         let ids: Vec<ItemId> = (1..=5).map(ItemId::new).collect();
         l.enqueued(&ids);
-        l.cancel_answered(ids[0], &now(ItemState::Ready));
+        cancel(&l, ids[0], &now(ItemState::Ready));
         // Requested, then whatever ended the lease.
         l.delivered(ids[1]);
-        l.cancel_answered(ids[1], &Ok(Cancelled::Requested));
+        cancel(&l, ids[1], &Ok(Cancelled::Requested));
         l.acked(ids[1]);
         l.delivered(ids[2]);
-        l.cancel_answered(ids[2], &Ok(Cancelled::Requested));
+        cancel(&l, ids[2], &Ok(Cancelled::Requested));
         l.cancelled(ids[2]);
         // Dead, then cancelled; its Dead event may come after the answer.
-        l.cancel_answered(ids[3], &now(ItemState::Dead));
+        cancel(&l, ids[3], &now(ItemState::Dead));
         l.dead(ids[3]);
         // Requested, then reaped: gone at the end.
         l.delivered(ids[4]);
-        l.cancel_answered(ids[4], &Ok(Cancelled::Requested));
+        cancel(&l, ids[4], &Ok(Cancelled::Requested));
         assert!(l.gone(ids[4]));
         assert!(l.verdict().is_ok(), "{:?}", l.verdict());
         let c = l.figures().cancels;
@@ -337,12 +350,12 @@ mod cancel_tests {
         let l = Ledger::default();
         let (a, b, c) = (ItemId::new(1), ItemId::new(2), ItemId::new(3));
         l.enqueued(&[a, b, c]);
-        l.cancel_answered(a, &now(ItemState::Ready));
+        cancel(&l, a, &now(ItemState::Ready));
         l.delivered(a);
         assert!(l.interim().is_err() && l.verdict().is_err());
         let l = Ledger::default();
         l.enqueued(&[b, c]);
-        l.cancel_answered(b, &now(ItemState::Scheduled));
+        cancel(&l, b, &now(ItemState::Scheduled));
         l.acked(b);
         l.cancelled(c); // no cancel asked for it
         let e = l.verdict().expect_err("ended twice or wrongly");
@@ -350,6 +363,20 @@ mod cancel_tests {
             e.contains("after it had ended") && e.contains("no cancel asked"),
             "{e}"
         );
+    }
+
+    /// The worker a cancel reaches may report the item ended Cancelled
+    /// before the operator's call has its answer back.
+    #[test]
+    fn a_worker_may_report_a_cancel_before_its_answer() {
+        let l = Ledger::default();
+        let id = ItemId::new(9);
+        l.enqueued(&[id]);
+        l.delivered(id);
+        l.cancel_asked(id);
+        l.cancelled(id);
+        l.cancel_answered(id, &Ok(Cancelled::Requested));
+        assert!(l.verdict().is_ok(), "{:?}", l.verdict());
     }
 
     #[test]

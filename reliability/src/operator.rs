@@ -74,6 +74,7 @@ pub async fn run(op: Operator) -> Result<(), String> {
                 paused_at = Some(Instant::now());
             }
         } else if let Some(id) = op.ledger.pick(r >> 8) {
+            op.ledger.cancel_asked(id);
             let answer = control.cancel(&op.queue, id).await;
             op.ledger.cancel_answered(id, &answer);
         }
