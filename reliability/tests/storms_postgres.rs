@@ -44,6 +44,8 @@ use sqlx::{Connection, PgConnection};
 const RESUMED: u64 = 40;
 const RESUME_LIMIT: Duration = Duration::from_secs(30);
 const APP: &str = "leaseq-storm";
+/// The schema every handle of the storm uses.
+const SCHEMA: &str = "storm";
 /// Ends every session of the pools.
 const TERMINATE: &str = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
                          WHERE application_name = $1 AND pid <> pg_backend_pid()";
@@ -79,10 +81,11 @@ async fn admin(url: &str) -> PgConnection {
     PgConnection::connect(url).await.expect("admin session")
 }
 
-async fn scalar(url: &str, sql: &str) -> i64 {
+/// The number `sql` answers with `arg` as its `$1`, on an admin session.
+async fn scalar(url: &str, sql: &str, arg: &str) -> i64 {
     let mut c = admin(url).await;
     let n: i64 = sqlx::query_scalar(sql)
-        .bind(APP)
+        .bind(arg)
         .fetch_one(&mut c)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -121,7 +124,7 @@ async fn inject(server: &mut PrivatePostgres, fault: Fault, storm: &Storm) -> St
             format!("{} calls failed", storm.failures() - before)
         }
         Fault::TerminateAll => {
-            let n = scalar(&url, TERMINATE).await;
+            let n = scalar(&url, TERMINATE, APP).await;
             format!("{n} sessions terminated")
         }
         Fault::ServerFull => {
@@ -181,7 +184,7 @@ async fn pool(url: &str, opts: &[(&str, &str)], options: PgOptions) -> Arc<dyn B
 fn options() -> PgOptions {
     PgOptions::new()
         .test_hooks(true)
-        .schema("storm")
+        .schema(SCHEMA)
         .application_name(APP)
         .poll_interval(Duration::from_millis(200))
         .planner_check(Duration::from_millis(250))
@@ -230,7 +233,7 @@ async fn postgres_survives_restarts_timeouts_terminations_and_full_pools() {
         &url,
         PgOptions::new()
             .test_hooks(true)
-            .schema("storm")
+            .schema(SCHEMA)
             .max_connections(2),
     )
     .await
@@ -279,7 +282,8 @@ async fn postgres_survives_restarts_timeouts_terminations_and_full_pools() {
     let vacuums = scalar(
         &url,
         "SELECT coalesce(sum(vacuum_count), 0)::int8 FROM pg_stat_user_tables \
-         WHERE schemaname = 'storm' AND relname = 'leaseq_items' AND $1 IS NOT NULL",
+         WHERE schemaname = $1 AND relname = 'leaseq_items'",
+        SCHEMA,
     )
     .await;
     let verdict = format!(
