@@ -3,6 +3,12 @@
 
 use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 
+/// The most takeover traces (`{p:q}:taken`) a queue keeps: a reap of more
+/// expired leases within [`leaseq_core::limits::FINISH_MEMORY`] drops the
+/// oldest, and `lease_fate` answers Lost for a lease that expired before
+/// the newest one dropped (never Finished for a lease a reap took).
+pub const MAX_TAKEOVER_TRACES: usize = 65_536;
+
 /// The keys of one queue (key layout 2).
 ///
 /// | key | type | holds |
@@ -16,7 +22,9 @@ use leaseq_core::{Error, ItemId, LeaseToken, QueueName, Result};
 /// | `{p:q}:lease:ids` | hash | group → the ids leased in it (`id,id,…`) |
 /// | `{p:q}:lease:live` | hash | group → how many of its leases are live |
 /// | `{p:q}:lease:moved` | hash | id → the group of a lease extended out of its claim's group (its own token) |
-/// | `{p:q}:finished` | sorted set | finishing traces: `<id>:<token>` of each lease its own call ended → when (ms); kept [`leaseq_core::limits::FINISH_MEMORY`], at most [`leaseq_core::limits::MAX_FINISH_TRACES`] (oldest dropped first), trimmed by each write, `PEXPIRE` with the last |
+/// | `{p:q}:taken` | sorted set | takeover traces ([`leaseq_core::LeaseTraces::Takeovers`]): `<id>:<token>` of each lease a reap took → when (ms); kept [`leaseq_core::limits::FINISH_MEMORY`], at most [`MAX_TAKEOVER_TRACES`] (oldest dropped first), trimmed by each reap, `PEXPIRE` with the last; a claim drops the traces of the (id, token) pairs it leases |
+/// | `{p:q}:taken:floor` | string | the newest trace the cap dropped (ms), kept as long: a lease that expired at or before it and has no trace is answered Lost, not Finished |
+/// | `{p:q}:finished` | sorted set | an earlier version's finishing traces (`<id>:<token>` → when); while present (a minute after that version's last write) `lease_fate` answers by them; deleted with the queue |
 /// | `{p:q}:attempts` | hash | id → attempts made (a Leased item: before its lease); absent = 0 |
 /// | `{p:q}:errors` | hash | id → the last failure reason |
 /// | `{p:q}:dedup:keys` | hash | id → its dedup key |
@@ -184,9 +192,20 @@ impl KeyLayout {
         self.key("dedup")
     }
 
-    /// The finishing traces (see the table above).
-    pub fn finished(&self) -> String {
+    /// The takeover traces (see the table above).
+    pub fn taken(&self) -> String {
+        self.key("taken")
+    }
+
+    /// An earlier version's finishing traces (see the table above), which
+    /// `lease_fate` reads while they last and `delete_queue` deletes.
+    pub fn finished_before_takeovers(&self) -> String {
         self.key("finished")
+    }
+
+    /// The floor of the takeover traces (see the table above).
+    pub fn taken_floor(&self) -> String {
+        self.key("taken:floor")
     }
 
     /// The wake-up list.

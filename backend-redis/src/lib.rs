@@ -278,7 +278,15 @@
 //!   sorted by token, i.e. in claim order. Its cost grows with the claim
 //!   and with the queue's extended leases; it runs only after a claim
 //!   whose reply was lost.
-//! - `lease_fate` reads the item's token and state and the server's clock.
+//! - `lease_fate` reads the item's token and state, the server's clock,
+//!   and the queue's takeover traces ([`leaseq_core::LeaseTraces::Takeovers`]):
+//!   each reap leaves `<id>:<token>` of every lease it takes in
+//!   `{prefix:queue}:taken`, in the same script, kept
+//!   [`leaseq_core::limits::FINISH_MEMORY`]; a claim drops the traces of
+//!   the pairs it leases (the same claim sent again reuses its tokens).
+//!   Finishing calls write no trace, so an ack pays nothing for this. Past
+//!   [`keys::MAX_TAKEOVER_TRACES`] the oldest go and a floor is kept, below
+//!   which a lease with no trace is answered Lost, never Finished.
 //! - `enqueue_once` looks up the request's key (`{prefix:queue}:req:<id>`,
 //!   in the queue's slot); when present it returns the stored results and
 //!   writes nothing, else it enqueues and stores the results there with

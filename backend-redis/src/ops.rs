@@ -105,7 +105,7 @@ impl<C: ScriptClient> Backend for RedisBackend<C> {
             .durable(self.durable)
             .shared(true)
             .unique_for(true)
-            .lease_traces(leaseq_core::LeaseTraces::Finishes)
+            .lease_traces(leaseq_core::LeaseTraces::Takeovers)
     }
 
     async fn now(&self) -> Result<Timestamp> {

@@ -208,21 +208,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finishing_traces_are_kept_as_long_as_the_contract_says() {
+    fn takeover_traces_are_kept_as_long_as_the_contract_says() {
         let ms = leaseq_core::limits::millis_ceil(leaseq_core::limits::FINISH_MEMORY);
-        assert!(PRELUDE.contains(&format!("QUEUE_TAG .. 'finished', {ms}\n")));
-        let max = leaseq_core::limits::MAX_FINISH_TRACES;
-        assert!(PRELUDE.contains(&format!("local FIN_MAX = {max}\n")));
+        assert!(PRELUDE.contains(&format!("QUEUE_TAG .. 'taken', {ms}\n")));
+        let max = crate::keys::MAX_TAKEOVER_TRACES;
+        assert!(PRELUDE.contains(&format!("'taken:floor', {max}\n")));
         let s = Scripts::new();
+        // The reap leaves the traces, the claim drops those of its leases,
+        // the fate reads them; a finishing call writes none.
+        assert!(s.reap.source().contains("trace_taken(ids, id_toks, now)"));
+        assert!(s.claim.source().contains("untrace(toks)"));
+        assert!(s.lease_fate.source().contains("local function own_end"));
         for script in [&s.ack, &s.ack_many, &s.release, &s.fail, &s.give_back] {
-            assert!(script.source().contains("local function trace_finished"));
+            let src = script.source();
+            assert!(
+                !src.contains("local function trace_taken"),
+                "{}",
+                script.name()
+            );
         }
-        // A cancelled lease that its own call ends leaves the same trace.
-        assert!(s.ack.source().contains("local function end_control"));
-        for script in [&s.release, &s.fail, &s.give_back] {
-            assert!(script.source().contains("local function finish_cancelled"));
-        }
-        assert!(s.lease_fate.source().contains("local function traced"));
     }
 
     #[test]

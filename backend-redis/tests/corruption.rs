@@ -1032,7 +1032,52 @@ async fn record_with_bad_enqueue_time_is_quarantined(which: Which) {
     c.assert_consistent_and_empty().await;
 }
 
+/// The takeover traces of the wrong type (`taken` a hash, `taken:floor` a
+/// list) are hints, not items: claims and acks go on, `lease_fate` past an
+/// expiry answers Lost (it claims nothing) instead of failing, and the next
+/// reap that takes a lease replaces both keys, its trace kept; a lease
+/// acked after that reap is told Finished again.
+async fn wrong_type_takeover_traces_are_replaced(which: Which) {
+    use leaseq_core::{ClaimSpec, LeaseFate};
+    let Some(mut c) = case(which, "taken-type").await else {
+        return;
+    };
+    let b = Arc::clone(&c.backend);
+    c.enqueue(3).await;
+    let () = c.raw.hset(c.keys.taken(), "x", "y").await.expect("plant");
+    let () = c.raw.rpush(c.keys.taken_floor(), "x").await.expect("plant");
+    let ls = b
+        .claim(&c.queue, ClaimSpec::new(3, TTL).expect("spec"))
+        .await
+        .expect("a claim is not stopped by the traces")
+        .leases;
+    assert_eq!(ls.len(), 3);
+    b.ack(&ls[0].key).await.expect("ack");
+    let past = b.now().await.expect("now");
+    assert_eq!(
+        b.lease_fate(&ls[0].key, past).await.expect("fate"),
+        LeaseFate::Lost,
+        "traces that cannot be read tell nothing"
+    );
+    let hooks = b.test_hooks().expect("hooks");
+    hooks.expire_leases(&c.queue).await.expect("expire");
+    assert_eq!(b.reap(&c.queue).await.expect("reap").requeued, 2);
+    let kind: String = redis::cmd("TYPE")
+        .arg(c.keys.taken())
+        .query_async(&mut c.raw)
+        .await
+        .expect("type");
+    assert_eq!(kind, "zset");
+    let taken = b.now().await.expect("now");
+    assert_eq!(
+        b.lease_fate(&ls[1].key, taken).await.expect("fate"),
+        LeaseFate::Lost
+    );
+    common::assert_a_fresh_ack_is_finished(b.as_ref(), &c.queue).await;
+}
+
 for_each_client!(
+    wrong_type_takeover_traces_are_replaced,
     ready_id_without_record,
     ready_id_also_leased,
     ready_id_listed_twice_in_one_claim,

@@ -165,8 +165,9 @@ async fn tokens_count_across_repair_rounds(which: Which) {
 
 /// `lease_fate`: Held while the token holds the item; Finished with the
 /// item's state after the lease's own ack, release or fail (while the
-/// lease could not have expired); Lost once `held_until` has passed and
-/// the lease was reaped.
+/// lease could not have expired, and past that while no reap took it);
+/// Lost once `held_until` has passed and the lease was reaped, or past the
+/// traces' memory.
 async fn lease_fate_names_what_happened(which: Which) {
     let Some((b, _cleanup)) = common::backend(which, "fate").await else {
         return;
@@ -224,11 +225,27 @@ async fn lease_fate_names_what_happened(which: Which) {
             state: Some(ItemState::Ready)
         }
     );
+    // Past its expiry, the ack's lease is still told Finished: no reap
+    // took it (the takeover traces hold the reap's lease only).
+    assert_eq!(
+        fate(ls[0].key.clone(), past).await,
+        LeaseFate::Finished { state: None }
+    );
+    // A token that never held the item: no reap took it either, so it
+    // cannot be told from one whose own call ended it (not Held, though).
     let forged = LeaseKey {
         token: LeaseToken::random(),
         ..ls[3].key.clone()
     };
-    assert_eq!(fate(forged, past).await, LeaseFate::Lost);
+    assert_eq!(
+        fate(forged, past).await,
+        LeaseFate::Finished {
+            state: Some(ItemState::Ready)
+        }
+    );
+    // Past the traces' memory nothing is told Finished any more.
+    let long_ago = leaseq_core::Timestamp::from_millis(0);
+    assert_eq!(fate(ls[0].key.clone(), long_ago).await, LeaseFate::Lost);
     // An item of a queue that never existed is gone.
     let nowhere = LeaseKey {
         queue: QueueName::new("nowhere").expect("valid"),
@@ -238,7 +255,7 @@ async fn lease_fate_names_what_happened(which: Which) {
         fate(nowhere.clone(), until).await,
         LeaseFate::Finished { state: None }
     );
-    assert_eq!(fate(nowhere, past).await, LeaseFate::Lost);
+    assert_eq!(fate(nowhere, long_ago).await, LeaseFate::Lost);
     assert_eq!(counts(b.stats(&q).await.expect("stats")), stats(2, 0, 0, 1));
 }
 
@@ -484,77 +501,129 @@ async fn busy_server_is_unavailable(which: Which) {
     assert_eq!(counts(after), stats(1, 0, 0, 0));
 }
 
-/// A queue keeps at most `MAX_FINISH_TRACES` finishing traces: past it the
-/// oldest go first (the earliest millisecond; within it, in member order),
-/// so the newest ack is still answered `Finished` while exactly the excess
-/// of the first batch's traces are gone.
-async fn finishing_traces_are_capped(which: Which) {
-    use leaseq_core::limits::{MAX_ACK_BATCH, MAX_CLAIM, MAX_FINISH_TRACES};
-    let Some((b, cleanup)) = common::backend(which, "fincap").await else {
+/// A queue keeps at most `MAX_TAKEOVER_TRACES` takeover traces: a reap
+/// of more drops the oldest and raises the floor, so a lease a reap took is
+/// still never answered Finished (Lost, as the expiry rule alone would say),
+/// while a lease acked after the reap, expired after the floor, is still
+/// answered Finished.
+async fn takeover_traces_are_capped(which: Which) {
+    use leaseq_core::limits::MAX_CLAIM;
+    use leaseq_redis::keys::MAX_TAKEOVER_TRACES;
+    let Some((b, cleanup)) = common::backend(which, "takecap").await else {
         return;
     };
     let q = QueueName::new("cap").expect("valid");
-    let total = MAX_FINISH_TRACES + 100;
+    let total = MAX_TAKEOVER_TRACES + 100;
     for chunk in 0..total.div_ceil(1000) {
         let n = 1000.min(total - chunk * 1000);
         push(b.as_ref(), &q, n).await;
     }
-    let mut first: Vec<Lease> = Vec::new();
-    let mut last: Option<Lease> = None;
-    let mut acked = 0;
-    let most = u32::try_from(MAX_ACK_BATCH)
-        .unwrap_or(MAX_CLAIM)
-        .min(MAX_CLAIM);
-    while acked < total {
-        let spec = ClaimSpec::new(most, TTL).expect("spec");
-        let ls = b.claim(&q, spec).await.expect("claim").leases;
-        assert!(!ls.is_empty(), "the queue ran dry after {acked} of {total}");
-        let keys: Vec<LeaseKey> = ls.iter().map(|l| l.key.clone()).collect();
-        let got = b.ack_many(&keys).await.expect("ack_many");
-        assert!(got.iter().all(Result::is_ok), "{got:?}");
-        acked += ls.len();
-        if first.is_empty() {
-            first = ls.clone();
-            // The first batch alone in the earliest millisecond.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        last = ls.last().cloned();
+    let mut taken: Vec<Lease> = Vec::with_capacity(total);
+    while taken.len() < total {
+        let ls = b
+            .claim(&q, ClaimSpec::new(MAX_CLAIM, TTL).expect("spec"))
+            .await
+            .expect("claim")
+            .leases;
+        assert!(!ls.is_empty(), "the queue ran dry after {}", taken.len());
+        taken.extend(ls);
     }
-    assert!(
-        first.len() > total - MAX_FINISH_TRACES,
-        "a first batch of {}",
-        first.len()
-    );
+    let hooks = b.test_hooks().expect("test hooks");
+    hooks.expire_leases(&q).await.expect("expire");
+    // What the holders knew: the lease could have expired by now.
+    let held_until = b.now().await.expect("now");
+    let mut requeued = 0;
+    while requeued < total as u64 {
+        let r = b.reap(&q).await.expect("reap");
+        assert!(r.requeued > 0, "the reap stalled at {requeued} of {total}");
+        requeued += r.requeued;
+    }
     let layout = KeyLayout::new(&cleanup.prefix, &q).expect("layout");
     let mut raw = common::raw(&common::url()).await;
     let kept: usize = redis::cmd("ZCARD")
-        .arg(layout.finished())
+        .arg(layout.taken())
         .query_async(&mut raw)
         .await
         .expect("zcard");
-    assert_eq!(kept, MAX_FINISH_TRACES, "traces kept after {total} acks");
-    // Asked with a held_until already past: only a trace answers Finished.
-    let past = leaseq_core::Timestamp::from_millis(0);
-    let last = last.expect("a last lease");
-    let newest = b.lease_fate(&last.key, past).await.expect("fate");
-    assert_eq!(newest, LeaseFate::Finished { state: None });
-    let mut lost = 0;
-    for l in &first {
-        match b.lease_fate(&l.key, past).await.expect("fate") {
-            LeaseFate::Lost => lost += 1,
-            LeaseFate::Finished { state: None } => {}
-            other => panic!("an acked lease's fate is {other:?}"),
-        }
-    }
     assert_eq!(
-        lost,
-        total - MAX_FINISH_TRACES,
-        "the excess went from the first batch"
+        kept, MAX_TAKEOVER_TRACES,
+        "traces kept after {total} takeovers"
+    );
+    let floor: Option<u64> = redis::cmd("GET")
+        .arg(layout.taken_floor())
+        .query_async(&mut raw)
+        .await
+        .expect("get");
+    assert!(floor.is_some(), "the cap dropped traces but left no floor");
+    // Every lease the reap took, those whose traces went included: Lost.
+    for l in &taken {
+        let fate = b.lease_fate(&l.key, held_until).await.expect("fate");
+        assert_eq!(
+            fate,
+            LeaseFate::Lost,
+            "item {} was taken by the reap",
+            l.id()
+        );
+    }
+    // A lease acked after the reap, asked about past its expiry: Finished.
+    common::assert_a_fresh_ack_is_finished(b.as_ref(), &q).await;
+}
+
+/// While a queue still holds an earlier version's finishing traces
+/// (`{p:q}:finished`, written by that version's acks until its processes
+/// stop), `lease_fate` answers by them: a lease with no finishing trace is
+/// Lost past its expiry (that version's reaps left no takeover trace), one
+/// with a trace is Finished. Once the key is gone the takeover traces
+/// answer.
+async fn an_earlier_versions_finishing_traces_are_read_while_present(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "oldfin").await else {
+        return;
+    };
+    let q = QueueName::new("old").expect("valid");
+    push(b.as_ref(), &q, 2).await;
+    let ls = b
+        .claim(&q, ClaimSpec::new(2, TTL).expect("spec"))
+        .await
+        .expect("claim")
+        .leases;
+    assert_eq!(ls.len(), 2);
+    b.ack(&ls[0].key).await.expect("ack");
+    b.ack(&ls[1].key).await.expect("ack");
+    let past = b.now().await.expect("now");
+    let layout = KeyLayout::new(&cleanup.prefix, &q).expect("layout");
+    let mut raw = common::raw(&common::url()).await;
+    // The earlier version traced the first ack only.
+    let member = format!("{}:{}", ls[0].id().get(), ls[0].token());
+    let () = redis::cmd("ZADD")
+        .arg(layout.finished_before_takeovers())
+        .arg(past.as_millis())
+        .arg(&member)
+        .query_async(&mut raw)
+        .await
+        .expect("zadd");
+    let fate = |k: LeaseKey| {
+        let b = Arc::clone(&b);
+        async move { b.lease_fate(&k, past).await.expect("fate") }
+    };
+    assert_eq!(
+        fate(ls[0].key.clone()).await,
+        LeaseFate::Finished { state: None }
+    );
+    assert_eq!(fate(ls[1].key.clone()).await, LeaseFate::Lost);
+    let () = redis::cmd("DEL")
+        .arg(layout.finished_before_takeovers())
+        .query_async(&mut raw)
+        .await
+        .expect("del");
+    assert_eq!(
+        fate(ls[1].key.clone()).await,
+        LeaseFate::Finished { state: None }
     );
 }
 
 for_each_client!(
-    finishing_traces_are_capped,
+    takeover_traces_are_capped,
+    an_earlier_versions_finishing_traces_are_read_while_present,
     recover_claim_returns_the_claims_leases,
     tokens_count_across_repair_rounds,
     lease_fate_names_what_happened,

@@ -5,7 +5,7 @@
 //!
 //! | backend | kept | bytes | also |
 //! |---|---|---|---|
-//! | Redis | fields of the queue's `done` hash | `MEMORY USAGE … SAMPLES 0` summed over every key of the queue (a `SCAN` of its hash tag) | the key count; the bytes of the kept items (`done`, `done:*`) and of the finishing traces (`finished`, kept [`leaseq_core::limits::FINISH_MEMORY`]); `INFO memory`'s `used_memory` (the whole server) |
+//! | Redis | fields of the queue's `done` hash | `MEMORY USAGE … SAMPLES 0` summed over every key of the queue (a `SCAN` of its hash tag) | the key count; the bytes of the kept items (`done`, `done:*`) and of the takeover traces (`taken`, kept [`leaseq_core::limits::FINISH_MEMORY`]); `INFO memory`'s `used_memory` (the whole server) |
 //! | PostgreSQL | the queue's rows of `leaseq_finished` | `pg_total_relation_size` (heap, indexes, TOAST) summed over every table of the schema | the bytes, dead tuples and vacuums run (manual and auto) of `leaseq_items` and `leaseq_finished` |
 //! | SQLite | the queue's rows of `leaseq_finished` | `page_count × page_size` of the database file | free pages, the WAL file's bytes |
 //!
@@ -133,7 +133,7 @@ mod redis {
                 conn,
                 pattern: keys_starting_with(&keys.key_prefix()),
                 done: keys.done(),
-                traces: keys.finished(),
+                traces: keys.taken(),
             })
         }
     }

@@ -10,7 +10,7 @@
 //!   traces, [`Protocol::Fixed`]) on a `ManualClock` that moves [`STEP`]
 //!   per clock step; every expiry is compared to the millisecond.
 //! - [`replay_on_redis`]: `leaseq_redis::RedisRsBackend` on a server
-//!   (finishing traces, [`Protocol::Fixed`]), under the key prefix the
+//!   (takeover traces, [`Protocol::Takeovers`]), under the key prefix the
 //!   caller chose.
 //! - [`replay_on_sqlite`]: `leaseq_sqlite::SqliteBackend` on
 //!   `sqlite::memory:` (takeover traces, [`Protocol::Takeovers`]).

@@ -1,10 +1,10 @@
 //! The counterexamples of the old protocol (`Today`), replayed against the
-//! memory backend, which follows the fixed protocol, and against SQLite,
-//! which follows the takeover protocol: every answer the code gives
-//! matches the model's, and the answers that made the defects are gone.
-//! The counterexample of a seeded fault of the takeover protocol (a
-//! claim that keeps the takeover trace), replayed on SQLite, gets the
-//! true answer from the code.
+//! memory backend, which follows the fixed protocol, and against SQLite
+//! and Redis, which follow the takeover protocol: every answer the code
+//! gives matches the model's, and the answers that made the defects are
+//! gone. The counterexample of a seeded fault of the takeover protocol (a
+//! claim that keeps the takeover trace), replayed on SQLite and Redis,
+//! gets the true answer from the code.
 
 use leaseq_core::ItemState;
 use leaseq_model_check::{
@@ -66,18 +66,19 @@ fn a_replay_that_disagrees_is_reported() {
 
 #[test]
 fn misreported_ack_replays_on_redis() {
-    // Redis keeps finishing traces (the fixed protocol): the landed ack is
-    // answered Finished on the server too, on the server's clock.
+    // Redis keeps takeover traces, as SQLite does: no reap took the lease,
+    // so the landed ack is answered Finished on the server too, on the
+    // server's clock.
     let today = LeaseModel::new(Protocol::Today, Bounds::ci());
     let path = check(&today, TRUE_OUTCOMES).discovery.expect("found");
-    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
     let url = redis_url();
     let guard = PrefixGuard {
         url: url.clone(),
         prefix: format!("model-replay-{}", tag()),
     };
     let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
-    let replayed = match replay_on_redis(&fixed, &path, options) {
+    let replayed = match replay_on_redis(&takeovers, &path, options) {
         Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
         r => r.expect("Redis answers as the model"),
     };
@@ -98,7 +99,7 @@ fn misreported_ack_replays_on_redis() {
 fn dead_without_a_run_replays_on_redis() {
     let today = LeaseModel::new(Protocol::Today, Bounds::ci());
     let path = check(&today, NO_DEAD_WITHOUT_RUN).discovery.expect("found");
-    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::ci());
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::ci());
     let url = redis_url();
     let guard = PrefixGuard {
         url: url.clone(),
@@ -106,7 +107,7 @@ fn dead_without_a_run_replays_on_redis() {
     };
     let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
     // Up to the recovery, as on the memory backend.
-    let replayed = match replay_on_redis(&fixed, &path[..4], options) {
+    let replayed = match replay_on_redis(&takeovers, &path[..4], options) {
         Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
         r => r.expect("Redis answers as the model"),
     };
@@ -184,17 +185,17 @@ fn sqlite_does_not_follow_a_claim_that_keeps_the_takeover_trace() {
 
 #[test]
 fn a_claim_sent_again_under_a_reaped_token_is_answered_truly_on_redis() {
-    // The same calls on Redis, whose finishing traces tell this ack apart:
-    // Finished.
+    // The same calls on Redis: the claim sent again dropped the takeover
+    // trace of the first lease under w1#0.0, so this ack is Finished.
     let path = claim_keeps_trace_counterexample();
-    let fixed = LeaseModel::new(Protocol::Fixed, Bounds::two_losses());
+    let takeovers = LeaseModel::new(Protocol::Takeovers, Bounds::two_losses());
     let url = redis_url();
     let guard = PrefixGuard {
         url: url.clone(),
         prefix: format!("model-replay-{}", tag()),
     };
     let options = RedisOptions::new(&url).prefix(guard.prefix.clone());
-    let replayed = match replay_on_redis(&fixed, &path, options) {
+    let replayed = match replay_on_redis(&takeovers, &path, options) {
         Err(e) if e.starts_with("connect:") => return skip(&format!("Redis at {url}"), e),
         r => r.expect("Redis answers as the model"),
     };

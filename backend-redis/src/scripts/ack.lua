@@ -10,6 +10,5 @@ local token = redis.call('HGET', K_TOK, id_s)
 if not token or token ~= ARGV[3] then return 0 end
 local now = now_ms()
 count_completed(ack_items({ id_s }, { token }, now, ARGV[4]))
-trace_finished({ id_s }, { token }, now)
 ev_flush()
 return 1

@@ -27,7 +27,6 @@ if #lost == 0 and redis.call('EXISTS', K_MOVED, K_DK, K_ATT, K_ERR, K_CANCEL, K_
   count_completed(n)
   redis.call('HDEL', K_TOK, unpack(ARGV, 3, n + 2))
   leave_groups(group_counts(toks, false))
-  trace_finished({ unpack(ARGV, 3, n + 2) }, toks, now_ms())
   return lost
 end
 local bad = guard_all(K_DEDUP, K_DK, K_UF) or guard_types(HOLD_TYPES)
@@ -44,7 +43,6 @@ end
 if #ok > 0 then
   local now = now_ms()
   count_completed(ack_items(ok, ok_tok, now))
-  trace_finished(ok, ok_tok, now)
   ev_flush()
 end
 return lost

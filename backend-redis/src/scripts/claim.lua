@@ -190,6 +190,7 @@ end
 
 if n > 0 then
   if hset_wide(K_TOK, toks) ~= n + (wide_new and 1 or 0) then drop_repeats() end
+  untrace(toks)
   if group ~= fam then
     local mv = {}
     for k = 1, n do

@@ -486,33 +486,88 @@ local function end_lease(id_s, token)
   redis.call('HDEL', K_MOVED, id_s)
 end
 
--- Finishing traces: a sorted set, member '<id>:<token>' of each lease its
--- own call (ack, release, give_back, fail) ended, score the ms it did.
--- Kept FIN_KEEP ms (leaseq_core::limits::FINISH_MEMORY, a test checks):
+-- Takeover traces (leaseq_core::LeaseTraces::Takeovers): a sorted set,
+-- member '<id>:<token>' of each lease a reap took, score the ms it did.
+-- Finishing calls leave none, so an ack costs nothing here; a reap is rare.
+-- Kept TAKEN_KEEP ms (leaseq_core::limits::FINISH_MEMORY, a test checks):
 -- each write trims what ran out, and the key expires with its last trace.
--- At most FIN_MAX (leaseq_core::limits::MAX_FINISH_TRACES) are kept: past
--- it the oldest go first, so a queue acking fast holds a bounded set.
-local K_FIN, FIN_KEEP = QUEUE_TAG .. 'finished', 60000
-local FIN_MAX = 65536
+-- At most TAKEN_MAX are kept (a mass reap): past it the oldest go, and
+-- `{p:q}:taken:floor` keeps the newest score that went, for as long. A lease
+-- with no trace is told Finished only when it expired after the floor: one
+-- a reap took then would still have its trace.
+local K_TAKEN, TAKEN_KEEP = QUEUE_TAG .. 'taken', 60000
+local K_TAKEN_FLOOR, TAKEN_MAX = QUEUE_TAG .. 'taken:floor', 65536
 
--- Leaves the trace of leases (ids[i], toks[i]) ended at `now` by their
--- own calls.
-local function trace_finished(ids, toks, now)
+-- The floor of the takeover traces (ms, 0: none went), and whether it was
+-- sound: a value that is not a number (bad data) reads as `now`, every
+-- lease before it unknown, until a reap writes it anew.
+local function taken_floor(now)
+  local ok, v = pcall(redis.call, 'GET', K_TAKEN_FLOOR)
+  if not ok then return now, false end
+  if not v then return 0, true end
+  local n = tonumber(v)
+  if n then return n, true end
+  return now, false
+end
+
+-- Leaves the trace of leases (ids[i], toks[i]) a reap took at `now`. A
+-- trace key of another type (bad data) is replaced, and the floor raised
+-- to `now`: the traces it held are unknown, so no earlier lease is told
+-- Finished by their absence.
+local function trace_taken(ids, toks, now)
+  if #ids == 0 then return end
+  local floor, sound = taken_floor(now)
+  local was = sound and floor
+  local t = key_type(K_TAKEN)
+  if t ~= 'none' and t ~= 'zset' then
+    redis.call('DEL', K_TAKEN)
+    floor = now
+  end
   local add = {}
   for i = 1, #ids do
     add[#add + 1] = now
     add[#add + 1] = ids[i] .. ':' .. toks[i]
   end
-  redis.call('ZREMRANGEBYSCORE', K_FIN, '-inf', now - FIN_KEEP)
-  call_chunked('ZADD', K_FIN, add)
-  redis.call('ZREMRANGEBYRANK', K_FIN, 0, -FIN_MAX - 1)
-  redis.call('PEXPIRE', K_FIN, FIN_KEEP)
+  redis.call('ZREMRANGEBYSCORE', K_TAKEN, '-inf', now - TAKEN_KEEP)
+  call_chunked('ZADD', K_TAKEN, add)
+  local over = redis.call('ZCARD', K_TAKEN) - TAKEN_MAX
+  if over > 0 then
+    local gone = redis.call('ZRANGE', K_TAKEN, over - 1, over - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYRANK', K_TAKEN, 0, over - 1)
+    floor = math.max(floor, tonumber(gone[2]))
+  end
+  if floor ~= was then redis.call('SET', K_TAKEN_FLOOR, fmt_int(floor), 'PX', TAKEN_KEEP) end
+  redis.call('PEXPIRE', K_TAKEN, TAKEN_KEEP)
 end
 
--- Whether a trace says the lease (id_s, token) was ended by its own call.
-local function traced(id_s, token, now)
-  local at = tonumber(redis.call('ZSCORE', K_FIN, id_s .. ':' .. token))
-  return at ~= nil and at > now - FIN_KEEP
+-- Drops the traces of the leases a claim just made (`flat`: id, token,
+-- id, token, ...): the same claim sent again reuses its tokens, and a
+-- trace an earlier lease under one left would speak of the new lease. A
+-- trace key of another type is left to the next reap, which replaces it.
+local function untrace(flat)
+  if key_type(K_TAKEN) ~= 'zset' then return end
+  local members = {}
+  for i = 2, #flat, 2 do members[#members + 1] = flat[i - 1] .. ':' .. flat[i] end
+  call_chunked('ZREM', K_TAKEN, members)
+end
+
+-- Whether the lease (id_s, token), which expired at `held_until` (ms) and no
+-- longer holds its item, was ended by its own call: no reap took it, as
+-- far as the traces can tell at `now`. A queue still holding the finishing
+-- traces of an earlier version (`{p:q}:finished`, gone within a minute of
+-- its last write) is answered by those: only a trace there says Finished.
+-- Trace keys of another type (bad data) answer no: Lost is the answer
+-- that claims nothing.
+local function own_end(id_s, token, held_until, now)
+  local member = id_s .. ':' .. token
+  if redis.call('EXISTS', QUEUE_TAG .. 'finished') == 1 then
+    local at = tonumber(redis.call('ZSCORE', QUEUE_TAG .. 'finished', member))
+    return at ~= nil and at > now - TAKEN_KEEP
+  end
+  if held_until <= now - TAKEN_KEEP then return false end
+  local t = key_type(K_TAKEN)
+  if t ~= 'none' and (t ~= 'zset' or redis.call('ZSCORE', K_TAKEN, member)) then return false end
+  return held_until > taken_floor(now)
 end
 
 -- The expiry (ms) of the lease of item `id_s` with token `token`, or nil.
@@ -718,9 +773,9 @@ end
 -- `id_s` with token `token`, which it fenced: when an operator asked to
 -- cancel the item (leaseq_core::Control::cancel), the item ends Cancelled
 -- here, gone with every field kept per item (its dedup key freed, no
--- unique-for hold), the call's finishing trace left, and this returns
--- `answer`. Else nil, nothing written. An error reply, before any write,
--- when a key it touches has the wrong type.
+-- unique-for hold), and this returns `answer`. Else nil, nothing written.
+-- An error reply, before any write, when a key it touches has the wrong
+-- type.
 local function finish_cancelled(id_s, token, answer)
   if not cancel_requested(id_s, token) then return nil end
   local bad = guard(K_DEDUP, K_DK, K_UF)
@@ -729,7 +784,6 @@ local function finish_cancelled(id_s, token, answer)
   if keep and keep.cancelled then keep_items(keep, { id_s }, true, 1, now) end
   end_lease(id_s, token)
   drop_record(id_s)
-  trace_finished({ id_s }, { token }, now)
   ev('cancelled', id_s)
   ev_flush()
   return answer

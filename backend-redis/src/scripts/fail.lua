@@ -9,7 +9,6 @@ if not id_s then return 0 end
 local cancelled = finish_cancelled(id_s, ARGV[3], 2)
 if cancelled then return cancelled end
 end_lease(id_s, ARGV[3])
-trace_finished({ id_s }, { ARGV[3] }, now_ms())
 set_attempts(id_s, math.min((int_field(a or '0', 0, ATT_MAX) or 0) + 1, ATT_MAX))
 to_dead(id, ARGV[4])
 ev_flush()

@@ -16,7 +16,6 @@ local cancelled = finish_cancelled(id_s, ARGV[3], 3)
 if cancelled then return cancelled end
 local now = now_ms()
 end_lease(id_s, ARGV[3])
-trace_finished({ id_s }, { ARGV[3] }, now)
 local problem, r = unusable(rec, a)
 if problem then
   to_dead(id, 'quarantined: ' .. problem)

@@ -24,7 +24,7 @@ local mark = int_field(redis.call('GET', K_MARK), 0, ID_MAX) or 0
 local last = math.max(seq, mark)
 if last > (int_field(ARGV[2], 0, ID_MAX) or 0) then return { deleted, 'behind', last } end
 local token = redis.call('GET', K_LISTED) or ''
-redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, K_EXTRA, K_FIN, K_CANCELS,
+redis.call('DEL', K_SEQ, K_MARK, K_SEQ .. ':run', K_DSEQ, K_DEDUP, K_NOTIFY, K_HELD, K_HELD_ID, K_LISTED, K_EXTRA, K_TAKEN, K_TAKEN_FLOOR, QUEUE_TAG .. 'finished', K_CANCELS,
   K_COMPLETED)
 redis.call('UNLINK', K_RET, K_RET_DEAD, K_DONE, K_DONE .. ':completed', K_DONE .. ':cancelled', K_ENDS)
 if last > 0 then redis.call('SET', K_DELETED, fmt_int(last), 'PX', ARGV[5]) end

@@ -120,6 +120,7 @@ end
 if #ids > 0 then
   call_chunked('HDEL', K_TOK, ids)
   call_chunked('HDEL', K_MOVED, ids)
+  trace_taken(ids, id_toks, now)
   local att_pairs, ready = {}, {}
   for i, id_s in ipairs(ids) do
     local id, f = tonumber(id_s), fate[i]

@@ -10,7 +10,6 @@ if not id_s then return 0 end
 local cancelled = finish_cancelled(id_s, ARGV[3], 4)
 if cancelled then return cancelled end
 end_lease(id_s, ARGV[3])
-trace_finished({ id_s }, { ARGV[3] }, now_ms())
 local problem, r, att = unusable(rec, a)
 if problem then
   -- Poison planted while leased: it goes where a claim would put it.

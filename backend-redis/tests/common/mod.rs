@@ -92,6 +92,21 @@ pub async fn backend(which: Which, tag: &str) -> Option<(Arc<dyn Backend>, Clean
     }
 }
 
+/// Claims one item of `q` a few milliseconds on, acks it, and asserts that
+/// `lease_fate` asked past its expiry tells Finished: no reap took it,
+/// whatever takeover traces (and their floor) the queue holds.
+pub async fn assert_a_fresh_ack_is_finished(b: &dyn Backend, q: &leaseq_core::QueueName) {
+    use leaseq_core::{ClaimSpec, LeaseFate};
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let spec = ClaimSpec::new(1, std::time::Duration::from_secs(60)).expect("spec");
+    let mut ls = b.claim(q, spec).await.expect("claim").leases;
+    let l = ls.pop().expect("a lease");
+    b.ack(&l.key).await.expect("ack");
+    let past = b.now().await.expect("now");
+    let fate = b.lease_fate(&l.key, past).await.expect("fate");
+    assert_eq!(fate, LeaseFate::Finished { state: None });
+}
+
 /// A raw connection for planting corruption. No response timeout: the
 /// client's default (500 ms) fails a large read on a loaded machine, and
 /// each check has its own deadline.
