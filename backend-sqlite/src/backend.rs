@@ -107,13 +107,11 @@ impl SqliteBackend {
             });
         let (writer, reader) = if in_memory {
             // One connection keeps the database alive and is its only door.
-            let pool = SqlitePoolOptions::new()
+            let pool = pool_options(&options)
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
-                .test_before_acquire(false)
-                .acquire_timeout(options.acquire_timeout)
                 .connect_with(connect)
                 .await
                 .map_err(db("opening the in-memory database"))?;
@@ -121,10 +119,8 @@ impl SqliteBackend {
         } else {
             let writer = open_writer(&connect, &options).await?;
             // WAL is a property of the file now: readers need not set it.
-            let reader = SqlitePoolOptions::new()
+            let reader = pool_options(&options)
                 .max_connections(options.readers)
-                .test_before_acquire(false)
-                .acquire_timeout(options.acquire_timeout)
                 .connect_lazy_with(connect);
             (writer, reader)
         };
@@ -334,6 +330,49 @@ impl SqliteBackend {
     }
 }
 
+/// The pool options every pool of this backend starts from: no ping
+/// before an acquire, and [`close_orphaned_transaction`] on each release.
+fn pool_options(options: &SqliteOptions) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .acquire_timeout(options.acquire_timeout)
+        .after_release(|conn, _| Box::pin(close_orphaned_transaction(conn)))
+}
+
+/// Rolls back a transaction a connection still holds as it goes back to
+/// its pool, so that no later statement runs inside it.
+///
+/// sqlx's `begin_with("BEGIN IMMEDIATE")` reads the connection's state in a
+/// second round trip after the `BEGIN` has run: a call cancelled there (a
+/// worker aborted, a timeout) drops the connection with the transaction
+/// open and no `Transaction` to end it. On the one writer connection every
+/// later write would then run inside it, never committed, holding the
+/// file's write lock. A dropped `Transaction` queues its own rollback: the
+/// ping waits behind it, so what is still open after the ping is an
+/// orphan. One that will not roll back closes the connection.
+async fn close_orphaned_transaction(
+    conn: &mut sqlx::SqliteConnection,
+) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::TransactionManager as _;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    conn.ping().await?;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    tracing::warn!("leaseq-sqlite: rolling back a transaction a cancelled call left open");
+    // Nested savepoints end one level per rollback; more than a few is
+    // not a state this backend makes.
+    for _ in 0..4 {
+        sqlx::sqlite::SqliteTransactionManager::rollback(conn).await?;
+        if !conn.is_in_transaction() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The writer's pool on a file, switched to WAL. Switching a new file
 /// takes a lock the busy timeout does not wait on, so a process that
 /// meets another one doing the same retries for a while.
@@ -344,10 +383,8 @@ async fn open_writer(
     let connect = connect.clone().journal_mode(SqliteJournalMode::Wal);
     let mut tries = 0;
     loop {
-        let opened = SqlitePoolOptions::new()
+        let opened = pool_options(options)
             .max_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(options.acquire_timeout)
             .connect_with(connect.clone())
             .await;
         match opened {
