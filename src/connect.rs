@@ -70,8 +70,9 @@ impl BackendUrl {
     }
 }
 
-/// Why [`connect`] failed.
-#[derive(Debug)]
+/// Why [`connect`] failed. Its `Debug` is its message: a `main` that
+/// returns the error prints `Debug`, and the message (a password masked)
+/// is what the reader needs.
 #[non_exhaustive]
 pub enum ConnectError {
     /// The URL is malformed or names an unknown scheme.
@@ -95,6 +96,12 @@ pub enum ConnectError {
         /// The error.
         source: leaseq_core::Error,
     },
+}
+
+impl fmt::Debug for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// Every message goes through [`leaseq_core::redact_secrets`]: a URL's
@@ -398,6 +405,14 @@ mod tests {
         let shown = e.to_string();
         assert!(!shown.contains("planted-pw"), "{shown}");
         assert!(shown.contains("redis://app:***@h:1"), "{shown}");
+        // `main` returning it prints Debug: the same masked message.
+        assert_eq!(format!("{e:?}"), shown);
+        let e = ConnectError::NotCompiled {
+            backend: "redis",
+            feature: "redis",
+        };
+        let shown = format!("{e:?}");
+        assert!(shown.contains("--features redis"), "{shown}");
     }
 
     #[test]

@@ -57,8 +57,9 @@ fn rejected_sqlstate(code: &str) -> bool {
 /// Wraps an error met before anything was sent for the call (acquiring or
 /// opening a connection, beginning a transaction): always
 /// [`Error::Unavailable`], since nothing can have been applied.
-/// A refused password (SQLSTATE 28P01) is [`Error::Rejected`] instead,
-/// and says so: trying again cannot help. (Other refusals of class 28,
+/// A refused password (SQLSTATE 28P01) or a database that does not exist
+/// (3D000) is [`Error::Rejected`] instead, and says so: trying again cannot
+/// help. (Other refusals of class 28,
 /// such as no `pg_hba.conf` line for the connection, stay `Unavailable`.)
 pub(crate) fn refused(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| match sqlstate(&e).as_deref().and_then(setup_hint) {
@@ -76,8 +77,8 @@ fn sqlstate(e: &sqlx::Error) -> Option<String> {
 }
 
 /// What to do about a server error that comes from the setup, not the
-/// call: a schema never migrated (an undefined table or schema), or a
-/// password the server refused.
+/// call: a schema never migrated (an undefined table or schema), a
+/// password the server refused, or a database that does not exist.
 fn setup_hint(code: &str) -> Option<&'static str> {
     match code {
         "42P01" | "3F000" => Some(
@@ -87,6 +88,10 @@ fn setup_hint(code: &str) -> Option<&'static str> {
         "28P01" => Some(
             "authentication failed: check the user and password in the URL \
              (and the server's pg_hba.conf)",
+        ),
+        "3D000" => Some(
+            "the database named in the URL does not exist on this server: \
+             create it (`createdb`) or fix the URL",
         ),
         _ => None,
     }

@@ -1,4 +1,5 @@
-//! `leaseq remove <queue> <id>`, run as a user would: on an SQLite file
+//! `leaseq remove <queue> --id <id>` (or the id alone, as earlier
+//! versions took it), run as a user would: on an SQLite file
 //! (`--features sqlite`) the item named leaves its queue from whatever state
 //! it is in, its lease is lost, and every other item stays; an id the queue
 //! does not hold is exit code 3 and changes nothing. A bad id is a usage
@@ -11,11 +12,23 @@ use predicates::str::contains;
 
 #[test]
 fn an_id_that_is_not_a_number_is_a_usage_error() {
-    leaseq()
-        .args(["remove", "jobs", "seven"])
-        .assert()
-        .code(2)
-        .stderr(contains("<ID>"));
+    for args in [
+        &["remove", "jobs", "seven"][..],
+        &["remove", "jobs", "--id", "seven"],
+    ] {
+        leaseq()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(contains("invalid value 'seven'"));
+    }
+    // No id at all, or two.
+    for args in [
+        &["remove", "jobs"][..],
+        &["remove", "jobs", "1", "--id", "2"],
+    ] {
+        leaseq().args(args).assert().code(2);
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -66,9 +79,9 @@ mod sqlite {
             rt.block_on(backend.ack(&lease.key)),
             Err(Error::LeaseLost { .. })
         ));
-        // A Ready one.
+        // A Ready one, named as the other commands name an item.
         db.leaseq()
-            .args(["remove", "mail", &ids[2].to_string()])
+            .args(["remove", "mail", "--id", &ids[2].to_string()])
             .assert()
             .success()
             .stdout(contains(format!(

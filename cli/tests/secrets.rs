@@ -1,6 +1,7 @@
 //! A password planted in the backend URL is printed on no output path:
-//! connect errors (refused, bad password, bad URL), `migrate`'s report and
-//! the dashboard's start banner, with debug logging on. Each check also
+//! connect errors (refused, bad password, bad URL), `migrate`'s report,
+//! the dashboard's start banner, with debug logging on, and every
+//! subcommand's `--help` with the URL in `LEASEQ_BACKEND`. Each check also
 //! asserts that the path quotes the URL (masked), so it cannot pass by
 //! printing nothing.
 #![cfg(all(feature = "redis", feature = "postgres"))]
@@ -47,6 +48,25 @@ fn output_without_password(cmd: &mut Command) -> (bool, String) {
     );
     assert!(!all.contains(PLANTED), "the password was printed:\n{all}");
     (out.status.success(), all)
+}
+
+#[test]
+fn help_never_prints_the_password_from_the_environment() {
+    let url = format!("postgres://app:{PLANTED}@127.0.0.1:5432/test");
+    for sub in [
+        &[][..],
+        &["stats"],
+        &["demo"],
+        &["dashboard"],
+        &["dead", "list"],
+    ] {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("leaseq"));
+        cmd.env("LEASEQ_BACKEND", &url).args(sub).arg("--help");
+        let (ok, all) = output_without_password(&mut cmd);
+        assert!(ok, "{sub:?} --help failed:\n{all}");
+        // The option is still documented, with its variable.
+        assert!(all.contains("LEASEQ_BACKEND"), "{sub:?} --help:\n{all}");
+    }
 }
 
 #[test]

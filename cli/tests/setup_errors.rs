@@ -63,6 +63,34 @@ fn a_schema_without_tables_says_run_leaseq_migrate() {
     );
 }
 
+/// A database the server does not have is refused (not "cannot reach":
+/// the server answered), with what to do.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_missing_postgres_database_says_create_it() {
+    let url = leaseq_testkit::env::database_url();
+    let Some((server, _db)) = url.rsplit_once('/') else {
+        panic!("a database URL: {url}");
+    };
+    let missing = format!("{server}/leaseq_no_such_database");
+    let out = common::leaseq()
+        .args(["--backend", &missing, "stats", "q"])
+        .output()
+        .expect("run leaseq");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reached = if stderr.contains("cannot reach") && !stderr.contains("does not exist") {
+        Err(stderr.to_string())
+    } else {
+        Ok(())
+    };
+    if !leaseq_testkit::env::require_server("postgres", &url, reached) {
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the postgres backend refused"), "{stderr}");
+    assert!(stderr.contains("create it (`createdb`)"), "{stderr}");
+}
+
 #[cfg(feature = "redis")]
 #[test]
 fn a_refused_redis_password_says_authentication_failed() {

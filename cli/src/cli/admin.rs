@@ -99,11 +99,24 @@ pub(crate) struct RedriveArgs {
 }
 
 #[derive(Debug, Args)]
+#[group(skip)]
+#[command(group = clap::ArgGroup::new("item").required(true).multiple(false))]
 pub(crate) struct RemoveArgs {
     /// The queue's name.
     queue: String,
     /// The item to remove (an id from `leaseq peek` or `leaseq enqueue`).
-    id: ItemId,
+    #[arg(long, group = "item")]
+    id: Option<ItemId>,
+    /// The same id as a positional argument, as earlier versions took it.
+    #[arg(value_name = "ID", hide = true, group = "item")]
+    positional_id: Option<ItemId>,
+}
+
+impl RemoveArgs {
+    /// The item, however it was given (the group requires one).
+    fn item(&self) -> Option<ItemId> {
+        self.id.or(self.positional_id)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -374,13 +387,18 @@ pub(crate) async fn reap(url: &Target, q: QueueArgs) -> Result<(), CliError> {
 }
 
 pub(crate) async fn remove(url: &Target, args: RemoveArgs) -> Result<(), CliError> {
+    let Some(id) = args.item() else {
+        return Err(CliError::Usage(
+            "name the item to remove with --id ID".to_owned(),
+        ));
+    };
     let (backend, queue) = open(url, &args.queue).await?;
-    match backend.admin()?.remove_item(&queue, args.id).await {
+    match backend.admin()?.remove_item(&queue, id).await {
         Ok(state) => {
-            println!("removed item {} of {queue} (it was {state})", args.id);
+            println!("removed item {id} of {queue} (it was {state})");
             Ok(())
         }
-        Err(e) => Err(CliError::about_item(e, &queue, args.id)),
+        Err(e) => Err(CliError::about_item(e, &queue, id)),
     }
 }
 

@@ -23,11 +23,14 @@ pub(crate) use error::CliError;
 pub(crate) struct Cli {
     /// The backend: memory://, redis://HOST:PORT, postgres://USER@HOST/DB or
     /// sqlite://PATH/TO/FILE.db.
+    // The value is hidden in `--help`: a URL from the environment may hold
+    // a password.
     #[arg(
         long,
         short,
         global = true,
         env = "LEASEQ_BACKEND",
+        hide_env_values = true,
         default_value = "memory://"
     )]
     backend: String,
