@@ -141,12 +141,14 @@ macro_rules! __with_checks {
             redrive::concurrent_redrive_item_moves_once
             redrive::concurrent_redrives_move_each_once
             redrive::redrive_item_races_the_death
+            redrive::fail_after_redrive_records_the_new_reason
             lifecycle::purge_removes_everything
             delete::delete_queue_forgets_the_queue
             delete::ids_never_return_after_delete
             delete::racing_enqueues_leave_whole_items
             remove::remove_item_takes_out_that_item
             remove::remove_item_loses_its_lease
+            remove::remove_item_takes_a_cancel_requested_lease
             remove::remove_item_frees_its_dedup_key
             remove::racing_removes_settle_each_item_once
             control::cancel_ends_waiting_items_at_once
@@ -160,6 +162,8 @@ macro_rules! __with_checks {
             control::snooze_spends_no_attempt
             control::run_now_moves_waiting_items
             control::progress_is_fenced_and_per_lease
+            control::progress_ends_with_its_lease_under_a_resent_claim
+            control::progress_ends_with_a_released_lease_under_a_resent_claim
             registry::registry_lists_live_workers
             history::kept_items_record_their_ending
             history::cancelled_items_are_kept_as_cancelled

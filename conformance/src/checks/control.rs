@@ -667,3 +667,133 @@ pub async fn progress_is_fenced_and_per_lease(factory: &dyn BackendFactory) -> C
     )
     .await
 }
+
+/// How [`resent_claim_starts_without_progress`] ends the first lease.
+#[derive(Debug, Clone, Copy)]
+enum FirstEnd {
+    /// Expired, then reaped back to Ready.
+    Reap,
+    /// Released to Ready at once.
+    Release,
+}
+
+/// Claims the only item with a spec, records progress under the lease,
+/// ends the lease by `end`, and claims again with the same spec sent again
+/// ([`leaseq_core::ClaimSpec::duplicate`], a worker resending a claim whose
+/// reply it lost): the new lease, under the same token, must show no
+/// progress.
+async fn resent_claim_starts_without_progress(cx: &Cx, end: FirstEnd) -> Result<(), Violation> {
+    let id = cx
+        .enqueue(vec![NewItem::new("resent").max_attempts(3)])
+        .await?[0];
+    // A lease the check lets run out only when a reaper is to take it.
+    let ttl = match end {
+        FirstEnd::Reap => SHORT,
+        FirstEnd::Release => LONG,
+    };
+    let spec = leaseq_core::ClaimSpec::new(1, ttl).or_fail(PROGRESS, "spec")?;
+    let first =
+        cx.b.claim(&cx.q, spec.duplicate())
+            .await
+            .or_fail(PROGRESS, "claim")?
+            .leases;
+    let Some(first) = first.into_iter().next() else {
+        return Err(cx.fail("a claim returned nothing while an item was claimable"));
+    };
+    ensure!(
+        first.id() == id,
+        PROGRESS,
+        "claimed {} instead of {id}",
+        first.id()
+    );
+    cx.b.progress(&first.key, Bytes::from_static(b"50%"))
+        .await
+        .or_fail(PROGRESS, "progress")?;
+    let shown = cx.must_item(id).await?.progress;
+    ensure!(
+        shown.as_deref() == Some(&b"50%"[..]),
+        PROGRESS,
+        "item shows progress {shown:?}; expected 50%, written under its lease"
+    );
+    let how = match end {
+        FirstEnd::Reap => {
+            cx.expire(std::slice::from_ref(&first)).await?;
+            let reaped = cx.reap_all().await?;
+            ensure!(
+                reaped.requeued == 1,
+                PROGRESS,
+                "the reap of the one expired lease requeued {}; expected 1",
+                reaped.requeued
+            );
+            "reaped"
+        }
+        FirstEnd::Release => {
+            cx.b.release(&first.key, Duration::ZERO)
+                .await
+                .or_fail(PROGRESS, "release")?;
+            "released"
+        }
+    };
+    let again =
+        cx.b.claim(&cx.q, spec)
+            .await
+            .or_fail(PROGRESS, "the claim sent again")?
+            .leases;
+    let Some(second) = again.into_iter().next() else {
+        return Err(cx.fail(format!(
+            "the claim sent again after the lease was {how} leased nothing"
+        )));
+    };
+    ensure!(
+        second.id() == id,
+        PROGRESS,
+        "the claim sent again leased {} instead of {id}",
+        second.id()
+    );
+    let shown = cx.must_item(id).await?.progress;
+    let same = if second.key.token == first.key.token {
+        "under the same token"
+    } else {
+        "under another token"
+    };
+    ensure!(
+        shown.is_none(),
+        PROGRESS,
+        "a claim sent again after the lease was {how} leased item {id} {same}, and the new lease \
+         shows the old one's progress {shown:?}; a lease starts with none"
+    );
+    Ok(())
+}
+
+/// A lease's progress ends with the lease when a reaper takes it: a claim
+/// sent again after its reply was lost (the same spec, so the same token)
+/// leases the requeued item under the reaped lease's token, and must not
+/// show the reaped lease's progress as its own.
+pub async fn progress_ends_with_its_lease_under_a_resent_claim(
+    factory: &dyn BackendFactory,
+) -> CheckResult {
+    run(
+        factory,
+        "progress_ends_with_its_lease_under_a_resent_claim",
+        PROGRESS,
+        Needs::CONTROL,
+        |cx| async move { resent_claim_starts_without_progress(&cx, FirstEnd::Reap).await },
+    )
+    .await
+}
+
+/// As [`progress_ends_with_its_lease_under_a_resent_claim`], the first
+/// lease ending by `release(0)`: the claim sent again leases the item
+/// under the released lease's token, with no progress.
+pub async fn progress_ends_with_a_released_lease_under_a_resent_claim(
+    factory: &dyn BackendFactory,
+) -> CheckResult {
+    run(
+        factory,
+        "progress_ends_with_a_released_lease_under_a_resent_claim",
+        PROGRESS,
+        Needs::CONTROL,
+        |cx| async move { resent_claim_starts_without_progress(&cx, FirstEnd::Release).await },
+    )
+    .await
+}

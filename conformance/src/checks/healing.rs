@@ -16,6 +16,33 @@ fn ghost_id(rng: &mut Rng) -> ItemId {
     ItemId::new((1 << 40) + rng.below(1 << 20))
 }
 
+/// How many ids [`plant_ghost`] tries before it gives up.
+const GHOST_TRIES: usize = 16;
+
+/// Plants a dangling Ready entry for a [`ghost_id`] no item has, and
+/// returns it. A store whose ids are shared by every queue, and whose
+/// counter a planted id moves on (a SQL sequence set past it), hands the
+/// ids after a ghost to whatever check enqueues next: a random pick can
+/// meet one, and the hook refuses it (`InvalidInput`: the item exists).
+/// Another pick is tried then, up to [`GHOST_TRIES`]; any other error fails
+/// the check.
+async fn plant_ghost(cx: &Cx, rng: &mut Rng) -> Result<ItemId, Violation> {
+    let hooks = hooks(cx)?;
+    let mut taken = Vec::new();
+    while taken.len() < GHOST_TRIES {
+        let ghost = ghost_id(rng);
+        match hooks.plant_dangling_ready(&cx.q, ghost).await {
+            Ok(()) => return Ok(ghost),
+            Err(leaseq_core::Error::InvalidInput { .. }) => taken.push(ghost),
+            Err(e) => return Err(cx.fail(format!("plant_dangling_ready({ghost}) failed: {e}"))),
+        }
+    }
+    Err(cx.fail(format!(
+        "plant_dangling_ready refused {GHOST_TRIES} random ids as taken ({taken:?}); \
+         cannot plant a dangling entry"
+    )))
+}
+
 /// The hooks, to plant corruption with: repairs are expected from here on.
 fn hooks(cx: &Cx) -> Result<&dyn TestHooks, Violation> {
     cx.mark_planted();
@@ -29,8 +56,7 @@ pub async fn claim_heals_dangling_id(factory: &dyn BackendFactory) -> CheckResul
     run(factory, "claim_heals_dangling_id", Rule::Inv6, needs, |cx| async move {
         let mut rng = Rng::seeded();
         let real = cx.push_n(2).await?;
-        let ghost = ghost_id(&mut rng);
-        hooks(&cx)?.plant_dangling_ready(&cx.q, ghost).await.or_fail(cx.rule, "plant_dangling_ready hook")?;
+        let ghost = plant_ghost(&cx, &mut rng).await?;
         let spec = leaseq_core::ClaimSpec::new(2, LONG).or_fail(cx.rule, "spec")?;
         let claimed = cx.b.claim(&cx.q, spec).await.or_fail(cx.rule, "a claim meeting a dangling id")?;
         let got: Vec<ItemId> = claimed.leases.iter().map(|l| l.id()).collect();
@@ -117,11 +143,7 @@ pub async fn dangling_ids_never_stall_a_claim(factory: &dyn BackendFactory) -> C
             let mut rng = Rng::seeded();
             let only = cx.claim(5, LONG).await?;
             ensure!(only.is_empty(), cx.rule, "a fresh queue had items");
-            let ghost = ghost_id(&mut rng);
-            hooks(&cx)?
-                .plant_dangling_ready(&cx.q, ghost)
-                .await
-                .or_fail(cx.rule, "plant")?;
+            plant_ghost(&cx, &mut rng).await?;
             let spec = leaseq_core::ClaimSpec::new(5, LONG).or_fail(cx.rule, "spec")?;
             let c =
                 cx.b.claim(&cx.q, spec)
@@ -137,11 +159,7 @@ pub async fn dangling_ids_never_stall_a_claim(factory: &dyn BackendFactory) -> C
                 .await?;
             let real = cx.push_n(1).await?[0];
             for _ in 0..3 {
-                let g = ghost_id(&mut rng);
-                hooks(&cx)?
-                    .plant_dangling_ready(&cx.q, g)
-                    .await
-                    .or_fail(cx.rule, "plant")?;
+                plant_ghost(&cx, &mut rng).await?;
             }
             let got: Vec<ItemId> = cx.claim(1, LONG).await?.iter().map(|l| l.id()).collect();
             ensure!(

@@ -12,6 +12,8 @@ use crate::outcome::{ensure, OrFail};
 use crate::{scale, BackendFactory, CheckResult, Rule, Violation};
 
 const RULE: Rule = Rule::Contract("redrive_item");
+/// What the redriven item's second death must record.
+const FAIL: Rule = Rule::Contract("fail");
 
 /// Enqueues `item`, claims it and fails it: one more death, after every
 /// death before it. Returns its id.
@@ -421,6 +423,62 @@ pub async fn concurrent_redrives_move_each_once(factory: &dyn BackendFactory) ->
                     .await
                     .or_fail(REDRIVE, "purge between rounds")?;
             }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A redriven item that dies again records the reason of its new death:
+/// a `fail("second")` after a first `fail` and a `redrive_item` leaves
+/// `last_error` at `"second"`, not the first death's reason. The item's next lease runs again from the
+/// start, so a reason kept from the death before would tell an operator
+/// why the item failed the time before, not this time.
+pub async fn fail_after_redrive_records_the_new_reason(
+    factory: &dyn BackendFactory,
+) -> CheckResult {
+    run(
+        factory,
+        "fail_after_redrive_records_the_new_reason",
+        FAIL,
+        Needs::ADMIN,
+        |cx| async move {
+            let id = kill(&cx, NewItem::new("twice").max_attempts(3)).await?;
+            let first = cx.must_item(id).await?;
+            ensure!(
+                first.state == ItemState::Dead && first.last_error.is_some(),
+                RULE,
+                "after the first fail item {id} is {first:?}; expected Dead with its reason"
+            );
+            let moved =
+                cx.b.redrive_item(&cx.q, id)
+                    .await
+                    .or_fail(RULE, "redrive_item")?;
+            ensure!(
+                moved,
+                RULE,
+                "redrive_item of the Dead item {id} answered false"
+            );
+            let lease = cx.claim_one(LONG).await?;
+            ensure!(
+                lease.id() == id,
+                RULE,
+                "the only claimable item is the redriven {id}, but the claim returned {}",
+                lease.id()
+            );
+            cx.b.fail(&lease.key, "second")
+                .await
+                .or_fail(RULE, "fail after the redrive")?;
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Dead && info.last_error.as_deref() == Some("second"),
+                FAIL,
+                "item {id}, failed with \"dead on purpose\", redriven and failed again with \
+                 \"second\", is {} with last_error {:?}; expected Dead with \"second\", the \
+                 reason of its latest death",
+                info.state,
+                info.last_error
+            );
             Ok(())
         },
     )

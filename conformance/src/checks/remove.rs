@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::groupwise::Groupwise as _;
-use leaseq_core::{Error, ItemId, ItemState, LeaseFate, LeaseTtl, NewItem, Order, QueueName};
+use leaseq_core::{
+    Cancelled, Error, ItemId, ItemState, Keep, LeaseFate, LeaseTtl, NewItem, Order, QueueName,
+    Retention,
+};
 
 use crate::cx::{expect_lost, run, Cx, Needs, Rng, LONG, SHORT};
 use crate::outcome::{ensure, OrFail};
@@ -303,6 +306,103 @@ pub async fn remove_item_loses_its_lease(factory: &dyn BackendFactory) -> CheckR
                 "queues() still lists {} after removing every item it held",
                 cx.q
             );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// `remove_item` takes a Leased item whose cancel was requested like any
+/// Leased item: it answers `Ok(Leased)`, the item is gone (`item`, stats),
+/// the lease is lost, and the removal is no ending: with a policy that
+/// keeps every finished item, nothing is kept for it, neither Completed nor
+/// Cancelled. A removal that ends the lease by the path a cancelled lease
+/// ends by would record (and delete) the item as Cancelled, and then find
+/// nothing to remove.
+pub async fn remove_item_takes_a_cancel_requested_lease(
+    factory: &dyn BackendFactory,
+) -> CheckResult {
+    run(
+        factory,
+        "remove_item_takes_a_cancel_requested_lease",
+        RULE,
+        Needs::REMOVE_ITEM.and(Needs::CONTROL),
+        |cx| async move {
+            let history = cx.b.groups().history;
+            if let Some(history) = history {
+                let everything = Retention::default()
+                    .completed(Keep::FOREVER)
+                    .cancelled(Keep::FOREVER);
+                history
+                    .set_retention(&cx.q, everything)
+                    .await
+                    .or_fail(RULE, "set_retention")?;
+            }
+            let id = cx.push_n(1).await?[0];
+            let lease = cx.claim_one(LONG).await?;
+            ensure!(
+                lease.id() == id,
+                RULE,
+                "claimed {} instead of {id}",
+                lease.id()
+            );
+            let asked = cx.b.cancel(&cx.q, id).await.or_fail(RULE, "cancel")?;
+            ensure!(
+                asked == Cancelled::Requested,
+                RULE,
+                "cancel of the Leased item {id} answered {asked:?}; expected Requested"
+            );
+            let info = cx.must_item(id).await?;
+            ensure!(
+                info.state == ItemState::Leased && info.cancel_requested,
+                RULE,
+                "after a cancel of its lease item {id} is {info:?}; expected Leased with its \
+                 cancel requested"
+            );
+            let got = remove(&cx, &cx.q, id).await?;
+            ensure!(
+                got == Some(ItemState::Leased),
+                RULE,
+                "remove_item of the Leased item {id}, its cancel requested, answered {}; \
+                 expected Ok(Leased)",
+                got.map_or_else(|| "NotFound".to_owned(), |s| format!("Ok({s:?})"))
+            );
+            let left = cx.item(id).await?;
+            ensure!(
+                left.is_none(),
+                RULE,
+                "item {id} is still there after remove_item returned Ok: {left:?}"
+            );
+            cx.expect_stats([0, 0, 0, 0], "after removing the cancel-requested item")
+                .await?;
+            expect_lost(
+                cx.b.ack(&lease.key).await,
+                "ack of a cancel-requested lease whose item was removed",
+            )?;
+            if let Some(history) = history {
+                let kept = history
+                    .finished(&cx.q, None, 10)
+                    .await
+                    .or_fail(RULE, "finished")?;
+                ensure!(
+                    kept.is_empty(),
+                    RULE,
+                    "the removal of item {id}, cancel requested, was kept as a finished item \
+                     under a policy that keeps every ending: {kept:?}; a removed item did not \
+                     finish"
+                );
+                match history.finished_item(&cx.q, id).await {
+                    Err(Error::NotFound { .. }) => {}
+                    other => {
+                        return Err(cx.fail(format!(
+                            "finished_item({id}) of the removed item answered {other:?}; \
+                             expected NotFound"
+                        )))
+                    }
+                }
+            }
+            cx.check_indexes("after removing a cancel-requested item")
+                .await?;
             Ok(())
         },
     )
