@@ -22,7 +22,8 @@ pub(crate) const SNOOZE: &str = concat!(
     "UPDATE leaseq_items SET state = CASE WHEN ?4 > 0 THEN 'scheduled' ELSE 'ready' END, ",
     "attempts = max(attempts - 1, 0), available_at = ",
     now!(),
-    " + ?4, token = NULL, lease_expires_at = NULL WHERE ",
+    " + ?4, token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL ",
+    "WHERE ",
     fence!(),
     " RETURNING state, cancel_requested"
 );

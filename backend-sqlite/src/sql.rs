@@ -281,7 +281,7 @@ pub(crate) const RELEASE: &str = concat!(
     " END, ",
     "last_error = CASE WHEN attempts >= max_attempts THEN 'attempts exhausted' ",
     "                  ELSE last_error END, ",
-    "token = NULL, lease_expires_at = NULL WHERE ",
+    "token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL WHERE ",
     fence!(),
     " RETURNING state, cancel_requested"
 );
@@ -293,7 +293,7 @@ pub(crate) const GIVE_BACK: LeaseEnd = lease_end!(
     "UPDATE leaseq_items SET state = 'ready', attempts = max(attempts - 1, 0), ",
     "available_at = ",
     now!(),
-    ", token = NULL, lease_expires_at = NULL WHERE ",
+    ", token = NULL, lease_expires_at = NULL, progress = NULL, progress_token = NULL WHERE ",
     fence!()
 );
 
@@ -302,7 +302,8 @@ pub(crate) const GIVE_BACK: LeaseEnd = lease_end!(
 pub(crate) const FAIL: LeaseEnd = lease_end!(
     "UPDATE leaseq_items SET state = 'dead', dead_at = ",
     now!(),
-    ", last_error = ?4, token = NULL, lease_expires_at = NULL WHERE ",
+    ", last_error = ?4, token = NULL, lease_expires_at = NULL, progress = NULL, ",
+    "progress_token = NULL WHERE ",
     fence!()
 );
 
