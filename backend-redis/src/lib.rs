@@ -35,7 +35,14 @@
 //! Two client crates, one set of scripts and one key layout:
 //! - feature `redis-rs` (default): [`RedisRsBackend`], on the `redis`
 //!   crate's connection manager (multiplexed, reconnects by itself);
-//! - feature `fred`: [`FredBackend`], on a `fred` client.
+#![cfg_attr(
+    feature = "fred",
+    doc = "- feature `fred`: [`FredBackend`], on a `fred` client."
+)]
+#![cfg_attr(
+    not(feature = "fred"),
+    doc = "- feature `fred`: `FredBackend`, on a `fred` client."
+)]
 //!
 //! Each is a thin [`client::ScriptClient`] adapter: run a script by `EVALSHA`,
 //! loading it on `NOSCRIPT`, a blocking pop on a connection of its own, and

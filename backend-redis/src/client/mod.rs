@@ -1,7 +1,12 @@
 //! The seam between the backend and a Redis client crate: what another
 //! client needs to implement ([`ScriptClient`]) to run the scripts
 //! ([`Script`]) and hand back their replies ([`Reply`]). The two adapters
-//! this crate ships are [`RedisRsClient`] and [`FredClient`] (by feature).
+//! this crate ships, each by its feature:
+#![cfg_attr(feature = "redis-rs", doc = "[`RedisRsClient`] (`redis-rs`)")]
+#![cfg_attr(not(feature = "redis-rs"), doc = "`RedisRsClient` (`redis-rs`)")]
+//! and
+#![cfg_attr(feature = "fred", doc = "[`FredClient`] (`fred`).")]
+#![cfg_attr(not(feature = "fred"), doc = "`FredClient` (`fred`).")]
 
 use std::fmt;
 use std::time::Duration;
