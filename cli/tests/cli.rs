@@ -236,3 +236,20 @@ fn the_readme_install_line_installs_this_tool() {
         );
     }
 }
+
+/// `leaseq events` on SQLite says up front that it hears only its own
+/// process, which for a command of its own means nothing another process
+/// does.
+#[cfg(feature = "sqlite")]
+#[test]
+fn events_on_sqlite_say_they_hear_only_their_own_process() {
+    let db = common::SqliteFile::migrated("events");
+    db.leaseq()
+        .args(["events", "q", "--count", "0"])
+        .assert()
+        .success()
+        .stderr(contains("following the events of q"))
+        .stderr(contains(
+            "on SQLite only this process's own changes are told",
+        ));
+}

@@ -36,6 +36,17 @@ pub(crate) async fn events(
             "following the events of {queue} on {} (Ctrl-C to stop)",
             url.shown_url()
         );
+        // SQLite tells events only to the handles of the process that made
+        // them: this command, a process of its own, hears no other's.
+        if matches!(
+            leaseq::BackendUrl::parse(url.url()),
+            Ok(leaseq::BackendUrl::Sqlite(_))
+        ) {
+            eprintln!(
+                "note: on SQLite only this process's own changes are told; \
+                 other processes' work on the file does not show here"
+            );
+        }
     }
     let mut printed = 0u64;
     while args.count.is_none_or(|n| printed < n) {
