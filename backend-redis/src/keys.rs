@@ -420,13 +420,21 @@ mod tests {
         }
         assert!(prelude
             .contains("local K_LISTED, K_LISTGEN = QUEUE_TAG .. 'listed', QUEUE_TAG .. 'listgen'"));
-        for key in [k.events_stream(), k.events_gate()] {
+        for key in [
+            k.events_stream(),
+            k.events_gate(),
+            k.taken(),
+            k.taken_floor(),
+            k.finished_before_takeovers(),
+        ] {
             let name = key.trim_start_matches(k.tag()).trim_start_matches(':');
             assert!(
                 prelude.contains(&format!("QUEUE_TAG .. '{name}'")),
                 "{name}"
             );
         }
+        // The scripts' cap on takeover traces is this crate's.
+        assert!(prelude.contains(&format!("'taken:floor', {MAX_TAKEOVER_TRACES}\n")));
     }
 
     #[test]

@@ -211,8 +211,6 @@ mod tests {
     fn takeover_traces_are_kept_as_long_as_the_contract_says() {
         let ms = leaseq_core::limits::millis_ceil(leaseq_core::limits::FINISH_MEMORY);
         assert!(PRELUDE.contains(&format!("QUEUE_TAG .. 'taken', {ms}\n")));
-        let max = crate::keys::MAX_TAKEOVER_TRACES;
-        assert!(PRELUDE.contains(&format!("'taken:floor', {max}\n")));
         let s = Scripts::new();
         // The reap leaves the traces, the claim drops those of its leases,
         // the fate reads them; a finishing call writes none.
