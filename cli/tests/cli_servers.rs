@@ -74,10 +74,17 @@ fn admin_round_trip(url: &str) {
     }
     let ns = Namespace::new(url, "cli_admin");
     let leaseq = |_: &str| ns.leaseq();
+    // The report names the schema or prefix it set up, not only the URL.
+    let kind = if url.starts_with("postgres") {
+        "schema"
+    } else {
+        "prefix"
+    };
     leaseq(url)
         .arg("migrate")
         .assert()
         .success()
+        .stdout(contains(format!("({kind} {})", ns.name)))
         .stdout(contains("up to date"));
     let queue = format!("cli-admin-{}", std::process::id());
     leaseq(url)

@@ -189,9 +189,34 @@ impl Target {
         &self.url
     }
 
-    /// The URL to print: its password masked.
+    /// The URL to print: its password masked, and the schema (PostgreSQL)
+    /// or key prefix (Redis) in use, which the URL alone may not say (a
+    /// flag or `LEASEQ_SCHEMA` may set it).
     pub(crate) fn shown_url(&self) -> String {
-        leaseq::redact_url(&self.url)
+        let url = leaseq::redact_url(&self.url);
+        match self.namespace_in_use() {
+            Some((kind, name)) => format!("{url} ({kind} {name})"),
+            None => url,
+        }
+    }
+
+    /// The schema or key prefix a connection uses, as `connect` picks it:
+    /// the one given, else the URL's `?schema=` / `?prefix=`, else the
+    /// default (`leaseq` for both).
+    fn namespace_in_use(&self) -> Option<(&'static str, String)> {
+        let kind = match leaseq::BackendUrl::parse(&self.url) {
+            Ok(leaseq::BackendUrl::Postgres(_)) => "schema",
+            Ok(leaseq::BackendUrl::Redis(_)) => "prefix",
+            _ => return None,
+        };
+        let in_url = self.url.split_once('?').and_then(|(_, query)| {
+            query
+                .split('&')
+                .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == kind))
+                .map(|(_, v)| v.to_owned())
+        });
+        let name = self.namespace.clone().or(in_url);
+        Some((kind, name.unwrap_or_else(|| "leaseq".to_owned())))
     }
 
     /// The schema or key prefix given, if any.
