@@ -187,7 +187,33 @@ impl ConnectOptions {
         self.migrate = yes;
         self
     }
+
+    /// The namespace a connection to `url` with these options uses, as
+    /// `("schema", name)` (PostgreSQL) or `("prefix", name)` (Redis): the
+    /// one set here, else the URL's, else the default. `None` for memory,
+    /// SQLite and a URL that does not parse.
+    pub fn namespace_in(&self, url: &str) -> Option<(&'static str, String)> {
+        let (key, url) = match BackendUrl::parse(url).ok()? {
+            BackendUrl::Redis(url) => ("prefix", url),
+            BackendUrl::Postgres(url) => ("schema", url),
+            BackendUrl::Memory | BackendUrl::Sqlite(_) => return None,
+        };
+        let (_, name) = self.split_namespace(&url, key);
+        Some((key, name.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned())))
+    }
+
+    /// `url` without its `?{key}=` parameter, and the namespace to use:
+    /// the one set here, else that parameter's.
+    fn split_namespace(&self, url: &str, key: &str) -> (String, Option<String>) {
+        let (url, in_url) = take_namespace(url, key);
+        (url, self.namespace.clone().or(in_url))
+    }
 }
+
+/// The schema and the key prefix when neither the options nor the URL name
+/// one (`PgOptions::DEFAULT_SCHEMA`, `RedisOptions::DEFAULT_PREFIX`; a test
+/// keeps them equal).
+const DEFAULT_NAMESPACE: &str = "leaseq";
 
 /// Splits `?schema=` / `?prefix=` (the namespace) off a server URL; other
 /// query parameters (e.g. `sslmode`) stay.
@@ -264,13 +290,11 @@ async fn open(url: BackendUrl, options: &ConnectOptions) -> Result<Arc<dyn Backe
     match url {
         BackendUrl::Memory => open_memory(),
         BackendUrl::Redis(url) => {
-            let (url, prefix) = take_namespace(&url, "prefix");
-            let prefix = options.namespace.clone().or(prefix);
+            let (url, prefix) = options.split_namespace(&url, "prefix");
             open_redis(&url, prefix).await
         }
         BackendUrl::Postgres(url) => {
-            let (url, schema) = take_namespace(&url, "schema");
-            let schema = options.namespace.clone().or(schema);
+            let (url, schema) = options.split_namespace(&url, "schema");
             open_postgres(&url, schema, options.migrate).await
         }
         BackendUrl::Sqlite(url) => open_sqlite(&url, options.migrate).await,
@@ -430,6 +454,32 @@ mod tests {
             );
         }
         assert!(BackendUrl::parse("sqlite").is_err());
+    }
+
+    #[test]
+    fn the_namespace_in_use_is_the_options_then_the_urls_then_the_default() {
+        use super::ConnectOptions;
+        let given = ConnectOptions::new().namespace("mine");
+        let none = ConnectOptions::new();
+        let pg = "postgres://u@h/db?schema=app&sslmode=require";
+        assert_eq!(given.namespace_in(pg), Some(("schema", "mine".into())));
+        assert_eq!(none.namespace_in(pg), Some(("schema", "app".into())));
+        assert_eq!(
+            none.namespace_in("redis://h:6379"),
+            Some(("prefix", super::DEFAULT_NAMESPACE.into()))
+        );
+        assert_eq!(none.namespace_in("sqlite:///tmp/x.db"), None);
+        assert_eq!(none.namespace_in("memory://"), None);
+        #[cfg(feature = "postgres")]
+        assert_eq!(
+            super::DEFAULT_NAMESPACE,
+            leaseq_postgres::PgOptions::DEFAULT_SCHEMA
+        );
+        #[cfg(feature = "redis")]
+        assert_eq!(
+            super::DEFAULT_NAMESPACE,
+            leaseq_redis::RedisOptions::DEFAULT_PREFIX
+        );
     }
 
     #[test]

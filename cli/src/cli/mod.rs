@@ -173,14 +173,20 @@ impl Target {
         &self,
         migrate: bool,
     ) -> Result<std::sync::Arc<dyn leaseq::Backend>, CliError> {
-        let mut options = leaseq::ConnectOptions::new().migrate(migrate);
-        if let Some(ns) = &self.namespace {
-            options = options.namespace(ns.clone());
-        }
+        let options = self.options(migrate);
         interruptible(&self.shutdown, async {
             Ok(leaseq::connect_with(&self.url, &options).await?)
         })
         .await
+    }
+
+    /// How [`Self::connect`] connects: the namespace given, if any.
+    fn options(&self, migrate: bool) -> leaseq::ConnectOptions {
+        let options = leaseq::ConnectOptions::new().migrate(migrate);
+        match &self.namespace {
+            Some(ns) => options.namespace(ns.clone()),
+            None => options,
+        }
     }
 
     /// The URL as given, password included: for connecting only.
@@ -194,29 +200,10 @@ impl Target {
     /// flag or `LEASEQ_SCHEMA` may set it).
     pub(crate) fn shown_url(&self) -> String {
         let url = leaseq::redact_url(&self.url);
-        match self.namespace_in_use() {
+        match self.options(false).namespace_in(&self.url) {
             Some((kind, name)) => format!("{url} ({kind} {name})"),
             None => url,
         }
-    }
-
-    /// The schema or key prefix a connection uses, as `connect` picks it:
-    /// the one given, else the URL's `?schema=` / `?prefix=`, else the
-    /// default (`leaseq` for both).
-    fn namespace_in_use(&self) -> Option<(&'static str, String)> {
-        let kind = match leaseq::BackendUrl::parse(&self.url) {
-            Ok(leaseq::BackendUrl::Postgres(_)) => "schema",
-            Ok(leaseq::BackendUrl::Redis(_)) => "prefix",
-            _ => return None,
-        };
-        let in_url = self.url.split_once('?').and_then(|(_, query)| {
-            query
-                .split('&')
-                .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == kind))
-                .map(|(_, v)| v.to_owned())
-        });
-        let name = self.namespace.clone().or(in_url);
-        Some((kind, name.unwrap_or_else(|| "leaseq".to_owned())))
     }
 
     /// The schema or key prefix given, if any.
