@@ -8,12 +8,12 @@
 local id = int_field(ARGV[2], 1, ID_MAX)
 local now = now_ms()
 local st = false
+local id_s = id and fmt_int(id)
 if id then
-  local id_s = fmt_int(id)
   if redis.call('HGET', K_TOK, id_s) == ARGV[3] then return { 1, false } end
   local home, due = state_of(id, id_s, member(id))
   if home then st = as_read(home, due, now) end
 end
 local held_until = tonumber(ARGV[4])
-if now < held_until or (id and own_end(fmt_int(id), ARGV[3], held_until, now)) then return { 2, st } end
+if now < held_until or (id and own_end(id_s, ARGV[3], held_until, now)) then return { 2, st } end
 return { 3, false }
