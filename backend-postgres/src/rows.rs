@@ -57,10 +57,11 @@ fn rejected_sqlstate(code: &str) -> bool {
 /// Wraps an error met before anything was sent for the call (acquiring or
 /// opening a connection, beginning a transaction): always
 /// [`Error::Unavailable`], since nothing can have been applied.
-/// A refused password (SQLSTATE 28P01) or a database that does not exist
-/// (3D000) is [`Error::Rejected`] instead, and says so: trying again cannot
-/// help. (Other refusals of class 28,
-/// such as no `pg_hba.conf` line for the connection, stay `Unavailable`.)
+/// A login the server refuses (SQLSTATE 28P01, a wrong password; 28000, a
+/// role that does not exist or no `pg_hba.conf` line for the connection)
+/// or a database that does not exist (3D000) is [`Error::Rejected`]
+/// instead, and says what to fix: the server answered, and trying again
+/// cannot help until someone changes the URL or the server's setup.
 pub(crate) fn refused(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| match sqlstate(&e).as_deref().and_then(setup_hint) {
         Some(hint) => Error::rejected(format!("postgres: {what}: {hint}"), e),
@@ -78,7 +79,7 @@ fn sqlstate(e: &sqlx::Error) -> Option<String> {
 
 /// What to do about a server error that comes from the setup, not the
 /// call: a schema never migrated (an undefined table or schema), a
-/// password the server refused, or a database that does not exist.
+/// login the server refused, or a database that does not exist.
 fn setup_hint(code: &str) -> Option<&'static str> {
     match code {
         "42P01" | "3F000" => Some(
@@ -88,6 +89,11 @@ fn setup_hint(code: &str) -> Option<&'static str> {
         "28P01" => Some(
             "authentication failed: check the user and password in the URL \
              (and the server's pg_hba.conf)",
+        ),
+        "28000" => Some(
+            "the server refused this user or this connection: check that the user in \
+             the URL exists (`createuser`) and that pg_hba.conf has a line for this \
+             user, database and host",
         ),
         "3D000" => Some(
             "the database named in the URL does not exist on this server: \
@@ -252,14 +258,24 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("unavailable"), "{text}");
-        // A server out of reach, or a connection pg_hba.conf has no line
-        // for, is still unavailable.
-        let e = refused("connecting")(sqlx::Error::PoolTimedOut);
-        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
-        let e = refused("connecting")(server_error(
-            "28000",
+        // A role the server does not know, or a connection pg_hba.conf has
+        // no line for: refused too, with both fixes named.
+        for message in [
+            "role \"app\" does not exist",
             "no pg_hba.conf entry for host \"127.0.0.1\"",
-        ));
+        ] {
+            let e = refused("connecting")(server_error("28000", message));
+            assert!(matches!(e, Error::Rejected { .. }), "{e:?}");
+            let text = shown(&e);
+            assert!(
+                text.contains(message)
+                    && text.contains("`createuser`")
+                    && text.contains("pg_hba.conf has a line"),
+                "{text}"
+            );
+        }
+        // A server out of reach is unavailable.
+        let e = refused("connecting")(sqlx::Error::PoolTimedOut);
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
     }
 

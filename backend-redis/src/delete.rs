@@ -10,7 +10,12 @@
 //!    else deletes every key of the queue and raises its prune generation
 //!    on a tombstone that expires (see [`crate::listing`]);
 //! 3. the registry's field is dropped if it still holds the token the
-//!    queue was listed under (a registration made since keeps it).
+//!    queue was listed under, or the token it held before step 2 (the
+//!    loser's of two first enqueues at once, which `listed` never held); a
+//!    registration made since keeps it. Step 2 raises the generation, as a
+//!    listing's prune does, so this is the listing's argument
+//!    ([`crate::listing`]): an item written after step 2 needed a token
+//!    written after it, never one of these two.
 //!
 //! Ids: an enqueue into a queue with no id counter starts above the floor
 //! its registration read. The floor covers every id the queue handed out
@@ -64,6 +69,13 @@ impl<C: ScriptClient> RedisBackend<C> {
         // Ids a queue that keeps receiving items hands out between raising
         // the floor and the delete: doubled each time the floor falls short.
         let mut headroom = FLOOR_HEADROOM;
+        let registered = self
+            .on_registry(
+                &self.scripts.queues_registry,
+                vec![arg("get"), arg(queue.as_str())],
+            )
+            .await?
+            .bytes()?;
         for _ in 0..MAX_ROUNDS {
             deleted += self.purge_items(queue).await?;
             let r = self
@@ -96,9 +108,12 @@ impl<C: ScriptClient> RedisBackend<C> {
                     floor = raised.uint()?;
                 }
                 "deleted" => {
-                    let token = answer.get(2).ok_or_else(|| bad_answer(queue))?.bytes()?;
-                    if !token.is_empty() {
-                        let args = vec![arg("drop"), arg(queue.as_str()), token];
+                    let listed = answer.get(2).ok_or_else(|| bad_answer(queue))?.bytes()?;
+                    let mut args = vec![arg("drop")];
+                    for token in [listed, registered].into_iter().filter(|t| !t.is_empty()) {
+                        args.extend([arg(queue.as_str()), token]);
+                    }
+                    if args.len() > 1 {
                         self.on_registry(&self.scripts.queues_registry, args)
                             .await?;
                     }

@@ -176,7 +176,45 @@ async fn finished_items_leave_no_dedup_entry(which: Which) {
     assert_eq!(left, 0, "the dedup hash outlived a purge of the last item");
 }
 
+/// Two first enqueues at once each write a token into the registry of
+/// queues; the loser's stays in the registry though `listed` holds the
+/// winner's. `delete_queue` drops the field all the same (it raised the
+/// generation, as a listing's prune does), so the registry keeps nothing
+/// of a deleted queue.
+async fn delete_drops_the_field_a_lost_registration_race_left(which: Which) {
+    let Some((b, cleanup)) = common::backend(which, "delrace").await else {
+        return;
+    };
+    let q = QueueName::new("q").expect("valid");
+    enqueue(b.as_ref(), &q, 2).await;
+    let registry = format!("{{{}:_}}:queues", cleanup.prefix);
+    let mut raw = common::raw(&cleanup.url).await;
+    let winner: Option<String> = raw.hget(&registry, "q").await.expect("hget");
+    assert!(
+        winner.is_some(),
+        "the enqueue registered the queue in {registry}"
+    );
+    let () = raw
+        .hset(&registry, "q", "the-losers-token")
+        .await
+        .expect("hset");
+
+    b.admin()
+        .expect("admin")
+        .delete_queue(&q)
+        .await
+        .expect("delete_queue");
+    let left: bool = raw.hexists(&registry, "q").await.expect("hexists");
+    assert!(!left, "the registry kept the deleted queue's field");
+    enqueue(b.as_ref(), &q, 1).await;
+    assert!(
+        b.queues().await.expect("queues").contains(&q),
+        "an enqueue after the delete registers the queue again"
+    );
+}
+
 for_each_client!(
+    delete_drops_the_field_a_lost_registration_race_left,
     finished_items_leave_no_dedup_entry,
     delete_leaves_only_an_expiring_tombstone,
     ids_stay_new_for_a_handle_that_saw_none,

@@ -1,6 +1,7 @@
 //! Setup mistakes are reported with their fix: a SQLite file that does
 //! not exist (or whose directory does not), a PostgreSQL schema never
-//! migrated, a password the server refuses.
+//! migrated, a password or a role the server refuses, a database it does
+//! not have.
 
 mod common;
 
@@ -63,6 +64,30 @@ fn a_schema_without_tables_says_run_leaseq_migrate() {
     );
 }
 
+/// Runs `leaseq stats q` on `url`, a PostgreSQL server that answers with a
+/// refusal: its stderr, once it ended with exit code 1. `None` when no
+/// server answers and that may be skipped (see `require_server`).
+#[cfg(feature = "postgres")]
+fn refused_by_postgres(url: &str) -> Option<String> {
+    let out = common::leaseq()
+        .args(["--backend", url, "stats", "q"])
+        .output()
+        .expect("run leaseq");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let reached = if stderr.contains("cannot reach") && !stderr.contains("does not exist") {
+        Err(stderr.clone())
+    } else {
+        Ok(())
+    };
+    let server = leaseq_testkit::env::database_url();
+    if !leaseq_testkit::env::require_server("postgres", &server, reached) {
+        return None;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the postgres backend refused"), "{stderr}");
+    Some(stderr)
+}
+
 /// A database the server does not have is refused (not "cannot reach":
 /// the server answered), with what to do.
 #[cfg(feature = "postgres")]
@@ -72,23 +97,30 @@ fn a_missing_postgres_database_says_create_it() {
     let Some((server, _db)) = url.rsplit_once('/') else {
         panic!("a database URL: {url}");
     };
-    let missing = format!("{server}/leaseq_no_such_database");
-    let out = common::leaseq()
-        .args(["--backend", &missing, "stats", "q"])
-        .output()
-        .expect("run leaseq");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let reached = if stderr.contains("cannot reach") && !stderr.contains("does not exist") {
-        Err(stderr.to_string())
-    } else {
-        Ok(())
-    };
-    if !leaseq_testkit::env::require_server("postgres", &url, reached) {
+    let Some(stderr) = refused_by_postgres(&format!("{server}/leaseq_no_such_database")) else {
         return;
-    }
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("the postgres backend refused"), "{stderr}");
+    };
     assert!(stderr.contains("create it (`createdb`)"), "{stderr}");
+}
+
+/// A role the server does not know is refused too, with what to check.
+#[cfg(feature = "postgres")]
+#[test]
+fn an_unknown_postgres_role_says_check_the_user() {
+    let url = leaseq_testkit::env::database_url();
+    let Some((_, rest)) = url.split_once("://") else {
+        panic!("a database URL: {url}");
+    };
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let Some(stderr) = refused_by_postgres(&format!("postgres://leaseq_no_such_role@{host}"))
+    else {
+        return;
+    };
+    assert!(
+        stderr.contains("role \"leaseq_no_such_role\" does not exist")
+            && stderr.contains("`createuser`"),
+        "{stderr}"
+    );
 }
 
 #[cfg(feature = "redis")]

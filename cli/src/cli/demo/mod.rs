@@ -127,7 +127,9 @@ pub(crate) async fn run(
     let verdict = ctx.tally.verdict(&dead, &remaining, stats);
     // Nothing of the demo's queue stays in the store.
     if let Some(admin) = backend.groups().admin {
-        let _ = admin.delete_queue(&queue).await;
+        if let Err(e) = admin.delete_queue(&queue).await {
+            eprintln!("warning: could not delete the demo's queue {queue}: {e}");
+        }
     }
     report::print(&ctx, &verdict, elapsed, end);
 
