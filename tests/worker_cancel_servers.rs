@@ -3,6 +3,7 @@
 //! cancellation; the item is cancelled while it runs, the handler sees
 //! `cancel_requested`, and the item ends Cancelled and is gone. A missing
 //! server is a loud skip, or a failure with `CI=true`.
+#![cfg(any(feature = "redis", feature = "fred", feature = "postgres"))]
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
