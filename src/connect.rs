@@ -114,7 +114,13 @@ impl fmt::Display for ConnectError {
                 format!("this build has no {backend} backend; rebuild with `--features {feature}`")
             }
             ConnectError::Unreachable { backend, source } => {
-                let mut text = source.to_string();
+                // The lead below says what kind of failure it was; the
+                // error's own "rejected by the server:" would say it twice.
+                let mut text = match source {
+                    leaseq_core::Error::Rejected { message, .. }
+                    | leaseq_core::Error::Unavailable { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
                 let mut cause = std::error::Error::source(source);
                 while let Some(c) = cause {
                     let next = c.to_string();

@@ -42,7 +42,9 @@ async fn a_producer_gets_the_result_its_job_returned() {
     let id = backend.push(&q, "21").await.expect("enqueue");
     let (on_event, mut events) = events();
     let stop = CancellationToken::new();
-    let run = tokio::spawn(doubling_worker(backend.clone(), &q, on_event).run(stop.clone()));
+    let worker = doubling_worker(backend.clone(), &q, on_event);
+    let metrics = worker.metrics();
+    let run = tokio::spawn(worker.run(stop.clone()));
     let done = backend
         .wait_finished(&q, id, Duration::from_secs(60))
         .await
@@ -55,6 +57,8 @@ async fn a_producer_gets_the_result_its_job_returned() {
     assert_eq!(events.next().await.outcome, JobOutcome::Acked);
     stop.cancel();
     run.await.expect("join").expect("run");
+    // Completed with a result is acked, in the metrics as in the event.
+    assert_eq!(metrics.snapshot().acked, 1);
 }
 
 /// A job that gives up stays in the queue as a dead letter: its producer

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    end_quietly_when_stdout_closes();
     let args = cli::Cli::parse();
     let default_filter = args.default_log_filter();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -39,4 +40,20 @@ fn main() -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// `leaseq history q | head -5` closes stdout early. Rust ignores SIGPIPE,
+/// so the next `println!` fails with EPIPE and panics ("failed printing to
+/// stdout"). The tool then ends as a pipeline expects, silently and with
+/// status 141, what SIGPIPE would have given; SIGPIPE itself stays ignored,
+/// so a connection a server closed is still an error, not a dead process.
+fn end_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.payload_as_str().unwrap_or("");
+        if text.starts_with("failed printing to stdout") && text.contains("(os error 32)") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }

@@ -49,6 +49,33 @@ fn demo_on_sqlite_acks_every_item_once_and_loses_none() {
     assert_crashing_demo_passes(db.leaseq());
 }
 
+/// Output piped into a reader that stops early (`| head`) ends the tool
+/// quietly with 141, as SIGPIPE would, not with a panic.
+#[test]
+fn a_closed_stdout_ends_the_tool_quietly() {
+    let bin = assert_cmd::cargo::cargo_bin("leaseq");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "demo",
+            "--items",
+            "200",
+            "--crash-rate",
+            "0",
+            "--no-progress",
+        ])
+        .env_remove("LEASEQ_BACKEND")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn leaseq");
+    // The reader goes away before the report is printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
+
 #[test]
 fn demo_without_crashes_acks_everything_through_workers() {
     leaseq()

@@ -150,6 +150,13 @@ mod sqlite {
             .success()
             .stdout(contains("sent 3 mails"))
             .stdout(contains(b.as_str()));
+        // A queue whose every item completed is still a queue.
+        db.leaseq()
+            .args(["stats", "mail"])
+            .assert()
+            .success()
+            .stdout(is_match(r"(?m)^total\s+0$").expect("regex"))
+            .stdout(is_match(r"(?m)^completed\s+2 ").expect("regex"));
         db.leaseq()
             .args(["history", "mail", "--ending", "cancelled"])
             .assert()

@@ -58,6 +58,20 @@ fn enqueue_takes_more_than_one_batch_and_listings_speak_json() {
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     assert_eq!(all[0]["queue"], "bulk");
 
+    // A list cut at its --limit says so on stderr (the JSON stays whole);
+    // a whole one says nothing.
+    db.leaseq()
+        .args(["peek", "bulk", "--limit", "3", "--json"])
+        .assert()
+        .success()
+        .stderr(contains(
+            "(the first 3 of 2500 ready items; `--limit 2500` shows them all)",
+        ));
+    db.leaseq()
+        .args(["peek", "bulk", "--limit", "2500"])
+        .assert()
+        .success()
+        .stderr("");
     let peeked = json(&db, &["peek", "bulk", "--limit", "3", "--json"]);
     let items = peeked.as_array().expect("an array");
     assert_eq!(items.len(), 3);

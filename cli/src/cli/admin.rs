@@ -152,8 +152,10 @@ pub(crate) async fn open_known(
 ) -> Result<(Arc<dyn Backend>, QueueName, leaseq::QueueStats), CliError> {
     let (backend, queue) = open(url, &q.queue).await?;
     let stats = backend.stats(&queue).await?;
-    // A paused queue is known even when empty: its pause is stored.
-    if stats.total() == 0 && !stats.paused && !q.allow_empty {
+    // A paused queue is known even when empty (its pause is stored), and
+    // so is one that completed items (its count is).
+    let completed = stats.completed.unwrap_or(0);
+    if stats.total() == 0 && !stats.paused && completed == 0 && !q.allow_empty {
         return Err(CliError::UnknownQueue(queue.to_string()));
     }
     Ok((backend, queue, stats))
@@ -278,16 +280,19 @@ pub(crate) async fn enqueue(url: &Target, args: EnqueueArgs) -> Result<(), CliEr
 
 pub(crate) async fn peek(url: &Target, args: PeekArgs) -> Result<(), CliError> {
     let state: ItemState = args.state.parse()?;
-    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, state, args.limit).await?;
     show::items(&items, backend.now().await?, args.out);
+    let what = format!("{} items", state.as_str());
+    show::note_if_cut(items.len(), args.limit, Some(stats.get(state)), &what);
     Ok(())
 }
 
 pub(crate) async fn dead_list(url: &Target, args: ListArgs) -> Result<(), CliError> {
-    let (backend, queue, _) = open_known(url, &args.queue).await?;
+    let (backend, queue, stats) = open_known(url, &args.queue).await?;
     let items = backend.peek(&queue, ItemState::Dead, args.limit).await?;
     show::items(&items, backend.now().await?, args.out);
+    show::note_if_cut(items.len(), args.limit, Some(stats.dead), "dead items");
     Ok(())
 }
 

@@ -74,7 +74,7 @@ impl CliError {
             | CliError::Verdict(m)
             | CliError::Interrupted(m) => m.clone(),
             CliError::UnknownQueue(q) => format!(
-                "queue {q:?} not found: it holds no items in any state \
+                "queue {q:?} not found: it holds no items in any state and completed none \
                  (pass --allow-empty to accept an empty queue)"
             ),
             CliError::UnknownItem { queue, id } => format!(

@@ -66,6 +66,7 @@ pub(crate) async fn history(url: &Target, args: HistoryArgs) -> Result<(), CliEr
         .await?;
     if args.out.json {
         show::print_json(&Value::Array(list.iter().map(finished_json).collect()));
+        show::note_if_cut(list.len(), args.limit, None, "kept items");
         return Ok(());
     }
     if list.is_empty() {
@@ -88,6 +89,7 @@ pub(crate) async fn history(url: &Target, args: HistoryArgs) -> Result<(), CliEr
             show::shorten(&String::from_utf8_lossy(&f.payload), 40)
         );
     }
+    show::note_if_cut(list.len(), args.limit, None, "kept items");
     Ok(())
 }
 

@@ -135,6 +135,22 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// On stderr (so `--json` stays one document), when a list stopped at its
+/// `--limit`: how many were shown of how many (`total`, when known), and
+/// how to see the rest. Nothing when the list is whole.
+pub(crate) fn note_if_cut(shown: usize, limit: usize, total: Option<u64>, what: &str) {
+    if shown < limit || limit == 0 {
+        return;
+    }
+    match total {
+        Some(total) if total > shown as u64 => {
+            eprintln!("(the first {shown} of {total} {what}; `--limit {total}` shows them all)")
+        }
+        Some(_) => {}
+        None => eprintln!("({shown} {what} shown, the --limit; there may be more: raise --limit)"),
+    }
+}
+
 /// Items as a table (payloads cut to 40 characters), or a JSON array.
 pub(crate) fn items(items: &[ItemInfo], now: Timestamp, out: Output) {
     if out.json {

@@ -129,9 +129,12 @@ impl WorkerBuilder {
     }
 
     /// How long shutdown lets running handlers finish before their leases
-    /// are released. A release counts the attempt, so an item released on
-    /// its last attempt goes Dead ("attempts exhausted"), as the contract
-    /// of [`crate::Backend::release`] says.
+    /// are given back (30 s unless set). A job cut short by the deadline
+    /// gets its attempt back too ([`crate::Backend::give_back`]): a deploy
+    /// never dead-letters work, whatever attempt the job was on. A backend
+    /// that answers `give_back` with [`crate::Error::Unsupported`] gets a
+    /// release instead, which spends the attempt (an item on its last one
+    /// goes Dead), as [`crate::Backend::release`] says.
     #[must_use]
     pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
         self.shutdown_deadline = deadline;

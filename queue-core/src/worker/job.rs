@@ -353,7 +353,12 @@ async fn record_completion(shared: &Shared, job: &Claimed, held_until: Timestamp
         .instrument(span.clone())
         .await;
     match spans::outcome(&span, res) {
-        Ok(()) => job.tag().acked(shared),
+        Ok(()) => {
+            // The ack batcher counts its acks a batch at a time; this one
+            // is not in a batch.
+            shared.metrics.inc(Counter::Acked);
+            job.tag().acked(shared);
+        }
         Err(e) => job.tag().unrecorded(shared, e),
     }
 }
