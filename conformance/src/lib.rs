@@ -195,6 +195,7 @@ macro_rules! __with_checks {
             fencing::extend_races_reap
             fencing::ack_races_reclaim
             batch::ack_many_fences_each
+            batch::ack_many_rejects_sibling_tokens
             batch::ack_many_races_reap
             batch::batches_are_single_steps
             recovery::two_reapers_one_lease

@@ -395,3 +395,98 @@ pub async fn batches_are_single_steps(factory: &dyn BackendFactory) -> CheckResu
     )
     .await
 }
+
+/// A token of another lease of the same claim fences nothing in a batch:
+/// with the tokens of one claim's four leases swapped round (each slot
+/// names its item with a sibling lease's token, a token of the same
+/// spec), every slot of `ack_many` answers `LeaseLost` and every item stays
+/// Leased under its own lease; a batch mixing two such slots with two
+/// true leases acks exactly the true ones (INV-3: each lease fenced on its
+/// own token, not on its claim).
+pub async fn ack_many_rejects_sibling_tokens(factory: &dyn BackendFactory) -> CheckResult {
+    run(
+        factory,
+        "ack_many_rejects_sibling_tokens",
+        Rule::Inv3,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(4).await?;
+            let live = cx.claim(4, LONG).await?;
+            ensure!(
+                live.len() == 4,
+                cx.rule,
+                "claim of 4 returned {}",
+                live.len()
+            );
+            let swapped: Vec<LeaseKey> = (0..4)
+                .map(|i| LeaseKey {
+                    token: live[(i + 1) % 4].token(),
+                    ..live[i].key.clone()
+                })
+                .collect();
+            let res = cx.b.ack_many(&swapped).await.or_fail(cx.rule, "ack_many")?;
+            ensure!(
+                res.len() == 4,
+                cx.rule,
+                "ack_many of 4 returned {} results",
+                res.len()
+            );
+            for (k, r) in res.iter().enumerate() {
+                ensure!(
+                    matches!(r, Err(Error::LeaseLost { .. })),
+                    cx.rule,
+                    "ack_many slot {k} named item {} with the token of its claim's lease on item \
+                     {} and answered {r:?}; expected LeaseLost",
+                    live[k].id(),
+                    live[(k + 1) % 4].id()
+                );
+            }
+            for l in &live {
+                let info = cx.must_item(l.id()).await?;
+                ensure!(
+                    info.state == ItemState::Leased && info.due_at == Some(l.expires_at),
+                    cx.rule,
+                    "after an ack_many with sibling tokens item {} shows {info:?}; expected it \
+                     Leased as claimed",
+                    l.id()
+                );
+            }
+            // Slots 0 and 2 true, 1 and 3 with a sibling's token.
+            let mixed = vec![
+                live[0].key.clone(),
+                swapped[1].clone(),
+                live[2].key.clone(),
+                swapped[3].clone(),
+            ];
+            let res = cx.b.ack_many(&mixed).await.or_fail(cx.rule, "ack_many")?;
+            let acked: Vec<bool> = res.iter().map(|r| r.is_ok()).collect();
+            ensure!(
+                acked == [true, false, true, false],
+                cx.rule,
+                "a batch of two true leases (slots 0, 2) and two sibling tokens (slots 1, 3) \
+                 answered {res:?}; expected exactly the true leases acked"
+            );
+            for (k, l) in live.iter().enumerate() {
+                let gone = cx.item(l.id()).await?.is_none();
+                ensure!(
+                    gone == (k % 2 == 0),
+                    cx.rule,
+                    "after the mixed batch item {} is {}",
+                    l.id(),
+                    if gone {
+                        "gone, though its slot named a sibling's token"
+                    } else {
+                        "still there, though its own lease acked it"
+                    }
+                );
+            }
+            for l in [&live[1], &live[3]] {
+                cx.b.ack(&l.key)
+                    .await
+                    .or_fail(cx.rule, "ack by the real holder")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
