@@ -243,6 +243,7 @@ macro_rules! __with_checks {
             clock::expiry_and_due_times_are_exact
             ordering::order_holds_after_every_return_to_ready
             ordering::priority_holds_after_every_return_to_ready
+            ordering::returns_wait_behind_earlier_items
             limits::concurrency_limit_holds_under_race
             limits::rate_limit_holds_per_window
             limits::rate_counts_only_leased_items

@@ -309,3 +309,81 @@ pub async fn priority_holds_after_every_return_to_ready(
     )
     .await
 }
+
+/// An item back in Ready takes its place by enqueue order also when Ready
+/// items enqueued before it have waited all along: a delayed item falling
+/// due, and (with operator control) a Scheduled item run now, each
+/// enqueued between two Ready items of the same priority, is claimed
+/// between them, not ahead of the one enqueued before it (INV-8; the
+/// contract's "as if it had never left"). `peek(Ready)` shows the same
+/// order.
+pub async fn returns_wait_behind_earlier_items(factory: &dyn BackendFactory) -> CheckResult {
+    run(
+        factory,
+        "returns_wait_behind_earlier_items",
+        Rule::Inv8,
+        Needs::GLOBAL_ORDER.and(Needs::DELAYS),
+        |cx| async move {
+            let mut ways = vec!["delay falling due"];
+            if cx.b.groups().control.is_some() {
+                ways.push("run_now");
+            }
+            for way in ways {
+                let delay = if way == "run_now" {
+                    LONG
+                } else {
+                    std::time::Duration::from_millis(300)
+                };
+                let ids = cx
+                    .enqueue(vec![
+                        NewItem::new(format!("before {way}")),
+                        NewItem::new(format!("returned by {way}")).delay(delay),
+                        NewItem::new(format!("after {way}")),
+                    ])
+                    .await?;
+                if way == "run_now" {
+                    let moved =
+                        cx.b.run_now(&cx.q, ids[1])
+                            .await
+                            .or_fail(cx.rule, "run_now")?;
+                    ensure!(moved, cx.rule, "run_now of a Scheduled item answered false");
+                } else {
+                    match (cx.tb.is_manual(), cx.hooks()) {
+                        (false, Some(h)) => {
+                            h.make_due(&cx.q).await.or_fail(cx.rule, "make_due hook")?;
+                        }
+                        _ => {
+                            let due = cx.due_of(ids[1]).await?;
+                            cx.wait_past(due).await?;
+                        }
+                    }
+                }
+                let peeked: Vec<ItemId> =
+                    cx.b.peek(&cx.q, ItemState::Ready, 10)
+                        .await
+                        .or_fail(cx.rule, "peek")?
+                        .into_iter()
+                        .map(|i| i.id)
+                        .collect();
+                ensure!(
+                    peeked == ids,
+                    cx.rule,
+                    "after a {way}, peek(Ready) order {peeked:?} is not enqueue order {ids:?}"
+                );
+                let leases = cx.claim(3, LONG).await?;
+                let got: Vec<ItemId> = leases.iter().map(|l| l.id()).collect();
+                ensure!(
+                    got == ids,
+                    cx.rule,
+                    "after a {way}, claim order {got:?} is not enqueue order {ids:?}: the item \
+                     back in Ready went ahead of one enqueued before it"
+                );
+                for l in &leases {
+                    cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
