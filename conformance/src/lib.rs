@@ -219,6 +219,8 @@ macro_rules! __with_checks {
             replies::landed_finishes_past_expiry_are_reported
             replies::lost_claim_past_expiry_costs_no_attempt
             replies::claim_sent_again_under_a_reaped_token
+            replies::fate_past_expiry_is_the_tokens_own
+            replies::recover_claim_leaves_other_claims_expired
             storm::storm_no_loss
             healing::claim_heals_dangling_id
             healing::acked_ghost_is_removed

@@ -985,3 +985,159 @@ async fn lost_claim_reaped(
     );
     Ok((spec, reaped))
 }
+
+/// `lease_fate` asked past a lease's expiry judges that lease by its own
+/// token, not by the item's history: after a reap took an item's first
+/// lease, a second lease (another claim, another token) that ended by its
+/// own ack, or by its own release, is Finished when asked after its
+/// expiry, while the reaped first lease is Lost. A backend that reads a
+/// takeover of the item, whichever lease it took, as the fate of every
+/// lease of it answers Lost for leases whose own call ended them.
+pub async fn fate_past_expiry_is_the_tokens_own(factory: &dyn BackendFactory) -> CheckResult {
+    let rule = Rule::Contract("lease_fate");
+    run(
+        factory,
+        "fate_past_expiry_is_the_tokens_own",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            if !cx.b.capabilities().lease_traces.any() {
+                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+                return Ok(());
+            }
+            let ids = cx
+                .enqueue(
+                    (0..2)
+                        .map(|i| NewItem::new(format!("ft-{i}")).max_attempts(5))
+                        .collect(),
+                )
+                .await?;
+            let first = cx.claim(2, SHORT).await?;
+            ensure!(first.len() == 2, rule, "claimed {} of 2", first.len());
+            cx.expire(&first).await?;
+            let reaped = cx.reap_all().await?;
+            ensure!(
+                reaped.requeued == 2,
+                rule,
+                "the reap of 2 expired leases reported {reaped:?}"
+            );
+            let mut second = cx.claim(2, SHORT).await?;
+            second.sort_by_key(Lease::id);
+            let got: Vec<ItemId> = second.iter().map(Lease::id).collect();
+            ensure!(
+                got == ids,
+                rule,
+                "the second claim leased {got:?}; expected {ids:?}"
+            );
+            cx.b.ack(&second[0].key)
+                .await
+                .or_fail(rule, "ack of the second lease")?;
+            let r =
+                cx.b.release(&second[1].key, Duration::ZERO)
+                    .await
+                    .or_fail(rule, "release of the second lease")?;
+            ensure!(
+                r == Released::Ready,
+                rule,
+                "the release answered {r:?}; expected Ready"
+            );
+            cx.wait_past(latest(&second)).await?;
+            let f = fate(&cx, &second[0].key, second[0].expires_at).await?;
+            ensure!(
+                f == LeaseFate::Finished { state: None },
+                rule,
+                "a lease its own ack ended, on an item whose earlier lease a reap took, has fate \
+                 {f:?} asked past its expiry; expected Finished {{ state: None }}"
+            );
+            let f = fate(&cx, &second[1].key, second[1].expires_at).await?;
+            ensure!(
+                f == LeaseFate::Finished {
+                    state: Some(ItemState::Ready)
+                },
+                rule,
+                "a lease its own release ended, on an item whose earlier lease a reap took, has \
+                 fate {f:?} asked past its expiry; expected Finished in Ready"
+            );
+            for l in &first {
+                let f = fate(&cx, &l.key, l.expires_at).await?;
+                ensure!(
+                    f == LeaseFate::Lost,
+                    rule,
+                    "a lease a reap took has fate {f:?}; expected Lost"
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// `recover_claim` looks only at its own claim's leases, also among
+/// expired ones: of two claims whose leases have both expired unreaped,
+/// the recovery of the first returns (and renews, with lease traces) the
+/// first claim's lease only; the second claim's lease stays expired, and
+/// a reap then requeues it.
+pub async fn recover_claim_leaves_other_claims_expired(
+    factory: &dyn BackendFactory,
+) -> CheckResult {
+    let rule = Rule::Contract("recover_claim");
+    run(
+        factory,
+        "recover_claim_leaves_other_claims_expired",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            cx.enqueue((0..2).map(|i| NewItem::new(format!("rc-{i}")).max_attempts(5)).collect())
+                .await?;
+            let mut leases = Vec::new();
+            let mut specs = Vec::new();
+            for _ in 0..2 {
+                let spec = ClaimSpec::new(1, SHORT).or_fail(rule, "spec")?;
+                let got = cx.b.claim(&cx.q, spec.duplicate()).await.or_fail(rule, "claim")?;
+                let Some(l) = got.leases.into_iter().next() else {
+                    return Err(cx.fail("a claim returned nothing while an item was claimable"));
+                };
+                leases.push(l);
+                specs.push(spec);
+            }
+            cx.wait_past(latest(&leases)).await?;
+            let got = match cx.b.recover_claim(&cx.q, &specs[0]).await {
+                Err(e) => return Err(unsupported("recover_claim", &e).unwrap_or_else(|| cx.fail(format!("recover_claim failed: {e}")))),
+                Ok(c) => c,
+            };
+            let keys: Vec<_> = got.leases.iter().map(|l| (l.id(), l.token())).collect();
+            let want = vec![(leases[0].id(), leases[0].token())];
+            ensure!(
+                keys.is_empty() || keys == want,
+                rule,
+                "with two claims' leases expired, recover_claim of the first returned {keys:?}; \
+                 expected at most its own lease {want:?}"
+            );
+            if cx.b.capabilities().lease_traces.any() {
+                ensure!(keys == want, rule, "recover_claim of an expired, unreaped lease returned {keys:?}; expected {want:?}, renewed");
+            }
+            let reaped = cx.reap_all().await?;
+            let want_requeued = if keys.is_empty() { 2 } else { 1 };
+            ensure!(
+                reaped.requeued == want_requeued,
+                rule,
+                "after recover_claim returned {keys:?}, a reap requeued {} leases; expected {want_requeued} \
+                 (the other claim's expired lease is not renewed by this recovery)",
+                reaped.requeued
+            );
+            let other = cx.must_item(leases[1].id()).await?;
+            ensure!(
+                other.state == ItemState::Ready,
+                rule,
+                "the other claim's expired lease on item {} is {} after the reap; expected Ready",
+                leases[1].id(),
+                other.state
+            );
+            for l in &got.leases {
+                cx.b.ack(&l.key).await.or_fail(rule, "ack of the recovered lease")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
