@@ -156,9 +156,11 @@ macro_rules! __with_checks {
             control::cancel_races_claims
             control::cancel_races_ack_and_reap
             control::racing_cancels_answer_once
+            control::cancelled_lease_holds_no_key
             control::cancel_signal_reaches_the_holder
             control::pause_holds_every_claim
             control::pause_races_claims
+            control::pause_holds_due_scheduled_items
             control::snooze_spends_no_attempt
             control::run_now_moves_waiting_items
             control::progress_is_fenced_and_per_lease

@@ -797,3 +797,151 @@ pub async fn progress_ends_with_a_released_lease_under_a_resent_claim(
     )
     .await
 }
+
+/// A pause holds due Scheduled items too: an item whose delay falls due
+/// while the queue is paused is counted Ready by stats but no claim leases
+/// it (claims answer `paused`) until the resume, after which it is claimed
+/// in its place. (A due Scheduled item is Ready to every caller, and no
+/// claim that starts after the pause leases an item.)
+pub async fn pause_holds_due_scheduled_items(factory: &dyn BackendFactory) -> CheckResult {
+    run(
+        factory,
+        "pause_holds_due_scheduled_items",
+        PAUSE,
+        Needs::CONTROL.and(Needs::DELAYS),
+        |cx| async move {
+            let ids = cx
+                .enqueue(vec![
+                    NewItem::new("due while paused").delay(Duration::from_millis(300)),
+                    NewItem::new("due while paused too").delay(Duration::from_millis(300)),
+                ])
+                .await?;
+            cx.b.pause(&cx.q).await.or_fail(PAUSE, "pause")?;
+            match (cx.tb.is_manual(), cx.hooks()) {
+                (false, Some(h)) => {
+                    h.make_due(&cx.q).await.or_fail(PAUSE, "make_due hook")?;
+                }
+                _ => {
+                    let due = cx.due_of(ids[1]).await?;
+                    cx.wait_past(due).await?;
+                }
+            }
+            let spec = leaseq_core::ClaimSpec::new(10, LONG).or_fail(PAUSE, "spec")?;
+            let claimed = cx.b.claim(&cx.q, spec).await.or_fail(PAUSE, "claim")?;
+            let got: Vec<ItemId> = claimed.leases.iter().map(Lease::id).collect();
+            ensure!(
+                got.is_empty() && claimed.paused,
+                PAUSE,
+                "a claim on the paused queue leased {got:?} (paused flag {}), items whose delay \
+                 fell due during the pause; expected none, flagged paused",
+                claimed.paused
+            );
+            let s = cx.stats().await?;
+            ensure!(
+                s.paused && s.ready == 2 && s.scheduled == 0 && s.leased == 0,
+                PAUSE,
+                "stats of the paused queue with two due items are {s:?}; expected paused, 2 ready"
+            );
+            cx.b.resume(&cx.q).await.or_fail(PAUSE, "resume")?;
+            let back = cx.drain(LONG, 10).await?;
+            let mut got: Vec<ItemId> = back.iter().map(Lease::id).collect();
+            got.sort();
+            ensure!(
+                got == ids,
+                PAUSE,
+                "after the resume a drain returned {got:?}; expected the two due items {ids:?}"
+            );
+            for l in back {
+                cx.b.ack(&l.key).await.or_fail(PAUSE, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A leased item whose cancel was requested ends Cancelled, not acked,
+/// whichever finishing call ends its lease: an `ack` or an `ack_many` of
+/// it starts no unique-for hold, so its dedup key is free at once (as for
+/// an item cancelled while waiting), while an item with the same setup
+/// acked without a cancel keeps its key held.
+pub async fn cancelled_lease_holds_no_key(factory: &dyn BackendFactory) -> CheckResult {
+    run(
+        factory,
+        "cancelled_lease_holds_no_key",
+        CANCEL,
+        Needs::CONTROL.and(Needs::UNIQUE_FOR),
+        |cx| async move {
+            let keys = ["by ack", "by ack_many", "not cancelled"];
+            let items = keys
+                .iter()
+                .map(|k| NewItem::new(*k).dedup_key(*k).unique_for(LONG))
+                .collect();
+            let ids = cx.enqueue(items).await?;
+            let mut leases = cx.claim(3, LONG).await?;
+            leases.sort_by_key(Lease::id);
+            let got: Vec<ItemId> = leases.iter().map(Lease::id).collect();
+            ensure!(
+                got == ids,
+                CANCEL,
+                "a claim of 3 leased {got:?}; expected {ids:?}"
+            );
+            for id in &ids[..2] {
+                let c = cancel(&cx, *id).await?;
+                ensure!(
+                    c == Some(Cancelled::Requested),
+                    CANCEL,
+                    "cancel of leased item {id} answered {c:?}; expected Requested"
+                );
+            }
+            cx.b.ack(&leases[0].key).await.or_fail(CANCEL, "ack")?;
+            let res =
+                cx.b.ack_many(&[leases[1].key.clone()])
+                    .await
+                    .or_fail(CANCEL, "ack_many")?;
+            ensure!(
+                matches!(res.as_slice(), [Ok(())]),
+                CANCEL,
+                "ack_many of a cancel-requested lease answered {res:?}"
+            );
+            cx.b.ack(&leases[2].key).await.or_fail(CANCEL, "ack")?;
+            for (k, id) in keys.iter().zip(&ids) {
+                ensure!(
+                    cx.item(*id).await?.is_none(),
+                    CANCEL,
+                    "item {id} ({k}) is still there after its lease ended"
+                );
+            }
+            let again =
+                cx.b.enqueue(
+                    &cx.q,
+                    keys.iter()
+                        .map(|k| NewItem::new(*k).dedup_key(*k))
+                        .collect(),
+                )
+                .await
+                .or_fail(CANCEL, "enqueue with the keys again")?;
+            for (k, e) in keys[..2].iter().zip(&again) {
+                ensure!(
+                    !e.deduplicated,
+                    CANCEL,
+                    "the key of the item cancelled while leased and ended {k} is still held \
+                     (enqueue answered {e:?}); a cancelled item starts no unique-for hold"
+                );
+            }
+            ensure!(
+                again[2].deduplicated && again[2].id == ids[2],
+                CANCEL,
+                "the key of the item acked without a cancel is not held: enqueue answered {:?}; \
+                 expected the acked item {}",
+                again[2],
+                ids[2]
+            );
+            for l in cx.drain(LONG, 10).await? {
+                cx.b.ack(&l.key).await.or_fail(CANCEL, "ack")?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
