@@ -174,6 +174,7 @@ macro_rules! __with_checks {
             history::purge_and_delete_take_the_history
             history::wait_finished_answers_the_result
             history::completions_are_counted
+            history::cancelled_endings_are_not_completions
             history::dead_letters_go_by_their_bound
             collect_cost::collect_cost_ignores_kept_items
             history_interplay::unique_for_holds_as_without_history

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leaseq_core::finished::MAX_RESULT_LEN;
 use leaseq_core::{
-    Awaited, BackendExt, Bytes, Ending, Error, Finished, ItemId, ItemState, Keep, Lease, NewItem,
-    Retention,
+    Awaited, BackendExt, Bytes, Cancelled, Ending, Error, Finished, ItemId, ItemState, Keep, Lease,
+    NewItem, Retention,
 };
 
 use crate::cx::{run, Cx, Needs, LONG, SHORT};
@@ -567,4 +567,55 @@ async fn dead_by_age(cx: &Cx) -> Result<(), crate::Violation> {
             if fresh_gone { "gone" } else { "kept" }
         );
     Ok(())
+}
+
+/// The completion count counts completions only: leases of items an
+/// operator asked to cancel, ended by an `ack`, an `ack_many` or a
+/// `complete`, end those items Cancelled and add nothing to it, while a
+/// plain ack beside them adds one.
+pub async fn cancelled_endings_are_not_completions(factory: &dyn BackendFactory) -> CheckResult {
+    run(
+        factory,
+        "cancelled_endings_are_not_completions",
+        RULE,
+        Needs::HISTORY.and(Needs::CONTROL),
+        |cx| async move {
+            cx.push_n(4).await?;
+            let mut leases = cx.claim(4, LONG).await?;
+            ensure!(leases.len() == 4, RULE, "claimed {} of 4", leases.len());
+            leases.sort_by_key(Lease::id);
+            for l in &leases[..3] {
+                let c = cx.b.cancel(&cx.q, l.id()).await.or_fail(RULE, "cancel")?;
+                ensure!(
+                    c == Cancelled::Requested,
+                    RULE,
+                    "cancel of leased item {} answered {c:?}; expected Requested",
+                    l.id()
+                );
+            }
+            cx.b.ack(&leases[0].key).await.or_fail(RULE, "ack")?;
+            cx.b.ack_many(&[leases[1].key.clone()])
+                .await
+                .or_fail(RULE, "ack_many")?;
+            cx.b.complete(&leases[2].key, Bytes::from_static(b"r"))
+                .await
+                .or_fail(RULE, "complete")?;
+            let got = cx.stats().await?.completed;
+            ensure!(
+                got == Some(0),
+                RULE,
+                "after an ack, an ack_many and a complete of cancel-requested leases (each item \
+                 ended Cancelled) the completion count is {got:?}; expected Some(0)"
+            );
+            cx.b.ack(&leases[3].key).await.or_fail(RULE, "ack")?;
+            let got = cx.stats().await?.completed;
+            ensure!(
+                got == Some(1),
+                RULE,
+                "after one plain ack the completion count is {got:?}; expected Some(1)"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
