@@ -38,8 +38,9 @@ pub trait Control: Send + Sync {
     ///   [`Extended::cancel_requested`](crate::Extended::cancel_requested)
     ///   so the worker can stop the handler. Whatever ends the lease then
     ///   (an ack, a release, a give-back, a fail, a snooze, or expiry and a
-    ///   reap), the item ends Cancelled in that step and never returns to
-    ///   Ready: a release and a snooze answer [`Released::Cancelled`], and a
+    ///   reap), the item ends Cancelled in that step (its dedup key free,
+    ///   no `unique_for` hold, even when an ack ended it) and never
+    ///   returns to Ready: a release and a snooze answer [`Released::Cancelled`], and a
     ///   reap counts it in [`crate::ReapReport::cancelled`].
     /// - No item `id` in `queue` (never enqueued, finished, removed, or in
     ///   another queue): [`crate::Error::NotFound`], nothing changes.
