@@ -50,7 +50,12 @@ fn main() -> ExitCode {
 fn end_quietly_when_stdout_closes() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let text = info.payload_as_str().unwrap_or("");
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
         if text.starts_with("failed printing to stdout") && text.contains("(os error 32)") {
             std::process::exit(141);
         }
