@@ -15,6 +15,9 @@ use serde_json::Value;
 struct Package {
     name: String,
     features: BTreeSet<String>,
+    /// The features `default` turns on (a command has them unless it
+    /// passes `--no-default-features`).
+    default_features: BTreeSet<String>,
     /// (kind, name, required features) per target.
     targets: Vec<(String, String, Vec<String>)>,
 }
@@ -62,6 +65,7 @@ fn workspace(root: &Path) -> Workspace {
                 .as_object()
                 .map(|f| f.keys().cloned().collect())
                 .unwrap_or_default(),
+            default_features: strings(&p["features"]["default"]).into_iter().collect(),
             targets: p["targets"]
                 .as_array()
                 .expect("targets")
@@ -199,6 +203,7 @@ struct Named {
     packages: Vec<String>,
     workspace: bool,
     all_features: bool,
+    no_default_features: bool,
     features: Vec<String>,
     examples: Vec<String>,
     bins: Vec<String>,
@@ -228,6 +233,7 @@ fn parse(cmd: &str) -> Named {
             "-p" | "--package" => named.packages.extend(value()),
             "--workspace" | "--all" => named.workspace = true,
             "--all-features" => named.all_features = true,
+            "--no-default-features" => named.no_default_features = true,
             "-F" | "--features" => named.features.extend(
                 value()
                     .unwrap_or_default()
@@ -266,7 +272,14 @@ fn problems(ws: &Workspace, cmd: &str) -> Vec<String> {
     } else {
         named.packages.iter().filter_map(|n| package(n)).collect()
     };
-    let mut features_of_scope = BTreeSet::new();
+    let mut features_of_scope: BTreeSet<String> = if named.no_default_features {
+        BTreeSet::new()
+    } else {
+        scope
+            .iter()
+            .flat_map(|p| p.default_features.iter().cloned())
+            .collect()
+    };
     for f in &named.features {
         match f.split_once('/') {
             Some((p, feat)) => {
@@ -354,6 +367,7 @@ fn the_checker_catches_what_fails_when_pasted() {
         "cargo run --example producer_worker",
         "cargo run -p leaseq --example no_such_example",
         "cargo run -p leaseq --example sqlite_durable",
+        "cargo run -p leaseq --no-default-features --example producer_worker",
         "cargo run -p no-such-package",
         "cargo run -p leaseq --example typed_job --features no_such_feature",
         "cargo test -p leaseq --test no_such_test",
