@@ -343,9 +343,7 @@ impl PgBackend {
         &self,
         queue: &QueueName,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        let mut tx = self
-            .statement_on([queue])
-            .begin()
+        let mut tx = crate::begin::begin(self.statement_on([queue]), None)
             .await
             .map_err(refused("collect: beginning a transaction"))?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")

@@ -407,6 +407,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod backend;
+mod begin;
 mod completions;
 mod control;
 mod events;

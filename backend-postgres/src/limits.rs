@@ -102,10 +102,7 @@ impl PgBackend {
         spec: &ClaimSpec,
     ) -> Result<Claimed> {
         let t = self.limits_table();
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
+        let mut tx = crate::begin::begin(&self.inner.pool, None)
             .await
             .map_err(refused("claim: beginning a transaction"))?;
         match self.claim_limited_in(&mut tx, &t, queue, spec).await {

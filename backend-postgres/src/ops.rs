@@ -345,9 +345,8 @@ impl PgBackend {
         queue: &QueueName,
         spec: &ClaimSpec,
     ) -> Result<(Claimed, bool)> {
-        let mut tx = self
-            .statement_on([queue])
-            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+        let pool = self.statement_on([queue]);
+        let mut tx = crate::begin::begin(pool, Some("BEGIN; SET LOCAL synchronous_commit = off"))
             .await
             .map_err(refused("claim: beginning a transaction"))?;
         let out = self
@@ -623,9 +622,7 @@ impl Backend for PgBackend {
         items: Vec<NewItem>,
     ) -> Result<Vec<Enqueued>> {
         self.check_items(&items)?;
-        let mut tx = self
-            .statement_on([queue])
-            .begin()
+        let mut tx = crate::begin::begin(self.statement_on([queue]), None)
             .await
             .map_err(refused("enqueue_once: beginning a transaction"))?;
         let done = self

@@ -108,10 +108,7 @@ impl PgBackend {
         let items = vec![item];
         self.check_items(&items)?;
         let t = table(self);
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
+        let mut tx = crate::begin::begin(&self.inner.pool, None)
             .await
             .map_err(refused("fire_schedule: beginning a transaction"))?;
         let row = sqlx::query(&format!(

@@ -7,6 +7,20 @@ use sqlx::PgConnection;
 use crate::PgBackend;
 
 impl PgBackend {
+    /// Begins a transaction on this backend's pool, for
+    /// [`PgBackend::enqueue_in`] beside the caller's own writes. Unlike
+    /// `pool().begin()`, a caller cancelled while the `BEGIN` is on its way
+    /// (a timeout or `select!` around it, an aborted task) cannot leave the
+    /// connection in a transaction the pool does not know of, in which
+    /// every later statement on it would run uncommitted: sqlx 0.8 counts
+    /// the transaction only after the server's answer. Errors as
+    /// [`leaseq_core::Error::Unavailable`]: nothing was begun.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        crate::begin::begin(&self.inner.pool, None)
+            .await
+            .map_err(crate::rows::refused("beginning a transaction"))
+    }
+
     /// Enqueues `items` into `queue` on `conn`, inside the caller's own
     /// transaction: the items exist if and only if that transaction
     /// commits, together with whatever else it wrote. Use it where a job
@@ -17,7 +31,7 @@ impl PgBackend {
     /// # async fn demo(backend: leaseq_postgres::PgBackend) -> Result<(), Box<dyn std::error::Error>> {
     /// use leaseq_core::{NewItem, QueueName};
     /// let queue = QueueName::new("emails")?;
-    /// let mut tx = backend.pool().begin().await?;
+    /// let mut tx = backend.begin().await?;
     /// sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
     /// backend.enqueue_in(&mut tx, &queue, vec![NewItem::new("order 42 placed")]).await?;
     /// tx.commit().await?; // the order and its job, or neither
@@ -25,9 +39,11 @@ impl PgBackend {
     /// ```
     ///
     /// - `conn` may be any connection to the database that holds the
-    ///   backend's schema (this backend's [`PgBackend::pool`] or the
+    ///   backend's schema (this backend's [`PgBackend::begin`], or the
     ///   application's own pool); the statements name the schema, so the
-    ///   connection's `search_path` does not matter.
+    ///   connection's `search_path` does not matter. A transaction begun
+    ///   with sqlx's own `begin` may be left open by a cancelled caller
+    ///   (see [`PgBackend::begin`]).
     /// - Workers are woken when the transaction commits (PostgreSQL holds a
     ///   `NOTIFY` until then); until it commits no claim sees the items.
     /// - Input is checked as [`leaseq_core::Backend::enqueue`] checks it,

@@ -39,7 +39,7 @@ async fn a_committed_transaction_brings_its_job_and_not_before() {
     let b = &db.backend;
     let table = orders_table(&db).await;
     let queue = QueueName::new("emails").expect("queue");
-    let mut tx = b.pool().begin().await.expect("begin");
+    let mut tx = b.begin().await.expect("begin");
     sqlx::query(&format!("INSERT INTO {table} VALUES (42)"))
         .execute(&mut *tx)
         .await
