@@ -763,6 +763,16 @@ pub async fn lost_replies_settle_truthfully(factory: &dyn BackendFactory) -> Che
     .await
 }
 
+/// True, with the check marked skipped, on a backend that keeps no lease
+/// traces: past a lease's expiry its fate is then unknown.
+fn skipped_without_traces(cx: &Cx) -> bool {
+    let none = !cx.b.capabilities().lease_traces.any();
+    if none {
+        cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+    }
+    none
+}
+
 /// The latest expiry among `leases` (the backend's clock must pass it).
 fn latest(leases: &[Lease]) -> Timestamp {
     leases
@@ -786,8 +796,7 @@ pub async fn landed_finishes_past_expiry_are_reported(factory: &dyn BackendFacto
         rule,
         Needs::NONE,
         |cx| async move {
-            if !cx.b.capabilities().lease_traces.any() {
-                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+            if skipped_without_traces(&cx) {
                 return Ok(());
             }
             let faults = Arc::new(Faults::new(cx.b.clone()));
@@ -922,8 +931,7 @@ pub async fn claim_sent_again_under_a_reaped_token(factory: &dyn BackendFactory)
         rule,
         Needs::NONE,
         |cx| async move {
-            if !cx.b.capabilities().lease_traces.any() {
-                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+            if skipped_without_traces(&cx) {
                 return Ok(());
             }
             let faults = Arc::new(Faults::new(cx.b.clone()));
@@ -1001,8 +1009,7 @@ pub async fn fate_past_expiry_is_the_tokens_own(factory: &dyn BackendFactory) ->
         rule,
         Needs::NONE,
         |cx| async move {
-            if !cx.b.capabilities().lease_traces.any() {
-                cx.skip("the backend keeps no lease traces (Capabilities::lease_traces)");
+            if skipped_without_traces(&cx) {
                 return Ok(());
             }
             let ids = cx
