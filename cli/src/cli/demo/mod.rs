@@ -128,6 +128,7 @@ pub(crate) async fn run(
     // Nothing of the demo's queue stays in the store.
     if let Some(admin) = backend.groups().admin {
         if let Err(e) = admin.delete_queue(&queue).await {
+            let e = leaseq::redact_secrets(&e.to_string());
             eprintln!("warning: could not delete the demo's queue {queue}: {e}");
         }
     }
