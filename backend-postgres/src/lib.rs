@@ -325,7 +325,7 @@
 //!   session that was not listening: the events sent meanwhile are lost,
 //!   and the hub cannot tell which;
 //! - a stream more than [`leaseq_core::events::EVENT_BUFFER`] events behind
-//!   ends with [`leaseq_core::Error::Lagged`];
+//!   loses the oldest and is told with [`leaseq_core::Error::Lagged`];
 //! - a process that cannot renew the gate for 30 s lets it lapse: no events
 //!   are sent until a renewal;
 //! - a notification that does not read as an event is logged and skipped;

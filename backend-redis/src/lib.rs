@@ -266,8 +266,8 @@
 //! - the stream keeps about 4,096 entries (`MAXLEN ~`) and expires 10
 //!   minutes after its last entry: a feed further behind than that (or a
 //!   subscriber more than [`leaseq_core::events::EVENT_BUFFER`] events
-//!   behind its hub, which ends its stream with
-//!   [`leaseq_core::Error::Lagged`]) misses events;
+//!   behind its hub, which is told with [`leaseq_core::Error::Lagged`])
+//!   misses events;
 //! - while a feed's connection is down it reads nothing (it reconnects and
 //!   reads on from its last entry, which the stream may have trimmed), and
 //!   a process that cannot renew the gate for 30 s lets it lapse: no events

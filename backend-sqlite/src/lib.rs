@@ -258,9 +258,9 @@
 //! from before its statement until its events are sent, so one job's
 //! events go out in the order its changes committed, whichever handle made
 //! them; the ack, `ack_many`, give_back and fail then use the forms of
-//! their statements that return the cancel flag. A stream that falls
-//! [`leaseq_core::events::EVENT_BUFFER`] events behind is dropped with
-//! [`leaseq_core::Error::Lagged`].
+//! their statements that return the cancel flag. A stream that falls more
+//! than [`leaseq_core::events::EVENT_BUFFER`] events behind loses the
+//! oldest, is told with [`leaseq_core::Error::Lagged`], and goes on.
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.

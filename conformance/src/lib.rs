@@ -180,7 +180,7 @@ macro_rules! __with_checks {
             history_interplay::unique_for_holds_as_without_history
             history_interplay::redriven_letters_leave_the_dead_bound
             events::events_report_each_change
-            events::a_slow_subscriber_is_dropped
+            events::a_slow_subscriber_lags_and_goes_on
             lifecycle::delayed_item_waits
             lifecycle::due_item_is_ready_to_every_read
             lifecycle::reap_requeues_expired

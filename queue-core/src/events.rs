@@ -35,8 +35,8 @@ use tokio::sync::broadcast;
 
 use crate::{Error, ItemId, Result};
 
-/// How many events a stream may fall behind before it is dropped with
-/// [`Error::Lagged`].
+/// How many unread events a stream holds; past that, the oldest go, and
+/// the stream tells of it with [`Error::Lagged`].
 pub const EVENT_BUFFER: usize = 1024;
 
 /// The largest result a [`EventKind::Completed`] event carries, in bytes:
@@ -290,12 +290,12 @@ fn unhex(s: &str) -> Option<Bytes> {
 
 /// A subscription to one queue's job events ([`crate::Events::subscribe`]).
 ///
-/// It holds at most [`EVENT_BUFFER`] unread events: a subscriber that
-/// falls further behind gets [`Error::Lagged`] once, and then the end of
-/// the stream, instead of holding memory without bound.
+/// It holds at most [`EVENT_BUFFER`] unread events, so memory stays
+/// bounded: a subscriber that falls further behind loses the oldest, gets
+/// [`Error::Lagged`] with how many it lost, and then goes on with the
+/// events still held, oldest first.
 pub struct EventStream {
     receivers: Vec<Source>,
-    ended: bool,
     /// Whatever feeds this stream from a server (a listening task); it
     /// stops when the last stream that needs it is dropped.
     _feed: Option<Arc<dyn Any + Send + Sync>>,
@@ -315,7 +315,6 @@ impl fmt::Debug for EventStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventStream")
             .field("sources", &self.receivers.len())
-            .field("ended", &self.ended)
             .finish()
     }
 }
@@ -326,7 +325,6 @@ impl EventStream {
     pub fn empty() -> Self {
         EventStream {
             receivers: Vec::new(),
-            ended: false,
             _feed: None,
         }
     }
@@ -370,19 +368,16 @@ impl EventStream {
         }
         EventStream {
             receivers,
-            ended: false,
             _feed: Some(Arc::new(feeds)),
         }
     }
 
-    /// The next event; `Some(Err(Error::Lagged))` once when this stream
-    /// fell more than [`EVENT_BUFFER`] events behind, and `None` after
-    /// that or when the backend is gone. Pends while no event comes.
+    /// The next event; `Some(Err(Error::Lagged))` when this stream fell
+    /// more than [`EVENT_BUFFER`] events behind (the events it lost), after
+    /// which it goes on with the oldest event it still holds; `None` when
+    /// the backend is gone. Pends while no event comes.
     pub async fn next(&mut self) -> Option<Result<JobEvent>> {
         loop {
-            if self.ended {
-                return None;
-            }
             if self.receivers.is_empty() {
                 return std::future::pending().await;
             }
@@ -398,8 +393,9 @@ impl EventStream {
                         }
                     }
                 },
+                // The receiver has moved to its oldest held event: the
+                // stream goes on from there.
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    self.ended = true;
                     return Some(Err(Error::Lagged { missed }));
                 }
                 Err(broadcast::error::RecvError::Closed) => {
@@ -487,7 +483,6 @@ impl EventHub {
 fn stream(rx: broadcast::Receiver<JobEvent>) -> EventStream {
     EventStream {
         receivers: vec![Source { rx, map: None }],
-        ended: false,
         _feed: None,
     }
 }
@@ -565,7 +560,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stream_that_falls_behind_is_dropped_with_lagged() {
+    async fn a_stream_that_falls_behind_is_told_and_goes_on() {
         let hub = EventHub::default();
         let (mut slow, first) = hub.subscribe("q");
         assert!(first);
@@ -580,7 +575,15 @@ mod tests {
             slow.next().await,
             Some(Err(Error::Lagged { missed: 10 }))
         ));
-        assert!(slow.next().await.is_none());
+        // The events it still holds, oldest first, then the new ones.
+        let last = EVENT_BUFFER as u64 + 10;
+        for n in 10..=last {
+            if n == last {
+                hub.publish("q", || JobEvent::new(ItemId::new(n), EventKind::Enqueued));
+            }
+            let got = slow.next().await.and_then(|r| r.ok()).map(|e| e.id.get());
+            assert_eq!(got, Some(n));
+        }
     }
 
     #[tokio::test]

@@ -63,8 +63,7 @@ pub(crate) async fn events(
                 printed += 1;
             }
             Some(Err(Error::Lagged { missed })) => {
-                eprintln!("fell behind: {missed} events were missed; following again");
-                stream = events.subscribe(&queue).await?;
+                eprintln!("fell behind: {missed} events were missed; following on");
             }
             Some(Err(e)) => return Err(e.into()),
             None => return Err(CliError::Backend("the event stream ended".into())),

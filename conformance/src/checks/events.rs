@@ -1,7 +1,7 @@
 //! The Events group: each change to a job is reported once, with its data,
 //! in order per job, and nothing is reported for what changes nothing; a
-//! subscriber that falls behind is dropped with `Lagged` instead of
-//! holding events without bound.
+//! subscriber that falls behind is told with `Lagged`, keeps the newest
+//! events within the bound, and goes on.
 //!
 //! For backends that offer [`leaseq_core::Events`].
 
@@ -21,6 +21,10 @@ const RULE: Rule = Rule::Contract("Events");
 /// How long a check waits for one event it expects before it calls it
 /// lost: generous, since events may cross a server.
 const EVENT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a stream that holds no more events is given to show one, once
+/// a stream beside it has seen them all.
+const HELD_WAIT: Duration = Duration::from_secs(1);
 
 async fn subscribe(cx: &Cx) -> Result<EventStream, Violation> {
     let events = cx.b.events().or_fail(RULE, "events")?;
@@ -211,17 +215,18 @@ pub async fn events_report_each_change(factory: &dyn BackendFactory) -> CheckRes
 }
 
 /// A subscriber that reads nothing while more than [`EVENT_BUFFER`]
-/// events go by is dropped: it gets [`Error::Lagged`] once and then the
-/// end of its stream. A subscriber that keeps up, beside it, sees every
-/// event.
-pub async fn a_slow_subscriber_is_dropped(factory: &dyn BackendFactory) -> CheckResult {
-    run(factory, "a_slow_subscriber_is_dropped", RULE, Needs::EVENTS, |cx| async move {
+/// events go by is told so with [`Error::Lagged`], keeps the newest events
+/// (at most the bound), and goes on: an enqueue after it reaches it. A
+/// subscriber that keeps up, beside it, sees every event.
+pub async fn a_slow_subscriber_lags_and_goes_on(factory: &dyn BackendFactory) -> CheckResult {
+    run(factory, "a_slow_subscriber_lags_and_goes_on", RULE, Needs::EVENTS, |cx| async move {
         let mut slow = subscribe(&cx).await?;
         let mut quick = subscribe(&cx).await?;
         // Enough for a queue spread over up to eight stores to overflow
         // each store's buffer.
         const ROUND: usize = 100;
         let rounds = (EVENT_BUFFER * 8).div_ceil(ROUND) + 1;
+        let mut newest = BTreeSet::new();
         for _ in 0..rounds {
             let ids: BTreeSet<ItemId> = cx.push_n(ROUND).await?.into_iter().collect();
             let mut seen = BTreeSet::new();
@@ -240,36 +245,61 @@ pub async fn a_slow_subscriber_is_dropped(factory: &dyn BackendFactory) -> Check
                 );
                 seen.insert(event.id);
             }
+            newest = ids;
         }
-        let mut read = 0usize;
+        // The keeping-up stream has seen every event, so the slow one holds
+        // all it will: read it until it waits.
+        let (mut read, mut lags) = (BTreeSet::new(), 0usize);
         loop {
-            match tokio::time::timeout(EVENT_WAIT, slow.next()).await {
-                Err(_) => {
-                    return Err(cx.fail(format!(
-                        "a subscriber that read nothing while {} events went by got {read} of them and then \
-                         waited: it was neither dropped with Lagged nor bounded",
-                        rounds * ROUND
-                    )))
-                }
-                Ok(Some(Ok(_))) => {
-                    read += 1;
+            match tokio::time::timeout(HELD_WAIT, slow.next()).await {
+                Err(_) => break,
+                Ok(Some(Ok(event))) => {
+                    read.insert(event.id);
                     ensure!(
-                        read <= EVENT_BUFFER * 8,
+                        read.len() <= EVENT_BUFFER * 8,
                         RULE,
-                        "a subscriber that read nothing got {read} events afterwards: more than the bound"
+                        "a subscriber that read nothing got {} events afterwards: more than the bound",
+                        read.len()
                     );
                 }
                 Ok(Some(Err(Error::Lagged { missed }))) => {
                     ensure!(missed > 0, RULE, "Lagged reported 0 missed events");
-                    break;
+                    lags += 1;
                 }
                 Ok(Some(Err(e))) => return Err(cx.fail(format!("the slow stream failed with {e}; expected Lagged"))),
-                Ok(None) => return Err(cx.fail("the slow stream ended without Lagged")),
+                Ok(None) => return Err(cx.fail(format!(
+                    "the slow stream ended after {lags} Lagged and {} events; expected it to go on",
+                    read.len()
+                ))),
             }
         }
-        match tokio::time::timeout(EVENT_WAIT, slow.next()).await {
-            Ok(None) => Ok(()),
-            other => Err(cx.fail(format!("after Lagged the stream answered {other:?}; expected its end"))),
+        ensure!(
+            lags > 0,
+            RULE,
+            "a subscriber that read nothing while {} events went by was never told it lagged ({} events read)",
+            rounds * ROUND,
+            read.len()
+        );
+        let lost: Vec<_> = newest.difference(&read).collect();
+        ensure!(
+            lost.is_empty(),
+            RULE,
+            "after Lagged the slow stream lacked {} of the last {ROUND} enqueues (the newest events are \
+             the ones kept), the first {:?}",
+            lost.len(),
+            &lost[..lost.len().min(5)]
+        );
+        let after = cx.push_n(1).await?;
+        loop {
+            match tokio::time::timeout(EVENT_WAIT, slow.next()).await {
+                Ok(Some(Ok(event))) if event.id == after[0] => return Ok(()),
+                Ok(Some(Ok(_))) => {}
+                other => {
+                    return Err(cx.fail(format!(
+                        "after Lagged, an enqueue did not reach the slow stream: it answered {other:?}"
+                    )))
+                }
+            }
         }
     })
     .await

@@ -25,8 +25,10 @@ pub trait Events: Send + Sync {
     /// - The events are those of [`crate::events::EventKind`], one for each
     ///   change: an enqueue that deduplicated, a removal, a purge, a
     ///   redrive and a promotion of a scheduled item make none.
-    /// - A stream more than [`crate::events::EVENT_BUFFER`] events behind
-    ///   yields [`crate::Error::Lagged`] and ends; memory stays bounded.
+    /// - A stream holds at most [`crate::events::EVENT_BUFFER`] unread
+    ///   events: one that falls further behind loses the oldest, yields
+    ///   [`crate::Error::Lagged`] with how many, and goes on with the
+    ///   events it still holds; memory stays bounded.
     /// - Costs the operations nothing measurable on a queue nobody
     ///   subscribes to.
     async fn subscribe(&self, queue: &QueueName) -> Result<EventStream>;
