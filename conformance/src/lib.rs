@@ -45,8 +45,10 @@
 //! test named after it, so `cargo test --test conformance storm` runs one.
 //!
 //! - **Isolation.** Each check asks the factory for a backend and uses its
-//!   own queue, `conf-<check>-<random>`, which it purges when done (also
-//!   after a violation), so checks run in parallel against one server.
+//!   own queue, `conf-<check>-<random>`, which it deletes when done (also
+//!   after a violation) through the `Admin` group, so checks run in
+//!   parallel against one server. A backend without `Admin` should give
+//!   each check a fresh store: nothing cleans its queues.
 //! - **Time.** A backend on a [`ManualClock`](leaseq_core::ManualClock)
 //!   ([`TimeControl::Manual`]) has its clock advanced; a server backend
 //!   ([`TimeControl::Real`]) gets short leases (250 ms) and the suite waits
@@ -60,7 +62,12 @@
 //!   `SKIPPED: <backend> unavailable: <reason>`; when the environment
 //!   variable `CI` is `true` that is a failure instead.
 //! - **Strict mode.** `LEASEQ_CONFORMANCE_STRICT=1` turns every skip into a
-//!   failure: a backend author's green then means every check ran.
+//!   failure: a backend author's green then means every check ran. A
+//!   factory on a manual clock cannot pass it (`clock_follows_real_time`
+//!   needs a real one): run the suite on a real clock too, with a second
+//!   `suite!` in a module of its own, as
+//!   `conformance/tests/memory_real_clock.rs` does. Cargo's summary
+//!   counts a skip as a pass; the `SKIPPED` lines are the count.
 //! - **The reference model runs too.** `suite!` adds a `reference_model`
 //!   test: random operation sequences compared with a pure model of the
 //!   contract (`LEASEQ_MODEL_CASES`, 32 by default). It finds what single

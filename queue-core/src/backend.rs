@@ -19,12 +19,24 @@ use crate::{
 ///
 /// The trait is object safe: `Arc<dyn Backend>` is the usual handle.
 ///
+/// # Implementing it
+/// Put `#[leaseq_core::async_trait]` on the `impl` block, as on the trait:
+/// an `impl` written with plain `async fn`s fails to compile with E0195
+/// ("lifetime parameters or bounds on method do not match"). Twenty methods
+/// are required; the optional groups ([`Backend::groups`]) are traits of
+/// their own. `docs/backends.md` in the repository walks through writing
+/// one and running the conformance suite on it, and
+/// `examples/naive-backend` is a whole one, written from these docs.
+///
 /// # Contract (all methods)
 /// - Bad input returns [`crate::Error::InvalidInput`] before anything is
 ///   written. Use the checks in [`crate::limits`].
 /// - Server and connection failures return [`crate::Error::OutcomeUnknown`]; they
 ///   never panic, and the next call reconnects.
 /// - Lease expiry is decided by the backend's own clock ([`Backend::now`]).
+///   A lease is live while that clock reads before its expiry, and expired
+///   from the millisecond of its expiry on (`now >= expires_at`); a
+///   Scheduled item is due the same way (`now >= due time`).
 /// - A Scheduled item whose due time has passed on that clock is Ready to
 ///   every caller: [`Backend::stats`] counts it as Ready, [`Backend::peek`]
 ///   and [`Backend::item`] show it as Ready (in its place in claim order),
@@ -112,10 +124,10 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     ///   `spec`'s family ([`ClaimSpec::owns`]), as [`Backend::claim`] would
     ///   have returned it, in claim order: the live leases, and (with
     ///   [`Capabilities::lease_traces`]) the leases that expired but that
-    ///   no reap or claim has taken yet. Those are
-    ///   renewed in the same step to expire at now + `spec.ttl()` (the
-    ///   returned expiry), so a lost claim reply costs no attempt when no
-    ///   one else acted. A lease a reaper took first is not returned: the
+    ///   no reap or claim has taken yet. Those expired ones (only those: a
+    ///   live lease keeps its expiry) are renewed in the same step to
+    ///   expire at now + `spec.ttl()` (the returned expiry), so a lost
+    ///   claim reply costs no attempt when no one else acted. A lease a reaper took first is not returned: the
     ///   reap ended its attempt by expiry (requeued, or Dead with a reason
     ///   that says the lease expired), never as if a handler had run.
     /// - Empty when the claim never ran (or leased nothing).
@@ -199,7 +211,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// and whether an operator asked to cancel the item.
     ///
     /// # Contract
-    /// - Fenced like [`Backend::ack`].
+    /// - Fenced like [`Backend::ack`]: a lease that expired but that no
+    ///   reap or claim has taken yet is still held, and is extended.
     /// - [`Extended::cancel_requested`] is true when a
     ///   [`crate::Control::cancel`] marked the item while this lease held
     ///   it (the lease is extended all the same, so the handler can stop

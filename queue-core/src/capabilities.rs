@@ -73,7 +73,10 @@ pub enum LeaseTraces {
     /// (item, token) it took, in the same atomic step, for at least
     /// [`crate::limits::FINISH_MEMORY`]. Finishing calls pay nothing; exact
     /// within that memory of `held_until`. A token that never held the
-    /// item is not told apart from one whose own call ended it.
+    /// item is not told apart from one whose own call ended it. A claim
+    /// that leases an item under a token drops the trace an earlier lease
+    /// under that token left (a claim sent again reuses its spec's
+    /// tokens), so the new lease is not answered Lost.
     Takeovers,
 }
 

@@ -25,7 +25,9 @@
 //! at-least-once: handlers should be idempotent.
 //!
 //! Backends live in their own crates (`leaseq-memory`, `leaseq-redis`,
-//! `leaseq-postgres`); `leaseq-conformance` proves each keeps the contract.
+//! `leaseq-postgres`, `leaseq-sqlite`); `leaseq-conformance` proves each
+//! keeps the contract, and any other backend too (`docs/backends.md` in the
+//! repository tells how to write one).
 
 // Examples in the docs compile without warnings, as users copy them; an
 // example may define a function it shows without calling it.
