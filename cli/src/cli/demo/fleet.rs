@@ -153,6 +153,12 @@ async fn wake_up_late(ctx: Ctx, leases: Vec<LeaseKey>) {
                     .late_rejected
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
+            // The reply was lost: the ack may have landed, and the item
+            // may be gone with no ack counted and no handler finished.
+            Err(e) if e.may_have_applied() => {
+                ctx.tally.late_ack_unanswered(key.id);
+                tracing::warn!(error = %e, "late ack unanswered");
+            }
             Err(e) => tracing::warn!(error = %e, "late ack failed"),
         }
     }
@@ -160,4 +166,56 @@ async fn wake_up_late(ctx: Ctx, leases: Vec<LeaseKey>) {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(all(test, feature = "memory"))]
+mod tests {
+    use std::collections::HashSet;
+
+    use leaseq::layer::fault::{Fault, Faults, Op};
+    use leaseq::{ClaimSpec, MemoryBackend};
+
+    use super::*;
+
+    /// A crashed worker's late ack that lands but whose reply is lost (a
+    /// server restarted or a connection cut under it) leaves the item gone
+    /// with no ack counted and no handler finished: the verdict counts it
+    /// unconfirmed, not lost.
+    #[tokio::test]
+    async fn a_late_ack_whose_reply_is_lost_is_unconfirmed_not_lost() {
+        let memory: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let faults = Arc::new(Faults::new(memory.clone()));
+        faults.inject(Op::Ack, Fault::LoseReply, 1);
+        let queue = QueueName::new("late-acks").expect("queue name");
+        let ctx = Ctx {
+            backend: faults.clone(),
+            queue: queue.clone(),
+            tally: Arc::default(),
+            metrics: WorkerMetrics::default(),
+            stop: CancellationToken::new(),
+            ttl: Duration::from_millis(10),
+        };
+        let enqueued = memory
+            .enqueue(&queue, vec![NewItem::new("x")])
+            .await
+            .expect("enqueue");
+        ctx.tally
+            .enqueued(enqueued.iter().map(|e| e.id), Instant::now());
+        let spec = ClaimSpec::new(1, Duration::from_secs(60)).expect("claim spec");
+        let claimed = memory.claim(&queue, spec).await.expect("claim");
+        let keys = claimed.leases.iter().map(|l| l.key.clone()).collect();
+
+        wake_up_late(ctx.clone(), keys).await;
+
+        assert_eq!(faults.fired(), 1, "the late ack's reply was lost");
+        let stats = memory.stats(&queue).await.expect("stats");
+        assert_eq!(stats.total(), 0, "the late ack landed");
+        let none = HashSet::new();
+        let verdict = ctx.tally.verdict(&none, &none, stats);
+        assert_eq!(
+            (verdict.lost, verdict.unconfirmed, verdict.acked),
+            (0, 1, 1)
+        );
+        assert!(verdict.passed(1));
+    }
 }

@@ -64,12 +64,16 @@ pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, end: End) {
         t.count(&t.dropped_leases),
         t.count(&t.reaped) + m.reaped,
     );
-    println!(
+    print!(
         "{:<14} {} refused as stale (lease lost), {} accepted (lease not yet recovered)",
         "late acks",
         t.count(&t.late_rejected),
         t.count(&t.late_accepted)
     );
+    match t.late_unanswered() {
+        0 => println!(),
+        n => println!(", {n} unanswered (reply lost)"),
+    }
     println!(
         "{:<14} claimed {}, acked {}, retried {}, lease lost {}, repaired {}",
         "workers",
@@ -84,7 +88,7 @@ pub(crate) fn print(ctx: &Ctx, v: &Verdict, elapsed: Duration, end: End) {
     println!("  {:<14} {}", "enqueued", v.enqueued);
     if v.unconfirmed > 0 {
         println!(
-            "  {:<14} {}  ({} of them by workers that crashed before the ack's reply came back)",
+            "  {:<14} {}  ({} of them by acks whose reply never came back: a crash or a lost reply)",
             "acked", v.acked, v.unconfirmed
         );
     } else {

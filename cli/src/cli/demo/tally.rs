@@ -18,6 +18,9 @@ pub(crate) struct Tally {
     acked_unique: AtomicU64,
     /// Items whose handler finished well, so the worker went on to ack them.
     handled: Mutex<HashSet<ItemId>>,
+    /// Items whose late ack went unanswered (its outcome unknown): it may
+    /// have landed.
+    late_unanswered: Mutex<HashSet<ItemId>>,
     pub(crate) crashes: AtomicU64,
     pub(crate) dropped_leases: AtomicU64,
     pub(crate) late_rejected: AtomicU64,
@@ -43,6 +46,15 @@ impl Tally {
         }
     }
 
+    /// A late ack of `id` whose reply was lost.
+    pub(crate) fn late_ack_unanswered(&self, id: ItemId) {
+        lock(&self.late_unanswered).insert(id);
+    }
+
+    pub(crate) fn late_unanswered(&self) -> u64 {
+        lock(&self.late_unanswered).len() as u64
+    }
+
     pub(crate) fn handled(&self, id: ItemId) {
         lock(&self.handled).insert(id);
     }
@@ -64,8 +76,9 @@ impl Tally {
     /// An item can leave a queue only by an ack (or a purge, which the demo
     /// does only at the end). A crash can cut off the reply to an ack that
     /// the backend carried out; such an item is gone, unconfirmed, and its
-    /// handler had finished. An item that is gone although no handler ever
-    /// finished it is lost.
+    /// handler had finished, or its late ack went unanswered. An item that
+    /// is gone although no handler ever finished it and no late ack of it
+    /// may have landed is lost.
     pub(crate) fn verdict(
         &self,
         dead: &HashSet<ItemId>,
@@ -75,6 +88,8 @@ impl Tally {
         let enqueued = lock(&self.enqueued);
         let acked = lock(&self.acked);
         let handled = lock(&self.handled);
+        let late_unanswered = lock(&self.late_unanswered);
+        let may_be_acked = |id: &ItemId| handled.contains(id) || late_unanswered.contains(id);
         let mut latencies: Vec<Duration> = acked
             .iter()
             .filter_map(|(id, (_, at))| enqueued.get(id).map(|e| at.saturating_duration_since(*e)))
@@ -85,8 +100,8 @@ impl Tally {
                 !acked.contains_key(id) && !dead.contains(id) && !remaining.contains(id)
             })
         };
-        let mut unconfirmed = gone().filter(|id| handled.contains(id)).count() as u64;
-        let mut lost = gone().filter(|id| !handled.contains(id)).count() as u64;
+        let mut unconfirmed = gone().filter(|id| may_be_acked(id)).count() as u64;
+        let mut lost = gone().filter(|id| !may_be_acked(id)).count() as u64;
         // A peek lists at most MAX_PEEK items: when it could not list every
         // item still in the queue, count instead of comparing id sets.
         let left = stats.total() - stats.dead;
@@ -120,7 +135,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Verdict {
     pub(crate) enqueued: u64,
     pub(crate) acked: u64,
-    /// Acks the backend carried out whose reply a crash cut off.
+    /// Acks the backend carried out whose reply a crash cut off or lost.
     pub(crate) unconfirmed: u64,
     pub(crate) acked_twice: u64,
     pub(crate) unexpected: u64,
