@@ -743,16 +743,36 @@ impl Cx {
         tokio::spawn(fut)
     }
 
-    /// Awaits every task; a panicked task is a violation.
+    /// Awaits every task; a panicked task is a violation ([`Rule::Panic`]:
+    /// the backend panicked in one of the check's calls).
     pub(crate) async fn join<T>(&self, tasks: Vec<JoinHandle<T>>) -> Result<Vec<T>, Violation> {
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            out.push(
-                t.await
-                    .map_err(|e| self.fail(format!("a task of the check died: {e}")))?,
-            );
+            out.push(t.await.map_err(|e| self.died(e, "a task of the check"))?);
         }
         Ok(out)
+    }
+
+    /// The violation for a task of the check that did not finish: a panic
+    /// (of the backend, in a call the task made) is [`Rule::Panic`] with the
+    /// panic's message; a cancelled task fails the check's rule.
+    pub(crate) fn died(&self, e: tokio::task::JoinError, task: &str) -> Violation {
+        if !e.is_panic() {
+            return self.fail(format!("{task} was cancelled: {e}"));
+        }
+        let payload = e.into_panic();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(a panic payload that is not a string)".into());
+        Violation::new(
+            Rule::Panic,
+            format!(
+                "a call in {task} panicked: {message} (a backend answers every call, with an \
+                 error if need be; it never panics)"
+            ),
+        )
     }
 }
 

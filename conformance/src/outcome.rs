@@ -35,6 +35,9 @@ pub enum Rule {
     Inv10,
     /// A clause of one method's `# Contract` (the method is named).
     Contract(&'static str),
+    /// The backend panicked in a call (seen when a task of the check
+    /// panics): every call answers, with an error if need be.
+    Panic,
 }
 
 impl Rule {
@@ -51,7 +54,7 @@ impl Rule {
             Rule::Inv8 => 8,
             Rule::Inv9 => 9,
             Rule::Inv10 => 10,
-            Rule::Contract(_) => return None,
+            Rule::Contract(_) | Rule::Panic => return None,
         })
     }
 }
@@ -61,6 +64,7 @@ impl fmt::Display for Rule {
         match (self.invariant(), self) {
             (Some(n), _) => write!(f, "INV-{n}"),
             (None, Rule::Contract(what)) => write!(f, "contract of {what}"),
+            (None, Rule::Panic) => f.write_str("no panics"),
             (None, _) => f.write_str("contract"),
         }
     }
@@ -101,7 +105,10 @@ impl Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} violated: {}", self.rule, self.message)
+        match self.rule {
+            Rule::Panic => write!(f, "the backend panicked: {}", self.message),
+            rule => write!(f, "{rule} violated: {}", self.message),
+        }
     }
 }
 

@@ -1014,9 +1014,7 @@ pub async fn wait_for_work_returns_in_every_state(factory: &dyn BackendFactory) 
                                 "wait_for_work({WAIT:?}) on {what} had not returned after {WAIT_BOUND:?}"
                             )))
                         }
-                        Ok(Err(e)) => {
-                            return Err(cx.fail(format!("wait_for_work on {what} panicked: {e}")))
-                        }
+                        Ok(Err(e)) => return Err(cx.died(e, &format!("the wait_for_work on {what}"))),
                         Ok(Ok(())) => {}
                     }
                     cx.expect_stats(want, &format!("after wait_for_work on {what}"))
