@@ -262,6 +262,9 @@ pub(crate) struct Cx {
     /// Set when the check found, once running, that the backend cannot do
     /// what it needs (a test hook answered `None`): the reason.
     skipped: Arc<std::sync::Mutex<Option<String>>>,
+    /// The check's other queues ([`Cx::own`], [`Cx::fresh`]), deleted with
+    /// `q` when the check ends.
+    owned: Arc<std::sync::Mutex<Vec<QueueName>>>,
 }
 
 /// Runs `body` on a fresh backend and queue, then deletes the queue (purges
@@ -298,6 +301,7 @@ where
         rule,
         planted: Arc::default(),
         skipped: Arc::default(),
+        owned: Arc::default(),
     };
     let deadline = check_deadline();
     let result = match tokio::time::timeout(deadline, body(cx.clone())).await {
@@ -310,7 +314,21 @@ where
     // A backend without operator actions cannot be cleaned; the suite's
     // factories give such a backend a fresh store per check.
     let cleaned = match cx.b.groups().admin {
-        Some(admin) => admin.delete_queue(&cx.q).await.map(drop),
+        Some(admin) => {
+            let mut queues = vec![cx.q.clone()];
+            queues.extend(
+                cx.owned
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .drain(..),
+            );
+            let mut cleaned = Ok(());
+            for q in &queues {
+                let deleted = admin.delete_queue(q).await.map(drop);
+                cleaned = cleaned.and(deleted);
+            }
+            cleaned
+        }
         None => Ok(()),
     };
     result?;
@@ -375,29 +393,43 @@ impl Cx {
 
     /// Another queue of this check's own, `<q>-<suffix>`: a name no other
     /// check uses, so checks sharing a store never touch each other's.
+    /// Deleted with the check's queue when the check ends.
     pub(crate) fn own(&self, suffix: &str) -> Result<QueueName, Violation> {
-        QueueName::new(format!("{}-{suffix}", self.q)).or_fail(self.rule, "naming a queue")
+        let q =
+            QueueName::new(format!("{}-{suffix}", self.q)).or_fail(self.rule, "naming a queue")?;
+        let mut owned = self
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !owned.contains(&q) {
+            owned.push(q.clone());
+        }
+        Ok(q)
+    }
+
+    /// The same context on a fresh queue of its own ([`Cx::own`]): how a
+    /// check starts over without `purge`, so it runs on a backend without
+    /// the Admin group too.
+    pub(crate) fn fresh(&self, suffix: &str) -> Result<Cx, Violation> {
+        Ok(Cx {
+            q: self.own(suffix)?,
+            ..self.clone()
+        })
+    }
+
+    /// The context for round `round` of a repeated check: this one for
+    /// round 0, a fresh queue ([`Cx::fresh`]) for each later round, so every
+    /// round starts empty on any backend (no purge needed).
+    pub(crate) fn round(&self, round: u32) -> Result<Cx, Violation> {
+        match round {
+            0 => Ok(self.clone()),
+            n => self.fresh(&format!("round-{n}")),
+        }
     }
 
     /// The backend's test hooks, if any.
     pub(crate) fn hooks(&self) -> Option<&dyn TestHooks> {
         self.b.groups().test_hooks
-    }
-
-    /// Empties the check's queue for the next round of a race: purges it
-    /// when the backend offers operator actions and answers `true`. A
-    /// backend without them answers `false`: it runs one round, since
-    /// nothing in the core empties a queue that holds leases and dead
-    /// items.
-    pub(crate) async fn next_round(&self) -> Result<bool, Violation> {
-        let Some(admin) = self.b.groups().admin else {
-            return Ok(false);
-        };
-        admin
-            .purge(&self.q)
-            .await
-            .or_fail(self.rule, "purge between rounds")?;
-        Ok(true)
     }
 
     /// Purges `queue`, one of this check's own, when the backend offers

@@ -45,10 +45,12 @@
 //! test named after it, so `cargo test --test conformance storm` runs one.
 //!
 //! - **Isolation.** Each check asks the factory for a backend and uses its
-//!   own queue, `conf-<check>-<random>`, which it deletes when done (also
-//!   after a violation) through the `Admin` group, so checks run in
-//!   parallel against one server. A backend without `Admin` should give
-//!   each check a fresh store: nothing cleans its queues.
+//!   own queue, `conf-<check>-<random>` (and, to start over, fresh queues
+//!   named after it, never a purge, so core checks run on a backend
+//!   without the Admin group), which it deletes when done (also after a
+//!   violation) through the `Admin` group, so checks run in parallel
+//!   against one server. A backend without `Admin` should give each check
+//!   a fresh store: nothing cleans its queues.
 //! - **Time.** A backend on a [`ManualClock`](leaseq_core::ManualClock)
 //!   ([`TimeControl::Manual`]) has its clock advanced; a server backend
 //!   ([`TimeControl::Real`]) gets short leases (250 ms) and the suite waits
@@ -222,6 +224,7 @@ macro_rules! __with_checks {
             replies::recovered_in_claim_order_across_priorities
             replies::lease_fate_names_what_happened
             replies::lease_fate_at_its_bounds
+            replies::lease_fate_after_removals
             replies::settling_sees_requeues
             replies::enqueue_once_writes_once
             replies::concurrent_enqueue_once_writes_once

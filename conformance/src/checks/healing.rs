@@ -175,8 +175,9 @@ pub async fn dangling_ids_never_stall_a_claim(factory: &dyn BackendFactory) -> C
     .await
 }
 
-/// Through enqueue, delay, claim, release, fail, reap and redrive, every
-/// item sits in exactly the index of its state, once (INV-1).
+/// Through enqueue, delay, claim, release, fail, reap and (with the Admin
+/// group) redrive, every item sits in exactly the index of its state, once
+/// (INV-1).
 pub async fn indexes_stay_consistent(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
@@ -202,8 +203,10 @@ pub async fn indexes_stay_consistent(factory: &dyn BackendFactory) -> CheckResul
             cx.wait_past(l[3].expires_at).await?;
             cx.reap_all().await?;
             agree(&cx, &ids, "after reap").await?;
-            cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
-            agree(&cx, &ids, "after redrive").await?;
+            if cx.b.groups().admin.is_some() {
+                cx.b.redrive(&cx.q, 10).await.or_fail(cx.rule, "redrive")?;
+                agree(&cx, &ids, "after redrive").await?;
+            }
             Ok(())
         },
     )
@@ -241,7 +244,9 @@ async fn agree(cx: &Cx, ids: &[ItemId], when: &str) -> Result<(), Violation> {
 /// kind the store can hold) is moved aside by the claim that meets it (to
 /// Dead, or removed), reported as a repair, and never leased; the healthy
 /// items around it are claimed by that same claim, each on its first
-/// attempt.
+/// attempt. Each kind is planted in a fresh queue of its own. When the
+/// hook plants no kind at all, the check is skipped, saying so: nothing
+/// was tested.
 pub async fn poison_is_quarantined(factory: &dyn BackendFactory) -> CheckResult {
     run(
         factory,
@@ -249,7 +254,9 @@ pub async fn poison_is_quarantined(factory: &dyn BackendFactory) -> CheckResult 
         Rule::Inv6,
         Needs::HOOKS,
         |cx| async move {
+            let mut planted_any = false;
             for poison in leaseq_core::testing::Poison::ALL {
+                let cx = cx.fresh(&format!("{poison:?}").to_lowercase())?;
                 // The victim sits between healthy items, so a claim that
                 // judges an item by what it learned of the ones before it
                 // (values it found valid, say) is caught leasing it.
@@ -262,9 +269,9 @@ pub async fn poison_is_quarantined(factory: &dyn BackendFactory) -> CheckResult 
                     .await
                     .or_fail(cx.rule, "plant_poison hook")?;
                 if !planted {
-                    cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
                     continue;
                 }
+                planted_any = true;
                 // With one global order the first claim meets the poison at
                 // the head; with order per shard, claims visit shards in
                 // turn, so claim until some claim has met it.
@@ -316,7 +323,13 @@ pub async fn poison_is_quarantined(factory: &dyn BackendFactory) -> CheckResult 
                     cx.b.ack(&l.key).await.or_fail(cx.rule, "ack")?;
                 }
                 cx.check_indexes(&format!("after quarantining {poison:?}")).await?;
-                cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
+            }
+            if !planted_any {
+                cx.skip(format!(
+                    "the backend's test hooks plant no poison (TestHooks::plant_poison answered \
+                     false for every kind of {:?}), so no quarantine was tested",
+                    leaseq_core::testing::Poison::ALL
+                ));
             }
             Ok(())
         },

@@ -251,21 +251,90 @@ pub async fn recovered_in_claim_order_across_priorities(
     .await
 }
 
-/// `lease_fate` at its bounds, for leases no call of their own ended (so
-/// no finishing trace speaks; with takeover traces, a lease a reap took
-/// stands in for the removed one): `held_until` is exclusive (asked with a
-/// `held_until` the backend's clock has reached, the fate is Lost, never
-/// Finished), and a lease whose item is gone together with its whole
-/// queue is judged the same way: after the removal of a queue's only
-/// item, and after a purge took the queue's items, the fate is `Finished {
-/// state: None }` before `held_until` and Lost from it on. A backend that keeps
-/// nothing of an emptied queue must still compare the clock with
-/// `held_until`, not answer one fate for every unknown queue.
+/// `lease_fate` at its bound, for a lease no call of its own ended (so no
+/// finishing trace speaks) and a reap took: Held while live; asked with a
+/// `held_until` ahead, Finished (no reaper could have taken it, as far as
+/// the caller knows); asked with a `held_until` the backend's clock has
+/// reached, Lost, never Finished (`held_until` is exclusive). Core
+/// operations only, on every backend, whatever its lease traces.
 pub async fn lease_fate_at_its_bounds(factory: &dyn BackendFactory) -> CheckResult {
     let rule = Rule::Contract("lease_fate");
     run(
         factory,
         "lease_fate_at_its_bounds",
+        rule,
+        Needs::NONE,
+        |cx| async move {
+            cx.push_n(1).await?;
+            let l = cx.claim_one(SHORT).await?;
+            let f = fate(&cx, &l.key, l.expires_at).await?;
+            ensure!(
+                f == LeaseFate::Held,
+                rule,
+                "a live lease's fate is {f:?}, expected Held"
+            );
+            cx.expire(std::slice::from_ref(&l)).await?;
+            // The queue's only lease: by the clock or by the hook, the reap
+            // takes exactly it.
+            let reaped = cx.reap_all().await?;
+            ensure!(
+                reaped.requeued == 1,
+                rule,
+                "the reap requeued {} expired leases, expected 1 (the queue's only lease)",
+                reaped.requeued
+            );
+            let ahead = cx.now().await?.saturating_add(LONG);
+            let f = fate(&cx, &l.key, ahead).await?;
+            ensure!(
+                matches!(f, LeaseFate::Finished { .. }),
+                rule,
+                "a lease a reap took, asked about with a held_until ahead, has fate {f:?}; \
+                 expected Finished (before held_until no reaper could have taken it, as far as \
+                 the caller knows)"
+            );
+            expect_lost_at_the_bound(&cx, &l.key, "a reap took").await
+        },
+    )
+    .await
+}
+
+/// Asks the fate of `subject` again and again with the time the clock read
+/// just before: on a real clock the ask often falls in that same
+/// millisecond, where only an exclusive bound says Lost.
+async fn expect_lost_at_the_bound(
+    cx: &Cx,
+    subject: &LeaseKey,
+    what: &str,
+) -> Result<(), Violation> {
+    for _ in 0..BOUND_ASKS {
+        let reached = cx.now().await?;
+        let f = fate(cx, subject, reached).await?;
+        ensure!(
+            f == LeaseFate::Lost,
+            cx.rule,
+            "a lease whose item {what}, asked about with held_until {reached}, a \
+             time the backend's clock had reached, has fate {f:?}; expected Lost \
+             (Finished only while now < held_until, or by a trace)"
+        );
+    }
+    Ok(())
+}
+
+/// `lease_fate` of leases whose items the store lost by an operator's
+/// action (the Admin group): for a lease whose item `remove_item` took,
+/// `held_until` is exclusive (Lost once the clock has reached it; with
+/// takeover traces either answer is allowed past it), and a lease whose
+/// item is gone together with its whole queue is judged the same way:
+/// after the removal of a queue's only item, and after a purge took the
+/// queue's items, the fate is `Finished { state: None }` before
+/// `held_until` and Lost from it on. A backend that keeps nothing of an
+/// emptied queue must still compare the clock with `held_until`, not
+/// answer one fate for every unknown queue.
+pub async fn lease_fate_after_removals(factory: &dyn BackendFactory) -> CheckResult {
+    let rule = Rule::Contract("lease_fate");
+    run(
+        factory,
+        "lease_fate_after_removals",
         rule,
         Needs::ADMIN,
         |cx| async move {
@@ -277,38 +346,18 @@ pub async fn lease_fate_at_its_bounds(factory: &dyn BackendFactory) -> CheckResu
                 .await
                 .or_fail(rule, "remove_item")?;
             // Takeover traces answer a removed item's lease either way past
-            // `held_until`: for them the bound is judged on a lease a reap
-            // took, which is Lost from `held_until` on and Finished before.
+            // `held_until` (lease_fate_at_its_bounds judges their bound on
+            // a lease a reap took).
             let takeovers = cx.b.capabilities().lease_traces == LeaseTraces::Takeovers;
-            let (subject, what) = if takeovers {
-                cx.push_n(1).await?;
-                let l = cx.claim_one(SHORT).await?;
-                let f = fate(&cx, &l.key, l.expires_at).await?;
-                ensure!(f == LeaseFate::Held, rule, "a live lease's fate is {f:?}, expected Held");
-                cx.expire(std::slice::from_ref(&l)).await?;
-                let reaped = cx.reap_all().await?;
-                // The other lease expired with it (the hook expires them all).
-                ensure!(reaped.requeued == 2, rule, "the reap requeued {} expired leases, expected 2", reaped.requeued);
-                let ahead = cx.now().await?.saturating_add(LONG);
-                let f = fate(&cx, &l.key, ahead).await?;
-                ensure!(matches!(f, LeaseFate::Finished { .. }), rule, "a lease a reap took, asked about with a held_until ahead, has fate {f:?}; expected Finished (before held_until no reaper could have taken it, as far as the caller knows)");
-                (l.key, "a reap took")
-            } else {
-                (ls[0].key.clone(), "was removed")
-            };
-            // Asked again and again with the time the clock read just
-            // before: on a real clock the ask often falls in that same
-            // millisecond, where only an exclusive bound says Lost.
-            for _ in 0..BOUND_ASKS {
-                let reached = cx.now().await?;
-                let f = fate(&cx, &subject, reached).await?;
-                ensure!(
-                    f == LeaseFate::Lost,
-                    rule,
-                    "a lease whose item {what}, asked about with held_until {reached}, a \
-                     time the backend's clock had reached, has fate {f:?}; expected Lost \
-                     (Finished only while now < held_until, or by a trace)"
-                );
+            let f = fate(&cx, &ls[0].key, ls[0].expires_at).await?;
+            ensure!(
+                f == LeaseFate::Finished { state: None },
+                rule,
+                "a live lease whose item remove_item took has fate {f:?} before its expiry; \
+                 expected Finished {{ state: None }} (the store lost it)"
+            );
+            if !takeovers {
+                expect_lost_at_the_bound(&cx, &ls[0].key, "was removed").await?;
             }
             cx.b.remove_item(&cx.q, ls[1].id())
                 .await
@@ -316,18 +365,18 @@ pub async fn lease_fate_at_its_bounds(factory: &dyn BackendFactory) -> CheckResu
             // The queue's last item removed: nothing of the queue is left.
             let f = fate(&cx, &ls[1].key, ls[1].expires_at).await?;
             ensure!(
-            f == LeaseFate::Finished { state: None },
-            rule,
-            "after the removal of the queue's last item its lease's fate (before its expiry) is \
-             {f:?}; expected Finished {{ state: None }}"
-        );
+                f == LeaseFate::Finished { state: None },
+                rule,
+                "after the removal of the queue's last item its lease's fate (before its expiry) \
+                 is {f:?}; expected Finished {{ state: None }}"
+            );
             let reached = cx.now().await?;
             let f = fate(&cx, &ls[1].key, reached).await?;
             ensure!(
                 f == LeaseFate::Lost || takeovers,
                 rule,
                 "after the removal of the queue's last item, asked with held_until {reached} \
-             (reached), the fate is {f:?}; expected Lost"
+                 (reached), the fate is {f:?}; expected Lost"
             );
             // A purge takes the items, and with them the queue.
             cx.push_n(1).await?;
@@ -338,16 +387,16 @@ pub async fn lease_fate_at_its_bounds(factory: &dyn BackendFactory) -> CheckResu
                 f == LeaseFate::Finished { state: None },
                 rule,
                 "a live lease whose item a purge took has fate {f:?} before its expiry; expected \
-             Finished {{ state: None }} (the store lost it)"
+                 Finished {{ state: None }} (the store lost it)"
             );
             let reached = cx.now().await?;
             let f = fate(&cx, &held.key, reached).await?;
             ensure!(
-            f == LeaseFate::Lost || takeovers,
-            rule,
-            "a lease whose item a purge took, asked with held_until {reached} (reached), has fate \
-             {f:?}; expected Lost"
-        );
+                f == LeaseFate::Lost || takeovers,
+                rule,
+                "a lease whose item a purge took, asked with held_until {reached} (reached), has \
+                 fate {f:?}; expected Lost"
+            );
             Ok(())
         },
     )
@@ -555,6 +604,7 @@ pub async fn concurrent_enqueue_once_writes_once(factory: &dyn BackendFactory) -
                     .collect::<Vec<_>>()
             };
             for round in 0..3 {
+                let cx = cx.round(round)?;
                 let req = LeaseToken::random();
                 let sends = cx.at_once(SENDERS, |cx, _| {
                     let items = batch();
@@ -598,9 +648,6 @@ pub async fn concurrent_enqueue_once_writes_once(factory: &dyn BackendFactory) -
                     cx.q,
                     theirs_stats.ready
                 );
-                if !cx.next_round().await? {
-                break;
-            }
             }
             Ok(())
         },
