@@ -72,8 +72,9 @@
 //!   counts a skip as a pass; the `SKIPPED` lines are the count.
 //! - **The reference model runs too.** `suite!` adds a `reference_model`
 //!   test: random operation sequences compared with a pure model of the
-//!   contract (`LEASEQ_MODEL_CASES`, 32 by default). It finds what single
-//!   checks miss, e.g. ids reused after `purge`.
+//!   contract (`LEASEQ_MODEL_CASES`; by default 256 sequences on a manual
+//!   clock, 32 on a real one, where each waits on the store). It finds
+//!   what single checks miss, e.g. ids reused after `purge`.
 //! - **Failures say where.** A failure names the check, the backend, the
 //!   rule broken (invariant or contract clause) and the check's source file
 //!   ([`runner::failure_message`] builds it, for tests that pin down what the
@@ -324,20 +325,18 @@ pub const CHECKS: &[&str] = __with_checks!(__check_names!());
 /// memory with 32), so CI's time goes to what only this pairing shows.
 #[macro_export]
 macro_rules! suite {
-    ($factory:expr) => {
-        $crate::suite!($factory, model_cases = 32);
-    };
-    ($factory:expr, model_cases = $cases:expr) => {
+    (@model $factory:expr, $config:expr) => {
         $crate::__with_checks!(__suite_tests!($factory));
 
         /// The reference model: random operation sequences compared step
         /// by step with a pure model of the contract
-        /// (`LEASEQ_MODEL_CASES` cases, else the suite's own count: 32
-        /// unless the test file says `model_cases = N`).
+        /// (`LEASEQ_MODEL_CASES` cases, else the suite's own count: 256
+        /// on a manual clock, 32 on a real one, unless the test file says
+        /// `model_cases = N`).
         #[test]
         fn reference_model() {
             let factory = $factory;
-            let config = $crate::model::ModelConfig::from_env($cases).max_steps(40);
+            let config = $config.max_steps(40);
             let result = $crate::model::check_model(&factory, &config);
             $crate::runner::conclude_at(
                 "reference_model",
@@ -346,5 +345,11 @@ macro_rules! suite {
                 result,
             );
         }
+    };
+    ($factory:expr) => {
+        $crate::suite!(@model $factory, $crate::model::ModelConfig::suite_default());
+    };
+    ($factory:expr, model_cases = $cases:expr) => {
+        $crate::suite!(@model $factory, $crate::model::ModelConfig::from_env($cases));
     };
 }

@@ -74,7 +74,7 @@ mod recover;
 mod state;
 mod window;
 
-pub use driver::{check_model, run_ops, ModelConfig};
+pub use driver::{check_model, run_ops, ModelConfig, SUITE_CASES, SUITE_MANUAL_CASES};
 pub use ops::{op, ops, ItemSpec, Op, Span, Timing, Verb};
 pub use state::{Entry, Model, Note, Slot, EXHAUSTED};
 pub use window::Window;
