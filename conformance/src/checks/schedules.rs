@@ -463,7 +463,7 @@ pub async fn every_change_of_a_schedule_is_a_revision(factory: &dyn BackendFacto
                     "after the schedule moved to {other}, its tick left {here} items in {} and {there} in {other}; expected 0 and 1",
                     cx.q
                 );
-                cx.b.purge(&other).await.or_fail(cx.rule, "purge")?;
+                cx.clean(&other).await.or_fail(cx.rule, "purge")?;
                 Ok(())
             }
             .await;
@@ -659,7 +659,7 @@ pub async fn unique_for_holds_after_ack(factory: &dyn BackendFactory) -> CheckRe
                 .b
                 .enqueue(&elsewhere, vec![NewItem::new("long").dedup_key("long").unique_for(long)])
                 .await;
-            let _ = cx.b.purge(&elsewhere).await;
+            let _ = cx.clean(&elsewhere).await;
             let there = there.or_fail(cx.rule, "enqueue into another queue")?;
             ensure!(
                 there.len() == 1 && !there[0].deduplicated,
@@ -771,14 +771,16 @@ pub async fn unique_for_holds_after_ack(factory: &dyn BackendFactory) -> CheckRe
                 );
             }
             cx.expect_stats([1, 0, 0, 0], "after enqueues of keys still held").await?;
-            // A purge frees held keys.
-            cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
-            let e = enq("long", long).await?;
-            ensure!(
-                !e.deduplicated,
-                cx.rule,
-                "after a purge the key of an acked unique-for item was still held: {e:?}"
-            );
+            // A purge (an operator action) frees held keys.
+            if cx.b.groups().admin.is_some() {
+                cx.b.purge(&cx.q).await.or_fail(cx.rule, "purge")?;
+                let e = enq("long", long).await?;
+                ensure!(
+                    !e.deduplicated,
+                    cx.rule,
+                    "after a purge the key of an acked unique-for item was still held: {e:?}"
+                );
+            }
             // Without a dedup key, unique_for is bad input.
             let bad = cx
                 .b
