@@ -49,6 +49,11 @@ async fn take_out(cx: &Cx, id: ItemId) -> Result<(), Violation> {
             .or_fail(RULE, "remove_item")?;
         return Ok(());
     }
+    ack_the_only(cx, id).await
+}
+
+/// Claims item `id`, the queue's only Ready one, and acks it.
+async fn ack_the_only(cx: &Cx, id: ItemId) -> Result<(), Violation> {
     let lease = cx.claim_one(LONG).await?;
     ensure!(
         lease.id() == id,
@@ -67,15 +72,7 @@ async fn complete_keyed(cx: &Cx, key: &str, hold: Option<Duration>) -> Result<It
         "the first enqueue of key {key:?} was deduplicated to {}",
         made.id
     );
-    let lease = cx.claim_one(LONG).await?;
-    ensure!(
-        lease.id() == made.id,
-        RULE,
-        "claimed item {} while only item {} was in the queue",
-        lease.id(),
-        made.id
-    );
-    cx.b.ack(&lease.key).await.or_fail(RULE, "ack")?;
+    ack_the_only(cx, made.id).await?;
     Ok(made.id)
 }
 

@@ -587,9 +587,9 @@ pub async fn every_exit_frees_a_slot(factory: &dyn BackendFactory) -> CheckResul
         if cx.b.groups().admin.is_some() {
             exits.extend(["purge", "remove_item"]);
         }
-        for (n, exit) in exits.into_iter().enumerate() {
+        for (n, exit) in (0u32..).zip(exits) {
             // Each exit on a queue of its own, empty, under the limit.
-            let cx = cx.round(u32::try_from(n).unwrap_or(u32::MAX))?;
+            let cx = cx.round(n)?;
             set(&cx, &cx.q, QueueLimits::NONE.concurrency(1)).await?;
             let removing = exit == "remove_item";
             cx.push_n(if removing { 3 } else { 2 }).await?;
